@@ -1,0 +1,184 @@
+"""Connector for a (shared) file system directory.
+
+Each object is one file named by its key. Writes go to a temporary file in the same
+directory that is then atomically renamed into place, so a reader sees either the whole
+object or none of it, even when the writer crashes mid-write (leftover temporaries are
+named ``.tmp-*`` and removed by :meth:`FileConnector.close` with ``clear=True`` or by
+:func:`remove_temporaries`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Self
+
+from tether.connectors._util import new_id
+from tether.exceptions import ConnectorError
+from tether.serialize import BytesLike
+
+__all__ = ['FileConnector', 'FileKey', 'remove_temporaries']
+
+_TMP_PREFIX = '.tmp-'
+
+
+class FileKey(NamedTuple):
+    """Key of an object in a :class:`FileConnector`: the file's name."""
+
+    filename: str
+
+
+class FileConnector:
+    """A connector that stores each object as a file in ``store_dir``.
+
+    Args:
+        store_dir: Directory for the objects; created if missing. On a shared file
+            system, every process that mounts it can resolve the proxies.
+        clear: Remove the whole directory when :meth:`close` is called.
+    """
+
+    def __init__(self, store_dir: str | os.PathLike[str], clear: bool = False) -> None:
+        self.store_dir = os.path.abspath(os.fspath(store_dir))
+        self.clear = clear
+        try:
+            os.makedirs(self.store_dir, exist_ok=True)
+        except OSError as e:
+            raise ConnectorError(f'cannot create store directory {self.store_dir!r}: {e}') from e
+
+    def __repr__(self) -> str:
+        return f'FileConnector(store_dir={self.store_dir!r})'
+
+    def _path(self, key: FileKey) -> str:
+        name = key.filename
+        if '/' in name or name.startswith('.'):
+            raise ConnectorError(f'invalid file key {key!r} for {self!r}')
+        return os.path.join(self.store_dir, name)
+
+    def _missing_dir(self, e: OSError) -> ConnectorError:
+        if not os.path.isdir(self.store_dir):
+            return ConnectorError(
+                f'store directory {self.store_dir!r} of {self!r} no longer exists; '
+                'was it removed while the store was in use?',
+            )
+        return ConnectorError(f'I/O error in {self!r}: {e}')
+
+    def close(self, clear: bool | None = None) -> None:
+        """Close the connector, removing the directory if ``clear`` (default: the init flag)."""
+        if self.clear if clear is None else clear:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration of this connector."""
+        return {'store_dir': self.store_dir, 'clear': self.clear}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config`."""
+        return cls(**config)
+
+    def evict(self, key: FileKey) -> None:
+        """Remove the object under ``key``."""
+        try:
+            os.remove(self._path(key))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise self._missing_dir(e) from e
+
+    def exists(self, key: FileKey) -> bool:
+        """Return whether ``key`` is stored."""
+        return os.path.exists(self._path(key))
+
+    def get(self, key: FileKey) -> BytesLike | None:
+        """Return the bytes under ``key`` (a writable ``bytearray``) or ``None``."""
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            if not os.path.isdir(self.store_dir):
+                raise self._missing_dir(FileNotFoundError(path)) from None
+            return None
+        except OSError as e:
+            raise self._missing_dir(e) from e
+        try:
+            size = os.fstat(fd).st_size
+            buf = bytearray(size)
+            view = memoryview(buf)
+            got = 0
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if n == 0:
+                    raise ConnectorError(f'{path!r} was truncated while reading')
+                got += n
+            return buf
+        except OSError as e:
+            raise ConnectorError(f'cannot read {path!r}: {e}') from e
+        finally:
+            os.close(fd)
+
+    def get_batch(self, keys: Sequence[FileKey]) -> list[BytesLike | None]:
+        """Return the bytes under each key."""
+        return [self.get(k) for k in keys]
+
+    def _write(self, key: FileKey, parts: Sequence[BytesLike]) -> None:
+        final = self._path(key)
+        tmp = os.path.join(self.store_dir, f'{_TMP_PREFIX}{key.filename}.{new_id()[:12]}')
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            raise self._missing_dir(e) from e
+        try:
+            try:
+                for part in parts:
+                    view = memoryview(part).cast('B')
+                    while view.nbytes:
+                        n = os.write(fd, view)
+                        view = view[n:]
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except OSError as e:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise self._missing_dir(e) from e
+
+    def put(self, data: BytesLike) -> FileKey:
+        """Write ``data`` to a new file and return its key."""
+        return self.put_parts([data])
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> FileKey:
+        """Write the concatenation of ``parts`` to a new file and return its key."""
+        key = FileKey(new_id())
+        self._write(key, parts)
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[FileKey]:
+        """Write each item to a new file and return the keys."""
+        return [self.put(d) for d in datas]
+
+    def new_key(self, data: BytesLike | None = None) -> FileKey:
+        """Return a fresh key, writing ``data`` if given."""
+        key = FileKey(new_id())
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: FileKey, data: BytesLike) -> None:
+        """Write ``data`` under ``key`` (atomically replacing what was there)."""
+        self._write(key, [data])
+
+
+def remove_temporaries(store_dir: str | os.PathLike[str]) -> int:
+    """Remove temporaries left in ``store_dir`` by writers that crashed; return how many."""
+    n = 0
+    for entry in os.scandir(store_dir):
+        if entry.name.startswith(_TMP_PREFIX):
+            try:
+                os.remove(entry.path)
+                n += 1
+            except FileNotFoundError:
+                pass
+    return n

@@ -1,0 +1,110 @@
+"""In-process connector: a dictionary. For tests and single-process programs.
+
+Objects live in this process only. A :class:`LocalConnector` rebuilt from its config in
+the same process (for example by a proxy resolving through the store registry) attaches
+to the same dictionary; in another process it starts empty, so its proxies do not resolve
+there (they raise :class:`~tether.exceptions.ProxyResolveMissingKeyError`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Self
+
+from tether.connectors._util import new_id
+from tether.exceptions import ConnectorClosedError
+from tether.serialize import BytesLike
+
+__all__ = ['LocalConnector', 'LocalKey']
+
+_live: weakref.WeakValueDictionary[str, _Storage] = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
+
+
+class _Storage(dict[str, bytes]):
+    """A dict that can be weakly referenced."""
+
+
+class LocalKey(NamedTuple):
+    """Key of an object in a :class:`LocalConnector`."""
+
+    id: str
+
+
+class LocalConnector:
+    """A connector that keeps objects in a dictionary in this process.
+
+    Args:
+        store_id: Identity of the backing dictionary. Connectors of one process made
+            with the same ``store_id`` share their objects. Defaults to a fresh id.
+    """
+
+    def __init__(self, store_id: str | None = None) -> None:
+        self.store_id = store_id or new_id()
+        with _live_lock:
+            storage = _live.get(self.store_id)
+            if storage is None:
+                storage = _Storage()
+                _live[self.store_id] = storage
+        self._data: _Storage | None = storage
+
+    def __repr__(self) -> str:
+        return f'LocalConnector(store_id={self.store_id!r})'
+
+    def _d(self) -> _Storage:
+        if self._data is None:
+            raise ConnectorClosedError(f'{self!r} is closed')
+        return self._data
+
+    def close(self) -> None:
+        """Detach from the dictionary (other connectors of the same id keep it)."""
+        self._data = None
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration of this connector."""
+        return {'store_id': self.store_id}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config` (same process: same objects)."""
+        return cls(**config)
+
+    def evict(self, key: LocalKey) -> None:
+        """Remove the object under ``key``."""
+        self._d().pop(key.id, None)
+
+    def exists(self, key: LocalKey) -> bool:
+        """Return whether ``key`` is stored."""
+        return key.id in self._d()
+
+    def get(self, key: LocalKey) -> BytesLike | None:
+        """Return the bytes under ``key`` or ``None``."""
+        return self._d().get(key.id)
+
+    def get_batch(self, keys: Sequence[LocalKey]) -> list[BytesLike | None]:
+        """Return the bytes under each key."""
+        d = self._d()
+        return [d.get(k.id) for k in keys]
+
+    def put(self, data: BytesLike) -> LocalKey:
+        """Store ``data`` and return its key."""
+        key = LocalKey(new_id())
+        self._d()[key.id] = bytes(data)
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[LocalKey]:
+        """Store each item and return the keys."""
+        return [self.put(d) for d in datas]
+
+    def new_key(self, data: BytesLike | None = None) -> LocalKey:
+        """Return a fresh key, storing ``data`` if given."""
+        key = LocalKey(new_id())
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: LocalKey, data: BytesLike) -> None:
+        """Store ``data`` under ``key``."""
+        self._d()[key.id] = bytes(data)

@@ -1,0 +1,321 @@
+"""Connector for Redis, or any server that speaks the Redis protocol (KeyDB, Valkey ...).
+
+Uses redis-py (with hiredis when installed) through one connection pool per connector;
+batches are one round trip; large values are written from their own memory with a
+vectored send. A single Redis string holds at most 512 MB, so larger values are stored as
+a Redis list of chunks written in one transaction (readers see all of it or nothing).
+
+A server that is down or stops answering gives a :class:`~tether.exceptions.ConnectorError`
+after a bounded number of retries (``retries`` attempts with exponential back-off, each
+bounded by ``connect_timeout``/``socket_timeout``); once the server is back, the same
+connector works again without being rebuilt.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple, Self
+
+from tether.connectors._util import new_id, total_size
+from tether.exceptions import ConnectorClosedError, ConnectorError
+from tether.serialize import BytesLike
+
+__all__ = ['RedisConnector', 'RedisKey']
+
+_DEFAULT_CHUNK = 256 * 1024 * 1024
+
+
+class RedisKey(NamedTuple):
+    """Key of an object in a :class:`RedisConnector`: the Redis key."""
+
+    redis_key: str
+
+
+class RedisConnector:
+    """A connector that stores objects in a Redis server.
+
+    Args:
+        hostname: Host of the Redis server.
+        port: Port of the Redis server.
+        db: Database number.
+        username: User for ``AUTH`` (Redis 6 ACLs), if any.
+        password: Password for ``AUTH``, if any.
+        ssl: Connect with TLS.
+        prefix: Prefix of every key this connector writes (handy for counting or
+            clearing a run's keys with ``SCAN``).
+        socket_timeout: Seconds a single read or write may block.
+        connect_timeout: Seconds a connection attempt may take.
+        retries: Attempts after the first when the server cannot be reached.
+        max_connections: Size of the connection pool (default: unbounded).
+        chunk_size: Values larger than this are split into chunks (Redis refuses
+            strings over 512 MB).
+        clear: Delete every key with ``prefix`` when :meth:`close` is called.
+    """
+
+    def __init__(
+        self,
+        hostname: str = 'localhost',
+        port: int = 6379,
+        *,
+        db: int = 0,
+        username: str | None = None,
+        password: str | None = None,
+        ssl: bool = False,
+        prefix: str = 'tether:',
+        socket_timeout: float = 30.0,
+        connect_timeout: float = 2.0,
+        retries: int = 3,
+        max_connections: int | None = None,
+        chunk_size: int = _DEFAULT_CHUNK,
+        clear: bool = False,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import ExponentialBackoff
+            from redis.retry import Retry
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ImportError(
+                'RedisConnector needs redis-py: pip install "tether[redis]"',
+            ) from e
+        self.hostname = hostname
+        self.port = port
+        self.db = db
+        self.username = username
+        self.password = password
+        self.ssl = ssl
+        self.prefix = prefix
+        self.socket_timeout = socket_timeout
+        self.connect_timeout = connect_timeout
+        self.retries = retries
+        self.max_connections = max_connections
+        self.chunk_size = chunk_size
+        self.clear = clear
+        self._redis_mod = redis
+        kwargs: dict[str, Any] = {
+            'host': hostname,
+            'port': port,
+            'db': db,
+            'username': username,
+            'password': password,
+            'socket_timeout': socket_timeout,
+            'socket_connect_timeout': connect_timeout,
+            'retry': Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
+            'retry_on_error': [redis.ConnectionError, redis.TimeoutError],
+            'health_check_interval': 0,
+        }
+        if max_connections is not None:
+            kwargs['max_connections'] = max_connections
+        if ssl:
+            kwargs['connection_class'] = redis.SSLConnection
+        self._pool: Any = redis.ConnectionPool(**kwargs)
+        self._client: Any = redis.Redis(connection_pool=self._pool)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f'RedisConnector(hostname={self.hostname!r}, port={self.port})'
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        if self._closed:
+            raise ConnectorClosedError(f'{self!r} is closed')
+        redis = self._redis_mod
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise ConnectorError(
+                f'Redis at {self.hostname}:{self.port} unreachable during {what} after '
+                f'{self.retries} retries: {e}. Is the server running?',
+            ) from e
+        except redis.RedisError as e:
+            raise ConnectorError(
+                f'Redis at {self.hostname}:{self.port} failed during {what}: {e}',
+            ) from e
+        except OSError as e:
+            raise ConnectorError(
+                f'I/O error talking to Redis at {self.hostname}:{self.port} ({what}): {e}',
+            ) from e
+
+    def close(self, clear: bool | None = None) -> None:
+        """Disconnect the pool; delete this prefix's keys first if ``clear``."""
+        if self._closed:
+            return
+        if self.clear if clear is None else clear:
+            with self._errors('clear'):
+                for batch in _batched(self._client.scan_iter(match=f'{self.prefix}*'), 1000):
+                    self._client.delete(*batch)
+        self._closed = True
+        self._pool.disconnect()
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration of this connector."""
+        return {
+            'hostname': self.hostname,
+            'port': self.port,
+            'db': self.db,
+            'username': self.username,
+            'password': self.password,
+            'ssl': self.ssl,
+            'prefix': self.prefix,
+            'socket_timeout': self.socket_timeout,
+            'connect_timeout': self.connect_timeout,
+            'retries': self.retries,
+            'max_connections': self.max_connections,
+            'chunk_size': self.chunk_size,
+            'clear': self.clear,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config`."""
+        return cls(**config)
+
+    def _key(self) -> RedisKey:
+        return RedisKey(f'{self.prefix}{new_id()}')
+
+    def evict(self, key: RedisKey) -> None:
+        """Delete the object under ``key``."""
+        with self._errors('evict'):
+            self._client.delete(key.redis_key)
+
+    def exists(self, key: RedisKey) -> bool:
+        """Return whether ``key`` is stored."""
+        with self._errors('exists'):
+            return bool(self._client.exists(key.redis_key))
+
+    def _get_chunked(self, name: str) -> bytes | None:
+        chunks = self._client.lrange(name, 0, -1)
+        return b''.join(chunks) if chunks else None
+
+    def get(self, key: RedisKey) -> BytesLike | None:
+        """Return the bytes under ``key`` or ``None``."""
+        redis = self._redis_mod
+        with self._errors('get'):
+            try:
+                value: bytes | None = self._client.get(key.redis_key)
+            except redis.ResponseError as e:
+                if 'WRONGTYPE' not in str(e):
+                    raise
+                return self._get_chunked(key.redis_key)
+            return value
+
+    def get_batch(self, keys: Sequence[RedisKey]) -> list[BytesLike | None]:
+        """Return the bytes under each key, in one round trip."""
+        if not keys:
+            return []
+        redis = self._redis_mod
+        with self._errors('get_batch'):
+            try:
+                values: list[bytes | None] = self._client.mget([k.redis_key for k in keys])
+            except redis.ResponseError:
+                return [self.get(k) for k in keys]
+            return list(values)
+
+    def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
+        size = total_size(parts)
+        if size > self.chunk_size:
+            self._set_chunked(name, parts)
+            return
+        views = [memoryview(p).cast('B') for p in parts]
+        head = b'*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n' % (
+            len(name.encode()),
+            name.encode(),
+            size,
+        )
+        command: list[Any] = [head, *views, b'\r\n']
+        # One vectored send from the caller's buffers; retried on a dropped connection.
+        attempts = self.retries + 1
+        redis = self._redis_mod
+        for attempt in range(attempts):
+            conn = self._pool.get_connection('SET')
+            try:
+                conn.send_packed_command(command, check_health=False)
+                response = conn.read_response()
+            except (redis.ConnectionError, redis.TimeoutError):
+                conn.disconnect()
+                if attempt + 1 == attempts:
+                    raise
+                continue
+            finally:
+                self._pool.release(conn)
+            if isinstance(response, redis.ResponseError):
+                raise response
+            return
+
+    def _set_chunked(self, name: str, parts: Sequence[BytesLike]) -> None:
+        pipe = self._client.pipeline(transaction=True)
+        pipe.delete(name)
+        for chunk in _chunks(parts, self.chunk_size):
+            pipe.rpush(name, chunk)
+        pipe.execute()
+
+    def put(self, data: BytesLike) -> RedisKey:
+        """Store ``data`` and return its key."""
+        return self.put_parts([data])
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> RedisKey:
+        """Store the concatenation of ``parts`` (sent without joining) and return its key."""
+        key = self._key()
+        with self._errors('put'):
+            self._set_parts(key.redis_key, parts)
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[RedisKey]:
+        """Store each item, in one round trip, and return the keys."""
+        keys = [self._key() for _ in datas]
+        small = [
+            (k, d) for k, d in zip(keys, datas, strict=True) if memoryview(d).nbytes <= self.chunk_size
+        ]
+        with self._errors('put_batch'):
+            if small:
+                self._client.mset({k.redis_key: memoryview(d).cast('B') for k, d in small})
+            for k, d in zip(keys, datas, strict=True):
+                if memoryview(d).nbytes > self.chunk_size:
+                    self._set_chunked(k.redis_key, [d])
+        return keys
+
+    def new_key(self, data: BytesLike | None = None) -> RedisKey:
+        """Return a fresh key, storing ``data`` if given."""
+        key = self._key()
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: RedisKey, data: BytesLike) -> None:
+        """Store ``data`` under ``key``."""
+        with self._errors('set'):
+            self._set_parts(key.redis_key, [data])
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``redis.Redis`` client (shares this connector's pool)."""
+        return self._client
+
+
+def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in it:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _chunks(parts: Sequence[BytesLike], size: int) -> Iterator[bytes]:
+    """Yield the concatenation of ``parts`` in chunks of at most ``size`` bytes."""
+    buf = bytearray()
+    for part in parts:
+        view = memoryview(part).cast('B')
+        while view.nbytes:
+            take = min(size - len(buf), view.nbytes)
+            buf += view[:take]
+            view = view[take:]
+            if len(buf) == size:
+                yield bytes(buf)
+                buf = bytearray()
+    if buf:
+        yield bytes(buf)

@@ -1,0 +1,189 @@
+"""Connector for POSIX shared memory on one node.
+
+Each object is one shared-memory segment (a file under ``/dev/shm``). A consumer maps the
+segment instead of copying it, so resolving a large NumPy array costs microseconds. The
+mapping is copy-on-write: a consumer may modify what it resolved without the producer or
+other consumers seeing the change, and pages are copied only when written.
+
+Objects outlive the process that put them, until they are evicted. Leftovers (objects
+never evicted, temporaries of writers killed mid-write) are named
+``tether-<namespace>-<id>`` and are removed by :meth:`SharedMemoryConnector.close` with
+``clear=True``, by :func:`cleanup`, or by ``tether shm clean [--namespace NS]``. Being
+memory, they also disappear when the machine restarts.
+
+Linux only (``/dev/shm``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Self
+
+from tether.connectors._util import new_id, total_size
+from tether.exceptions import ConnectorError
+from tether.serialize import BytesLike
+
+__all__ = ['SharedMemoryConnector', 'SharedMemoryKey', 'cleanup']
+
+SHM_DIR = '/dev/shm'
+_PREFIX = 'tether-'
+_TMP = '.tmp'
+
+
+class SharedMemoryKey(NamedTuple):
+    """Key of an object in a :class:`SharedMemoryConnector`: the segment's name."""
+
+    name: str
+
+
+class SharedMemoryConnector:
+    """A connector that stores objects in POSIX shared-memory segments.
+
+    Args:
+        namespace: Groups the segments of one application (used by ``clear`` and
+            :func:`cleanup`); letters, digits, ``_`` and ``.`` only.
+        clear: Remove every segment of the namespace when :meth:`close` is called.
+    """
+
+    def __init__(self, namespace: str = 'default', clear: bool = False) -> None:
+        if not os.path.isdir(SHM_DIR):
+            raise ConnectorError(
+                f'SharedMemoryConnector needs {SHM_DIR} (Linux); it was not found',
+            )
+        if not namespace or not all(c.isalnum() or c in '_.' for c in namespace):
+            raise ValueError(f'invalid shared-memory namespace {namespace!r}')
+        self.namespace = namespace
+        self.clear = clear
+
+    def __repr__(self) -> str:
+        return f'SharedMemoryConnector(namespace={self.namespace!r})'
+
+    def _path(self, key: SharedMemoryKey) -> str:
+        if '/' in key.name or not key.name.startswith(_PREFIX):
+            raise ConnectorError(f'invalid shared-memory key {key!r}')
+        return os.path.join(SHM_DIR, key.name)
+
+    def _new_key(self) -> SharedMemoryKey:
+        return SharedMemoryKey(f'{_PREFIX}{self.namespace}-{new_id()}')
+
+    def close(self, clear: bool | None = None) -> None:
+        """Close; remove every segment of the namespace first if ``clear``."""
+        if self.clear if clear is None else clear:
+            cleanup(self.namespace)
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration of this connector."""
+        return {'namespace': self.namespace, 'clear': self.clear}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config`."""
+        return cls(**config)
+
+    def evict(self, key: SharedMemoryKey) -> None:
+        """Unlink the segment (processes that mapped it keep their mapping)."""
+        try:
+            os.remove(self._path(key))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise ConnectorError(f'cannot remove shared memory {key.name!r}: {e}') from e
+
+    def exists(self, key: SharedMemoryKey) -> bool:
+        """Return whether ``key`` is stored."""
+        return os.path.exists(self._path(key))
+
+    def get(self, key: SharedMemoryKey) -> BytesLike | None:
+        """Map the segment (copy-on-write) and return a writable view, or ``None``."""
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ConnectorError(f'cannot open shared memory {key.name!r}: {e}') from e
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                return bytearray()
+            return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY))
+        except OSError as e:
+            raise ConnectorError(f'cannot map shared memory {key.name!r}: {e}') from e
+        finally:
+            os.close(fd)
+
+    def get_batch(self, keys: Sequence[SharedMemoryKey]) -> list[BytesLike | None]:
+        """Return the bytes under each key."""
+        return [self.get(k) for k in keys]
+
+    def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
+        final = self._path(key)
+        tmp = f'{final}{_TMP}'
+        size = total_size(parts)
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            raise ConnectorError(f'cannot create shared memory {key.name!r}: {e}') from e
+        try:
+            try:
+                if size:
+                    os.ftruncate(fd, size)
+                    with mmap.mmap(fd, size) as m:
+                        offset = 0
+                        for part in parts:
+                            view = memoryview(part).cast('B')
+                            m[offset : offset + view.nbytes] = view
+                            offset += view.nbytes
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except OSError as e:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise ConnectorError(
+                f'cannot write {size} bytes to shared memory {key.name!r}: {e} '
+                f'(is {SHM_DIR} full?)',
+            ) from e
+
+    def put(self, data: BytesLike) -> SharedMemoryKey:
+        """Copy ``data`` into a new segment and return its key."""
+        return self.put_parts([data])
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> SharedMemoryKey:
+        """Copy the concatenation of ``parts`` into a new segment and return its key."""
+        key = self._new_key()
+        self._write(key, parts)
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[SharedMemoryKey]:
+        """Store each item and return the keys."""
+        return [self.put(d) for d in datas]
+
+    def new_key(self, data: BytesLike | None = None) -> SharedMemoryKey:
+        """Return a fresh key, storing ``data`` if given."""
+        key = self._new_key()
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: SharedMemoryKey, data: BytesLike) -> None:
+        """Store ``data`` under ``key`` (atomically replacing what was there)."""
+        self._write(key, [data])
+
+
+def cleanup(namespace: str | None = None) -> int:
+    """Remove tether shared-memory segments (of ``namespace``, or all); return how many."""
+    prefix = _PREFIX if namespace is None else f'{_PREFIX}{namespace}-'
+    n = 0
+    for entry in os.scandir(SHM_DIR):
+        if entry.name.startswith(prefix):
+            try:
+                os.remove(entry.path)
+                n += 1
+            except FileNotFoundError:
+                pass
+    return n

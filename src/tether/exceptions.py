@@ -1,0 +1,109 @@
+"""The tether exception tree.
+
+Every error tether raises on purpose derives from :class:`TetherError`. Errors of the
+libraries we build on (redis-py, the OS, pickle ...) are translated at the boundary into
+one of these classes, with the original error chained as ``__cause__``.
+
+```
+TetherError
+ +-- ProxyError
+ |    +-- ProxyResolveError              the factory of a proxy failed
+ |         +-- ProxyResolveMissingKeyError   the object behind a store proxy is gone
+ +-- SerializationError                  bytes could not become an object, or back
+ +-- ConnectorError                      a mediated channel failed (server down, I/O)
+ |    +-- ConnectorClosedError           the connector was used after close()
+ +-- StoreError
+ |    +-- StoreExistsError               a store of that name is already registered
+ |    +-- StoreNotFoundError             no store of that name is registered
+ |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
+ +-- ConfigError                         a configuration is invalid or cannot be read
+```
+
+Every message says what failed (the store, key or address) and, where it can, what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    'ConfigError',
+    'ConnectorClosedError',
+    'ConnectorError',
+    'NonProxiableTypeError',
+    'ProxyError',
+    'ProxyResolveError',
+    'ProxyResolveMissingKeyError',
+    'SerializationError',
+    'StoreError',
+    'StoreExistsError',
+    'StoreNotFoundError',
+    'TetherError',
+]
+
+
+class TetherError(Exception):
+    """Root of every error raised by tether."""
+
+
+class ProxyError(TetherError):
+    """Base class for errors of :mod:`tether.proxy`."""
+
+
+class ProxyResolveError(ProxyError):
+    """The factory of a proxy raised while resolving the target object.
+
+    The original error is chained as ``__cause__``.
+    """
+
+
+class ProxyResolveMissingKeyError(ProxyResolveError):
+    """A store proxy was resolved but its object is no longer in the store.
+
+    Attributes:
+        key: The connector key that was looked up.
+        store_name: The name of the store that was asked.
+    """
+
+    def __init__(self, key: object, store_name: str, connector: str = '') -> None:
+        self.key = key
+        self.store_name = store_name
+        where = f' (connector {connector})' if connector else ''
+        super().__init__(
+            f'object with key {key!r} is missing from store {store_name!r}{where}: '
+            'it was evicted (evict=True proxies resolve once; owned proxies and lifetimes '
+            'evict when they end) or never written',
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.key, self.store_name))
+
+
+class SerializationError(TetherError):
+    """An object could not be serialized, or bytes could not be deserialized."""
+
+
+class ConnectorError(TetherError):
+    """A connector's mediated channel failed (server unreachable, I/O error ...)."""
+
+
+class ConnectorClosedError(ConnectorError):
+    """A connector was used after it was closed."""
+
+
+class StoreError(TetherError):
+    """Base class for errors of :mod:`tether.store`."""
+
+
+class StoreExistsError(StoreError):
+    """A store with the same name is already registered in this process."""
+
+
+class StoreNotFoundError(StoreError):
+    """No store with the requested name is registered in this process."""
+
+
+class NonProxiableTypeError(StoreError):
+    """The object cannot be proxied (``None``, ``bool`` and ``NotImplemented`` cannot be)."""
+
+
+class ConfigError(TetherError):
+    """A configuration is invalid, incomplete, or cannot be read."""

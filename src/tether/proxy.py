@@ -1,0 +1,531 @@
+"""Lazy, transparent object proxies.
+
+A :class:`Proxy` is built from a *factory*, any zero-argument callable that returns the
+*target* object. The factory runs the first time the proxy is used (once, even when many
+threads use the proxy at the same moment), and from then on every operation on the proxy
+is forwarded to the target::
+
+    p = Proxy(lambda: [1, 2, 3])
+    assert p == [1, 2, 3]           # resolves here
+    assert isinstance(p, list)      # and behaves as a list from now on
+
+Pickling a proxy sends its factory and cached metadata (the target's class and hash),
+never the target, so proxies are cheap to communicate and resolve wherever they land.
+
+What resolves a proxy, and what does not (this is a tested contract):
+
+| operation on an unresolved proxy ``p``           | resolves? |
+|--------------------------------------------------|-----------|
+| ``pickle.dumps(p)``, ``copy.copy(p)``            | no        |
+| ``type(p)``, ``isinstance(p, Proxy)``, ``id(p)`` | no        |
+| ``isinstance(p, C)``, ``p.__class__``            | no, when the target class is known (store proxies), else yes |
+| ``hash(p)``                                      | no, when the hash is known (store proxies of hashable objects); unhashable targets raise ``TypeError`` without resolving |
+| ``repr(p)``                                      | no (shows ``<Proxy ... unresolved>``); once resolved, ``repr`` of the target |
+| ``is_resolved(p)``, ``get_factory(p)``           | no        |
+| attribute access, method calls, operators, ``str``, ``bool``, ``len``, iteration, ``==`` | yes |
+
+Set ``TETHER_TRACE_RESOLVE=1`` in the environment (or call :func:`trace_resolution`) to
+log, at the moment each proxy resolves, the stack that resolved it; :func:`where_resolved`
+then returns that stack for a given proxy.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import operator
+import os
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any, Generic, TypeAlias, TypeVar, cast
+
+from tether.exceptions import ProxyResolveError
+
+__all__ = [
+    'Proxy',
+    'ProxyOr',
+    'extract',
+    'get_factory',
+    'is_resolved',
+    'resolve',
+    'resolve_async',
+    'trace_resolution',
+    'where_resolved',
+]
+
+T = TypeVar('T')
+
+logger = logging.getLogger(__name__)
+
+FactoryType: TypeAlias = Callable[[], T]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return '<missing>'
+
+
+_MISSING: Any = _Missing()
+# Marker stored in the hash slot when the target is known to be unhashable.
+_UNHASHABLE: Any = _Missing()
+
+_trace_enabled = os.environ.get('TETHER_TRACE_RESOLVE', '') not in ('', '0')
+
+_async_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_async_pool_lock = threading.Lock()
+
+
+def trace_resolution(enabled: bool = True) -> None:
+    """Turn on (or off) the logging of the stack at which each proxy resolves.
+
+    When on, every resolution logs the resolving stack at ``INFO`` on the logger
+    ``tether.proxy`` and keeps it on the proxy for :func:`where_resolved`. The
+    environment variable ``TETHER_TRACE_RESOLVE=1`` turns it on at import.
+    """
+    global _trace_enabled
+    _trace_enabled = enabled
+
+
+# The names below are served by the proxy itself, never forwarded to the target.
+_SLOTS = (
+    '__proxy_factory__',
+    '__proxy_target__',
+    '__proxy_class__',
+    '__proxy_hash__',
+    '__proxy_lock__',
+    '__proxy_pending__',
+    '__proxy_trace__',
+)
+
+
+class Proxy(Generic[T]):
+    """A lazy, transparent proxy of the object its factory returns.
+
+    Args:
+        factory: Zero-argument callable returning the target object. It is called at
+            most once, on first use of the proxy.
+        target_class: The class of the target, if known, so that ``isinstance`` and
+            ``__class__`` do not resolve the proxy.
+        target_hash: The hash of the target, if known, so that ``hash`` does not resolve.
+
+    Raises:
+        ProxyResolveError: (on first use) when the factory raises; the factory's error
+            is chained as the cause.
+    """
+
+    __slots__ = (*_SLOTS, '__weakref__')
+
+    def __init__(
+        self,
+        factory: Callable[[], T],
+        *,
+        target_class: type | None = None,
+        target_hash: int | None = None,
+    ) -> None:
+        if not callable(factory):
+            raise TypeError(f'Proxy factory must be callable, got {type(factory).__name__}')
+        _set(self, '__proxy_factory__', factory)
+        _set(self, '__proxy_target__', _MISSING)
+        _set(self, '__proxy_class__', target_class)
+        _set(self, '__proxy_hash__', target_hash)
+        _set(self, '__proxy_lock__', threading.Lock())
+        _set(self, '__proxy_pending__', None)
+        _set(self, '__proxy_trace__', None)
+
+    # Attribute access ------------------------------------------------------------------
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _LOCAL_NAMES:
+            return _local_attribute(self, name)
+        target = _get_target(self)
+        if target is _MISSING:
+            target = _resolve(self)
+        return getattr(target, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(_target(self), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(_target(self), name)
+
+    def __dir__(self) -> list[str]:
+        return dir(_target(self))
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: PLE0302
+        cls = _get_class(self)
+        if cls is None:
+            return type(_target(self))
+        return cast(type, cls)
+
+    # Pickling --------------------------------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        cls = _get_class(self)
+        if cls is None:
+            target = _get_target(self)
+            if target is not _MISSING:
+                cls = type(target)
+        if cls is not None and '<locals>' in getattr(cls, '__qualname__', '<locals>'):
+            cls = None
+        h = _get_hash(self)
+        if h is _UNHASHABLE:
+            h = 'u'
+        if cls is None and h is None:
+            return (Proxy, (_get_factory(self),))
+        return (_rebuild, (_get_factory(self), cls, h))
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return self.__reduce__()
+
+    # Representation --------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        target = _get_target(self)
+        if target is _MISSING:
+            cls = _get_class(self)
+            what = f'{cls.__module__}.{cls.__qualname__}' if cls is not None else 'unknown'
+            return f'<Proxy of {what} (unresolved), factory={_get_factory(self)!r}>'
+        return repr(target)
+
+    def __str__(self) -> str:
+        return str(_target(self))
+
+    def __bytes__(self) -> bytes:
+        return bytes(_target(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(_target(self), spec)
+
+    # Hashing and truth -----------------------------------------------------------------
+
+    def __hash__(self) -> int:
+        h = _get_hash(self)
+        if h is None:
+            return hash(_target(self))
+        if h is _UNHASHABLE:
+            cls = _get_class(self)
+            name = cls.__name__ if cls is not None else 'object'
+            raise TypeError(f"unhashable type: '{name}' (proxy)")
+        return cast(int, h)
+
+    def __bool__(self) -> bool:
+        return bool(_target(self))
+
+    # Comparisons -----------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> Any:
+        return _target(self) == other
+
+    def __ne__(self, other: object) -> Any:
+        return _target(self) != other
+
+    def __lt__(self, other: Any) -> Any:
+        return _target(self) < other
+
+    def __le__(self, other: Any) -> Any:
+        return _target(self) <= other
+
+    def __gt__(self, other: Any) -> Any:
+        return _target(self) > other
+
+    def __ge__(self, other: Any) -> Any:
+        return _target(self) >= other
+
+    # Containers ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(_target(self))
+
+    def __length_hint__(self) -> int:
+        return operator.length_hint(_target(self))
+
+    def __getitem__(self, key: Any) -> Any:
+        return _target(self)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _target(self)[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del _target(self)[key]
+
+    def __iter__(self) -> Any:
+        return iter(_target(self))
+
+    def __reversed__(self) -> Any:
+        return reversed(_target(self))
+
+    def __contains__(self, item: Any) -> bool:
+        return item in _target(self)
+
+    # Calls, contexts, coroutines -------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _target(self)(*args, **kwargs)
+
+    def __enter__(self) -> Any:
+        return _target(self).__enter__()
+
+    def __exit__(self, *args: Any) -> Any:
+        return _target(self).__exit__(*args)
+
+    async def __aenter__(self) -> Any:
+        return await _target(self).__aenter__()
+
+    async def __aexit__(self, *args: Any) -> Any:
+        return await _target(self).__aexit__(*args)
+
+    def __await__(self) -> Any:
+        return _target(self).__await__()
+
+    def __aiter__(self) -> Any:
+        return _target(self).__aiter__()
+
+    def __anext__(self) -> Any:
+        return _target(self).__anext__()
+
+    # Numbers ---------------------------------------------------------------------------
+
+    def __neg__(self) -> Any:
+        return -_target(self)
+
+    def __pos__(self) -> Any:
+        return +_target(self)
+
+    def __abs__(self) -> Any:
+        return abs(_target(self))
+
+    def __invert__(self) -> Any:
+        return ~_target(self)
+
+    def __int__(self) -> int:
+        return int(_target(self))
+
+    def __float__(self) -> float:
+        return float(_target(self))
+
+    def __complex__(self) -> complex:
+        return complex(_target(self))
+
+    def __index__(self) -> int:
+        return operator.index(_target(self))
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        return round(_target(self), ndigits)
+
+    def __trunc__(self) -> Any:
+        import math
+
+        return math.trunc(_target(self))
+
+    def __floor__(self) -> Any:
+        import math
+
+        return math.floor(_target(self))
+
+    def __ceil__(self) -> Any:
+        import math
+
+        return math.ceil(_target(self))
+
+    def __fspath__(self) -> Any:
+        return os.fspath(_target(self))
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        target = _target(self)
+        method = getattr(type(target), '__array__', None)
+        if method is not None:
+            return method(target, *args, **kwargs)
+        import numpy
+
+        return numpy.asarray(target, *args, **kwargs)
+
+
+_set = object.__setattr__
+_get_factory = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_factory__.__get__)  # type: ignore[attr-defined]
+_get_target = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_target__.__get__)  # type: ignore[attr-defined]
+_get_class = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_class__.__get__)  # type: ignore[attr-defined]
+_get_hash = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_hash__.__get__)  # type: ignore[attr-defined]
+_get_lock = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_lock__.__get__)  # type: ignore[attr-defined]
+_get_pending = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_pending__.__get__)  # type: ignore[attr-defined]
+_get_trace = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_trace__.__get__)  # type: ignore[attr-defined]
+
+_LOCAL_NAMES = frozenset(
+    (*_SLOTS, '__class__', '__reduce__', '__reduce_ex__', '__module__', '__weakref__'),
+)
+
+
+def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
+    if name == '__module__':
+        cls = _get_class(proxy)
+        if cls is not None:
+            return cls.__module__
+        return getattr(_target(proxy), '__module__')
+    return object.__getattribute__(proxy, name)
+
+
+def _binary(op: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    def forward(self: Proxy[Any], other: Any) -> Any:
+        return op(_target(self), other)
+
+    def reflected(self: Proxy[Any], other: Any) -> Any:
+        return op(other, _target(self))
+
+    return forward, reflected
+
+
+def _inplace(op: Callable[[Any, Any], Any]) -> Any:
+    def method(self: Proxy[Any], other: Any) -> Proxy[Any]:
+        _set(self, '__proxy_target__', op(_target(self), other))
+        return self
+
+    return method
+
+
+for _name, _op, _iop in (
+    ('add', operator.add, operator.iadd),
+    ('sub', operator.sub, operator.isub),
+    ('mul', operator.mul, operator.imul),
+    ('matmul', operator.matmul, operator.imatmul),
+    ('truediv', operator.truediv, operator.itruediv),
+    ('floordiv', operator.floordiv, operator.ifloordiv),
+    ('mod', operator.mod, operator.imod),
+    ('pow', operator.pow, operator.ipow),
+    ('lshift', operator.lshift, operator.ilshift),
+    ('rshift', operator.rshift, operator.irshift),
+    ('and', operator.and_, operator.iand),
+    ('xor', operator.xor, operator.ixor),
+    ('or', operator.or_, operator.ior),
+    ('divmod', divmod, None),
+):
+    _fwd, _rfl = _binary(_op)
+    _fwd.__name__ = f'__{_name}__'
+    _rfl.__name__ = f'__r{_name}__'
+    setattr(Proxy, f'__{_name}__', _fwd)
+    setattr(Proxy, f'__r{_name}__', _rfl)
+    if _iop is not None:
+        _ifn = _inplace(_iop)
+        _ifn.__name__ = f'__i{_name}__'
+        setattr(Proxy, f'__i{_name}__', _ifn)
+
+
+def _rebuild(factory: Callable[[], Any], cls: type | None, h: int | str | None) -> Proxy[Any]:
+    proxy: Proxy[Any] = Proxy(factory, target_class=cls)
+    _set(proxy, '__proxy_hash__', _UNHASHABLE if h == 'u' else h)
+    return proxy
+
+
+def _target(proxy: Proxy[T]) -> T:
+    target = _get_target(proxy)
+    if target is _MISSING:
+        return _resolve(proxy)
+    return cast(T, target)
+
+
+def _resolve(proxy: Proxy[T]) -> T:
+    with _get_lock(proxy):
+        target = _get_target(proxy)
+        if target is not _MISSING:
+            return cast(T, target)
+        pending = _get_pending(proxy)
+        factory = _get_factory(proxy)
+        try:
+            target = pending.result() if pending is not None else factory()
+        except ProxyResolveError:
+            raise
+        except Exception as e:
+            raise ProxyResolveError(
+                f'factory {factory!r} of a proxy raised {type(e).__name__}: {e}',
+            ) from e
+        finally:
+            _set(proxy, '__proxy_pending__', None)
+        _set(proxy, '__proxy_target__', target)
+        if _trace_enabled:
+            stack = ''.join(traceback.format_stack()[:-2])
+            _set(proxy, '__proxy_trace__', stack)
+            logger.info(
+                'proxy of %s resolved by factory %r at:\n%s',
+                type(target).__qualname__,
+                factory,
+                stack,
+            )
+        return cast(T, target)
+
+
+ProxyOr: TypeAlias = Proxy[T] | T
+"""A type that is either a ``Proxy[T]`` or a ``T``."""
+
+
+def extract(proxy: Proxy[T]) -> T:
+    """Return the target of ``proxy``, resolving it first if needed."""
+    return _target(proxy)
+
+
+def get_factory(proxy: Proxy[T]) -> Callable[[], T]:
+    """Return the factory of ``proxy`` (does not resolve)."""
+    return cast(Callable[[], T], _get_factory(proxy))
+
+
+def is_resolved(proxy: Proxy[Any]) -> bool:
+    """Return ``True`` when the target of ``proxy`` is already resolved (does not resolve)."""
+    return _get_target(proxy) is not _MISSING
+
+
+def resolve(proxy: Proxy[Any]) -> None:
+    """Resolve ``proxy`` in place, now, if it is not resolved yet."""
+    _target(proxy)
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _async_pool
+    with _async_pool_lock:
+        if _async_pool is None:
+            _async_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=min(32, (os.cpu_count() or 1) + 4),
+                thread_name_prefix='tether-resolve',
+            )
+        return _async_pool
+
+
+def resolve_async(proxy: Proxy[Any]) -> None:
+    """Start resolving ``proxy`` in the background and return at once.
+
+    The fetch overlaps with whatever the caller does next; the first use of the proxy
+    waits for it to finish. The work runs on a small shared thread pool, not a thread per
+    proxy. Calling it on a resolved (or already resolving) proxy does nothing.
+    """
+    if _get_target(proxy) is not _MISSING:
+        return
+    with _get_lock(proxy):
+        if _get_target(proxy) is not _MISSING or _get_pending(proxy) is not None:
+            return
+        factory = _get_factory(proxy)
+        _set(proxy, '__proxy_pending__', _pool().submit(factory))
+
+
+def where_resolved(proxy: Proxy[Any]) -> str | None:
+    """Return the stack at which ``proxy`` resolved, if tracing was on at that moment."""
+    return cast(str | None, _get_trace(proxy))
+
+
+def _set_target_metadata(proxy: Proxy[Any], target: Any, h: Any) -> None:
+    """Internal: populate a proxy's target and hash metadata (used by stores)."""
+    if target is not _MISSING:
+        _set(proxy, '__proxy_target__', target)
+    _set(proxy, '__proxy_hash__', h)
+
+
+def _target_hash(obj: Any) -> Any:
+    """Internal: the hash to cache for ``obj`` (``_UNHASHABLE`` when it has none)."""
+    if type(obj).__hash__ is None:
+        return _UNHASHABLE
+    try:
+        return hash(obj)
+    except TypeError:
+        return _UNHASHABLE

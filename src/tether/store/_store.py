@@ -1,0 +1,366 @@
+"""The Store: the object-level API over one connector."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from tether.connectors.local import LocalConnector
+from tether.exceptions import NonProxiableTypeError, SerializationError, StoreError
+from tether.proxy import Proxy, _set_target_metadata, _target_hash
+from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
+from tether.serialize import deserialize as default_deserialize
+from tether.store._cache import LRUCache
+from tether.store._registry import register_store, unregister_store
+from tether.store.config import StoreConfig, import_from_path
+from tether.store.factory import StoreFactory
+from tether.store.metrics import StoreMetrics
+
+__all__ = ['Store']
+
+ConnectorT = TypeVar('ConnectorT')
+T = TypeVar('T')
+
+_NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
+_MISSING: Any = object()
+
+
+class Store(Generic[ConnectorT]):
+    """Puts, gets and proxies Python objects through one connector.
+
+    Args:
+        name: Name of the store; proxies find the store by this name in every process.
+        connector: The connector to the mediated channel (default: a new
+            :class:`~tether.connectors.local.LocalConnector`).
+        serializer: Function from object to bytes used instead of
+            :func:`tether.serialize.serialize`.
+        deserializer: Function from bytes to object used instead of
+            :func:`tether.serialize.deserialize`.
+        cache_size: How many deserialized objects this process keeps (LRU); 0 disables.
+        metrics: Record timings and sizes (see :mod:`tether.store.metrics`).
+        populate_target: Proxies returned by :meth:`proxy` start resolved in this process
+            (the object is at hand, so using the proxy here costs nothing).
+        register: Register the store in this process's registry at once.
+
+    Raises:
+        StoreExistsError: if ``register`` and another store has the same name.
+    """
+
+    def __init__(
+        self,
+        name: str = 'default',
+        connector: ConnectorT | None = None,
+        *,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        cache_size: int = 16,
+        metrics: bool = False,
+        populate_target: bool = True,
+        register: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError('a store needs a non-empty name')
+        self.name = name
+        self.connector: ConnectorT = (
+            connector if connector is not None else LocalConnector()  # type: ignore[assignment]
+        )
+        self.serializer = serializer
+        self.deserializer = deserializer
+        self.cache_size = cache_size
+        self.populate_target = populate_target
+        self.cache: LRUCache[Any, Any] = LRUCache(cache_size)
+        self.metrics: StoreMetrics | None = StoreMetrics() if metrics else None
+        self.closed = False
+        self._config: StoreConfig | None = None
+        self._put_parts: Callable[[Sequence[BytesLike]], Any] | None = getattr(
+            self.connector,
+            'put_parts',
+            None,
+        )
+        if register:
+            register_store(self)
+
+    def __repr__(self) -> str:
+        return f'Store({self.name!r}, {self.connector!r})'
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # Configuration ---------------------------------------------------------------------
+
+    def config(self) -> StoreConfig:
+        """Return the config that rebuilds this store (and its connector) elsewhere."""
+        if self._config is None:
+            self._config = StoreConfig.for_connector(
+                self.name,
+                self.connector,
+                serializer=self.serializer,
+                deserializer=self.deserializer,
+                cache_size=self.cache_size,
+                metrics=self.metrics is not None,
+                populate_target=self.populate_target,
+            )
+        return self._config
+
+    @classmethod
+    def from_config(cls, config: StoreConfig) -> Store[Any]:
+        """Build a store (and its connector) from a config."""
+        return Store(
+            config.name,
+            config.make_connector(),
+            serializer=None if config.serializer is None else import_from_path(config.serializer),
+            deserializer=(
+                None if config.deserializer is None else import_from_path(config.deserializer)
+            ),
+            cache_size=config.cache_size,
+            metrics=config.metrics,
+            populate_target=config.populate_target,
+        )
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        """Close the connector (arguments go to its ``close``) and unregister the store."""
+        from tether.store._registry import get_store
+
+        if get_store(self.name) is self:
+            unregister_store(self.name)
+        self.cache.clear()
+        self.closed = True
+        self.connector.close(*args, **kwargs)  # type: ignore[attr-defined]
+
+    # Serialization ---------------------------------------------------------------------
+
+    def _record(self, op: str, key: Any, start: int, nbytes: int = 0) -> None:
+        if self.metrics is not None:
+            self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e9, nbytes)
+
+    def serialize(self, obj: Any, serializer: Serializer | None = None) -> BytesLike:
+        """Serialize ``obj`` with ``serializer``, the store's, or the default."""
+        fn = serializer or self.serializer
+        if fn is None:
+            return b''.join(serialize_parts(obj))
+        data = fn(obj)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise SerializationError(
+                f'serializer {fn!r} of store {self.name!r} returned '
+                f'{type(data).__name__}, expected bytes',
+            )
+        return data
+
+    def deserialize(self, data: BytesLike, deserializer: Deserializer | None = None) -> Any:
+        """Deserialize ``data`` with ``deserializer``, the store's, or the default."""
+        fn = deserializer or self.deserializer or default_deserialize
+        try:
+            return fn(data)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(
+                f'deserializer {fn!r} of store {self.name!r} failed: {e}',
+            ) from e
+
+    # Object operations -----------------------------------------------------------------
+
+    def _put_one(self, obj: Any, serializer: Serializer | None, kwargs: dict[str, Any]) -> Any:
+        start = time.perf_counter_ns()
+        if serializer is None and self.serializer is None and self._put_parts and not kwargs:
+            parts = serialize_parts(obj)
+            nbytes = sum(memoryview(p).nbytes for p in parts)
+            key = self._put_parts(parts)
+        else:
+            data = self.serialize(obj, serializer)
+            nbytes = memoryview(data).nbytes
+            key = self.connector.put(data, **kwargs)  # type: ignore[attr-defined]
+        self._record('store.put', key, start, nbytes)
+        return key
+
+    def put(self, obj: Any, *, serializer: Serializer | None = None, **kwargs: Any) -> Any:
+        """Serialize ``obj``, store it, and return its key.
+
+        Extra keyword arguments go to the connector's ``put`` (for example the
+        constraints of a multi-connector).
+        """
+        self._check_open()
+        return self._put_one(obj, serializer, kwargs)
+
+    def put_batch(
+        self,
+        objs: Sequence[Any],
+        *,
+        serializer: Serializer | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Serialize and store several objects in one connector call; return their keys."""
+        self._check_open()
+        start = time.perf_counter_ns()
+        datas = [self.serialize(o, serializer) for o in objs]
+        keys: list[Any] = self.connector.put_batch(datas, **kwargs)  # type: ignore[attr-defined]
+        self._record('store.put_batch', None, start, sum(memoryview(d).nbytes for d in datas))
+        return keys
+
+    def get(
+        self,
+        key: Any,
+        *,
+        deserializer: Deserializer | None = None,
+        default: Any = None,
+    ) -> Any:
+        """Return the object under ``key`` (from the cache if there), or ``default``."""
+        self._check_open()
+        start = time.perf_counter_ns()
+        obj = self.cache.get(key, _MISSING)
+        if obj is not _MISSING:
+            self._record('store.get.cache_hit', key, start)
+            return obj
+        data = self.connector.get(key)  # type: ignore[attr-defined]
+        if data is None:
+            self._record('store.get.missing', key, start)
+            return default
+        nbytes = memoryview(data).nbytes
+        obj = self.deserialize(data, deserializer)
+        self.cache.set(key, obj)
+        self._record('store.get', key, start, nbytes)
+        return obj
+
+    def exists(self, key: Any) -> bool:
+        """Return whether an object is stored under ``key``."""
+        self._check_open()
+        return key in self.cache or bool(self.connector.exists(key))  # type: ignore[attr-defined]
+
+    def evict(self, key: Any) -> None:
+        """Remove the object under ``key`` from the channel and the cache."""
+        self._check_open()
+        start = time.perf_counter_ns()
+        self.cache.evict(key)
+        self.connector.evict(key)  # type: ignore[attr-defined]
+        self._record('store.evict', key, start)
+
+    # Proxies ---------------------------------------------------------------------------
+
+    def _make_proxy(
+        self,
+        obj: Any,
+        key: Any,
+        evict: bool,
+        deserializer: Deserializer | None,
+        populate_target: bool | None,
+    ) -> Proxy[Any]:
+        factory: StoreFactory[Any] = StoreFactory(
+            key,
+            self.config(),
+            evict=evict,
+            deserializer=deserializer,
+            store=self,
+        )
+        proxy: Proxy[Any] = Proxy(factory, target_class=type(obj))
+        populate = self.populate_target if populate_target is None else populate_target
+        _set_target_metadata(
+            proxy,
+            obj if populate else _MISSING_TARGET,
+            _target_hash(obj),
+        )
+        return proxy
+
+    def proxy(
+        self,
+        obj: T,
+        *,
+        evict: bool = False,
+        lifetime: Any = None,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        skip_nonproxiable: bool = False,
+        populate_target: bool | None = None,
+        **kwargs: Any,
+    ) -> Proxy[T]:
+        """Store ``obj`` and return a proxy of it.
+
+        Args:
+            obj: The object.
+            evict: Evict the object from the store when the proxy first resolves.
+            lifetime: A lifetime (see :mod:`tether.store.lifetimes`) that evicts the
+                object when it ends.
+            serializer: Serializer for this object only.
+            deserializer: Deserializer the proxy uses.
+            skip_nonproxiable: Return ``None``, ``True``/``False`` ... as they are
+                instead of raising.
+            populate_target: Override the store's ``populate_target``.
+            kwargs: Passed to the connector's ``put``.
+
+        Raises:
+            NonProxiableTypeError: for ``None``, bools, ``NotImplemented`` and ``...``
+                (a proxy of them cannot behave like them: ``p is None`` is false).
+        """
+        if isinstance(obj, _NONPROXIABLE):
+            if skip_nonproxiable:
+                return obj  # type: ignore[return-value]
+            raise NonProxiableTypeError(
+                f'{obj!r} cannot be proxied (identity checks like "is None" would '
+                'break); pass skip_nonproxiable=True to get it back as it is',
+            )
+        self._check_open()
+        start = time.perf_counter_ns()
+        key = self._put_one(obj, serializer, kwargs)
+        proxy = self._make_proxy(obj, key, evict, deserializer, populate_target)
+        if lifetime is not None:
+            lifetime.add_key(key, store=self)
+        self._record('store.proxy', key, start)
+        return proxy
+
+    def proxy_batch(
+        self,
+        objs: Sequence[T],
+        *,
+        evict: bool = False,
+        lifetime: Any = None,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        populate_target: bool | None = None,
+        **kwargs: Any,
+    ) -> list[Proxy[T]]:
+        """Store several objects in one connector call and return their proxies."""
+        for obj in objs:
+            if isinstance(obj, _NONPROXIABLE):
+                raise NonProxiableTypeError(f'{obj!r} cannot be proxied')
+        keys = self.put_batch(objs, serializer=serializer, **kwargs)
+        proxies = [
+            self._make_proxy(o, k, evict, deserializer, populate_target)
+            for o, k in zip(objs, keys, strict=True)
+        ]
+        if lifetime is not None:
+            lifetime.add_key(*keys, store=self)
+        return proxies
+
+    def proxy_from_key(
+        self,
+        key: Any,
+        *,
+        evict: bool = False,
+        deserializer: Deserializer | None = None,
+        target_class: type | None = None,
+    ) -> Proxy[Any]:
+        """Return a proxy of the object already stored under ``key`` (unresolved)."""
+        factory: StoreFactory[Any] = StoreFactory(
+            key,
+            self.config(),
+            evict=evict,
+            deserializer=deserializer,
+            store=self,
+        )
+        return Proxy(factory, target_class=target_class)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreError(f'store {self.name!r} is closed')
+
+
+_MISSING_TARGET: Any = __import__('tether.proxy', fromlist=['_MISSING'])._MISSING

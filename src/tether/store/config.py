@@ -1,0 +1,144 @@
+"""Store configuration: what a process needs to rebuild a store (and its connector).
+
+A :class:`StoreConfig` travels inside every store proxy's factory so that a process that
+has never seen the store can rebuild it. It round-trips through dictionaries
+(:meth:`~StoreConfig.model_dump` / :meth:`~StoreConfig.model_validate`) and TOML files
+(:meth:`~StoreConfig.write_toml` / :meth:`~StoreConfig.read_toml`)::
+
+    name = "my-store"
+    connector_type = "tether.connectors.redis.RedisConnector"
+    cache_size = 16
+
+    [connector_config]
+    hostname = "127.0.0.1"
+    port = 6379
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import tomllib
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+
+from tether.exceptions import ConfigError
+
+__all__ = ['StoreConfig', 'import_from_path', 'path_of']
+
+
+def path_of(obj: Any) -> str:
+    """Return the import path (``module.qualname``) of a class or function."""
+    qualname = getattr(obj, '__qualname__', None)
+    module = getattr(obj, '__module__', None)
+    if qualname is None or module is None or '<locals>' in qualname or '<lambda>' in qualname:
+        raise ConfigError(f'{obj!r} has no import path (define it at module level)')
+    return f'{module}.{qualname}'
+
+
+def import_from_path(path: str) -> Any:
+    """Import ``module.qualname`` and return the object."""
+    module_name, _, attr = path.rpartition('.')
+    while module_name:
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            module_name, _, head = module_name.rpartition('.')
+            attr = f'{head}.{attr}'
+            continue
+        try:
+            for part in attr.split('.'):
+                obj = getattr(obj, part)
+        except AttributeError as e:
+            raise ConfigError(f'cannot import {path!r}: {e}') from e
+        return obj
+    raise ConfigError(f'cannot import {path!r}: no importable module in it')
+
+
+def _drop_defaults(cls: type, config: dict[str, Any]) -> dict[str, Any]:
+    """Drop the entries of ``config`` equal to the defaults of ``cls.__init__``."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
+        return dict(config)
+    out = {}
+    for k, v in config.items():
+        p = params.get(k)
+        if p is None or p.default is inspect.Parameter.empty or p.default != v:
+            out[k] = v
+    return out
+
+
+class StoreConfig(pydantic.BaseModel):
+    """Everything needed to rebuild a :class:`~tether.store.Store` in another process.
+
+    Callables (the serializer and deserializer) are kept as import paths so the config
+    can be written to TOML; they must be module-level functions.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True, extra='forbid')
+
+    name: str
+    connector_type: str
+    connector_config: dict[str, Any] = pydantic.Field(default_factory=dict)
+    serializer: str | None = None
+    deserializer: str | None = None
+    cache_size: int = pydantic.Field(default=16, ge=0)
+    metrics: bool = False
+    populate_target: bool = True
+
+    @classmethod
+    def for_connector(
+        cls,
+        name: str,
+        connector: Any,
+        *,
+        serializer: Callable[..., Any] | None = None,
+        deserializer: Callable[..., Any] | None = None,
+        cache_size: int = 16,
+        metrics: bool = False,
+        populate_target: bool = True,
+    ) -> StoreConfig:
+        """Build the config of a store over ``connector``."""
+        ctype = type(connector)
+        return cls(
+            name=name,
+            connector_type=path_of(ctype),
+            connector_config=_drop_defaults(ctype, connector.config()),
+            serializer=None if serializer is None else path_of(serializer),
+            deserializer=None if deserializer is None else path_of(deserializer),
+            cache_size=cache_size,
+            metrics=metrics,
+            populate_target=populate_target,
+        )
+
+    def make_connector(self) -> Any:
+        """Build the connector this config describes."""
+        ctype = import_from_path(self.connector_type)
+        try:
+            return ctype.from_config(dict(self.connector_config))
+        except TypeError as e:
+            raise ConfigError(
+                f'cannot build {self.connector_type} from {self.connector_config!r}: {e}',
+            ) from e
+
+    def write_toml(self, path: str | os.PathLike[str]) -> None:
+        """Write this config to a TOML file."""
+        import tomli_w
+
+        data = self.model_dump(exclude_none=True)
+        with open(path, 'wb') as f:
+            tomli_w.dump(data, f)
+
+    @classmethod
+    def read_toml(cls, path: str | os.PathLike[str]) -> StoreConfig:
+        """Read a config from a TOML file."""
+        try:
+            with open(path, 'rb') as f:
+                data = tomllib.load(f)
+            return cls.model_validate(data)
+        except (OSError, tomllib.TOMLDecodeError, pydantic.ValidationError) as e:
+            raise ConfigError(f'cannot read store config {os.fspath(path)!r}: {e}') from e
