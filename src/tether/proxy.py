@@ -14,15 +14,14 @@ never the target, so proxies are cheap to communicate and resolve wherever they 
 
 What resolves a proxy, and what does not (this is a tested contract):
 
-| operation on an unresolved proxy ``p``           | resolves? |
-|--------------------------------------------------|-----------|
-| ``pickle.dumps(p)``, ``copy.copy(p)``            | no        |
-| ``type(p)``, ``isinstance(p, Proxy)``, ``id(p)`` | no        |
-| ``isinstance(p, C)``, ``p.__class__``            | no, when the target class is known (store proxies), else yes |
-| ``hash(p)``                                      | no, when the hash is known (store proxies of hashable objects); unhashable targets raise ``TypeError`` without resolving |
-| ``repr(p)``                                      | no (shows ``<Proxy ... unresolved>``); once resolved, ``repr`` of the target |
-| ``is_resolved(p)``, ``get_factory(p)``           | no        |
-| attribute access, method calls, operators, ``str``, ``bool``, ``len``, iteration, ``==`` | yes |
+* never resolve: ``pickle.dumps(p)``, ``copy.copy(p)``, ``type(p)``,
+  ``isinstance(p, Proxy)``, ``id(p)``, ``is_resolved(p)``, ``get_factory(p)``,
+  ``repr(p)`` (shows ``<Proxy of ... (unresolved)>``; once resolved, the target's repr);
+* resolve only when the metadata is unknown: ``isinstance(p, C)``, ``p.__class__`` and
+  ``p.__module__`` (store proxies know the target's class), ``hash(p)`` (store proxies know
+  the hash of hashable targets; unhashable targets raise ``TypeError`` without resolving);
+* always resolve: attribute access, method calls, operators, ``str``, ``format``, ``bool``,
+  ``len``, iteration, comparisons, ``dir``.
 
 Set ``TETHER_TRACE_RESOLVE=1`` in the environment (or call :func:`trace_resolution`) to
 log, at the moment each proxy resolves, the stack that resolved it; :func:`where_resolved`
@@ -155,7 +154,7 @@ class Proxy(Generic[T]):
         return dir(_target(self))
 
     @property  # type: ignore[misc]
-    def __class__(self) -> type:  # noqa: PLE0302
+    def __class__(self) -> type:
         cls = _get_class(self)
         if cls is None:
             return type(_target(self))
@@ -366,7 +365,7 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
         cls = _get_class(proxy)
         if cls is not None:
             return cls.__module__
-        return getattr(_target(proxy), '__module__')
+        return _target(proxy).__module__
     return object.__getattribute__(proxy, name)
 
 

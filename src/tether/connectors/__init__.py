@@ -1,11 +1,10 @@
 """Connectors: byte-level clients of mediated communication channels.
 
-| connector | module | channel |
-|---|---|---|
-| :class:`~tether.connectors.local.LocalConnector` | ``tether.connectors.local`` | a dict in this process |
-| :class:`~tether.connectors.file.FileConnector` | ``tether.connectors.file`` | a (shared) directory |
-| :class:`~tether.connectors.redis.RedisConnector` | ``tether.connectors.redis`` | a Redis server |
-| :class:`~tether.connectors.shared_memory.SharedMemoryConnector` | ``tether.connectors.shared_memory`` | POSIX shared memory on one node |
+* ``tether.connectors.local.LocalConnector``: a dict in this process;
+* ``tether.connectors.file.FileConnector``: a (shared) directory;
+* ``tether.connectors.redis.RedisConnector``: a Redis server;
+* ``tether.connectors.shared_memory.SharedMemoryConnector``: POSIX shared memory on
+  one node.
 
 Import each from its module; this package imports none of them (so that ``import tether``
 does not pull in redis-py).

@@ -9,6 +9,7 @@ named ``.tmp-*`` and removed by :meth:`FileConnector.close` with ``clear=True`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Sequence
@@ -139,10 +140,8 @@ class FileConnector:
                 os.close(fd)
             os.replace(tmp, final)
         except OSError as e:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(tmp)
-            except OSError:
-                pass
             raise self._missing_dir(e) from e
 
     def put(self, data: BytesLike) -> FileKey:

@@ -229,7 +229,7 @@ class RedisConnector:
         attempts = self.retries + 1
         redis = self._redis_mod
         for attempt in range(attempts):
-            conn = self._pool.get_connection('SET')
+            conn = self._pool.get_connection()
             try:
                 conn.send_packed_command(command, check_health=False)
                 response = conn.read_response()
@@ -266,7 +266,9 @@ class RedisConnector:
         """Store each item, in one round trip, and return the keys."""
         keys = [self._key() for _ in datas]
         small = [
-            (k, d) for k, d in zip(keys, datas, strict=True) if memoryview(d).nbytes <= self.chunk_size
+            (k, d)
+            for k, d in zip(keys, datas, strict=True)
+            if memoryview(d).nbytes <= self.chunk_size
         ]
         with self._errors('put_batch'):
             if small:

@@ -16,6 +16,7 @@ Linux only (``/dev/shm``).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Sequence
@@ -140,10 +141,8 @@ class SharedMemoryConnector:
                 os.close(fd)
             os.replace(tmp, final)
         except OSError as e:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(tmp)
-            except OSError:
-                pass
             raise ConnectorError(
                 f'cannot write {size} bytes to shared memory {key.name!r}: {e} '
                 f'(is {SHM_DIR} full?)',

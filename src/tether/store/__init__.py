@@ -1,11 +1,11 @@
 """The Store: put, get and proxy Python objects through a connector.
 
-    from tether.connectors.redis import RedisConnector
-    from tether.store import Store
+from tether.connectors.redis import RedisConnector
+from tether.store import Store
 
-    with Store('my-store', RedisConnector('localhost', 6379), register=True) as store:
-        p = store.proxy(big_array)      # stores the array, returns a small proxy
-        task(p)                         # any process resolves p on first use
+with Store('my-store', RedisConnector('localhost', 6379), register=True) as store:
+    p = store.proxy(big_array)      # stores the array, returns a small proxy
+    task(p)                         # any process resolves p on first use
 """
 
 from __future__ import annotations

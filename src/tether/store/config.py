@@ -61,7 +61,7 @@ def import_from_path(path: str) -> Any:
 def _drop_defaults(cls: type, config: dict[str, Any]) -> dict[str, Any]:
     """Drop the entries of ``config`` equal to the defaults of ``cls.__init__``."""
     try:
-        params = inspect.signature(cls.__init__).parameters
+        params = inspect.signature(cls).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
         return dict(config)
     out = {}

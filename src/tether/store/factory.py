@@ -47,15 +47,16 @@ class StoreFactory(Generic[T]):
         self.store_config = store_config
         self.evict = evict
         self.deserializer = deserializer
-        self._store: weakref.ref[Store[Any]] | None = (
-            None if store is None else weakref.ref(store)
-        )
+        self._store: weakref.ref[Store[Any]] | None = None if store is None else weakref.ref(store)
 
     def __repr__(self) -> str:
         return f'StoreFactory(store={self.store_config.name!r}, key={self.key!r})'
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.key, _config_state(self.store_config), self.evict, self.deserializer))
+        return (
+            _rebuild,
+            (self.key, _config_state(self.store_config), self.evict, self.deserializer),
+        )
 
     def get_store(self) -> Store[Any]:
         """Return the store this factory reads from (building it if needed)."""

@@ -1,0 +1,84 @@
+"""Shared fixtures: real services on loopback, unique names per test run, cleanup."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+REDIS_HOST = '127.0.0.1'
+REDIS_PORT = 6379
+
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def service_up(port: int, host: str = '127.0.0.1') -> bool:
+    """Return whether something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope='session')
+def redis_available() -> None:
+    if not service_up(REDIS_PORT):
+        pytest.fail('Redis is not running on 127.0.0.1:6379: run `make services`')
+
+
+@pytest.fixture
+def unique_prefix() -> str:
+    """A key prefix unique to this test (for Redis keys, queues, topics ...)."""
+    return f'tether-test-{RUN_ID}-{uuid.uuid4().hex[:8]}:'
+
+
+@pytest.fixture
+def redis_client(redis_available: None) -> Iterator[Any]:
+    import redis
+
+    client = redis.Redis(REDIS_HOST, REDIS_PORT)
+    yield client
+    client.close()
+
+
+def count_keys(client: Any, prefix: str) -> int:
+    """Count the Redis keys that start with ``prefix``."""
+    return sum(1 for _ in client.scan_iter(match=f'{prefix}*', count=1000))
+
+
+@pytest.fixture
+def redis_connector(redis_client: Any, unique_prefix: str) -> Iterator[Any]:
+    """A RedisConnector writing keys under a unique prefix, all deleted afterwards."""
+    from tether.connectors.redis import RedisConnector
+
+    connector = RedisConnector(REDIS_HOST, REDIS_PORT, prefix=unique_prefix)
+    yield connector
+    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
+        redis_client.delete(key)
+    connector.close()
+
+
+@pytest.fixture
+def shm_namespace() -> Iterator[str]:
+    """A shared-memory namespace unique to this test, cleaned afterwards."""
+    from tether.connectors.shared_memory import cleanup
+
+    ns = f'test{RUN_ID}{uuid.uuid4().hex[:6]}'
+    yield ns
+    cleanup(ns)
+
+
+@pytest.fixture(autouse=True)
+def _clean_registry() -> Iterator[None]:
+    """Every test starts and ends with an empty store registry."""
+    from tether.store import _registry
+
+    before = dict(_registry._stores)
+    yield
+    for name in list(_registry._stores):
+        if name not in before:
+            _registry._stores.pop(name, None)

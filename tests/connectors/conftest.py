@@ -1,0 +1,64 @@
+"""The connectors every conformance test runs over.
+
+To add a connector to the conformance suite, add a factory to ``CONNECTOR_FACTORIES``:
+a function taking the pytest ``request`` and ``tmp_path`` and returning
+``(connector, cleanup)``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REDIS_HOST, REDIS_PORT, service_up
+
+Factory = Callable[[pytest.FixtureRequest, Path], tuple[Any, Callable[[], None]]]
+
+
+def _local(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.local import LocalConnector
+
+    c = LocalConnector()
+    return c, c.close
+
+
+def _file(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.file import FileConnector
+
+    c = FileConnector(tmp_path / 'store')
+    return c, lambda: c.close(clear=True)
+
+
+def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.redis import RedisConnector
+
+    if not service_up(REDIS_PORT):
+        pytest.fail('Redis is not running on 127.0.0.1:6379: run `make services`')
+    c = RedisConnector(REDIS_HOST, REDIS_PORT, prefix=f'tether-test-{uuid.uuid4().hex}:')
+    return c, lambda: c.close(clear=True)
+
+
+def _shm(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.shared_memory import SharedMemoryConnector
+
+    c = SharedMemoryConnector(namespace=f'test{uuid.uuid4().hex[:12]}')
+    return c, lambda: c.close(clear=True)
+
+
+CONNECTOR_FACTORIES: dict[str, Factory] = {
+    'local': _local,
+    'file': _file,
+    'redis': _redis,
+    'shared_memory': _shm,
+}
+
+
+@pytest.fixture(params=sorted(CONNECTOR_FACTORIES))
+def connector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    c, cleanup = CONNECTOR_FACTORIES[request.param](request, tmp_path)
+    yield c
+    cleanup()
