@@ -5,53 +5,57 @@ Enable it in your mypy configuration::
     [tool.mypy]
     plugins = ["tether.mypy_plugin"]
 
-With it, attribute access and method calls on a ``Proxy[T]`` are checked against ``T``.
+Without the plugin, every attribute of a ``Proxy[T]`` is ``Any`` (the proxy forwards
+attribute access at run time). With it, attribute access and method calls on a
+``Proxy[T]`` are checked against ``T``: ``Proxy[str]`` has ``.upper()`` returning ``str``,
+and ``Proxy[str].nonexistent`` is an error. Operators and special methods (``+``,
+``len()``, ``==``, iteration) are typed ``Any``, as at run time they forward too.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
+from mypy.checkmember import analyze_member_access
 from mypy.plugin import AttributeContext, Plugin
-from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
+from mypy.types import AnyType, Instance, Type, get_proper_type
 
 __all__ = ['ProxyPlugin', 'plugin']
 
 _PROXY = 'tether.proxy.Proxy'
 
 
-def _proxy_attribute(ctx: AttributeContext) -> Type:
+def _proxy_attribute(name: str, ctx: AttributeContext) -> Type:
     obj = get_proper_type(ctx.type)
     if not isinstance(obj, Instance) or obj.type.fullname != _PROXY or not obj.args:
         return ctx.default_attr_type
+    if not isinstance(get_proper_type(ctx.default_attr_type), AnyType):
+        # A name the proxy itself defines (its internals, __class__ ...).
+        return ctx.default_attr_type
     target = get_proper_type(obj.args[0])
     if isinstance(target, AnyType):
-        return AnyType(TypeOfAny.implementation_artifact)
-    name = ctx.context.name if hasattr(ctx.context, 'name') else None
-    if name is None:
         return ctx.default_attr_type
-    from mypy.checkmember import analyze_member_access
-
     return analyze_member_access(
         name,
         target,
         ctx.context,
-        is_lvalue=False,
+        is_lvalue=ctx.is_lvalue,
         is_super=False,
         is_operator=False,
-        msg=ctx.api.msg,
         original_type=target,
         chk=ctx.api,  # type: ignore[arg-type]
-        in_literal_context=False,
     )
 
 
 class ProxyPlugin(Plugin):
-    """Resolves attributes of ``Proxy[T]`` on ``T``."""
+    """Resolves the attributes of ``Proxy[T]`` on ``T``."""
 
     def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
-        if fullname.startswith(f'{_PROXY}.'):
-            return _proxy_attribute
+        """Return the hook for attributes of :class:`tether.proxy.Proxy`."""
+        prefix, _, name = fullname.rpartition('.')
+        if prefix == _PROXY and not name.startswith('__proxy_'):
+            return functools.partial(_proxy_attribute, name)
         return None
 
 

@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
-from tether.exceptions import ProxyResolveError
+from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
     'Proxy',
@@ -112,7 +112,9 @@ class Proxy(Generic[T]):
 
     Raises:
         ProxyResolveError: (on first use) when the factory raises; the factory's error
-            is chained as the cause.
+            is chained as the cause. Errors of tether itself (for example
+            ``ProxyResolveMissingKeyError``, ``SerializationError``, ``ConnectorError``)
+            propagate with their own type and a note naming the factory.
     """
 
     __slots__ = (*_SLOTS, '__weakref__')
@@ -420,11 +422,11 @@ def _rebuild(factory: Callable[[], Any], cls: type | None, h: int | str | None) 
     return proxy
 
 
-def _target(proxy: Proxy[T]) -> T:
+def _target(proxy: Proxy[Any]) -> Any:
     target = _get_target(proxy)
     if target is _MISSING:
         return _resolve(proxy)
-    return cast(T, target)
+    return target
 
 
 def _resolve(proxy: Proxy[T]) -> T:
@@ -436,7 +438,9 @@ def _resolve(proxy: Proxy[T]) -> T:
         factory = _get_factory(proxy)
         try:
             target = pending.result() if pending is not None else factory()
-        except ProxyResolveError:
+        except TetherError as e:
+            # Our own errors (missing key, corrupt bytes, server down) keep their type.
+            e.add_note(f'while resolving a proxy with factory {factory!r}')
             raise
         except Exception as e:
             raise ProxyResolveError(
@@ -463,7 +467,7 @@ ProxyOr: TypeAlias = Proxy[T] | T
 
 def extract(proxy: Proxy[T]) -> T:
     """Return the target of ``proxy``, resolving it first if needed."""
-    return _target(proxy)
+    return cast(T, _target(proxy))
 
 
 def get_factory(proxy: Proxy[T]) -> Callable[[], T]:
