@@ -182,6 +182,16 @@ class Proxy(Generic[T]):
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return self.__reduce__()
 
+    def __copy__(self) -> Proxy[T]:
+        fn, args = self.__reduce__()
+        return cast(Proxy[T], fn(*args))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Proxy[T]:
+        import copy
+
+        fn, args = self.__reduce__()
+        return cast(Proxy[T], fn(*copy.deepcopy(args, memo)))
+
     # Representation --------------------------------------------------------------------
 
     def __repr__(self) -> str:
@@ -358,7 +368,16 @@ _get_pending = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_pending__.__get__
 _get_trace = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_trace__.__get__)  # type: ignore[attr-defined]
 
 _LOCAL_NAMES = frozenset(
-    (*_SLOTS, '__class__', '__reduce__', '__reduce_ex__', '__module__', '__weakref__'),
+    (
+        *_SLOTS,
+        '__class__',
+        '__copy__',
+        '__deepcopy__',
+        '__module__',
+        '__reduce__',
+        '__reduce_ex__',
+        '__weakref__',
+    ),
 )
 
 
