@@ -130,12 +130,13 @@ def serialize_parts(obj: Any) -> list[BytesLike]:
     them out before mutating ``obj``.
     """
     t = type(obj)
-    if t is bytes or t is memoryview:
-        return _frame(_KIND_BYTES, b'', [obj])
-    if t is bytearray:
-        return _frame(_KIND_BYTEARRAY, b'', [obj])
+    if t is bytes or t is bytearray or t is memoryview:
+        view = memoryview(obj).cast('B') if t is memoryview else obj
+        kind = _KIND_BYTEARRAY if t is bytearray else _KIND_BYTES
+        return _frame(kind, _U64.pack(len(view)), [view])
     if t is str:
-        return _frame(_KIND_STR, b'', [obj.encode('utf-8', 'surrogatepass')])
+        data = obj.encode('utf-8', 'surrogatepass')
+        return _frame(_KIND_STR, _U64.pack(len(data)), [data])
     module = t.__module__
     if module == 'numpy' and t.__name__ == 'ndarray':
         parts = _numpy_parts(obj)
@@ -146,7 +147,8 @@ def serialize_parts(obj: Any) -> list[BytesLike]:
 
         buf = io.BytesIO()
         obj.write_ipc(buf, compression='uncompressed')
-        return _frame(_KIND_POLARS, b'', [buf.getbuffer()])
+        view = buf.getbuffer()
+        return _frame(_KIND_POLARS, _U64.pack(view.nbytes), [view])
     return _pickle_parts(obj)
 
 
@@ -206,16 +208,23 @@ def _writable(payload: memoryview) -> memoryview:
     return payload if not payload.readonly else memoryview(bytearray(payload))
 
 
+def _sized(header: memoryview, payload: memoryview) -> memoryview:
+    (size,) = _U64.unpack_from(header, 0)
+    if payload.nbytes != size:
+        raise _corrupt(f'payload is {payload.nbytes} bytes, expected {size} (truncated input?)')
+    return payload
+
+
 def _decode_bytes(header: memoryview, payload: memoryview) -> bytes:
-    return payload.tobytes()
+    return _sized(header, payload).tobytes()
 
 
 def _decode_bytearray(header: memoryview, payload: memoryview) -> bytearray:
-    return bytearray(payload)
+    return bytearray(_sized(header, payload))
 
 
 def _decode_str(header: memoryview, payload: memoryview) -> str:
-    return str(payload, 'utf-8', 'surrogatepass')
+    return str(_sized(header, payload), 'utf-8', 'surrogatepass')
 
 
 def _decode_numpy(header: memoryview, payload: memoryview) -> Any:
@@ -270,7 +279,7 @@ def _decode_polars(header: memoryview, payload: memoryview) -> Any:
 
     import polars as pl
 
-    return pl.read_ipc(io.BytesIO(payload))
+    return pl.read_ipc(io.BytesIO(_sized(header, payload)))
 
 
 _DECODERS: dict[int, Callable[[memoryview, memoryview], Any]] = {
