@@ -11,6 +11,11 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/pip install --quiet --disable-pip-version-check uv
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	# The CPU build of PyTorch (for the seed's figure 3.6 test) comes from the machine's
+	# local wheel folder only, never as a multi-GB download.
+	if ls /opt/wheels/torch-*cp311*.whl >/dev/null 2>&1; then \
+		$(BIN)/uv pip install --quiet --python $(BIN)/python --find-links /opt/wheels 'torch==2.13.0'; \
+	fi
 	touch $(STAMP)
 
 venv: $(STAMP)
