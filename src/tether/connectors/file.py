@@ -83,7 +83,8 @@ class FileConnector:
         try:
             os.remove(self._path(key))
         except FileNotFoundError:
-            pass
+            if not os.path.isdir(self.store_dir):
+                raise self._missing_dir(FileNotFoundError(self.store_dir)) from None
         except OSError as e:
             raise self._missing_dir(e) from e
 

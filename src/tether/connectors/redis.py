@@ -205,13 +205,20 @@ class RedisConnector:
         """Return the bytes under each key, in one round trip."""
         if not keys:
             return []
-        redis = self._redis_mod
         with self._errors('get_batch'):
-            try:
-                values: list[bytes | None] = self._client.mget([k.redis_key for k in keys])
-            except redis.ResponseError:
-                return [self.get(k) for k in keys]
-            return list(values)
+            values: list[BytesLike | None] = list(
+                self._client.mget([k.redis_key for k in keys]),
+            )
+            # MGET answers nil for chunked values (lists) as for missing keys: look those
+            # up as lists in one more round trip.
+            missing = [i for i, v in enumerate(values) if v is None]
+            if missing:
+                pipe = self._client.pipeline(transaction=False)
+                for i in missing:
+                    pipe.lrange(keys[i].redis_key, 0, -1)
+                for i, chunks in zip(missing, pipe.execute(), strict=True):
+                    values[i] = b''.join(chunks) if chunks else None
+            return values
 
     def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
         size = total_size(parts)
