@@ -270,7 +270,7 @@ def _decode_polars(header: memoryview, payload: memoryview) -> Any:
 
     import polars as pl
 
-    return pl.read_ipc(io.BytesIO(payload), memory_map=False)
+    return pl.read_ipc(io.BytesIO(payload))
 
 
 _DECODERS: dict[int, Callable[[memoryview, memoryview], Any]] = {
