@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 from polars.testing import assert_frame_equal
 
@@ -14,3 +16,18 @@ def test_polars_frame_round_trip() -> None:
     out = deserialize(serialize(df))
     assert isinstance(out, pl.DataFrame)
     assert_frame_equal(out, df)
+
+
+def test_redis_get_batch_reads_chunked_values(redis_connector: Any) -> None:
+    # MGET returns nil for values stored as lists of chunks: get_batch returned None.
+    from tether.connectors.redis import RedisConnector
+
+    connector = RedisConnector.from_config({**redis_connector.config(), 'chunk_size': 1024})
+    try:
+        big, small = b'x' * 5000, b'y'
+        keys = connector.put_batch([big, small])
+        missing = connector.new_key()
+        assert connector.get_batch([*keys, missing]) == [big, small, None]
+        assert connector.get(keys[0]) == big
+    finally:
+        connector.close()

@@ -202,16 +202,27 @@ class RedisConnector:
             return value
 
     def get_batch(self, keys: Sequence[RedisKey]) -> list[BytesLike | None]:
-        """Return the bytes under each key, in one round trip."""
+        """Return the bytes under each key, in one round trip (two with chunked values)."""
         if not keys:
             return []
         redis = self._redis_mod
         with self._errors('get_batch'):
             try:
-                values: list[bytes | None] = self._client.mget([k.redis_key for k in keys])
+                values: list[BytesLike | None] = list(
+                    self._client.mget([k.redis_key for k in keys]),
+                )
             except redis.ResponseError:
                 return [self.get(k) for k in keys]
-            return list(values)
+            # MGET reports lists (values stored in chunks) as missing: read those as lists.
+            missing = [i for i, v in enumerate(values) if v is None]
+            if missing:
+                pipe = self._client.pipeline(transaction=False)
+                for i in missing:
+                    pipe.lrange(keys[i].redis_key, 0, -1)
+                for i, chunks in zip(missing, pipe.execute(), strict=True):
+                    if chunks:
+                        values[i] = b''.join(chunks)
+            return values
 
     def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
         size = total_size(parts)
