@@ -11,6 +11,7 @@ With it, attribute access and method calls on a ``Proxy[T]`` are checked against
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from mypy.plugin import AttributeContext, Plugin
 from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
@@ -30,8 +31,13 @@ def _proxy_attribute(ctx: AttributeContext) -> Type:
     name = ctx.context.name if hasattr(ctx.context, 'name') else None
     if name is None:
         return ctx.default_attr_type
+    import inspect
+
     from mypy.checkmember import analyze_member_access
 
+    kwargs: dict[str, Any] = {}
+    if 'msg' in inspect.signature(analyze_member_access).parameters:
+        kwargs['msg'] = ctx.api.msg  # mypy < 1.16 takes the message builder separately
     return analyze_member_access(
         name,
         target,
@@ -39,10 +45,10 @@ def _proxy_attribute(ctx: AttributeContext) -> Type:
         is_lvalue=False,
         is_super=False,
         is_operator=False,
-        msg=ctx.api.msg,
         original_type=target,
         chk=ctx.api,  # type: ignore[arg-type]
         in_literal_context=False,
+        **kwargs,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import polars as pl
@@ -31,3 +32,33 @@ def test_redis_get_batch_reads_chunked_values(redis_connector: Any) -> None:
         assert connector.get(keys[0]) == big
     finally:
         connector.close()
+
+
+def test_mypy_plugin_checks_proxy_attributes(tmp_path: pathlib.Path) -> None:
+    # The plugin passed msg= to analyze_member_access, which current mypy no longer
+    # takes: mypy crashed with an INTERNAL ERROR on any attribute of a Proxy.
+    from mypy import api
+
+    (tmp_path / 'mypy.ini').write_text(
+        '[mypy]\nplugins = tether.mypy_plugin\nfollow_imports = silent\n',
+    )
+    snippet = tmp_path / 'snippet.py'
+    snippet.write_text(
+        'from tether.proxy import Proxy\n\n\n'
+        'def f(p: Proxy[list[int]]) -> None:\n'
+        '    p.append(1)\n'
+        '    p.no_such_method()\n',
+    )
+    out, err, status = api.run(
+        [
+            '--config-file',
+            str(tmp_path / 'mypy.ini'),
+            '--cache-dir',
+            str(tmp_path / 'cache'),
+            str(snippet),
+        ],
+    )
+    assert 'INTERNAL ERROR' not in out + err
+    assert status == 1, out + err
+    assert 'snippet.py:6: error: "list[int]" has no attribute "no_such_method"' in out
+    assert 'snippet.py:5' not in out
