@@ -32,7 +32,7 @@ import click
 
 from tether.store.config import StoreConfig
 
-__all__ = ['demo_command', 'run_demo']
+__all__ = ['combine', 'demo_command', 'generate', 'normalise', 'run_demo']
 
 _MB = 1 << 20
 
