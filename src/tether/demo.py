@@ -200,7 +200,10 @@ def run_demo(
         seconds taken, the speed-up, whether both runs agree, and the shared-memory
         segments left afterwards (always 0).
     """
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError as e:  # pragma: no cover - numpy is in the dev install
+        raise click.ClickException('the demo needs NumPy: pip install "tether[numpy]"') from e
 
     from tether.connectors.shared_memory import SharedMemoryConnector, cleanup
     from tether.store import Store
