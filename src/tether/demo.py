@@ -185,6 +185,7 @@ def run_demo(
     workers: int = 2,
     as_json: bool = False,
     progress: bool = True,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline by value and by proxy, print the comparison, and return it.
 
@@ -194,11 +195,13 @@ def run_demo(
         workers: Worker processes of the pool.
         as_json: Print JSON instead of a table.
         progress: Show a progress bar while running (never with ``as_json``).
+        namespace: Shared-memory namespace for the proxied arrays (default: a fresh
+            one); every segment of it is removed before returning.
 
     Returns:
         The results printed: per run the bytes into and out of the workers and the
-        seconds taken, the speed-up, whether both runs agree, and the shared-memory
-        segments left afterwards (always 0).
+        seconds taken, the speed-up, whether both runs agree, the shared-memory
+        namespace used and the segments of it left afterwards (always 0).
     """
     try:
         import numpy as np
@@ -211,7 +214,11 @@ def run_demo(
     if size_mb < 1 or tasks < 1 or workers < 1:
         raise click.BadParameter('size-mb, tasks and workers must be at least 1')
     n = size_mb * _MB // 8
-    namespace = f'demo{uuid.uuid4().hex[:12]}'
+    namespace = namespace or f'demo{uuid.uuid4().hex[:12]}'
+    try:
+        connector = SharedMemoryConnector(namespace)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
     runs: dict[str, dict[str, Any]] = {}
     finals: dict[str, Any] = {}
     pool = concurrent.futures.ProcessPoolExecutor(
@@ -221,11 +228,7 @@ def run_demo(
     )
     try:
         with (
-            Store(
-                f'tether-demo-{namespace}',
-                SharedMemoryConnector(namespace),
-                register=True,
-            ) as store,
+            Store(f'tether-demo-{namespace}', connector, register=True) as store,
             _progress(progress and not as_json, tasks) as start,
         ):
             # Start every worker before timing anything.
@@ -256,6 +259,7 @@ def run_demo(
         'bytes_ratio': runs['value']['bytes_total'] / runs['proxy']['bytes_total'],
         'identical': identical,
         'checksum': float(np.sum(finals['proxy'])),
+        'shm_namespace': namespace,
         'shm_leftovers': _shm_segments(namespace),
     }
     _report(result, as_json)
@@ -309,6 +313,23 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
 @click.option('--tasks', default=8, show_default=True, help='Tasks in each stage.')
 @click.option('--workers', default=2, show_default=True, help='Worker processes.')
 @click.option('--json', 'as_json', is_flag=True, help='Print the results as JSON.')
-def demo_command(size_mb: int, tasks: int, workers: int, as_json: bool) -> None:
+@click.option(
+    '--namespace',
+    default=None,
+    help='Shared-memory namespace (default: a fresh one); removed when the demo ends.',
+)
+def demo_command(
+    size_mb: int,
+    tasks: int,
+    workers: int,
+    as_json: bool,
+    namespace: str | None,
+) -> None:
     """Run the main demo: a process-pool pipeline, by value and by proxy."""
-    run_demo(size_mb=size_mb, tasks=tasks, workers=workers, as_json=as_json)
+    run_demo(
+        size_mb=size_mb,
+        tasks=tasks,
+        workers=workers,
+        as_json=as_json,
+        namespace=namespace,
+    )

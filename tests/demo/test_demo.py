@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -11,16 +16,19 @@ import pytest
 from click.testing import CliRunner
 
 from tether.cli import cli
+from tether.connectors.shared_memory import cleanup
 from tether.demo import combine, generate, normalise, run_demo
 
 
-def _tether_demo_segments() -> list[str]:
-    return [n for n in os.listdir('/dev/shm') if n.startswith('tether-demo')]
+def _segments(namespace: str) -> list[str]:
+    return [n for n in os.listdir('/dev/shm') if n.startswith(f'tether-{namespace}-')]
 
 
 def _check(result: dict[str, Any], size_mb: int, tasks: int) -> None:
     assert result['identical'] is True
     assert result['shm_leftovers'] == 0
+    assert result['shm_namespace'].startswith('demo')
+    assert _segments(result['shm_namespace']) == []
     assert result['size_mb'] == size_mb
     assert result['tasks'] == tasks
     value, proxy = result['runs']['value'], result['runs']['proxy']
@@ -38,10 +46,8 @@ def _check(result: dict[str, Any], size_mb: int, tasks: int) -> None:
 
 
 def test_run_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
-    before = _tether_demo_segments()
     result = run_demo(size_mb=1, tasks=3, workers=2, progress=False)
     _check(result, 1, 3)
-    assert _tether_demo_segments() == before
     out = capsys.readouterr().out
     assert 'by value' in out
     assert 'by proxy' in out
@@ -49,7 +55,6 @@ def test_run_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_json() -> None:
-    before = _tether_demo_segments()
     outcome = CliRunner().invoke(
         cli,
         ['demo', '--size-mb', '2', '--tasks', '2', '--workers', '1', '--json'],
@@ -58,7 +63,6 @@ def test_cli_json() -> None:
     result = json.loads(outcome.output)
     _check(result, 2, 2)
     assert result['workers'] == 1
-    assert _tether_demo_segments() == before
 
 
 def test_cli_rejects_bad_sizes() -> None:
@@ -78,3 +82,46 @@ def test_stages_work_on_proxies_as_on_arrays() -> None:
         got = combine(*normalised)
     assert isinstance(got, np.ndarray)
     assert np.array_equal(got, expected)
+
+
+def test_cli_rejects_bad_namespace() -> None:
+    outcome = CliRunner().invoke(cli, ['demo', '--namespace', 'a/b', '--json'])
+    assert outcome.exit_code != 0
+    assert 'invalid shared-memory namespace' in outcome.output
+
+
+def test_ctrl_c_leaves_no_segments() -> None:
+    """Interrupt the demo while proxies are in shared memory: it removes them all."""
+    namespace = f'demotest{uuid.uuid4().hex[:8]}'
+    # A shell may start background jobs with SIGINT ignored: reinstate Python's handler.
+    launcher = (
+        'import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); '
+        'from tether.cli import main; main()'
+    )
+    args = ['demo', '--size-mb', '8', '--tasks', '8', '--namespace', namespace]
+    proc = subprocess.Popen(
+        [sys.executable, '-c', launcher, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches
+    )
+    try:
+        seen = 0
+        deadline = time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen = len(_segments(namespace))
+            if seen:
+                break
+            time.sleep(0.002)
+        assert seen, 'the demo ended before any shared-memory segment was seen'
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        leftovers = _segments(namespace)
+        cleanup(namespace)
+    assert proc.returncode != 0, out
+    assert b'Aborted' in out
+    assert leftovers == []
