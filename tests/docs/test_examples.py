@@ -60,11 +60,17 @@ def test_every_page_has_an_example() -> None:
 
 
 @pytest.mark.parametrize('page', PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_examples_run(page: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_examples_run(
+    page: pathlib.Path,
+    tmp_path: pathlib.Path,
+    request: pytest.FixtureRequest,
+) -> None:
     script = script_of(page)
     if not script:
         assert page.name in ('index.md', 'performance.md'), f'{page} has no runnable example'
         return
+    if 'RedisConnector(' in script:
+        request.getfixturevalue('redis_available')  # a clear failure when Redis is down
     path = tmp_path / 'example.py'
     path.write_text(script)
     proc = subprocess.run(
