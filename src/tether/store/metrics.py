@@ -1,9 +1,10 @@
 """Performance metrics of a store (enabled with ``Store(..., metrics=True)``).
 
-Metrics are local to the process. For each operation (``put``, ``get``, ``proxy``,
-``serialize``, ``deserialize``, ``connector.put`` ...) the store records a count, total,
-minimum and maximum time, and bytes moved, both per key (so per proxy) and in aggregate;
-the cache records hits and misses.
+Metrics are local to the process. For each store operation (``store.put``,
+``store.put_batch``, ``store.get``, ``store.get.cache_hit``, ``store.get.missing``,
+``store.evict``, ``store.proxy``) the store records a count, total, minimum and maximum
+time, and bytes moved, both per key (so per proxy) and in aggregate; the cache
+(``store.cache``) counts hits and misses.
 
     store = Store('s', connector, metrics=True)
     p = store.proxy(data)
