@@ -49,8 +49,23 @@ def _shm(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[
     return c, lambda: c.close(clear=True)
 
 
+def _node(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.node import NodeConnector
+
+    c = NodeConnector(
+        f'test-{uuid.uuid4().hex[:12]}',
+        address='127.0.0.1',
+        run_dir=str(tmp_path / 'run'),
+        secret=uuid.uuid4().hex,
+        idle_timeout=120,
+        memory='256MB',
+    )
+    return c, lambda: c.close(stop_server=True)
+
+
 CONNECTOR_FACTORIES: dict[str, Factory] = {
     'local': _local,
+    'node': _node,
     'file': _file,
     'redis': _redis,
     'shared_memory': _shm,

@@ -208,8 +208,14 @@ class SyncConnection:
 
     def close(self) -> None:
         """Close the socket."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        sock = getattr(self, 'sock', None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def __del__(self) -> None:
+        # A pooled connection of a client nobody closed: close it quietly.
+        self.close()
 
 
 class SyncClient:
