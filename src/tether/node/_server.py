@@ -77,6 +77,7 @@ class NodeServer:
         )
         self.started = time.time()
         self.requests = 0
+        self.peers: set[str] = set()
         self._last = time.monotonic()
         self._stop: asyncio.Event | None = None
 
@@ -102,12 +103,14 @@ class NodeServer:
             'clients': len(self.server.connections),
             'refused': self.server.refused,
             'requests': self.requests,
+            'peers': sorted(self.peers),
             'uptime': time.time() - self.started,
         }
 
     async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
         self.requests += 1
         self._last = time.monotonic()
+        self.peers.add(conn.peer.rpartition(':')[0])
         t = frame.type
         ids = frame.header.get('ids', [])
         if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
