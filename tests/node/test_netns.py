@@ -7,6 +7,7 @@ server) and processes started with ``ip netns exec``. Needs root (CI runs as roo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -114,10 +115,8 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, Host]]:
                 check=False,
             ).stdout.split()
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             subprocess.run(['ip', 'netns', 'del', ns], capture_output=True, check=False)
 
 
