@@ -24,9 +24,7 @@ from tether._wire._aio import (
     Server,
     connect,
     error_reply,
-    read_frame,
     run,
-    write_frame,
 )
 from tether._wire._frame import (
     ERROR,
@@ -55,7 +53,5 @@ __all__ = [
     'connect',
     'encode_head',
     'error_reply',
-    'read_frame',
     'run',
-    'write_frame',
 ]

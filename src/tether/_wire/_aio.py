@@ -1,4 +1,8 @@
-"""Asyncio side of the wire: frame I/O, an authenticated connection, a server, a client."""
+"""Asyncio side of the wire: an authenticated connection, a server, a client.
+
+Reads go through :class:`~tether._wire._proto.FrameProtocol` (payloads land directly in
+their final buffers); writes go from the caller's buffers.
+"""
 
 from __future__ import annotations
 
@@ -15,17 +19,13 @@ from tether._wire._frame import (
     CHALLENGE,
     ERROR,
     HELLO,
-    PREFIX,
     PROTOCOL_VERSION,
     WELCOME,
     Frame,
     Limits,
     Payload,
-    check_sizes,
-    decode_header,
     encode_head,
     flatten,
-    unpack_prefix,
 )
 from tether._wire._handshake import (
     HANDSHAKE_LIMITS,
@@ -33,9 +33,11 @@ from tether._wire._handshake import (
     challenge_header,
     check_auth,
     check_welcome,
+    error_from_frame,
     hello_header,
     parse_hello,
 )
+from tether._wire._proto import FrameProtocol
 from tether.exceptions import (
     AuthenticationError,
     FrameTooLargeError,
@@ -45,23 +47,12 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = [
-    'Connection',
-    'Handler',
-    'Reply',
-    'Server',
-    'connect',
-    'error_reply',
-    'read_frame',
-    'run',
-    'write_frame',
-]
+__all__ = ['Connection', 'Handler', 'Reply', 'Server', 'connect', 'error_reply', 'run']
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar('_T')
 _SMALL = 64 * 1024
-_READER_LIMIT = 1 << 20
 
 Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 """What a handler returns: ``(message type, header, payloads)``."""
@@ -75,62 +66,18 @@ def error_reply(code: str, message: str) -> Reply:
     return (ERROR, {'code': code, 'message': message}, ())
 
 
-async def read_frame(
-    reader: asyncio.StreamReader,
-    limits: Limits,
-    *,
-    version: int | None = PROTOCOL_VERSION,
-) -> Frame:
-    """Read one frame, enforcing ``limits`` before allocating (``version=None``: any)."""
-    prefix = await reader.readexactly(PREFIX.size)
-    got, flags, mtype, rid, hlen, count = unpack_prefix(prefix, limits)
-    if version is not None and got != version:
-        raise ProtocolVersionError(f'peer sent protocol version {got}, this side speaks {version}')
-    sizes = check_sizes(await reader.readexactly(8 * count), count, limits) if count else ()
-    header = decode_header(await reader.readexactly(hlen)) if hlen else {}
-    payloads = [await reader.readexactly(n) if n else b'' for n in sizes]
-    return Frame(mtype, header, payloads, rid, flags)
-
-
-async def write_frame(
-    writer: asyncio.StreamWriter,
-    mtype: int,
-    header: dict[str, Any] | None = None,
-    payloads: Sequence[Payload] = (),
-    *,
-    request_id: int = 0,
-    flags: int = 0,
-) -> None:
-    """Write one frame; large payloads go from their own memory, not joined."""
-    sizes, buffers = flatten(payloads)
-    head = encode_head(mtype, header, sizes, request_id, flags)
-    if sum(sizes) <= _SMALL:
-        writer.write(b''.join([head, *buffers]))
-    else:
-        writer.write(head)
-        for buf in buffers:
-            writer.write(buf)
-    await writer.drain()
-
-
 class Connection:
-    """One authenticated connection (either side).
+    """One connection (either side), authenticated once its handshake is done.
 
     Attributes:
         peer: ``host:port`` of the other side.
-        info: The header the peer sent in its handshake (client name or server name).
+        info: What the peer said about itself in the handshake.
     """
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        limits: Limits,
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.limits = limits
-        peer = writer.get_extra_info('peername')
+    def __init__(self, transport: asyncio.Transport, protocol: FrameProtocol) -> None:
+        self.transport = transport
+        self.protocol = protocol
+        peer = transport.get_extra_info('peername')
         self.peer = f'{peer[0]}:{peer[1]}' if isinstance(peer, tuple) else str(peer)
         self.info: dict[str, Any] = {}
         self._next_id = 0
@@ -138,7 +85,7 @@ class Connection:
 
     async def recv(self) -> Frame:
         """Read the next frame."""
-        return await read_frame(self.reader, self.limits)
+        return await self.protocol.recv()
 
     async def send(
         self,
@@ -149,8 +96,18 @@ class Connection:
         request_id: int = 0,
         flags: int = 0,
     ) -> None:
-        """Write one frame."""
-        await write_frame(self.writer, mtype, header, payloads, request_id=request_id, flags=flags)
+        """Write one frame; large payloads are handed to the transport without joining."""
+        sizes, buffers = flatten(payloads)
+        head = encode_head(mtype, header, sizes, request_id, flags)
+        if self.transport.is_closing():
+            raise WireConnectionError(f'connection to {self.peer} is closed')
+        if sum(sizes) <= _SMALL:
+            self.transport.write(b''.join([head, *buffers]))
+        else:
+            self.transport.write(head)
+            for buf in buffers:
+                self.transport.write(buf)
+        await self.protocol.drain()
 
     async def request(
         self,
@@ -160,9 +117,7 @@ class Connection:
         *,
         timeout: float | None = 30.0,
     ) -> Frame:
-        """Send a request and return its reply (raising an ``ERROR`` reply as an exception)."""
-        from tether._wire._handshake import error_from_frame
-
+        """Send a request and return its reply (an ``ERROR`` reply is raised)."""
         async with self._lock:
             self._next_id += 1
             rid = self._next_id
@@ -170,7 +125,10 @@ class Connection:
                 async with asyncio.timeout(timeout):
                     await self.send(mtype, header, payloads, request_id=rid)
                     frame = await self.recv()
-            except (OSError, asyncio.IncompleteReadError, TimeoutError) as e:
+            except TimeoutError as e:
+                self.abort()
+                raise WireConnectionError(f'request to {self.peer} timed out') from e
+            except OSError as e:
                 self.abort()
                 raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
         if frame.type == ERROR:
@@ -182,44 +140,36 @@ class Connection:
 
     def abort(self) -> None:
         """Drop the connection at once."""
-        self.writer.transport.abort()
+        self.transport.abort()
 
     async def close(self) -> None:
-        """Close the connection politely."""
-        self.writer.close()
-        with contextlib.suppress(OSError, TimeoutError, asyncio.IncompleteReadError):
-            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+        """Close the connection."""
+        self.transport.close()
 
 
-async def _server_handshake(
-    conn: Connection,
-    secret: bytes | None,
-    name: str,
-) -> None:
-    reader = conn.reader
-    prefix = await reader.readexactly(PREFIX.size)
-    version, _, mtype, rid, hlen, _count = unpack_prefix(prefix, HANDSHAKE_LIMITS)
-    if version != PROTOCOL_VERSION:
+async def _server_handshake(conn: Connection, secret: bytes | None, name: str) -> None:
+    hello = await conn.recv()
+    if hello.version != PROTOCOL_VERSION:
         await conn.send(
             ERROR,
             {
                 'code': 'version',
                 'message': (
                     f'{name} speaks tether wire protocol version {PROTOCOL_VERSION}, '
-                    f'the client sent version {version}: upgrade the older side'
+                    f'the client sent version {hello.version}: upgrade the older side'
                 ),
                 'versions': [PROTOCOL_VERSION],
             },
         )
-        raise ProtocolVersionError(f'client sent protocol version {version}')
-    if mtype != HELLO:
-        raise ProtocolError(f'first message has type {mtype}, expected HELLO')
-    hello = Frame(mtype, decode_header(await reader.readexactly(hlen)), [], rid)
+        raise ProtocolVersionError(f'client sent protocol version {hello.version}')
+    conn.protocol.expect(PROTOCOL_VERSION)
+    if hello.type != HELLO:
+        raise ProtocolError(f'first message has type {hello.type}, expected HELLO')
     client_nonce = parse_hello(hello)
     conn.info = {'client': str(hello.header.get('client', ''))}
     server_nonce = _auth.new_nonce()
     await conn.send(CHALLENGE, challenge_header(secret, client_nonce, server_nonce))
-    frame = await read_frame(reader, HANDSHAKE_LIMITS)
+    frame = await conn.recv()
     if frame.type != AUTH:
         raise ProtocolError(f'second message has type {frame.type}, expected AUTH')
     try:
@@ -231,6 +181,16 @@ async def _server_handshake(
         )
         raise
     await conn.send(WELCOME, {'server': name, 'version': PROTOCOL_VERSION})
+
+
+class _ServerProtocol(FrameProtocol):
+    def __init__(self, server: Server) -> None:
+        super().__init__(HANDSHAKE_LIMITS, None)
+        self.server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.server._accept(Connection(transport, self))  # type: ignore[arg-type]
 
 
 class Server:
@@ -268,25 +228,26 @@ class Server:
         self.name = name
         self.connections: set[Connection] = set()
         self.refused = 0
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def address(self) -> tuple[str, int]:
         """The bound ``(host, port)``."""
-        if self._server is None:
+        sockets = getattr(self._server, 'sockets', None)
+        if not sockets:
             raise RuntimeError(f'{self.name} is not started')
-        sockname = self._server.sockets[0].getsockname()
+        sockname = sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
-        self._server = await asyncio.start_server(
-            self._on_client,
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _ServerProtocol(self),
             self.host,
             self.port,
             ssl=self.ssl,
-            limit=_READER_LIMIT,
             ssl_handshake_timeout=self.limits.handshake_timeout if self.ssl else None,
         )
 
@@ -303,55 +264,54 @@ class Server:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        conn = Connection(reader, writer, self.limits)
+    def _accept(self, conn: Connection) -> None:
+        task = asyncio.get_running_loop().create_task(self._on_client(conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_client(self, conn: Connection) -> None:
         try:
             try:
                 async with asyncio.timeout(self.limits.handshake_timeout):
                     await _server_handshake(conn, self.secret, self.name)
-            except (WireError, asyncio.IncompleteReadError, TimeoutError, OSError) as e:
+            except (WireError, TimeoutError, OSError) as e:
                 self.refused += 1
                 logger.info('%s refused connection from %s: %s', self.name, conn.peer, e)
+                if isinstance(e, ProtocolError) and not isinstance(e, ProtocolVersionError):
+                    with contextlib.suppress(WireError, OSError):
+                        await conn.send(ERROR, {'code': 'protocol', 'message': str(e)})
                 return
+            conn.protocol.limits = self.limits
             self.connections.add(conn)
             await self._serve(conn)
         except asyncio.CancelledError:
             pass
         finally:
             self.connections.discard(conn)
-            writer.transport.abort()
-            if task is not None:
-                self._tasks.discard(task)
+            conn.transport.close()
 
     async def _serve(self, conn: Connection) -> None:
         while True:
             try:
                 frame = await conn.recv()
-            except asyncio.IncompleteReadError:
-                return
             except (ProtocolError, FrameTooLargeError) as e:
                 self.refused += 1
                 logger.warning('%s: bad frame from %s: %s', self.name, conn.peer, e)
                 code = 'too-large' if isinstance(e, FrameTooLargeError) else 'protocol'
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(WireError, OSError):
                     await conn.send(ERROR, {'code': code, 'message': str(e)})
                 return
-            except OSError:
+            except (WireError, OSError):
                 return
             try:
                 reply = await self.handler(conn, frame)
-            except WireError:
-                raise
             except Exception as e:
                 logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
                 reply = error_reply('internal', f'{self.name} failed: {e!r}')
             if reply is not None:
                 try:
                     await conn.send(reply[0], reply[1], reply[2], request_id=frame.request_id)
-                except OSError:
+                except (WireError, OSError):
                     return
 
 
@@ -366,27 +326,43 @@ async def connect(
     timeout: float = 10.0,
     client: str = 'tether',
 ) -> Connection:
-    """Open an authenticated asyncio connection to a :class:`Server`."""
+    """Open an authenticated asyncio connection to a :class:`Server`.
+
+    Raises:
+        WireConnectionError: if the server cannot be reached.
+        AuthenticationError: if the secrets differ.
+        ProtocolVersionError: if the server speaks another version.
+    """
     peer = f'{host}:{port}'
     key = _auth.as_secret(secret)
+    loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(
+            transport, protocol = await loop.create_connection(
+                lambda: FrameProtocol(HANDSHAKE_LIMITS, None),
                 host,
                 port,
                 ssl=ssl,
-                server_hostname=server_hostname if ssl else None,
-                limit=_READER_LIMIT,
+                server_hostname=(server_hostname or host) if ssl else None,
             )
-            conn = Connection(reader, writer, limits or Limits())
+    except (OSError, TimeoutError) as e:
+        raise WireConnectionError(f'cannot connect to {peer}: {e!r}') from e
+    conn = Connection(transport, protocol)
+    try:
+        async with asyncio.timeout(timeout):
             nonce = _auth.new_nonce()
             await conn.send(HELLO, hello_header(nonce, client))
-            challenge = await read_frame(reader, HANDSHAKE_LIMITS)
-            await conn.send(AUTH, answer_challenge(challenge, key, nonce, peer))
-            conn.info = check_welcome(await read_frame(reader, HANDSHAKE_LIMITS), peer)
-            return conn
-    except (OSError, asyncio.IncompleteReadError, TimeoutError) as e:
-        raise WireConnectionError(f'cannot connect to {peer}: {e!r}') from e
+            await conn.send(AUTH, answer_challenge(await conn.recv(), key, nonce, peer))
+            conn.info = check_welcome(await conn.recv(), peer)
+    except TimeoutError as e:
+        conn.abort()
+        raise WireConnectionError(f'handshake with {peer} timed out') from e
+    except BaseException:
+        conn.abort()
+        raise
+    protocol.expect(PROTOCOL_VERSION)
+    protocol.limits = limits or Limits()
+    return conn
 
 
 def run(main: Coroutine[Any, Any, _T]) -> _T:

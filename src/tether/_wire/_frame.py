@@ -79,6 +79,7 @@ class Frame:
         payloads: The raw payloads, each in its own buffer.
         request_id: Matches a reply to its request.
         flags: Application-defined bits.
+        version: The protocol version the sender spoke.
     """
 
     type: int
@@ -86,6 +87,7 @@ class Frame:
     payloads: list[Any]
     request_id: int = 0
     flags: int = 0
+    version: int = PROTOCOL_VERSION
 
 
 def _parts(payload: Payload) -> list[memoryview]:

@@ -186,7 +186,7 @@ class SyncConnection:
         sizes = check_sizes(bytes(self._recv_exact(8 * count)), count, limits) if count else ()
         header = decode_header(bytes(self._recv_exact(hlen))) if hlen else {}
         payloads = [self._recv_exact(n) for n in sizes]
-        return Frame(mtype, header, payloads, rid, flags)
+        return Frame(mtype, header, payloads, rid, flags, version)
 
     # Requests --------------------------------------------------------------------------
 

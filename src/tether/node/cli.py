@@ -39,7 +39,7 @@ def node() -> None:
     """
 
 
-@node.command()
+@node.command('start')
 @click.option('--name', default='default', show_default=True, help='Server name (one per host).')
 @click.option('--bind', default='0.0.0.0', show_default=True, help='Address to listen on.')
 @click.option('--port', default=0, show_default=True, help='Port to listen on (0: any free port).')
@@ -69,7 +69,7 @@ def node() -> None:
 @click.option('--tls-key', default=None, help='PEM private key of --tls-cert.')
 @click.option('--max-frame', default='64GiB', show_default=True, help='Largest request accepted.')
 @click.option('-v', '--verbose', is_flag=True, help='Log every connection.')
-def start(  # noqa: PLR0917
+def _start(  # noqa: PLR0917
     name: str,
     bind: str,
     port: int,
@@ -144,11 +144,11 @@ def _connect(name: str, run_dir: str | None) -> tuple[object, Path]:
     return state, rdir
 
 
-@node.command()
+@node.command('status')
 @click.option('--name', default='default', show_default=True, help='Server name.')
 @click.option('--run-dir', default=None, help=_RUN_DIR_HELP)
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts.')
-def status(name: str, run_dir: str | None, as_json: bool) -> None:
+def _status(name: str, run_dir: str | None, as_json: bool) -> None:
     """Show a running server's address, objects, memory and clients."""
     from tether._wire import SyncConnection
     from tether.exceptions import WireError
@@ -182,11 +182,11 @@ def status(name: str, run_dir: str | None, as_json: bool) -> None:
     )
 
 
-@node.command()
+@node.command('stop')
 @click.option('--name', default='default', show_default=True, help='Server name.')
 @click.option('--run-dir', default=None, help=_RUN_DIR_HELP)
 @click.option('--timeout', default=10.0, show_default=True, help='Seconds to wait for it to exit.')
-def stop(name: str, run_dir: str | None, timeout: float) -> None:
+def _stop(name: str, run_dir: str | None, timeout: float) -> None:
     """Stop a running server (its objects are lost)."""
     from tether.node._spawn import stop_server
     from tether.node._state import NodeState
