@@ -138,6 +138,11 @@ def test_dead_server_gives_connector_error_and_is_replaced(node_config: dict[str
     assert time.monotonic() - start < node_config.get('timeout', 30.0)
     with pytest.raises(ConnectorError):
         c.exists(key)
+    # The same connector's next put starts a fresh server on this host.
+    again = c.put(b'again')
+    assert c.status()['pid'] != pid
+    assert bytes(c.get(again)) == b'again'
+    c.stop_server()
     c.close()
     # A new connector finds the stale discovery file and starts a fresh server.
     fresh = NodeConnector(**node_config)

@@ -185,7 +185,7 @@ async def _server_handshake(conn: Connection, secret: bytes | None, name: str) -
 
 class _ServerProtocol(FrameProtocol):
     def __init__(self, server: Server) -> None:
-        super().__init__(HANDSHAKE_LIMITS, None)
+        super().__init__(HANDSHAKE_LIMITS, None, server.alloc)
         self.server = server
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,6 +206,8 @@ class Server:
         ssl: Server-side TLS context, if any.
         limits: Frame limits applied to every client.
         name: Name used in log and error messages.
+        alloc: Allocates the buffer of each received payload (default ``bytearray``);
+            pass a pool to reuse memory.
     """
 
     def __init__(
@@ -218,8 +220,10 @@ class Server:
         ssl: _ssl.SSLContext | None = None,
         limits: Limits | None = None,
         name: str = 'tether server',
+        alloc: Callable[[int], bytearray] = bytearray,
     ) -> None:
         self.handler = handler
+        self.alloc = alloc
         self.host = host
         self.port = port
         self.secret = _auth.as_secret(secret)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from typing import Any
 
 from tether._wire._frame import (
@@ -34,11 +35,19 @@ class FrameProtocol(asyncio.BufferedProtocol):
         limits: Limits applied to each frame before anything is allocated.
         version: The protocol version frames must carry (``None``: any, used for the
             first frame of a handshake; :meth:`expect` changes it).
+        alloc: Returns a writable buffer of exactly ``n`` bytes for a payload (default:
+            ``bytearray``); servers pass a pool so that memory is reused.
     """
 
-    def __init__(self, limits: Limits, version: int | None) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        version: int | None,
+        alloc: Callable[[int], bytearray] = bytearray,
+    ) -> None:
         self.limits = limits
         self.version = version
+        self.alloc = alloc
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(_SCRATCH)
         self._have = 0
@@ -153,7 +162,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 bytes(scratch[PREFIX.size : PREFIX.size + 8 * count]), count, self.limits
             )
             header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
-            frame = Frame(mtype, header, [bytearray(n) for n in sizes], rid, flags, version)
+            frame = Frame(mtype, header, [self.alloc(n) for n in sizes], rid, flags, version)
             # Bytes already read past the header belong to the payloads (or the next frame).
             extra = memoryview(scratch)[head : self._have]
             taken = 0

@@ -97,6 +97,7 @@ class SyncConnection:
         self.peer = f'{host}:{port}'
         self.limits = limits or Limits()
         self.version = version
+        self.reply_started = False
         self._next_id = 0
         self._vectored = ssl is None
         try:
@@ -175,10 +176,9 @@ class SyncConnection:
     def recv(self, limits: Limits | None = None, *, any_version: bool = False) -> Frame:
         """Read one frame; each payload lands in its own preallocated buffer."""
         limits = limits or self.limits
-        version, flags, mtype, rid, hlen, count = unpack_prefix(
-            bytes(self._recv_exact(PREFIX.size)),
-            limits,
-        )
+        prefix = bytes(self._recv_exact(PREFIX.size))
+        self.reply_started = True
+        version, flags, mtype, rid, hlen, count = unpack_prefix(prefix, limits)
         if version != self.version and not (any_version and mtype == ERROR):
             raise ProtocolVersionError(
                 f'{self.peer} sent protocol version {version}, this side speaks {self.version}',
@@ -205,6 +205,7 @@ class SyncConnection:
         """
         self._next_id += 1
         rid = self._next_id
+        self.reply_started = False
         try:
             self.send(mtype, header, payloads, request_id=rid)
             frame = self.recv()
@@ -239,9 +240,10 @@ class SyncConnection:
 class SyncClient:
     """A thread-safe pool of :class:`SyncConnection` to one server.
 
-    Connections are opened on demand and reused; a request that fails on a reused
-    connection before the server answered is retried once on a fresh one (requests must
-    therefore be idempotent, or the caller passes ``retry=False``).
+    Connections are opened on demand and reused. A request that fails on a reused
+    connection before any byte of the reply arrived (the server restarted, or dropped an
+    idle connection) is retried once on a fresh one, so requests must be idempotent or
+    the caller passes ``retry=False``. A failure in the middle of a reply is not retried.
 
     Args:
         host: Server address.
@@ -297,7 +299,7 @@ class SyncClient:
         try:
             frame = conn.request(mtype, header, payloads)
         except WireConnectionError:
-            if not (retry and reused):
+            if not (retry and reused and not conn.reply_started):
                 raise
             logger.debug('stale connection to %s:%s, retrying once', self.host, self.port)
             conn = SyncConnection(self.host, self.port, **self._kwargs)

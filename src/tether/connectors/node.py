@@ -224,21 +224,33 @@ class NodeConnector:
         """Store ``data`` in this host's server and return its key."""
         return self.put_parts([data])
 
+    def _put_local(self, what: str, payloads: Sequence[Any]) -> list[NodeKey]:
+        """Put into this host's server; if it died since, start a new one and retry once."""
+        for attempt in (0, 1):
+            host, port = self._local_server()
+            keys = [NodeKey(new_id(), host, port) for _ in payloads]
+            try:
+                self._request(what, (host, port), proto.PUT, [k.object_id for k in keys], payloads)
+            except ConnectorError as e:
+                if attempt or not isinstance(e.__cause__, WireConnectionError):
+                    raise
+                logger.info('local node server %s:%d is gone (%s): restarting it', host, port, e)
+                with self._lock:
+                    if self._local == (host, port):
+                        self._local = None
+                continue
+            return keys
+        raise AssertionError('unreachable')  # pragma: no cover
+
     def put_parts(self, parts: Sequence[BytesLike]) -> NodeKey:
         """Store the concatenation of ``parts`` (sent without joining them)."""
-        host, port = self._local_server()
-        key = NodeKey(new_id(), host, port)
-        self._request('put', (host, port), proto.PUT, [key.object_id], [parts])
-        return key
+        return self._put_local('put', [parts])[0]
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[NodeKey]:
         """Store each item in this host's server, in one request."""
         if not datas:
             return []
-        host, port = self._local_server()
-        keys = [NodeKey(new_id(), host, port) for _ in datas]
-        self._request('put_batch', (host, port), proto.PUT, [k.object_id for k in keys], datas)
-        return keys
+        return self._put_local('put_batch', datas)
 
     def get(self, key: NodeKey) -> BytesLike | None:
         """Fetch the object directly from the server holding it (``None`` if missing)."""

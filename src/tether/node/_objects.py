@@ -6,12 +6,72 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 from collections import OrderedDict
 from pathlib import Path
 
-__all__ = ['ObjectTable']
+__all__ = ['BufferPool', 'ObjectTable']
 
 logger = logging.getLogger(__name__)
+
+
+_OWN_REFS = 4
+
+
+class BufferPool:
+    """Buffers of evicted objects, kept for the next payload of the same size.
+
+    Fresh memory is expensive (the kernel zero-fills every page on first touch, which
+    costs as much as the network copy itself); workloads that put and evict objects of
+    recurring sizes (arrays of one shape, step after step) reuse it instead. Only
+    buffers of at least ``min_size`` bytes that nothing else references are kept.
+
+    Args:
+        capacity: Most bytes kept in the pool.
+        min_size: Smaller buffers are left to the allocator.
+    """
+
+    def __init__(self, capacity: int, min_size: int = 1 << 20) -> None:
+        self.capacity = capacity
+        self.min_size = min_size
+        self.size = 0
+        self.hits = 0
+        self._free: dict[int, list[bytearray]] = {}
+
+    def take(self, n: int) -> bytearray:
+        """Return a buffer of exactly ``n`` bytes (contents undefined if reused)."""
+        free = self._free.get(n)
+        if free:
+            self.size -= n
+            self.hits += 1
+            buf = free.pop()
+            if not free:
+                del self._free[n]
+            return buf
+        return bytearray(n)
+
+    def give(self, buf: object) -> None:
+        """Offer an evicted object's buffer (ignored unless unreferenced and big enough)."""
+        # Unreferenced elsewhere: only the callers' variables (ObjectTable.evict or put,
+        # _recycle, this frame) and getrefcount's argument hold it.
+        if not isinstance(buf, bytearray) or sys.getrefcount(buf) > _OWN_REFS:
+            return
+        n = len(buf)
+        if n < self.min_size or n > self.capacity:
+            return
+        while self.size + n > self.capacity and self._free:
+            size, bufs = next(iter(self._free.items()))
+            bufs.pop()
+            self.size -= size
+            if not bufs:
+                del self._free[size]
+        self._free.setdefault(n, []).append(buf)
+        self.size += n
+
+    def clear(self) -> None:
+        """Drop every pooled buffer."""
+        self._free.clear()
+        self.size = 0
 
 
 class ObjectTable:
@@ -23,12 +83,19 @@ class ObjectTable:
     Args:
         memory_limit: Bytes of object data kept in memory.
         spill_dir: Directory for spilled objects (created when first needed).
+        pool: Where the buffers of evicted or spilled objects go for reuse.
     """
 
-    def __init__(self, memory_limit: int, spill_dir: Path) -> None:
+    def __init__(
+        self,
+        memory_limit: int,
+        spill_dir: Path,
+        pool: BufferPool | None = None,
+    ) -> None:
         self.memory_limit = memory_limit
         self.spill_dir = spill_dir
-        self._memory: OrderedDict[str, bytes] = OrderedDict()
+        self.pool = pool
+        self._memory: OrderedDict[str, bytes | bytearray] = OrderedDict()
         self._disk: dict[str, int] = {}
         self.memory_used = 0
         self.disk_used = 0
@@ -48,7 +115,11 @@ class ObjectTable:
     def _path(self, oid: str) -> Path:
         return self.spill_dir / oid
 
-    def _spill(self, oid: str, data: bytes) -> None:
+    def _recycle(self, data: bytes | bytearray) -> None:
+        if self.pool is not None:
+            self.pool.give(data)
+
+    def _spill(self, oid: str, data: bytes | bytearray) -> None:
         self.spill_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._path(oid)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -63,7 +134,7 @@ class ObjectTable:
         self.spills += 1
         logger.debug('spilled %s (%d bytes) to %s', oid, len(data), path)
 
-    def put(self, oid: str, data: bytes) -> None:
+    def put(self, oid: str, data: bytes | bytearray) -> None:
         """Store ``data`` under ``oid`` (replacing any previous object)."""
         self.evict(oid)
         size = len(data)
@@ -74,6 +145,7 @@ class ObjectTable:
             old, old_data = self._memory.popitem(last=False)
             self.memory_used -= len(old_data)
             self._spill(old, old_data)
+            self._recycle(old_data)
         self._memory[oid] = data
         self.memory_used += size
 
@@ -101,6 +173,7 @@ class ObjectTable:
         data = self._memory.pop(oid, None)
         if data is not None:
             self.memory_used -= len(data)
+            self._recycle(data)
             return
         size = self._disk.pop(oid, None)
         if size is not None:
@@ -112,5 +185,7 @@ class ObjectTable:
         """Drop every object and the spill directory."""
         self._memory.clear()
         self._disk.clear()
+        if self.pool is not None:
+            self.pool.clear()
         self.memory_used = self.disk_used = 0
         shutil.rmtree(self.spill_dir, ignore_errors=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
 from tether.node import _protocol as proto
-from tether.node._objects import ObjectTable
+from tether.node._objects import BufferPool, ObjectTable
 from tether.node._state import NodeState, remove_state, write_state
 
 __all__ = ['NodeServer']
@@ -64,7 +64,8 @@ class NodeServer:
         self.run_dir = run_dir
         self._own_spill = spill_dir is None
         spill = spill_dir or Path(tempfile.mkdtemp(prefix=f'tether-node-{name}-spill-'))
-        self.table = ObjectTable(memory_limit, spill)
+        self.pool = BufferPool(min(memory_limit // 4, 1 << 30))
+        self.table = ObjectTable(memory_limit, spill, self.pool)
         self._secret = secret
         self.server = Server(
             self._handle,
@@ -74,6 +75,7 @@ class NodeServer:
             ssl=ssl,
             limits=Limits(max_frame=max_frame),
             name=f'node server {name!r}',
+            alloc=self.pool.take,
         )
         self.started = time.time()
         self.requests = 0
@@ -100,6 +102,8 @@ class NodeServer:
             'spilled_objects': t.spilled,
             'disk_used': t.disk_used,
             'spills': t.spills,
+            'pool_bytes': self.pool.size,
+            'pool_hits': self.pool.hits,
             'clients': len(self.server.connections),
             'refused': self.server.refused,
             'requests': self.requests,
