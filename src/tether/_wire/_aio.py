@@ -312,11 +312,17 @@ class Server:
             except Exception as e:
                 logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
                 reply = error_reply('internal', f'{self.name} failed: {e!r}')
+            rid = frame.request_id
+            # Drop our references to the request and reply buffers before waiting for the
+            # next frame, so that the application sees when it holds the last reference.
+            del frame
             if reply is not None:
                 try:
-                    await conn.send(reply[0], reply[1], reply[2], request_id=frame.request_id)
+                    await conn.send(reply[0], reply[1], reply[2], request_id=rid)
                 except (WireError, OSError):
                     return
+                finally:
+                    del reply
 
 
 async def connect(
