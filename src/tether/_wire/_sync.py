@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 _IOV_MAX = 512
 _SMALL = 64 * 1024
+_READ_AHEAD = 64 * 1024
 
 
 def _kernel_timeouts(sock: socket.socket, timeout: float) -> None:
@@ -99,6 +100,8 @@ class SyncConnection:
         self.version = version
         self.reply_started = False
         self._next_id = 0
+        self._rbuf = bytearray(_READ_AHEAD)
+        self._rstart = self._rend = 0
         self._vectored = ssl is None
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
@@ -160,6 +163,18 @@ class SyncConnection:
                 buffers[i] = buffers[i][sent:]
 
     def _recv_into(self, view: memoryview) -> None:
+        """Fill ``view``: first from read-ahead bytes, then straight from the socket."""
+        if self._rend > self._rstart:
+            take = min(view.nbytes, self._rend - self._rstart)
+            view[:take] = self._rbuf[self._rstart : self._rstart + take]
+            self._rstart += take
+            view = view[take:]
+        if view.nbytes and view.nbytes < _READ_AHEAD // 2:
+            # Small read: one recv that may also bring the rest of the frame.
+            self._fill(view.nbytes)
+            view[:] = self._rbuf[self._rstart : self._rstart + view.nbytes]
+            self._rstart += view.nbytes
+            return
         while view.nbytes:
             n = self.sock.recv_into(view)
             if n == 0:
@@ -168,9 +183,22 @@ class SyncConnection:
                 )
             view = view[n:]
 
+    def _fill(self, need: int) -> None:
+        """Read until at least ``need`` bytes are buffered (read-ahead buffer is empty)."""
+        self._rstart = self._rend = 0
+        rbuf = memoryview(self._rbuf)
+        while self._rend < need:
+            n = self.sock.recv_into(rbuf[self._rend :])
+            if n == 0:
+                raise WireConnectionError(
+                    f'{self.peer} closed the connection in the middle of a frame',
+                )
+            self._rend += n
+
     def _recv_exact(self, n: int) -> bytearray:
         buf = bytearray(n)
-        self._recv_into(memoryview(buf))
+        if n:
+            self._recv_into(memoryview(buf))
         return buf
 
     def recv(self, limits: Limits | None = None, *, any_version: bool = False) -> Frame:
