@@ -53,9 +53,10 @@ def measure(connector: Any, sizes: list[int], quick: bool) -> dict[str, dict[str
     out: dict[str, dict[str, float]] = {}
     for size in sizes:
         data = os.urandom(size)
-        key = connector.put(data)  # warm-up (connections, server start)
-        connector.get(key)
-        connector.evict(key)
+        for _ in range(1 if size >= 10 * MB else 20):  # warm-up (connections, caches)
+            key = connector.put(data)
+            connector.get(key)
+            connector.evict(key)
         puts, gets = [], []
         for _ in range(repeats_for(size, quick)):
             t0 = time.perf_counter()

@@ -29,9 +29,10 @@ def main() -> None:
     try:
         for size, repeats in req['sizes']:
             data = os.urandom(size)
-            key = connector.put(data)  # warm-up
-            connector.get(key)
-            connector.evict(key)
+            for _ in range(1 if size >= 10_000_000 else 20):  # warm-up
+                key = connector.put(data)
+                connector.get(key)
+                connector.evict(key)
             puts, gets = [], []
             for _ in range(repeats):
                 t0 = time.perf_counter()
