@@ -219,3 +219,43 @@ def test_cli_rejects_bad_sizes(tmp_path: Path) -> None:
     out = _tether('node', 'start', '--run-dir', str(tmp_path), '--memory', 'lots')
     assert out.returncode != 0
     assert 'cannot read' in out.stderr
+
+
+def test_tls_node_server(start_node: StartNode, tmp_path: Path) -> None:
+    import ssl
+
+    cert, key = tmp_path / 'cert.pem', tmp_path / 'key.pem'
+    subprocess.run(
+        [
+            *('openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes'),
+            *('-keyout', str(key), '-out', str(cert), '-days', '1'),
+            *('-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    node = start_node('--tls-cert', str(cert), '--tls-key', str(key))
+    context = ssl.create_default_context(cafile=str(cert))
+    conn = SyncConnection('127.0.0.1', node.port, secret=SECRET, ssl=context)
+    data = os.urandom(3_000_000)
+    conn.request(proto.PUT, {'ids': ['tls1']}, [data])
+    reply = conn.request(proto.GET, {'ids': ['tls1']})
+    assert bytes(reply.payloads[0]) == data
+    conn.close()
+    from tether.exceptions import WireConnectionError
+
+    with pytest.raises(WireConnectionError):
+        SyncConnection('127.0.0.1', node.port, secret=SECRET, timeout=5)
+
+
+def test_frame_too_large_for_memory_is_refused(start_node: StartNode) -> None:
+    node = start_node('--max-frame', '1000TB')
+    conn = SyncConnection('127.0.0.1', node.port, secret=SECRET)
+    # Within --max-frame but far beyond any machine's memory.
+    conn.sock.sendall(encode_head(proto.PUT, {'ids': ['x']}, [500 << 40], request_id=1))
+    with pytest.raises(FrameTooLargeError, match='out of memory'):
+        conn.request(proto.GET, {'ids': ['x']})
+    conn.close()
+    c = node.connector()
+    assert bytes(c.get(c.put(b'fine'))) == b'fine'
+    c.close()

@@ -20,7 +20,12 @@ from tether._wire._frame import (
     decode_header,
     unpack_prefix,
 )
-from tether.exceptions import ProtocolVersionError, WireConnectionError, WireError
+from tether.exceptions import (
+    FrameTooLargeError,
+    ProtocolVersionError,
+    WireConnectionError,
+    WireError,
+)
 
 __all__ = ['FrameProtocol']
 
@@ -162,7 +167,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 bytes(scratch[PREFIX.size : PREFIX.size + 8 * count]), count, self.limits
             )
             header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
-            frame = Frame(mtype, header, [self.alloc(n) for n in sizes], rid, flags, version)
+            try:
+                buffers = [self.alloc(n) for n in sizes]
+            except MemoryError as e:
+                raise FrameTooLargeError(
+                    f'cannot allocate {sum(sizes)} bytes for a frame: out of memory',
+                ) from e
+            frame = Frame(mtype, header, buffers, rid, flags, version)
             # Bytes already read past the header belong to the payloads (or the next frame).
             extra = memoryview(scratch)[head : self._have]
             taken = 0
