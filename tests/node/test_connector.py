@@ -212,3 +212,13 @@ def test_concurrent_gets_of_one_large_object(node_config: dict[str, Any]) -> Non
         t.join()
     assert errors == []
     c.close()
+
+
+def test_large_batches(node_config: dict[str, Any]) -> None:
+    # Headers of these requests are larger than the server's 64 KiB read buffer.
+    c = NodeConnector(**node_config)
+    datas = [f'item-{i}'.encode() for i in range(5000)]
+    keys = c.put_batch(datas)
+    got = c.get_batch(keys)
+    assert [bytes(g) for g in got] == datas  # type: ignore[arg-type]
+    c.close()

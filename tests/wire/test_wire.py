@@ -299,3 +299,15 @@ def test_tls(make_server: MakeServer, certificate: tuple[Path, Path]) -> None:
     conn = SyncConnection('127.0.0.1', server.port, secret=SECRET, ssl=client_ctx)
     assert conn.request(ECHO, {'again': 1}).header == {'again': 1}
     conn.close()
+
+
+def test_large_headers_and_many_payloads(make_server: MakeServer) -> None:
+    # Larger than the server's 64 KiB read buffer, and many payloads of mixed sizes.
+    server = make_server(secret=SECRET)
+    conn = SyncConnection('127.0.0.1', server.port, secret=SECRET)
+    header = {'ids': [f'{i:032x}' for i in range(10_000)]}
+    payloads = [bytes([i % 256]) * (i % 7) * 1000 for i in range(300)]
+    reply = conn.request(ECHO, header, payloads)
+    assert reply.header == header
+    assert [bytes(p) for p in reply.payloads] == payloads
+    conn.close()

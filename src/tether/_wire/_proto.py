@@ -95,8 +95,15 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if frame is not None:
             return memoryview(frame.payloads[self._index])[self._pos :]
         if self._have == len(self._scratch):
-            self._scratch.extend(bytes(len(self._scratch)))
+            self._grow(2 * len(self._scratch))
         return memoryview(self._scratch)[self._have :]
+
+    def _grow(self, size: int) -> None:
+        # A new buffer rather than resizing: the transport may still hold a view of the
+        # old one (it does during buffer_updated), and an exported bytearray cannot resize.
+        bigger = bytearray(size)
+        bigger[: self._have] = memoryview(self._scratch)[: self._have]
+        self._scratch = bigger
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
@@ -160,7 +167,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 )
             head = PREFIX.size + 8 * count + hlen
             if head > len(scratch):
-                scratch.extend(bytes(head - len(scratch)))
+                self._grow(head)
+                return  # the rest of the header arrives into the bigger buffer
             if self._have < head:
                 return
             sizes = check_sizes(
