@@ -83,7 +83,17 @@ def _start(  # noqa: PLR0917
     max_frame: str,
     verbose: bool,
 ) -> None:
-    """Run a node server in the foreground until stopped (Ctrl-C, SIGTERM, `tether node stop`)."""
+    """Run a node server in the foreground until stopped.
+
+    Stop it with Ctrl-C, SIGTERM or `tether node stop`. NodeConnector instances on this
+    host with the same name (and run directory) use this server instead of spawning
+    their own; clients anywhere authenticate with the shared secret
+    ($TETHER_NODE_SECRET, else the secret file, see `tether node --help`).
+
+    \b
+    Example:
+      TETHER_NODE_SECRET=... tether node start --port 7400 --memory 4GB
+    """
     from tether._wire import run
     from tether.node._server import NodeServer
     from tether.node._sizes import format_size, parse_size, physical_memory
