@@ -16,6 +16,7 @@ __all__ = ['cli', 'main']
 
 _SUBCOMMANDS: dict[str, str] = {
     'demo': 'tether.demo:demo_command',
+    'node': 'tether.node.cli:node',
     'shm': 'tether.connectors._shm_cli:shm',
 }
 

@@ -17,6 +17,16 @@ TetherError
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
  +-- ConfigError                         a configuration is invalid or cannot be read
+ +-- WireError                           a tether network connection failed or was refused
+      +-- WireConnectionError            the peer is unreachable or the connection dropped
+      +-- ProtocolError                  the peer sent bytes that are not valid framing
+      |    +-- ProtocolVersionError      the peer speaks another protocol version
+      |    +-- FrameTooLargeError        a frame exceeds the receiver's limits
+      +-- AuthenticationError            the challenge-response handshake failed
+      +-- RemoteError                    the peer answered a request with an error frame
+
+ConnectorError (continued)
+ +-- NoConnectorMatchError               no MultiConnector policy accepts the object
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -25,18 +35,26 @@ Every message says what failed (the store, key or address) and, where it can, wh
 from __future__ import annotations
 
 __all__ = [
+    'AuthenticationError',
     'ConfigError',
     'ConnectorClosedError',
     'ConnectorError',
+    'FrameTooLargeError',
+    'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'ProtocolError',
+    'ProtocolVersionError',
     'ProxyError',
     'ProxyResolveError',
     'ProxyResolveMissingKeyError',
+    'RemoteError',
     'SerializationError',
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
     'TetherError',
+    'WireConnectionError',
+    'WireError',
 ]
 
 
@@ -107,3 +125,49 @@ class NonProxiableTypeError(StoreError):
 
 class ConfigError(TetherError):
     """A configuration is invalid, incomplete, or cannot be read."""
+
+
+# Wire protocol and node servers (tether._wire, tether.node, issue 3) -----------------
+
+
+class WireError(TetherError):
+    """A connection of the tether wire protocol failed or was refused."""
+
+
+class WireConnectionError(WireError):
+    """The peer could not be reached, or the connection dropped or timed out."""
+
+
+class ProtocolError(WireError):
+    """The peer sent bytes that are not valid tether framing."""
+
+
+class ProtocolVersionError(ProtocolError):
+    """The peer speaks a protocol version this side does not."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame (header, payload count or payload bytes) exceeds the receiver's limits."""
+
+
+class AuthenticationError(WireError):
+    """The challenge-response handshake failed (wrong or missing shared secret)."""
+
+
+class RemoteError(WireError):
+    """The peer answered a request with an error frame.
+
+    Attributes:
+        code: The short error code sent by the peer (``'internal'``, ``'bad-request'`` ...).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.code, str(self)))
+
+
+class NoConnectorMatchError(ConnectorError):
+    """No connector of a MultiConnector has a policy that accepts the object."""

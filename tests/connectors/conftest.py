@@ -49,8 +49,38 @@ def _shm(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[
     return c, lambda: c.close(clear=True)
 
 
+def _node(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.node import NodeConnector
+
+    c = NodeConnector(
+        f'test-{uuid.uuid4().hex[:12]}',
+        address='127.0.0.1',
+        run_dir=str(tmp_path / 'run'),
+        secret=uuid.uuid4().hex,
+        idle_timeout=120,
+        memory='256MB',
+    )
+    return c, lambda: c.close(stop_server=True)
+
+
+def _multi(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.file import FileConnector
+    from tether.connectors.local import LocalConnector
+    from tether.connectors.multi import MultiConnector, Policy
+
+    c = MultiConnector(
+        {
+            'small': (LocalConnector(), Policy(max_size=4096, priority=1)),
+            'large': (FileConnector(tmp_path / 'multi'), Policy()),
+        },
+    )
+    return c, c.close
+
+
 CONNECTOR_FACTORIES: dict[str, Factory] = {
     'local': _local,
+    'multi': _multi,
+    'node': _node,
     'file': _file,
     'redis': _redis,
     'shared_memory': _shm,

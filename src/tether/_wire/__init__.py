@@ -1,0 +1,57 @@
+"""The tether wire protocol: framing, handshake and authentication for every connection.
+
+Every tether server (node object servers, endpoints, relay, agent exchange, function
+service) speaks this protocol. A frame is a fixed 24-byte prefix (magic, version, flags,
+message type, request id, header length, payload count), the payload lengths, a small
+JSON header, then the raw payloads, written without joining them. A connection starts
+with a handshake that checks the protocol version and runs an HMAC-SHA256
+challenge-response over a shared secret (never sent), optionally inside TLS.
+
+Message types are plain integers; applications number theirs from
+:data:`FIRST_APP_TYPE`. The format and the rules for evolving it are in ``docs/wire.md``.
+
+* :class:`Server` (asyncio) dispatches each frame to a handler and sends its reply;
+* :func:`connect` opens an asyncio client :class:`Connection`;
+* :class:`SyncClient` is a thread-safe pool of blocking :class:`SyncConnection`.
+"""
+
+from __future__ import annotations
+
+from tether._wire._aio import (
+    Connection,
+    Handler,
+    Reply,
+    Server,
+    connect,
+    error_reply,
+    run,
+)
+from tether._wire._frame import (
+    ERROR,
+    FIRST_APP_TYPE,
+    PROTOCOL_VERSION,
+    Frame,
+    Limits,
+    Payload,
+    encode_head,
+)
+from tether._wire._sync import SyncClient, SyncConnection
+
+__all__ = [
+    'Connection',
+    'ERROR',
+    'FIRST_APP_TYPE',
+    'Frame',
+    'Handler',
+    'Limits',
+    'PROTOCOL_VERSION',
+    'Payload',
+    'Reply',
+    'Server',
+    'SyncClient',
+    'SyncConnection',
+    'connect',
+    'encode_head',
+    'error_reply',
+    'run',
+]

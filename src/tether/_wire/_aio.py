@@ -1,0 +1,385 @@
+"""Asyncio side of the wire: an authenticated connection, a server, a client.
+
+Reads go through :class:`~tether._wire._proto.FrameProtocol` (payloads land directly in
+their final buffers); writes go from the caller's buffers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl as _ssl
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from tether._wire import _auth
+from tether._wire._frame import (
+    AUTH,
+    CHALLENGE,
+    ERROR,
+    HELLO,
+    PROTOCOL_VERSION,
+    WELCOME,
+    Frame,
+    Limits,
+    Payload,
+    encode_head,
+    flatten,
+)
+from tether._wire._handshake import (
+    HANDSHAKE_LIMITS,
+    answer_challenge,
+    challenge_header,
+    check_auth,
+    check_welcome,
+    error_from_frame,
+    hello_header,
+    parse_hello,
+)
+from tether._wire._proto import FrameProtocol
+from tether.exceptions import (
+    AuthenticationError,
+    FrameTooLargeError,
+    ProtocolError,
+    ProtocolVersionError,
+    WireConnectionError,
+    WireError,
+)
+
+__all__ = ['Connection', 'Handler', 'Reply', 'Server', 'connect', 'error_reply', 'run']
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar('_T')
+_SMALL = 64 * 1024
+
+Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
+"""What a handler returns: ``(message type, header, payloads)``."""
+
+Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
+"""Called for every frame a client sends; its reply (if any) gets the same request id."""
+
+
+def error_reply(code: str, message: str) -> Reply:
+    """An ``ERROR`` reply (the client raises it as a :class:`~tether.exceptions.WireError`)."""
+    return (ERROR, {'code': code, 'message': message}, ())
+
+
+class Connection:
+    """One connection (either side), authenticated once its handshake is done.
+
+    Attributes:
+        peer: ``host:port`` of the other side.
+        info: What the peer said about itself in the handshake.
+    """
+
+    def __init__(self, transport: asyncio.Transport, protocol: FrameProtocol) -> None:
+        self.transport = transport
+        self.protocol = protocol
+        peer = transport.get_extra_info('peername')
+        self.peer = f'{peer[0]}:{peer[1]}' if isinstance(peer, tuple) else str(peer)
+        self.info: dict[str, Any] = {}
+        self._next_id = 0
+        self._lock = asyncio.Lock()
+
+    async def recv(self) -> Frame:
+        """Read the next frame."""
+        return await self.protocol.recv()
+
+    async def send(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None = None,
+        payloads: Sequence[Payload] = (),
+        *,
+        request_id: int = 0,
+        flags: int = 0,
+    ) -> None:
+        """Write one frame; large payloads are handed to the transport without joining."""
+        sizes, buffers = flatten(payloads)
+        head = encode_head(mtype, header, sizes, request_id, flags)
+        if self.transport.is_closing():
+            raise WireConnectionError(f'connection to {self.peer} is closed')
+        if sum(sizes) <= _SMALL:
+            self.transport.write(b''.join([head, *buffers]))
+        else:
+            self.transport.write(head)
+            for buf in buffers:
+                self.transport.write(buf)
+        await self.protocol.drain()
+
+    async def request(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None = None,
+        payloads: Sequence[Payload] = (),
+        *,
+        timeout: float | None = 30.0,
+    ) -> Frame:
+        """Send a request and return its reply (an ``ERROR`` reply is raised)."""
+        async with self._lock:
+            self._next_id += 1
+            rid = self._next_id
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.send(mtype, header, payloads, request_id=rid)
+                    frame = await self.recv()
+            except TimeoutError as e:
+                self.abort()
+                raise WireConnectionError(f'request to {self.peer} timed out') from e
+            except OSError as e:
+                self.abort()
+                raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
+        if frame.type == ERROR:
+            raise error_from_frame(frame, self.peer)
+        if frame.request_id != rid:
+            self.abort()
+            raise ProtocolError(f'{self.peer} answered request {frame.request_id}, expected {rid}')
+        return frame
+
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        self.transport.abort()
+
+    async def close(self) -> None:
+        """Close the connection."""
+        self.transport.close()
+
+
+async def _server_handshake(conn: Connection, secret: bytes | None, name: str) -> None:
+    hello = await conn.recv()
+    if hello.version != PROTOCOL_VERSION:
+        await conn.send(
+            ERROR,
+            {
+                'code': 'version',
+                'message': (
+                    f'{name} speaks tether wire protocol version {PROTOCOL_VERSION}, '
+                    f'the client sent version {hello.version}: upgrade the older side'
+                ),
+                'versions': [PROTOCOL_VERSION],
+            },
+        )
+        raise ProtocolVersionError(f'client sent protocol version {hello.version}')
+    conn.protocol.expect(PROTOCOL_VERSION)
+    if hello.type != HELLO:
+        raise ProtocolError(f'first message has type {hello.type}, expected HELLO')
+    client_nonce = parse_hello(hello)
+    conn.info = {'client': str(hello.header.get('client', ''))}
+    server_nonce = _auth.new_nonce()
+    await conn.send(CHALLENGE, challenge_header(secret, client_nonce, server_nonce))
+    frame = await conn.recv()
+    if frame.type != AUTH:
+        raise ProtocolError(f'second message has type {frame.type}, expected AUTH')
+    try:
+        check_auth(frame, secret, client_nonce, server_nonce)
+    except AuthenticationError:
+        await conn.send(
+            ERROR,
+            {'code': 'auth', 'message': f'authentication with {name} failed: wrong shared secret'},
+        )
+        raise
+    await conn.send(WELCOME, {'server': name, 'version': PROTOCOL_VERSION})
+
+
+class _ServerProtocol(FrameProtocol):
+    def __init__(self, server: Server) -> None:
+        super().__init__(HANDSHAKE_LIMITS, None, server.alloc)
+        self.server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.server._accept(Connection(transport, self))  # type: ignore[arg-type]
+
+
+class Server:
+    """An asyncio server that authenticates every connection and dispatches frames.
+
+    Args:
+        handler: Called with each frame; its reply is sent back with the request's id.
+            Exceptions become ``ERROR`` replies (code ``'internal'``) and the connection
+            stays open.
+        host: Address to bind.
+        port: Port to bind (0: a free port, see :attr:`address`).
+        secret: Shared secret clients must prove they know (``None``: no authentication).
+        ssl: Server-side TLS context, if any.
+        limits: Frame limits applied to every client.
+        name: Name used in log and error messages.
+        alloc: Allocates the buffer of each received payload (default ``bytearray``);
+            pass a pool to reuse memory.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str = '127.0.0.1',
+        port: int = 0,
+        secret: str | bytes | None = None,
+        ssl: _ssl.SSLContext | None = None,
+        limits: Limits | None = None,
+        name: str = 'tether server',
+        alloc: Callable[[int], bytearray] = bytearray,
+    ) -> None:
+        self.handler = handler
+        self.alloc = alloc
+        self.host = host
+        self.port = port
+        self.secret = _auth.as_secret(secret)
+        self.ssl = ssl
+        self.limits = limits or Limits()
+        self.name = name
+        self.connections: set[Connection] = set()
+        self.refused = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound ``(host, port)``."""
+        sockets = getattr(self._server, 'sockets', None)
+        if not sockets:
+            raise RuntimeError(f'{self.name} is not started')
+        sockname = sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    async def start(self) -> None:
+        """Bind and start accepting connections."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _ServerProtocol(self),
+            self.host,
+            self.port,
+            ssl=self.ssl,
+            ssl_handshake_timeout=self.limits.handshake_timeout if self.ssl else None,
+        )
+
+    async def close(self) -> None:
+        """Stop accepting and drop every connection."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def _accept(self, conn: Connection) -> None:
+        task = asyncio.get_running_loop().create_task(self._on_client(conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_client(self, conn: Connection) -> None:
+        try:
+            try:
+                async with asyncio.timeout(self.limits.handshake_timeout):
+                    await _server_handshake(conn, self.secret, self.name)
+            except (WireError, TimeoutError, OSError) as e:
+                self.refused += 1
+                logger.info('%s refused connection from %s: %s', self.name, conn.peer, e)
+                if isinstance(e, ProtocolError) and not isinstance(e, ProtocolVersionError):
+                    with contextlib.suppress(WireError, OSError):
+                        await conn.send(ERROR, {'code': 'protocol', 'message': str(e)})
+                return
+            conn.protocol.limits = self.limits
+            self.connections.add(conn)
+            await self._serve(conn)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.connections.discard(conn)
+            conn.transport.close()
+
+    async def _serve(self, conn: Connection) -> None:
+        while True:
+            try:
+                frame = await conn.recv()
+            except (ProtocolError, FrameTooLargeError) as e:
+                self.refused += 1
+                logger.warning('%s: bad frame from %s: %s', self.name, conn.peer, e)
+                code = 'too-large' if isinstance(e, FrameTooLargeError) else 'protocol'
+                with contextlib.suppress(WireError, OSError):
+                    await conn.send(ERROR, {'code': code, 'message': str(e)})
+                return
+            except (WireError, OSError):
+                return
+            try:
+                reply = await self.handler(conn, frame)
+            except Exception as e:
+                logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
+                reply = error_reply('internal', f'{self.name} failed: {e!r}')
+            rid = frame.request_id
+            # Drop our references to the request and reply buffers before waiting for the
+            # next frame, so that the application sees when it holds the last reference.
+            del frame
+            if reply is not None:
+                try:
+                    await conn.send(reply[0], reply[1], reply[2], request_id=rid)
+                except (WireError, OSError):
+                    return
+                finally:
+                    del reply
+
+
+async def connect(
+    host: str,
+    port: int,
+    *,
+    secret: str | bytes | None = None,
+    ssl: _ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    limits: Limits | None = None,
+    timeout: float = 10.0,
+    client: str = 'tether',
+) -> Connection:
+    """Open an authenticated asyncio connection to a :class:`Server`.
+
+    Raises:
+        WireConnectionError: if the server cannot be reached.
+        AuthenticationError: if the secrets differ.
+        ProtocolVersionError: if the server speaks another version.
+    """
+    peer = f'{host}:{port}'
+    key = _auth.as_secret(secret)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout):
+            transport, protocol = await loop.create_connection(
+                lambda: FrameProtocol(HANDSHAKE_LIMITS, None),
+                host,
+                port,
+                ssl=ssl,
+                server_hostname=(server_hostname or host) if ssl else None,
+            )
+    except (OSError, TimeoutError) as e:
+        raise WireConnectionError(f'cannot connect to {peer}: {e!r}') from e
+    conn = Connection(transport, protocol)
+    try:
+        async with asyncio.timeout(timeout):
+            nonce = _auth.new_nonce()
+            await conn.send(HELLO, hello_header(nonce, client))
+            await conn.send(AUTH, answer_challenge(await conn.recv(), key, nonce, peer))
+            conn.info = check_welcome(await conn.recv(), peer)
+    except TimeoutError as e:
+        conn.abort()
+        raise WireConnectionError(f'handshake with {peer} timed out') from e
+    except BaseException:
+        conn.abort()
+        raise
+    protocol.expect(PROTOCOL_VERSION)
+    protocol.limits = limits or Limits()
+    return conn
+
+
+def run(main: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine on a new event loop (uvloop when installed)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)

@@ -1,0 +1,181 @@
+"""Frame layout: a fixed binary prefix, payload lengths, a JSON header, raw payloads.
+
+See ``docs/wire.md`` for the byte-level description and the rules for evolving it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from tether.exceptions import FrameTooLargeError, ProtocolError
+
+__all__ = [
+    'AUTH',
+    'CHALLENGE',
+    'ERROR',
+    'FIRST_APP_TYPE',
+    'Frame',
+    'HELLO',
+    'Limits',
+    'MAGIC',
+    'PREFIX',
+    'PROTOCOL_VERSION',
+    'Payload',
+    'WELCOME',
+    'check_sizes',
+    'decode_header',
+    'encode_head',
+    'flatten',
+    'payload_sizes',
+    'unpack_prefix',
+]
+
+MAGIC = b'TTHR'
+PROTOCOL_VERSION = 1
+
+# magic, version, flags, message type, request id, header length, payload count
+PREFIX = struct.Struct('!4sBBHQII')
+
+# Message types 0-31 belong to the wire core; applications number theirs from 32.
+HELLO = 1
+CHALLENGE = 2
+AUTH = 3
+WELCOME = 4
+ERROR = 5
+FIRST_APP_TYPE = 32
+
+Payload = Any
+"""A payload to send: one bytes-like object, or a sequence of them sent back to back."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds a receiver enforces before allocating anything.
+
+    Attributes:
+        max_header: Largest JSON header, in bytes.
+        max_payloads: Most payloads in one frame.
+        max_frame: Largest sum of payload lengths in one frame, in bytes.
+        handshake_timeout: Seconds the whole handshake may take.
+    """
+
+    max_header: int = 1 << 20
+    max_payloads: int = 1 << 16
+    max_frame: int = 1 << 36
+    handshake_timeout: float = 10.0
+
+
+@dataclasses.dataclass(slots=True)
+class Frame:
+    """One received message.
+
+    Attributes:
+        type: Message type (an application-defined integer, or a core type).
+        header: The decoded JSON header (a dict).
+        payloads: The raw payloads, each in its own buffer.
+        request_id: Matches a reply to its request.
+        flags: Application-defined bits.
+        version: The protocol version the sender spoke.
+    """
+
+    type: int
+    header: dict[str, Any]
+    payloads: list[Any]
+    request_id: int = 0
+    flags: int = 0
+    version: int = PROTOCOL_VERSION
+
+
+def _parts(payload: Payload) -> list[memoryview]:
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return [memoryview(payload).cast('B')]
+    try:
+        return [memoryview(payload).cast('B')]
+    except TypeError:
+        return [memoryview(p).cast('B') for p in payload]
+
+
+def flatten(payloads: Sequence[Payload]) -> tuple[list[int], list[memoryview]]:
+    """Return each payload's length and the flat list of buffers to write."""
+    sizes: list[int] = []
+    buffers: list[memoryview] = []
+    for payload in payloads:
+        parts = _parts(payload)
+        sizes.append(sum(p.nbytes for p in parts))
+        buffers.extend(p for p in parts if p.nbytes)
+    return sizes, buffers
+
+
+def payload_sizes(payloads: Sequence[Payload]) -> list[int]:
+    """Return the length of each payload."""
+    return flatten(payloads)[0]
+
+
+def encode_head(  # noqa: PLR0917
+    mtype: int,
+    header: dict[str, Any] | None,
+    sizes: Sequence[int],
+    request_id: int = 0,
+    flags: int = 0,
+    version: int = PROTOCOL_VERSION,
+) -> bytes:
+    """Encode everything of a frame that precedes its payloads."""
+    body = json.dumps(header, separators=(',', ':')).encode() if header else b''
+    return b''.join(
+        (
+            PREFIX.pack(MAGIC, version, flags, mtype, request_id, len(body), len(sizes)),
+            struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b'',
+            body,
+        ),
+    )
+
+
+def unpack_prefix(data: bytes, limits: Limits) -> tuple[int, int, int, int, int, int]:
+    """Check and decode a prefix: ``(version, flags, type, request_id, hlen, count)``.
+
+    The version is returned, not checked: the caller decides what it accepts.
+
+    Raises:
+        ProtocolError: if the magic bytes are wrong (not a tether peer).
+        FrameTooLargeError: if the header or payload count exceed ``limits``.
+    """
+    magic, version, flags, mtype, rid, hlen, count = PREFIX.unpack(data)
+    if magic != MAGIC:
+        raise ProtocolError(f'not a tether wire frame (magic {magic!r}, expected {MAGIC!r})')
+    if hlen > limits.max_header:
+        raise FrameTooLargeError(
+            f'frame header of {hlen} bytes exceeds the limit of {limits.max_header}',
+        )
+    if count > limits.max_payloads:
+        raise FrameTooLargeError(
+            f'frame with {count} payloads exceeds the limit of {limits.max_payloads}',
+        )
+    return version, flags, mtype, rid, hlen, count
+
+
+def check_sizes(raw: bytes, count: int, limits: Limits) -> tuple[int, ...]:
+    """Decode the payload lengths and check their sum against ``limits``."""
+    sizes: tuple[int, ...] = struct.unpack(f'!{count}Q', raw) if count else ()
+    total = sum(sizes)
+    if total > limits.max_frame:
+        raise FrameTooLargeError(
+            f'frame of {total} payload bytes exceeds the limit of {limits.max_frame}',
+        )
+    return sizes
+
+
+def decode_header(raw: bytes) -> dict[str, Any]:
+    """Decode a JSON header (empty bytes give an empty dict)."""
+    if not raw:
+        return {}
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ProtocolError(f'frame header is not valid JSON: {e}') from e
+    if not isinstance(header, dict):
+        raise ProtocolError(f'frame header must be a JSON object, got {type(header).__name__}')
+    return header

@@ -1,0 +1,248 @@
+"""An asyncio ``BufferedProtocol`` that parses frames straight into their final buffers.
+
+The kernel copies each payload directly into the bytearray that the frame will hold
+(``recv_into``); nothing is accumulated and sliced the way a ``StreamReader`` would.
+Prefixes and headers go through a small scratch buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from typing import Any
+
+from tether._wire._frame import (
+    PREFIX,
+    Frame,
+    Limits,
+    check_sizes,
+    decode_header,
+    unpack_prefix,
+)
+from tether.exceptions import (
+    FrameTooLargeError,
+    ProtocolVersionError,
+    WireConnectionError,
+    WireError,
+)
+
+__all__ = ['FrameProtocol']
+
+_SCRATCH = 64 * 1024
+_MAX_QUEUED = 8
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Frames in (to an internal queue), bytes out (with write flow control).
+
+    Args:
+        limits: Limits applied to each frame before anything is allocated.
+        version: The protocol version frames must carry (``None``: any, used for the
+            first frame of a handshake; :meth:`expect` changes it).
+        alloc: Returns a writable buffer of exactly ``n`` bytes for a payload (default:
+            ``bytearray``); servers pass a pool so that memory is reused.
+    """
+
+    def __init__(
+        self,
+        limits: Limits,
+        version: int | None,
+        alloc: Callable[[int], bytearray] = bytearray,
+    ) -> None:
+        self.limits = limits
+        self.version = version
+        self.alloc = alloc
+        self.transport: asyncio.Transport | None = None
+        self._scratch = bytearray(_SCRATCH)
+        self._have = 0
+        self._frames: collections.deque[Frame] = collections.deque()
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._write_ready: asyncio.Event = asyncio.Event()
+        self._write_ready.set()
+        self._closed = False
+        self._paused = False
+        # State of the frame being read.
+        self._frame: Frame | None = None
+        self._sizes: tuple[int, ...] = ()
+        self._index = 0
+        self._pos = 0
+
+    # Transport callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._error is None:
+            reason = f': {exc!r}' if exc else ''
+            mid = ' in the middle of a frame' if self._frame or self._have else ''
+            self._error = WireConnectionError(f'connection closed{mid}{reason}')
+        self._wake()
+        self._write_ready.set()
+
+    def pause_writing(self) -> None:
+        self._write_ready.clear()
+
+    def resume_writing(self) -> None:
+        self._write_ready.set()
+
+    def get_buffer(self, sizehint: int) -> Any:
+        frame = self._frame
+        if frame is not None:
+            return memoryview(frame.payloads[self._index])[self._pos :]
+        if self._have == len(self._scratch):
+            self._grow(2 * len(self._scratch))
+        return memoryview(self._scratch)[self._have :]
+
+    def _grow(self, size: int) -> None:
+        # A new buffer rather than resizing: the transport may still hold a view of the
+        # old one (it does during buffer_updated), and an exported bytearray cannot resize.
+        bigger = bytearray(size)
+        bigger[: self._have] = memoryview(self._scratch)[: self._have]
+        self._scratch = bigger
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            if self._frame is not None:
+                self._pos += nbytes
+                self._advance()
+            else:
+                self._have += nbytes
+                self._parse()
+        except WireError as e:
+            self._fail(e)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    # Parsing ---------------------------------------------------------------------------
+
+    def _fail(self, error: WireError) -> None:
+        self._error = error
+        self._frame = None
+        self._have = 0
+        self._wake()
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _emit(self, frame: Frame) -> None:
+        self._frames.append(frame)
+        self._wake()
+        if len(self._frames) >= _MAX_QUEUED and self.transport is not None and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _advance(self) -> None:
+        """Move past completed payloads; emit the frame when all are in."""
+        frame = self._frame
+        assert frame is not None
+        while self._index < len(self._sizes) and self._pos == self._sizes[self._index]:
+            self._index += 1
+            self._pos = 0
+        if self._index == len(self._sizes):
+            self._frame = None
+            self._emit(frame)
+
+    def _parse(self) -> None:
+        while self._error is None:
+            if self._have < PREFIX.size:
+                return
+            scratch = self._scratch
+            version, flags, mtype, rid, hlen, count = unpack_prefix(
+                bytes(scratch[: PREFIX.size]),
+                self.limits,
+            )
+            if self.version is not None and version != self.version:
+                raise ProtocolVersionError(
+                    f'peer sent protocol version {version}, this side speaks {self.version}',
+                )
+            head = PREFIX.size + 8 * count + hlen
+            if head > len(scratch):
+                self._grow(head)
+                return  # the rest of the header arrives into the bigger buffer
+            if self._have < head:
+                return
+            sizes = check_sizes(
+                bytes(scratch[PREFIX.size : PREFIX.size + 8 * count]), count, self.limits
+            )
+            header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
+            try:
+                buffers = [self.alloc(n) for n in sizes]
+            except MemoryError as e:
+                raise FrameTooLargeError(
+                    f'cannot allocate {sum(sizes)} bytes for a frame: out of memory',
+                ) from e
+            frame = Frame(mtype, header, buffers, rid, flags, version)
+            # Bytes already read past the header belong to the payloads (or the next frame).
+            extra = memoryview(scratch)[head : self._have]
+            taken = 0
+            for buf in frame.payloads:
+                n = min(len(buf), extra.nbytes - taken)
+                buf[:n] = extra[taken : taken + n]
+                taken += n
+                if n < len(buf):
+                    break
+            rest = self._have - head - taken
+            extra.release()
+            if rest:
+                scratch[:rest] = scratch[head + taken : self._have]
+            self._have = rest
+            if sum(sizes) == taken:
+                self._emit(frame)
+                if len(self._scratch) > _SCRATCH and not rest:
+                    self._scratch = bytearray(_SCRATCH)
+                continue
+            # Payloads continue beyond what is buffered: read the rest into them directly.
+            self._frame = frame
+            self._sizes = sizes
+            self._index = 0
+            self._pos = 0
+            consumed = taken
+            for i, n in enumerate(sizes):
+                if consumed >= n:
+                    consumed -= n
+                    continue
+                self._index = i
+                self._pos = consumed
+                break
+            return
+
+    # API used by Connection ------------------------------------------------------------
+
+    def expect(self, version: int) -> None:
+        """From now on, refuse frames of any other version."""
+        self.version = version
+
+    async def recv(self) -> Frame:
+        """Return the next frame (raises the connection's error once it has one)."""
+        while not self._frames:
+            if self._error is not None:
+                raise self._error
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frame = self._frames.popleft()
+        if self._paused and len(self._frames) < _MAX_QUEUED // 2 and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return frame
+
+    async def drain(self) -> None:
+        """Wait until the transport accepts more data."""
+        if self._closed:
+            raise self._error or WireConnectionError('connection closed')
+        await self._write_ready.wait()
+        if self._closed:
+            raise self._error or WireConnectionError('connection closed')

@@ -1,0 +1,372 @@
+"""MultiConnector: one store, several connectors, each object routed by policy.
+
+Each connector comes with a :class:`Policy`: the host names it works on, the object
+sizes it suits, the tags it offers and requires, and a priority that breaks ties. ``put``
+and ``proxy`` take optional constraints (``subset_tags``, ``superset_tags``); the object's
+size and the constraints are matched against every policy and the highest-priority match
+wins. Keys remember which connector holds the object, so ``get`` goes back to it.
+
+Connectors whose policy does not match this host stay *dormant*: only their
+configuration is kept (and travels with the store's config), and they are built on the
+hosts where they apply, or on first ``get`` of a key that names them.
+
+Example:
+    ```python
+    from tether.connectors.multi import MultiConnector, Policy
+    from tether.connectors.node import NodeConnector
+    from tether.connectors.redis import RedisConnector
+    from tether.store import Store
+
+    multi = MultiConnector({
+        'small': (RedisConnector('redis-host'), Policy(max_size=1_000_000, priority=1)),
+        'large': (NodeConnector(), Policy(min_size=1_000_000, subset_tags=['cluster'])),
+        'site-b': (NodeConnector('b'), Policy(host_pattern=r'nid\\d+', superset_tags=['b'])),
+    })
+    store = Store('app', multi)
+    p = store.proxy(big_array, subset_tags=['cluster'])
+    ```
+
+No matching policy raises :class:`~tether.exceptions.NoConnectorMatchError`; add a
+low-priority policy without constraints as a fallback if you prefer never to fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import sys
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Self
+
+import pydantic
+
+from tether.exceptions import ConfigError, ConnectorError, NoConnectorMatchError
+from tether.serialize import BytesLike
+
+__all__ = ['MultiConnector', 'MultiKey', 'Policy']
+
+logger = logging.getLogger(__name__)
+
+
+class Policy(pydantic.BaseModel):
+    """When a connector of a :class:`MultiConnector` may be used.
+
+    Attributes:
+        priority: Higher wins among the connectors that match.
+        host_pattern: Regular expressions (full match) of the host names where the
+            connector works; ``None`` means every host.
+        min_size: Smallest object, in bytes.
+        max_size: Largest object, in bytes.
+        subset_tags: Tags the connector offers: a ``put`` asking for
+            ``subset_tags=[...]`` matches only if every tag asked for is offered here.
+        superset_tags: Tags the connector requires: a ``put`` with
+            ``superset_tags=[...]`` matches only if it carries every tag listed here.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True, extra='forbid')
+
+    priority: int = 0
+    host_pattern: list[str] | None = None
+    min_size: int = 0
+    max_size: int = sys.maxsize
+    subset_tags: list[str] = pydantic.Field(default_factory=list)
+    superset_tags: list[str] = pydantic.Field(default_factory=list)
+
+    @pydantic.field_validator('host_pattern', mode='before')
+    @classmethod
+    def _one_pattern(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def valid_on_host(self, hostname: str | None = None) -> bool:
+        """Return whether the connector applies on ``hostname`` (default: this host)."""
+        if self.host_pattern is None:
+            return True
+        host = hostname or socket.gethostname()
+        return any(re.fullmatch(p, host) for p in self.host_pattern)
+
+    def mismatch(
+        self,
+        *,
+        size: int | None = None,
+        subset_tags: Iterable[str] = (),
+        superset_tags: Iterable[str] = (),
+    ) -> str | None:
+        """Return why an object does not match (``None`` if it does)."""
+        if size is not None and size < self.min_size:
+            return f'{size} bytes < min_size {self.min_size}'
+        if size is not None and size > self.max_size:
+            return f'{size} bytes > max_size {self.max_size}'
+        missing = set(subset_tags) - set(self.subset_tags)
+        if missing:
+            return f'does not offer tags {sorted(missing)}'
+        required = set(self.superset_tags) - set(superset_tags)
+        if required:
+            return f'requires tags {sorted(required)}'
+        return None
+
+    def is_valid(
+        self,
+        *,
+        size: int | None = None,
+        subset_tags: Iterable[str] = (),
+        superset_tags: Iterable[str] = (),
+    ) -> bool:
+        """Return whether an object of ``size`` with these constraints matches."""
+        return (
+            self.mismatch(size=size, subset_tags=subset_tags, superset_tags=superset_tags) is None
+        )
+
+
+class MultiKey(NamedTuple):
+    """Key of a :class:`MultiConnector`: the connector's name and its own key."""
+
+    connector_name: str
+    connector_key: Any
+
+
+def _path_of(obj: Any) -> str:
+    cls = type(obj)
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def _import(path: str) -> Any:
+    import importlib
+
+    module, _, attr = path.rpartition('.')
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f'cannot import connector type {path!r}: {e}') from e
+
+
+class MultiConnector:
+    """Route each object to one of several connectors by policy.
+
+    Args:
+        connectors: Name to ``(connector, policy)``. Connectors whose policy does not
+            match this host are closed and kept as configuration (dormant).
+        dormant: Name to ``{'type', 'config', 'policy'}`` of connectors not built here
+            (as found in :meth:`config`).
+        hostname: Host name matched against ``host_pattern`` (default: this host's).
+    """
+
+    def __init__(
+        self,
+        connectors: Mapping[str, tuple[Any, Policy]],
+        dormant: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        hostname: str | None = None,
+    ) -> None:
+        self.hostname = hostname
+        self._specs: dict[str, dict[str, Any]] = {}
+        self._policies: dict[str, Policy] = {}
+        self._active: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        for name, (connector, policy) in connectors.items():
+            if not isinstance(policy, Policy):
+                raise ConfigError(f'connector {name!r}: policy must be a Policy, got {policy!r}')
+            self._specs[name] = {
+                'type': _path_of(connector),
+                'config': connector.config(),
+                'policy': policy.model_dump(),
+            }
+            self._policies[name] = policy
+            if policy.valid_on_host(hostname):
+                self._active[name] = connector
+            else:
+                logger.info('connector %r does not apply on this host: dormant', name)
+                connector.close()
+        for name, spec in (dormant or {}).items():
+            self._add_spec(name, spec)
+        if not self._specs:
+            raise ConfigError('a MultiConnector needs at least one connector')
+
+    def _add_spec(self, name: str, spec: Mapping[str, Any]) -> None:
+        try:
+            policy = Policy.model_validate(spec['policy'])
+            self._specs[name] = {
+                'type': str(spec['type']),
+                'config': dict(spec['config']),
+                'policy': policy.model_dump(),
+            }
+        except (KeyError, TypeError, pydantic.ValidationError) as e:
+            raise ConfigError(f'connector {name!r} of a MultiConnector: bad spec: {e}') from e
+        self._policies[name] = policy
+        if policy.valid_on_host(self.hostname):
+            self._active[name] = self._build(name)
+
+    def _build(self, name: str) -> Any:
+        spec = self._specs[name]
+        return _import(spec['type']).from_config(spec['config'])
+
+    def __repr__(self) -> str:
+        return f'MultiConnector(active={sorted(self._active)}, dormant={sorted(self.dormant)})'
+
+    @property
+    def active(self) -> dict[str, Any]:
+        """The connectors built on this host, by name."""
+        return dict(self._active)
+
+    @property
+    def dormant(self) -> list[str]:
+        """Names of the connectors not built on this host."""
+        return [n for n in self._specs if n not in self._active]
+
+    def policy(self, name: str) -> Policy:
+        """The policy of connector ``name``."""
+        return self._policies[name]
+
+    # Routing ---------------------------------------------------------------------------
+
+    def _choose(
+        self,
+        size: int | None,
+        subset_tags: Iterable[str],
+        superset_tags: Iterable[str],
+        *,
+        deferrable: bool = False,
+    ) -> str:
+        subset, superset = list(subset_tags), list(superset_tags)
+        best: str | None = None
+        reasons: list[str] = []
+        for name in self._specs:
+            if name not in self._active:
+                reasons.append(f'{name}: not available on this host')
+                continue
+            policy = self._policies[name]
+            why = policy.mismatch(size=size, subset_tags=subset, superset_tags=superset)
+            if why is None and deferrable and not hasattr(self._active[name], 'new_key'):
+                why = 'not deferrable'
+            if why is not None:
+                reasons.append(f'{name}: {why}')
+                continue
+            if best is None or policy.priority > self._policies[best].priority:
+                best = name
+        if best is None:
+            raise NoConnectorMatchError(
+                f'no connector of {self!r} accepts an object of {size} bytes with '
+                f'subset_tags={subset} superset_tags={superset}: ' + '; '.join(reasons) + '. '
+                'Add a low-priority policy without constraints as a fallback.',
+            )
+        return best
+
+    def _connector(self, name: str) -> Any:
+        connector = self._active.get(name)
+        if connector is not None:
+            return connector
+        if name not in self._specs:
+            raise ConnectorError(f'key names connector {name!r}, unknown to {self!r}')
+        with self._lock:
+            if name not in self._active:
+                logger.info('building dormant connector %r to read a key it holds', name)
+                try:
+                    self._active[name] = self._build(name)
+                except ConfigError:
+                    raise
+                except Exception as e:
+                    raise ConnectorError(
+                        f'connector {name!r} is dormant on this host and cannot be built '
+                        f'here to read its key: {e}',
+                    ) from e
+            return self._active[name]
+
+    # Connector protocol ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connector built on this host."""
+        for connector in self._active.values():
+            connector.close()
+
+    def config(self) -> dict[str, Any]:
+        """Type, configuration and policy of every connector (active or dormant)."""
+        return {'connectors': {n: dict(s) for n, s in self._specs.items()}}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild on any host: connectors whose policy matches it are built."""
+        return cls({}, config['connectors'], hostname=config.get('hostname'))
+
+    def put(
+        self,
+        data: BytesLike,
+        *,
+        subset_tags: Iterable[str] = (),
+        superset_tags: Iterable[str] = (),
+    ) -> MultiKey:
+        """Store ``data`` through the best matching connector."""
+        size = memoryview(data).nbytes
+        name = self._choose(size, subset_tags, superset_tags)
+        return MultiKey(name, self._active[name].put(data))
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> MultiKey:
+        """Store the concatenation of ``parts`` (without joining, if the target can)."""
+        size = sum(memoryview(p).nbytes for p in parts)
+        name = self._choose(size, (), ())
+        connector = self._active[name]
+        if hasattr(connector, 'put_parts'):
+            return MultiKey(name, connector.put_parts(parts))
+        return MultiKey(name, connector.put(b''.join(parts)))
+
+    def put_batch(
+        self,
+        datas: Sequence[BytesLike],
+        *,
+        subset_tags: Iterable[str] = (),
+        superset_tags: Iterable[str] = (),
+    ) -> list[MultiKey]:
+        """Store each item through its best connector (one batch per connector)."""
+        subset, superset = list(subset_tags), list(superset_tags)
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, data in enumerate(datas):
+            groups[self._choose(memoryview(data).nbytes, subset, superset)].append(i)
+        keys: list[MultiKey | None] = [None] * len(datas)
+        for name, idx in groups.items():
+            for i, key in zip(
+                idx, self._active[name].put_batch([datas[i] for i in idx]), strict=True
+            ):
+                keys[i] = MultiKey(name, key)
+        return [k for k in keys if k is not None]
+
+    def get(self, key: MultiKey) -> BytesLike | None:
+        """Fetch through the connector that holds the object."""
+        result: BytesLike | None = self._connector(key.connector_name).get(key.connector_key)
+        return result
+
+    def get_batch(self, keys: Sequence[MultiKey]) -> list[BytesLike | None]:
+        """Fetch several objects (one batch per connector)."""
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            groups[key.connector_name].append(i)
+        out: list[BytesLike | None] = [None] * len(keys)
+        for name, idx in groups.items():
+            got = self._connector(name).get_batch([keys[i].connector_key for i in idx])
+            for i, value in zip(idx, got, strict=True):
+                out[i] = value
+        return out
+
+    def exists(self, key: MultiKey) -> bool:
+        """Return whether the holding connector has the object."""
+        return bool(self._connector(key.connector_name).exists(key.connector_key))
+
+    def evict(self, key: MultiKey) -> None:
+        """Remove the object from its connector."""
+        self._connector(key.connector_name).evict(key.connector_key)
+
+    def new_key(
+        self,
+        data: BytesLike | None = None,
+        *,
+        subset_tags: Iterable[str] = (),
+        superset_tags: Iterable[str] = (),
+    ) -> MultiKey:
+        """Return a key from the best matching deferrable connector."""
+        size = None if data is None else memoryview(data).nbytes
+        name = self._choose(size, subset_tags, superset_tags, deferrable=True)
+        return MultiKey(name, self._active[name].new_key(data))
+
+    def set(self, key: MultiKey, data: BytesLike) -> None:
+        """Store ``data`` under a key from :meth:`new_key`."""
+        self._connector(key.connector_name).set(key.connector_key, data)

@@ -1,0 +1,301 @@
+"""The distributed in-memory connector: one object server per host, fetched directly.
+
+The first ``put`` on a host starts (or attaches to) that host's node server
+(:mod:`tether.node`), which is shared by every process on the host and outlives the
+process that started it (until ``tether node stop`` or its idle timeout). Keys carry the
+address of the server holding the object, so ``get`` goes straight to that server from
+any host: the store grows as proxies spread to new nodes, and no object passes through
+a third party.
+
+Example:
+    ```python
+    from tether.connectors.node import NodeConnector
+    from tether.store import Store
+
+    store = Store('sim', NodeConnector(memory='8GB'))
+    p = store.proxy(big_array)   # kept in this host's node server
+    # ship `p` to a task on another host: resolving it fetches from this host directly
+    ```
+
+Every host must share the secret (``secret=``, ``$TETHER_NODE_SECRET``, or the secret
+file ``~/.config/tether/node.secret``, which hosts with a shared home share).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple, Self
+
+from tether._wire import SyncClient
+from tether.connectors._util import new_id
+from tether.exceptions import ConnectorClosedError, ConnectorError, WireConnectionError, WireError
+from tether.node import _protocol as proto
+from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
+from tether.node._state import NodeState, default_run_dir
+from tether.serialize import BytesLike
+
+__all__ = ['NodeConnector', 'NodeKey']
+
+logger = logging.getLogger(__name__)
+
+
+class NodeKey(NamedTuple):
+    """Key of an object in a node server: the object id and the holder's address."""
+
+    object_id: str
+    host: str
+    port: int
+
+
+class NodeConnector:
+    """A connector whose objects live in per-host in-memory node servers.
+
+    Args:
+        name: Name of the node server (one per name per host); connectors with the same
+            name share a host's server.
+        address: Address other hosts reach this host's server by (default:
+            ``$TETHER_NODE_ADDRESS`` or the address of the default route).
+        bind: Address the spawned server listens on (default: ``address`` if given,
+            else all interfaces).
+        port: Port of a spawned server (0: any free port).
+        memory: Memory budget of a spawned server (``'4GB'``; default: half of RAM).
+        spill_dir: Where a spawned server spills objects past its budget.
+        idle_timeout: A spawned server stops after this many seconds without clients
+            or requests (``None``: never). Its objects are lost when it stops.
+        secret: Shared secret of the node servers (default: ``$TETHER_NODE_SECRET`` or
+            the secret file); kept in :meth:`config` only if given here.
+        run_dir: Directory of the discovery files (default: ``$TETHER_NODE_RUN_DIR``,
+            ``$XDG_RUNTIME_DIR/tether-node`` or ``/tmp/tether-node-<uid>``).
+        timeout: Seconds any network wait may take.
+    """
+
+    def __init__(
+        self,
+        name: str = 'default',
+        *,
+        address: str | None = None,
+        bind: str | None = None,
+        port: int = 0,
+        memory: str | None = None,
+        spill_dir: str | None = None,
+        idle_timeout: float | None = 3600.0,
+        secret: str | None = None,
+        run_dir: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.bind = bind
+        self.port = port
+        self.memory = memory
+        self.spill_dir = spill_dir
+        self.idle_timeout = idle_timeout
+        self.secret = secret
+        self.run_dir = run_dir
+        self.timeout = timeout
+        self._secret = resolve_secret(secret)
+        self._local: tuple[str, int] | None = None
+        self._clients: dict[tuple[str, int], SyncClient] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f'NodeConnector(name={self.name!r})'
+
+    # Servers and clients ---------------------------------------------------------------
+
+    @property
+    def _run_dir(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else default_run_dir()
+
+    def _local_server(self) -> tuple[str, int]:
+        """``(address, port)`` of this host's server, starting it if needed."""
+        local = self._local
+        if local is not None:
+            return local
+        with self._lock:
+            if self._local is None:
+                state = self._ensure()
+                self._local = (state.address, state.port)
+            return self._local
+
+    def _ensure(self) -> NodeState:
+        address = self.address or detect_address()
+        return ensure_server(
+            self.name,
+            self._run_dir,
+            secret=self._secret,
+            address=address,
+            bind=self.bind or (self.address or '0.0.0.0'),
+            port=self.port,
+            memory=self.memory,
+            spill_dir=self.spill_dir,
+            idle_timeout=self.idle_timeout,
+            timeout=self.timeout,
+        )
+
+    def _client(self, host: str, port: int) -> SyncClient:
+        if self._closed:
+            raise ConnectorClosedError(f'{self!r} is closed')
+        client = self._clients.get((host, port))
+        if client is None:
+            with self._lock:
+                client = self._clients.get((host, port))
+                if client is None:
+                    client = SyncClient(
+                        host,
+                        port,
+                        secret=self._secret,
+                        timeout=self.timeout,
+                        client=f'NodeConnector {self.name}',
+                    )
+                    self._clients[(host, port)] = client
+        return client
+
+    @contextmanager
+    def _errors(self, what: str, host: str, port: int) -> Iterator[None]:
+        try:
+            yield
+        except WireConnectionError as e:
+            raise ConnectorError(
+                f'node server {host}:{port} ({self.name!r}) unreachable during {what}: {e}. '
+                'The server holding the object stopped or cannot be reached from here.',
+            ) from e
+        except WireError as e:
+            raise ConnectorError(
+                f'node server {host}:{port} ({self.name!r}) failed during {what}: {e}',
+            ) from e
+
+    def _request(
+        self,
+        what: str,
+        server: tuple[str, int],
+        mtype: int,
+        ids: list[str],
+        payloads: Sequence[Any] = (),
+    ) -> Any:
+        host, port = server
+        with self._errors(what, host, port):
+            return self._client(host, port).request(mtype, {'ids': ids}, payloads)
+
+    # Connector protocol ----------------------------------------------------------------
+
+    def close(self, stop_server: bool = False) -> None:
+        """Close the connections (and stop this host's server if ``stop_server``)."""
+        if stop_server:
+            self.stop_server()
+        self._closed = True
+        with self._lock:
+            clients, self._clients = self._clients, {}
+        for client in clients.values():
+            client.close()
+
+    def stop_server(self) -> bool:
+        """Stop this host's server of this name (its objects are lost)."""
+        self._local = None
+        return stop_server(self._run_dir, self.name, timeout=self.timeout)
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration of this connector (the secret only if given)."""
+        return {
+            'name': self.name,
+            'address': self.address,
+            'bind': self.bind,
+            'port': self.port,
+            'memory': self.memory,
+            'spill_dir': self.spill_dir,
+            'idle_timeout': self.idle_timeout,
+            'secret': self.secret,
+            'run_dir': self.run_dir,
+            'timeout': self.timeout,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config` (on any host)."""
+        return cls(**config)
+
+    def put(self, data: BytesLike) -> NodeKey:
+        """Store ``data`` in this host's server and return its key."""
+        return self.put_parts([data])
+
+    def _put_local(self, what: str, payloads: Sequence[Any]) -> list[NodeKey]:
+        """Put into this host's server; if it died since, start a new one and retry once."""
+        for attempt in (0, 1):
+            host, port = self._local_server()
+            keys = [NodeKey(new_id(), host, port) for _ in payloads]
+            try:
+                self._request(what, (host, port), proto.PUT, [k.object_id for k in keys], payloads)
+            except ConnectorError as e:
+                if attempt or not isinstance(e.__cause__, WireConnectionError):
+                    raise
+                logger.info('local node server %s:%d is gone (%s): restarting it', host, port, e)
+                with self._lock:
+                    if self._local == (host, port):
+                        self._local = None
+                continue
+            return keys
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> NodeKey:
+        """Store the concatenation of ``parts`` (sent without joining them)."""
+        return self._put_local('put', [parts])[0]
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[NodeKey]:
+        """Store each item in this host's server, in one request."""
+        if not datas:
+            return []
+        return self._put_local('put_batch', datas)
+
+    def get(self, key: NodeKey) -> BytesLike | None:
+        """Fetch the object directly from the server holding it (``None`` if missing)."""
+        frame = self._request('get', (key.host, key.port), proto.GET, [key.object_id])
+        return frame.payloads[0] if frame.header['found'][0] else None
+
+    def get_batch(self, keys: Sequence[NodeKey]) -> list[BytesLike | None]:
+        """Fetch several objects: one request per holding server."""
+        by_server: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            by_server[(key.host, key.port)].append(i)
+        out: list[BytesLike | None] = [None] * len(keys)
+        for (host, port), idx in by_server.items():
+            ids = [keys[i].object_id for i in idx]
+            frame = self._request('get_batch', (host, port), proto.GET, ids)
+            payloads = iter(frame.payloads)
+            for i, found in zip(idx, frame.header['found'], strict=True):
+                if found:
+                    out[i] = next(payloads)
+        return out
+
+    def exists(self, key: NodeKey) -> bool:
+        """Return whether the holding server has the object."""
+        frame = self._request('exists', (key.host, key.port), proto.EXISTS, [key.object_id])
+        return bool(frame.header['exists'][0])
+
+    def evict(self, key: NodeKey) -> None:
+        """Remove the object from its server (no error if missing)."""
+        self._request('evict', (key.host, key.port), proto.EVICT, [key.object_id])
+
+    def new_key(self, data: BytesLike | None = None) -> NodeKey:
+        """Return a key in this host's server, storing ``data`` if given."""
+        host, port = self._local_server()
+        key = NodeKey(new_id(), host, port)
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: NodeKey, data: BytesLike) -> None:
+        """Store ``data`` under ``key`` (in the server the key names)."""
+        self._request('set', (key.host, key.port), proto.PUT, [key.object_id], [data])
+
+    def status(self) -> dict[str, Any]:
+        """Statistics of this host's server (objects, memory, spills, clients)."""
+        host, port = self._local_server()
+        frame = self._request('status', (host, port), proto.STATUS, [])
+        info: dict[str, Any] = frame.header
+        return info

@@ -1,0 +1,214 @@
+"""The node object server: an asyncio wire server around an :class:`ObjectTable`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import ssl as _ssl
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
+from tether.node import _protocol as proto
+from tether.node._objects import BufferPool, ObjectTable
+from tether.node._state import NodeState, remove_state, write_state
+
+__all__ = ['NodeServer']
+
+logger = logging.getLogger(__name__)
+
+
+class NodeServer:
+    """Holds objects in memory for many clients; spills to disk past its budget.
+
+    Args:
+        name: Name of the server (one server per name per host).
+        bind: Address to listen on.
+        port: Port (0: a free one).
+        address: Address clients on other hosts use to reach this server (written into
+            keys); defaults to ``bind``.
+        memory_limit: Bytes of objects kept in memory before spilling.
+        spill_dir: Where spilled objects go (default: a fresh temporary directory).
+        secret: Shared secret clients must prove they know.
+        idle_timeout: Stop after this many seconds without clients or requests
+            (``None``: never).
+        run_dir: If given, write the discovery file ``<run_dir>/<name>.json`` once
+            listening and remove it on exit.
+        ssl: Server-side TLS context.
+        max_frame: Largest request, in bytes.
+    """
+
+    def __init__(
+        self,
+        name: str = 'default',
+        *,
+        bind: str = '127.0.0.1',
+        port: int = 0,
+        address: str | None = None,
+        memory_limit: int = 1 << 30,
+        spill_dir: Path | None = None,
+        secret: str | bytes | None = None,
+        idle_timeout: float | None = None,
+        run_dir: Path | None = None,
+        ssl: _ssl.SSLContext | None = None,
+        max_frame: int = 1 << 36,
+    ) -> None:
+        self.name = name
+        self.address = address or bind
+        self.idle_timeout = idle_timeout
+        self.run_dir = run_dir
+        self._own_spill = spill_dir is None
+        spill = spill_dir or Path(tempfile.mkdtemp(prefix=f'tether-node-{name}-spill-'))
+        self.pool = BufferPool(min(memory_limit // 4, 1 << 30))
+        self.table = ObjectTable(memory_limit, spill, self.pool)
+        self._secret = secret
+        self.server = Server(
+            self._handle,
+            host=bind,
+            port=port,
+            secret=secret,
+            ssl=ssl,
+            limits=Limits(max_frame=max_frame),
+            name=f'node server {name!r}',
+            alloc=self.pool.take,
+        )
+        self.started = time.time()
+        self.requests = 0
+        self.peers: set[str] = set()
+        self._last = time.monotonic()
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self.server.address[1]
+
+    def status(self) -> dict[str, Any]:
+        """Statistics reported by ``tether node status``."""
+        t = self.table
+        return {
+            'name': self.name,
+            'pid': os.getpid(),
+            'address': self.address,
+            'port': self.port,
+            'objects': len(t),
+            'memory_used': t.memory_used,
+            'memory_limit': t.memory_limit,
+            'spilled_objects': t.spilled,
+            'disk_used': t.disk_used,
+            'spills': t.spills,
+            'pool_bytes': self.pool.size,
+            'pool_hits': self.pool.hits,
+            'clients': len(self.server.connections),
+            'refused': self.server.refused,
+            'requests': self.requests,
+            'peers': sorted(self.peers),
+            'uptime': time.time() - self.started,
+        }
+
+    async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
+        self.requests += 1
+        self._last = time.monotonic()
+        self.peers.add(conn.peer.rpartition(':')[0])
+        t = frame.type
+        ids = frame.header.get('ids', [])
+        if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
+            return error_reply('bad-request', 'ids must be a list of object ids')
+        table = self.table
+        if t == proto.GET:
+            datas = [table.get(i) for i in ids]
+            return (
+                proto.OK,
+                {'found': [d is not None for d in datas]},
+                [d for d in datas if d is not None],
+            )
+        if t == proto.PUT:
+            if len(ids) != len(frame.payloads):
+                return error_reply(
+                    'bad-request', f'{len(ids)} ids for {len(frame.payloads)} objects'
+                )
+            for oid, data in zip(ids, frame.payloads, strict=True):
+                table.put(oid, data)
+            return proto.OK, None, ()
+        if t == proto.EXISTS:
+            return proto.OK, {'exists': [i in table for i in ids]}, ()
+        if t == proto.EVICT:
+            for oid in ids:
+                table.evict(oid)
+            return proto.OK, None, ()
+        if t == proto.STATUS:
+            return proto.OK, self.status(), ()
+        if t == proto.SHUTDOWN:
+            logger.info('node server %r: shutdown requested by %s', self.name, conn.peer)
+            if self._stop is not None:
+                asyncio.get_running_loop().call_soon(self._stop.set)
+            return proto.OK, None, ()
+        return error_reply('bad-request', f'unknown message type {t}')
+
+    async def _watch_idle(self, stop: asyncio.Event) -> None:
+        assert self.idle_timeout is not None
+        while not stop.is_set():
+            await asyncio.sleep(min(self.idle_timeout / 4, 5.0))
+            idle = time.monotonic() - self._last
+            if not self.server.connections and idle > self.idle_timeout:
+                logger.info('node server %r idle for %.0f s: stopping', self.name, idle)
+                stop.set()
+            elif self.server.connections:
+                self._last = time.monotonic()
+
+    async def serve(self, ready: asyncio.Event | None = None) -> None:
+        """Serve until :meth:`stop`, a ``SHUTDOWN`` request, a signal, or idleness."""
+        self._stop = stop = asyncio.Event()
+        await self.server.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        if self.run_dir is not None:
+            write_state(self.run_dir, self._state())
+        logger.info(
+            'node server %r listening on %s:%d (address %s, memory %d bytes)',
+            self.name,
+            *self.server.address,
+            self.address,
+            self.table.memory_limit,
+        )
+        if ready is not None:
+            ready.set()
+        watcher = asyncio.create_task(self._watch_idle(stop)) if self.idle_timeout else None
+        try:
+            await stop.wait()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if self.run_dir is not None:
+                remove_state(self.run_dir, self.name, os.getpid())
+            await self.server.close()
+            if self._own_spill:
+                self.table.clear()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return (call from the server's event loop)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def _state(self) -> NodeState:
+        bind, port = self.server.address
+        connect = '127.0.0.1' if bind in {'0.0.0.0', '::', ''} else bind
+        secret = self._secret
+        return NodeState(
+            name=self.name,
+            pid=os.getpid(),
+            host=connect,
+            port=port,
+            address=self.address,
+            secret=secret.decode() if isinstance(secret, bytes) else secret,
+        )

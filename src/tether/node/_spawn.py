@@ -1,0 +1,217 @@
+"""Find this host's node server, or start one detached from the calling process."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tether.exceptions import ConnectorError
+from tether.node._state import NodeState, locked, pid_alive, read_state
+
+__all__ = ['detect_address', 'ensure_server', 'resolve_secret', 'secret_file', 'stop_server']
+
+logger = logging.getLogger(__name__)
+
+_LAUNCHER = (
+    'import subprocess, sys\n'
+    'p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, '
+    'stdout=open(sys.argv[1], "ab"), stderr=subprocess.STDOUT, start_new_session=True)\n'
+    'print(p.pid)\n'
+)
+
+
+def secret_file() -> Path:
+    """``$TETHER_NODE_SECRET_FILE``, else ``~/.config/tether/node.secret``."""
+    env = os.environ.get('TETHER_NODE_SECRET_FILE')
+    return Path(env) if env else Path.home() / '.config' / 'tether' / 'node.secret'
+
+
+def resolve_secret(secret: str | None) -> str:
+    """The secret to use: ``secret``, else ``$TETHER_NODE_SECRET``, else the secret file.
+
+    The secret file is created (mode 0600, 32 random bytes) on first use, so hosts that
+    share a home directory share a secret without configuration.
+    """
+    if secret:
+        return secret
+    env = os.environ.get('TETHER_NODE_SECRET')
+    if env:
+        return env
+    path = secret_file()
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = secrets.token_hex(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, 'w') as f:
+        f.write(token + '\n')
+    return token
+
+
+def detect_address() -> str:
+    """The address other hosts reach this one by: ``$TETHER_NODE_ADDRESS`` or a guess.
+
+    The guess is the source address of the default route (found without sending
+    anything), else the address of the host name, else ``127.0.0.1``.
+    """
+    env = os.environ.get('TETHER_NODE_ADDRESS')
+    if env:
+        return env
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(('10.255.255.255', 1))
+            addr: str = s.getsockname()[0]
+            return addr
+    except OSError:
+        pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return '127.0.0.1'
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        return path.read_text(errors='replace')[-2000:]
+    except OSError:
+        return '(no log)'
+
+
+def ensure_server(
+    name: str,
+    run_dir: Path,
+    *,
+    secret: str,
+    address: str,
+    bind: str,
+    port: int = 0,
+    memory: str | None = None,
+    spill_dir: str | None = None,
+    idle_timeout: float | None = None,
+    timeout: float = 30.0,
+) -> NodeState:
+    """Return the state of server ``name`` on this host, starting it if it is not running.
+
+    The server runs in its own session (it outlives the caller) and logs to
+    ``<run_dir>/<name>.log``.
+
+    Raises:
+        ConnectorError: if the server cannot be started.
+    """
+    try:
+        with locked(run_dir, name, timeout):
+            state = read_state(run_dir, name)
+            if state is not None and pid_alive(state.pid):
+                return state
+            return _spawn(
+                name,
+                run_dir,
+                secret=secret,
+                address=address,
+                bind=bind,
+                port=port,
+                memory=memory,
+                spill_dir=spill_dir,
+                idle_timeout=idle_timeout,
+                timeout=timeout,
+            )
+    except TimeoutError as e:
+        raise ConnectorError(f'cannot start node server {name!r}: {e}') from e
+
+
+def _spawn(
+    name: str,
+    run_dir: Path,
+    *,
+    secret: str,
+    address: str,
+    bind: str,
+    port: int,
+    memory: str | None,
+    spill_dir: str | None,
+    idle_timeout: float | None,
+    timeout: float,
+) -> NodeState:
+    log = run_dir / f'{name}.log'
+    cmd = [
+        *('start', '--name', name, '--run-dir', str(run_dir)),
+        *('--bind', bind, '--port', str(port), '--address', address),
+        *('--idle-timeout', str(idle_timeout or 0)),
+    ]
+    if memory is not None:
+        cmd += ['--memory', str(memory)]
+    if spill_dir is not None:
+        cmd += ['--spill-dir', spill_dir]
+    env = {**os.environ, 'TETHER_NODE_SECRET': secret}
+    out = subprocess.run(
+        [sys.executable, '-c', _LAUNCHER, str(log), sys.executable, '-m', 'tether.node', *cmd],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise ConnectorError(f'cannot launch node server {name!r}: {out.stderr.strip()}')
+    pid = int(out.stdout.strip())
+    logger.info('started node server %r (pid %d, log %s)', name, pid, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_state(run_dir, name)
+        if state is not None and state.pid == pid:
+            return state
+        if not pid_alive(pid):
+            raise ConnectorError(
+                f'node server {name!r} exited during start-up; its log {log} ends with:\n'
+                f'{_log_tail(log)}',
+            )
+        time.sleep(0.01)
+    raise ConnectorError(f'node server {name!r} (pid {pid}) did not start within {timeout} s')
+
+
+def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
+    """Stop server ``name`` on this host (``SHUTDOWN`` request, then SIGTERM, then SIGKILL).
+
+    Returns:
+        Whether the server is gone (``True`` also when it was not running).
+    """
+    from tether._wire import SyncConnection
+    from tether.exceptions import WireError
+    from tether.node import _protocol as proto
+
+    state = read_state(run_dir, name)
+    if state is None or not pid_alive(state.pid):
+        return True
+    try:
+        conn = SyncConnection(state.host, state.port, secret=state.secret, timeout=5.0)
+        try:
+            conn.request(proto.SHUTDOWN)
+        finally:
+            conn.close()
+    except WireError as e:
+        logger.info('node server %r does not answer (%s): sending SIGTERM', name, e)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state.pid, signal.SIGTERM)
+    for sig in (None, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state.pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not pid_alive(state.pid):
+                return True
+            time.sleep(0.01)
+    return not pid_alive(state.pid)
