@@ -26,7 +26,8 @@ def test_sizes_around_the_header_buffer(redis_connector: RedisConnector, size: i
     data = bytes(range(256)) * (size // 256) + b'x' * (size % 256)
     key = redis_connector.put(data)
     value = redis_connector.get(key)
-    assert isinstance(value, bytearray)
+    assert isinstance(value, memoryview)
+    assert not value.readonly
     assert value == data
     # The connection is left at a clean reply boundary: the next command works.
     assert redis_connector.exists(key)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Self
 
 from tether.connectors._util import new_id, total_size
 from tether.exceptions import ConnectorClosedError, ConnectorError
-from tether.serialize import BytesLike
+from tether.serialize import BytesLike, _new_buffer
 
 __all__ = ['RedisConnector', 'RedisKey']
 
@@ -190,7 +190,7 @@ class RedisConnector:
         return b''.join(chunks) if chunks else None
 
     def get(self, key: RedisKey) -> BytesLike | None:
-        """Return the bytes under ``key`` (a writable ``bytearray``) or ``None``."""
+        """Return the bytes under ``key`` (a writable buffer) or ``None``."""
         redis = self._redis_mod
         with self._errors('get'):
             try:
@@ -200,7 +200,7 @@ class RedisConnector:
                     raise
                 return self._get_chunked(key.redis_key)
 
-    def _get_direct(self, name: str) -> bytearray | None:
+    def _get_direct(self, name: str) -> memoryview | None:
         # GET with the reply read straight from the socket into one preallocated buffer:
         # redis-py's parsers copy large bulk replies several times (hiredis grows its
         # buffer 64 KB at a time), which made resolving 100 MB cost ~4x the transfer.
@@ -334,8 +334,8 @@ def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
     return n
 
 
-def _read_bulk(conn: Any, redis: Any) -> bytearray | None:
-    """Read one bulk-string reply (RESP2 or RESP3) from ``conn``'s socket into a bytearray.
+def _read_bulk(conn: Any, redis: Any) -> memoryview | None:
+    """Read one bulk-string reply (RESP2 or RESP3) from ``conn``'s socket into a new buffer.
 
     Returns ``None`` for a nil reply; raises ``redis.ResponseError`` for an error reply.
     """
@@ -363,8 +363,7 @@ def _read_bulk(conn: Any, redis: Any) -> bytearray | None:
     if size < 0:
         return None
     start = end + 2
-    buf = bytearray(size)
-    view = memoryview(buf)
+    view = _new_buffer(size)
     have = min(n - start, size)
     view[:have] = hview[start : start + have]
     got = have
@@ -374,7 +373,7 @@ def _read_bulk(conn: Any, redis: Any) -> bytearray | None:
     trailer = n - start - have
     while trailer < 2:
         trailer += _recv_into(sock, hview[: 2 - trailer], redis)
-    return buf
+    return view
 
 
 def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
