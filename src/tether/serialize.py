@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from tether import _hugebytes
 from tether.exceptions import SerializationError
 
 __all__ = [
@@ -156,7 +157,7 @@ def serialize(obj: Any) -> bytes:
     Raises:
         SerializationError: if neither pickle nor cloudpickle can serialize ``obj``.
     """
-    return b''.join(serialize_parts(obj))
+    return _hugebytes.join(serialize_parts(obj))
 
 
 def _corrupt(msg: str) -> SerializationError:
@@ -227,7 +228,7 @@ def _writable(payload: memoryview) -> memoryview:
 
 
 def _decode_bytes(header: memoryview, payload: memoryview) -> bytes:
-    return payload.tobytes()
+    return _hugebytes.join([payload])
 
 
 def _decode_bytearray(header: memoryview, payload: memoryview) -> bytearray:
