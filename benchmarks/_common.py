@@ -15,15 +15,17 @@ peer venv's interpreter can import this module too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,11 +96,67 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def parse_args(description: str | None) -> argparse.Namespace:
-    """The benchmarks' common command line: ``--quick`` and ``--no-peer``."""
-    parser = argparse.ArgumentParser(description=description)
+    """The common command line: ``--quick``, ``--no-peer``, ``--shared-redis``."""
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('--quick', action='store_true', help='fewer repeats and objects')
     parser.add_argument('--no-peer', action='store_true', help='run the tether side only')
+    parser.add_argument(
+        '--shared-redis',
+        action='store_true',
+        help='use the shared Redis at 127.0.0.1:6379 instead of a private redis-server',
+    )
     return parser.parse_args()
+
+
+@contextlib.contextmanager
+def redis_server(shared: bool) -> Iterator[int]:
+    """Yield the port of the Redis to benchmark against, exported as ``BENCH_REDIS_PORT``.
+
+    By default a private ``redis-server`` (no persistence) on a free loopback port, so
+    that other users of the shared server do not disturb the figures; ``shared`` uses
+    127.0.0.1:6379.
+    """
+    if shared:
+        os.environ['BENCH_REDIS_PORT'] = '6379'
+        yield 6379
+        return
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            'redis-server',
+            '--port',
+            str(port),
+            '--bind',
+            '127.0.0.1',
+            '--save',
+            '',
+            '--appendonly',
+            'no',
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(('127.0.0.1', port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(
+                        f'private redis-server on port {port} did not start'
+                    ) from None
+                time.sleep(0.05)
+        os.environ['BENCH_REDIS_PORT'] = str(port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def peer_python() -> str:

@@ -12,7 +12,8 @@ from tether.serialize import deserialize, serialize, serialize_parts
 from tether.store import Store
 
 LIBRARY = 'tether'
-REDIS = ('127.0.0.1', 6379)
+# The drivers start a private redis-server and pass its port (see _common.redis_server).
+REDIS = ('127.0.0.1', int(os.environ.get('BENCH_REDIS_PORT', '6379')))
 
 
 def version() -> str:
@@ -23,7 +24,7 @@ def version() -> str:
 
 def connector_label(connector: str) -> str:
     return {
-        'redis': 'RedisConnector (127.0.0.1:6379)',
+        'redis': f'RedisConnector (127.0.0.1:{REDIS[1]})',
         'file': f'FileConnector ({tempfile.gettempdir()})',
         'shm': 'SharedMemoryConnector (/dev/shm)',
     }[connector]

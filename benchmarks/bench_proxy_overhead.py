@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import fmt_time, parse_args, print_table, ratio, run_side, write_json
+from _common import (
+    fmt_time,
+    parse_args,
+    print_table,
+    ratio,
+    redis_server,
+    run_side,
+    write_json,
+)
 
 
 def _v(doc: dict[str, Any] | None, what: str) -> Any:
@@ -24,8 +32,9 @@ def _v(doc: dict[str, Any] | None, what: str) -> Any:
 
 def main() -> None:
     args = parse_args(__doc__)
-    tether = run_side('tether', 'overhead', args.quick)
-    peer = None if args.no_peer else run_side('peer', 'overhead', args.quick)
+    with redis_server(args.shared_redis) as port:
+        tether = run_side('tether', 'overhead', args.quick)
+        peer = None if args.no_peer else run_side('peer', 'overhead', args.quick)
     rows = []
     for label, key in (
         ('pickled proxy size (bytes), object', 'pickled_size_thing'),
@@ -50,7 +59,7 @@ def main() -> None:
     md = print_table(
         'Proxy overhead (medians; t/p = tether/peer)', ['', 'tether', 'peer', 't/p'], rows
     )
-    write_json('proxy_overhead', {'tether': tether, 'peer': peer}, md)
+    write_json('proxy_overhead', {'redis_port': port, 'tether': tether, 'peer': peer}, md)
 
 
 if __name__ == '__main__':

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import fmt_time, parse_args, print_table, ratio, run_side, write_json
+from _common import (
+    fmt_time,
+    parse_args,
+    print_table,
+    ratio,
+    redis_server,
+    run_side,
+    write_json,
+)
 
 
 def _get(doc: dict[str, Any] | None, connector: str, case: str, what: str) -> float | None:
@@ -24,8 +32,9 @@ def _get(doc: dict[str, Any] | None, connector: str, case: str, what: str) -> fl
 
 def main() -> None:
     args = parse_args(__doc__)
-    tether = run_side('tether', 'roundtrip', args.quick)
-    peer = None if args.no_peer else run_side('peer', 'roundtrip', args.quick)
+    with redis_server(args.shared_redis) as port:
+        tether = run_side('tether', 'roundtrip', args.quick)
+        peer = None if args.no_peer else run_side('peer', 'roundtrip', args.quick)
     columns = [
         'connector / case',
         'e2e tether',
@@ -63,7 +72,9 @@ def main() -> None:
     if peer is not None:
         labels.update({f'peer {c}': info['label'] for c, info in peer['result'].items()})
     md = print_table('Cross-process round trip (medians; t/p = tether/peer)', columns, rows)
-    write_json('roundtrip', {'tether': tether, 'peer': peer, 'connectors': labels}, md)
+    write_json(
+        'roundtrip', {'redis_port': port, 'tether': tether, 'peer': peer, 'connectors': labels}, md
+    )
 
 
 if __name__ == '__main__':

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import fmt_time, parse_args, print_table, ratio, run_side, write_json
+from _common import (
+    fmt_time,
+    parse_args,
+    print_table,
+    ratio,
+    redis_server,
+    run_side,
+    write_json,
+)
 
 
 def _m(doc: dict[str, Any] | None, case: str, what: str) -> float | None:
@@ -25,8 +33,9 @@ def _m(doc: dict[str, Any] | None, case: str, what: str) -> float | None:
 
 def main() -> None:
     args = parse_args(__doc__)
-    tether = run_side('tether', 'serialize', args.quick)
-    peer = None if args.no_peer else run_side('peer', 'serialize', args.quick)
+    with redis_server(args.shared_redis) as port:
+        tether = run_side('tether', 'serialize', args.quick)
+        peer = None if args.no_peer else run_side('peer', 'serialize', args.quick)
     columns = [
         'case',
         'ser tether',
@@ -66,7 +75,7 @@ def main() -> None:
             ],
         )
     md = print_table('Serializer round trip (medians; t/p = tether/peer)', columns, rows)
-    write_json('serialize', {'tether': tether, 'peer': peer}, md)
+    write_json('serialize', {'redis_port': port, 'tether': tether, 'peer': peer}, md)
 
 
 if __name__ == '__main__':

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import fmt_time, parse_args, print_table, ratio, run_side, write_json
+from _common import (
+    fmt_time,
+    parse_args,
+    print_table,
+    ratio,
+    redis_server,
+    run_side,
+    write_json,
+)
 
 
 def _v(doc: dict[str, Any] | None, n: int, what: str) -> float | None:
@@ -23,8 +31,9 @@ def _v(doc: dict[str, Any] | None, n: int, what: str) -> float | None:
 
 def main() -> None:
     args = parse_args(__doc__)
-    tether = run_side('tether', 'throughput', args.quick)
-    peer = None if args.no_peer else run_side('peer', 'throughput', args.quick)
+    with redis_server(args.shared_redis) as port:
+        tether = run_side('tether', 'throughput', args.quick)
+        peer = None if args.no_peer else run_side('peer', 'throughput', args.quick)
     rows = []
     for n in (1, 2):
         t, p = _v(tether, n, 'objects_per_s'), _v(peer, n, 'objects_per_s')
@@ -44,7 +53,7 @@ def main() -> None:
         ['', 'time tether', 'time peer', 'objects/s tether', 'objects/s peer', 't/p (obj/s)'],
         rows,
     )
-    write_json('throughput', {'tether': tether, 'peer': peer}, md)
+    write_json('throughput', {'redis_port': port, 'tether': tether, 'peer': peer}, md)
 
 
 if __name__ == '__main__':

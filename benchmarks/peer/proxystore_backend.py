@@ -17,7 +17,8 @@ from proxystore.store import Store
 from proxystore.store.utils import get_key
 
 LIBRARY = 'proxystore'
-REDIS = ('127.0.0.1', 6379)
+# The drivers start a private redis-server and pass its port (see _common.redis_server).
+REDIS = ('127.0.0.1', int(os.environ.get('BENCH_REDIS_PORT', '6379')))
 
 
 def version() -> str:
@@ -28,7 +29,7 @@ def version() -> str:
 
 def connector_label(connector: str) -> str:
     return {
-        'redis': 'RedisConnector (127.0.0.1:6379)',
+        'redis': f'RedisConnector (127.0.0.1:{REDIS[1]})',
         'file': f'FileConnector ({tempfile.gettempdir()})',
         # proxystore has no shared-memory connector: its closest single-node option is
         # a FileConnector on the tmpfs /dev/shm.
