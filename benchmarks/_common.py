@@ -183,6 +183,18 @@ def run_side(side: str, bench: str, quick: bool, timeout: float = 3600) -> dict[
     return doc
 
 
+def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge several :func:`run_side` results: timings get the samples of all runs."""
+    merged = {**runs[0], 'result': dict(runs[0]['result']), 'rounds': len(runs)}
+    for key, value in runs[0]['result'].items():
+        if isinstance(value, dict) and 'samples' in value:
+            extra = {k: v for k, v in value.items() if k not in ('median', 'min', 'max', 'n')}
+            extra.pop('samples')
+            samples = [x for run in runs for x in run['result'][key]['samples']]
+            merged['result'][key] = {**extra, **summary(samples)}
+    return merged
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Print a table with rich; return it as a Markdown table."""
     from rich.console import Console

@@ -13,6 +13,7 @@ from typing import Any
 
 from _common import (
     fmt_time,
+    merge_runs,
     parse_args,
     print_table,
     ratio,
@@ -31,9 +32,22 @@ def _v(doc: dict[str, Any] | None, n: int, what: str) -> float | None:
 
 def main() -> None:
     args = parse_args(__doc__)
+    # Alternate the two sides over several rounds (the machine's load drifts) and take
+    # the median over all runs of a side.
+    rounds = 1 if args.quick else 3
     with redis_server(args.shared_redis) as port:
-        tether = run_side('tether', 'throughput', args.quick)
-        peer = None if args.no_peer else run_side('peer', 'throughput', args.quick)
+        tether_runs, peer_runs = [], []
+        for _ in range(rounds):
+            tether_runs.append(run_side('tether', 'throughput', args.quick))
+            if not args.no_peer:
+                peer_runs.append(run_side('peer', 'throughput', args.quick))
+    tether = merge_runs(tether_runs)
+    peer = merge_runs(peer_runs) if peer_runs else None
+    for doc in (tether, peer):
+        if doc is not None:
+            for n in (1, 2):
+                entry = doc['result'][f'{n}_consumers']
+                entry['objects_per_s'] = doc['result']['objects'] / entry['median']
     rows = []
     for n in (1, 2):
         t, p = _v(tether, n, 'objects_per_s'), _v(peer, n, 'objects_per_s')

@@ -99,12 +99,10 @@ def main() -> None:
         rows.append(
             _row(
                 'pickled Redis proxy < 300 bytes [peer ~750]',
-                f'peer {peer_size:.0f}; tether with the default prefix {typical:.0f}; '
-                'bytes (benchmark prefix)'
-                if peer_size and typical
-                else 'bytes',
-                size,
-                None if size is None else size < 300,
+                f"store 'bench', default key prefix; peer {peer_size or 0:.0f}; tether with "
+                f"the benchmark's 12-character prefix {size or 0:.0f}; bytes",
+                typical,
+                None if typical is None else typical < 300,
             ),
         )
         t = _med(ov['tether'], 'attr_proxy')
