@@ -141,7 +141,8 @@ def consumer_main(backend: Any) -> None:
 def bench_roundtrip(backend: Any, backend_name: str, quick: bool) -> dict[str, Any]:
     """Producer proxies; a long-lived consumer resolves, touches all data, replies."""
     results: dict[str, Any] = {}
-    for connector in ('redis', 'file', 'shm'):
+    only = os.environ.get('BENCH_CONNECTORS')
+    for connector in only.split(',') if only else ('redis', 'file', 'shm'):
         store = backend.make_store(connector, f'rt{uuid.uuid4().hex[:6]}')
         results[connector] = {'label': backend.connector_label(connector), 'cases': {}}
         consumer = Consumer(backend_name)

@@ -48,7 +48,9 @@ def make_store(connector: str, tag: str, typical: bool = False) -> Store[Any]:
         conn = SharedMemoryConnector(namespace=f'bench{tag.replace("-", "")}')
     else:
         raise ValueError(connector)
-    return Store(name, conn, register=True)
+    # BENCH_CACHE_SIZE: the stores' LRU cache size (default 16, the libraries' default).
+    cache_size = int(os.environ.get('BENCH_CACHE_SIZE', '16'))
+    return Store(name, conn, cache_size=cache_size, register=True)
 
 
 def close_store(store: Store[Any], clear: bool = True) -> None:

@@ -10,6 +10,7 @@ byte afterwards is timed separately as "touch"), for tether and for proxystore.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from _common import (
@@ -32,6 +33,9 @@ def _get(doc: dict[str, Any] | None, connector: str, case: str, what: str) -> fl
 
 def main() -> None:
     args = parse_args(__doc__)
+    # Variants (environment): BENCH_CONNECTORS=redis,... limits the connectors,
+    # BENCH_CACHE_SIZE sets both libraries' store cache, BENCH_NAME names the results.
+    name = os.environ.get('BENCH_NAME', 'roundtrip')
     with redis_server(args.shared_redis) as port:
         tether = run_side('tether', 'roundtrip', args.quick)
         peer = None if args.no_peer else run_side('peer', 'roundtrip', args.quick)
@@ -73,7 +77,7 @@ def main() -> None:
         labels.update({f'peer {c}': info['label'] for c, info in peer['result'].items()})
     md = print_table('Cross-process round trip (medians; t/p = tether/peer)', columns, rows)
     write_json(
-        'roundtrip', {'redis_port': port, 'tether': tether, 'peer': peer, 'connectors': labels}, md
+        name, {'redis_port': port, 'tether': tether, 'peer': peer, 'connectors': labels}, md
     )
 
 

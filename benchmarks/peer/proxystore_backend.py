@@ -51,7 +51,9 @@ def make_store(connector: str, tag: str, typical: bool = False) -> Any:
         conn = FileConnector(os.path.join(base, f'proxystore-bench-{tag}'), clear=True)
     else:
         raise ValueError(connector)
-    return Store(name, conn, register=True)
+    # BENCH_CACHE_SIZE: the stores' LRU cache size (default 16, the libraries' default).
+    cache_size = int(os.environ.get('BENCH_CACHE_SIZE', '16'))
+    return Store(name, conn, cache_size=cache_size, register=True)
 
 
 def close_store(store: Any, clear: bool = True) -> None:
