@@ -1,0 +1,29 @@
+"""tether._hugebytes.join builds the same bytes as b''.join, whatever the sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether import _hugebytes
+from tether.serialize import deserialize, serialize
+
+
+@pytest.mark.parametrize(
+    'sizes',
+    [[], [0], [10], [5 << 20], [3, (4 << 20) + 1, 7], [1 << 20] * 6],
+)
+def test_join_matches_bytes_join(sizes: list[int]) -> None:
+    parts = [bytes([(i * 7 + n) % 256]) * n for i, n in enumerate(sizes)]
+    out = _hugebytes.join([memoryview(p) for p in parts])
+    assert type(out) is bytes
+    assert out == b''.join(parts)
+    assert hash(out) == hash(b''.join(parts))
+
+
+def test_large_bytes_round_trip_through_the_serializer() -> None:
+    data = bytes(range(256)) * (40_000)  # ~10 MB
+    blob = serialize(data)
+    assert type(blob) is bytes
+    back = deserialize(blob)
+    assert type(back) is bytes
+    assert back == data
