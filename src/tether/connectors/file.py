@@ -13,8 +13,9 @@ import contextlib
 import os
 import shutil
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
+from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
@@ -30,7 +31,7 @@ class FileKey(NamedTuple):
     filename: str
 
 
-class FileConnector:
+class FileConnector(KeyedWrites[FileKey]):
     """A connector that stores each object as a file in ``store_dir``.
 
     Args:
@@ -73,11 +74,6 @@ class FileConnector:
         """Return the configuration of this connector."""
         return {'store_dir': self.store_dir, 'clear': self.clear}
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config`."""
-        return cls(**config)
-
     def evict(self, key: FileKey) -> None:
         """Remove the object under ``key``."""
         try:
@@ -91,6 +87,9 @@ class FileConnector:
     def exists(self, key: FileKey) -> bool:
         """Return whether ``key`` is stored."""
         return os.path.exists(self._path(key))
+
+    def _new_key(self) -> FileKey:
+        return FileKey(new_id())
 
     def get(self, key: FileKey) -> BytesLike | None:
         """Return the bytes under ``key`` (a writable ``bytearray``) or ``None``."""
@@ -119,10 +118,6 @@ class FileConnector:
         finally:
             os.close(fd)
 
-    def get_batch(self, keys: Sequence[FileKey]) -> list[BytesLike | None]:
-        """Return the bytes under each key."""
-        return [self.get(k) for k in keys]
-
     def _write(self, key: FileKey, parts: Sequence[BytesLike]) -> None:
         final = self._path(key)
         tmp = os.path.join(self.store_dir, f'{_TMP_PREFIX}{key.filename}.{new_id()[:12]}')
@@ -144,31 +139,6 @@ class FileConnector:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
             raise self._missing_dir(e) from e
-
-    def put(self, data: BytesLike) -> FileKey:
-        """Write ``data`` to a new file and return its key."""
-        return self.put_parts([data])
-
-    def put_parts(self, parts: Sequence[BytesLike]) -> FileKey:
-        """Write the concatenation of ``parts`` to a new file and return its key."""
-        key = FileKey(new_id())
-        self._write(key, parts)
-        return key
-
-    def put_batch(self, datas: Sequence[BytesLike]) -> list[FileKey]:
-        """Write each item to a new file and return the keys."""
-        return [self.put(d) for d in datas]
-
-    def new_key(self, data: BytesLike | None = None) -> FileKey:
-        """Return a fresh key, writing ``data`` if given."""
-        key = FileKey(new_id())
-        if data is not None:
-            self.set(key, data)
-        return key
-
-    def set(self, key: FileKey, data: BytesLike) -> None:
-        """Write ``data`` under ``key`` (atomically replacing what was there)."""
-        self._write(key, [data])
 
 
 def remove_temporaries(store_dir: str | os.PathLike[str]) -> int:

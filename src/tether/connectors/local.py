@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
+from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id
 from tether.exceptions import ConnectorClosedError
 from tether.serialize import BytesLike
@@ -33,7 +34,7 @@ class LocalKey(NamedTuple):
     id: str
 
 
-class LocalConnector:
+class LocalConnector(KeyedWrites[LocalKey]):
     """A connector that keeps objects in a dictionary in this process.
 
     Args:
@@ -66,11 +67,6 @@ class LocalConnector:
         """Return the configuration of this connector."""
         return {'store_id': self.store_id}
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config` (same process: same objects)."""
-        return cls(**config)
-
     def evict(self, key: LocalKey) -> None:
         """Remove the object under ``key``."""
         self._d().pop(key.id, None)
@@ -79,32 +75,12 @@ class LocalConnector:
         """Return whether ``key`` is stored."""
         return key.id in self._d()
 
+    def _new_key(self) -> LocalKey:
+        return LocalKey(new_id())
+
+    def _write(self, key: LocalKey, parts: Sequence[BytesLike]) -> None:
+        self._d()[key.id] = b''.join(parts)
+
     def get(self, key: LocalKey) -> BytesLike | None:
         """Return the bytes under ``key`` or ``None``."""
         return self._d().get(key.id)
-
-    def get_batch(self, keys: Sequence[LocalKey]) -> list[BytesLike | None]:
-        """Return the bytes under each key."""
-        d = self._d()
-        return [d.get(k.id) for k in keys]
-
-    def put(self, data: BytesLike) -> LocalKey:
-        """Store ``data`` and return its key."""
-        key = LocalKey(new_id())
-        self._d()[key.id] = bytes(data)
-        return key
-
-    def put_batch(self, datas: Sequence[BytesLike]) -> list[LocalKey]:
-        """Store each item and return the keys."""
-        return [self.put(d) for d in datas]
-
-    def new_key(self, data: BytesLike | None = None) -> LocalKey:
-        """Return a fresh key, storing ``data`` if given."""
-        key = LocalKey(new_id())
-        if data is not None:
-            self.set(key, data)
-        return key
-
-    def set(self, key: LocalKey, data: BytesLike) -> None:
-        """Store ``data`` under ``key``."""
-        self._d()[key.id] = bytes(data)

@@ -20,8 +20,9 @@ import contextlib
 import mmap
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
+from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
@@ -39,7 +40,7 @@ class SharedMemoryKey(NamedTuple):
     name: str
 
 
-class SharedMemoryConnector:
+class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     """A connector that stores objects in POSIX shared-memory segments.
 
     Args:
@@ -78,11 +79,6 @@ class SharedMemoryConnector:
         """Return the configuration of this connector."""
         return {'namespace': self.namespace, 'clear': self.clear}
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config`."""
-        return cls(**config)
-
     def evict(self, key: SharedMemoryKey) -> None:
         """Unlink the segment (processes that mapped it keep their mapping)."""
         try:
@@ -115,10 +111,6 @@ class SharedMemoryConnector:
         finally:
             os.close(fd)
 
-    def get_batch(self, keys: Sequence[SharedMemoryKey]) -> list[BytesLike | None]:
-        """Return the bytes under each key."""
-        return [self.get(k) for k in keys]
-
     def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
         final = self._path(key)
         tmp = f'{final}{_TMP}'
@@ -147,31 +139,6 @@ class SharedMemoryConnector:
                 f'cannot write {size} bytes to shared memory {key.name!r}: {e} '
                 f'(is {SHM_DIR} full?)',
             ) from e
-
-    def put(self, data: BytesLike) -> SharedMemoryKey:
-        """Copy ``data`` into a new segment and return its key."""
-        return self.put_parts([data])
-
-    def put_parts(self, parts: Sequence[BytesLike]) -> SharedMemoryKey:
-        """Copy the concatenation of ``parts`` into a new segment and return its key."""
-        key = self._new_key()
-        self._write(key, parts)
-        return key
-
-    def put_batch(self, datas: Sequence[BytesLike]) -> list[SharedMemoryKey]:
-        """Store each item and return the keys."""
-        return [self.put(d) for d in datas]
-
-    def new_key(self, data: BytesLike | None = None) -> SharedMemoryKey:
-        """Return a fresh key, storing ``data`` if given."""
-        key = self._new_key()
-        if data is not None:
-            self.set(key, data)
-        return key
-
-    def set(self, key: SharedMemoryKey, data: BytesLike) -> None:
-        """Store ``data`` under ``key`` (atomically replacing what was there)."""
-        self._write(key, [data])
 
 
 def cleanup(namespace: str | None = None) -> int:

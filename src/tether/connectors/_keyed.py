@@ -1,0 +1,65 @@
+"""The write-side methods shared by connectors that write each object under a new key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, Self, TypeVar
+
+from tether.serialize import BytesLike
+
+__all__ = ['KeyedWrites']
+
+K = TypeVar('K')
+
+
+class KeyedWrites(Generic[K]):
+    """Mixin: ``put``/``put_parts``/``put_batch``/``new_key``/``set``/``get_batch``.
+
+    A subclass provides ``_new_key()``, ``_write(key, parts)`` (atomic: a reader sees the
+    whole object or none of it) and ``get(key)``; ``from_config`` calls the class with the
+    config as keyword arguments.
+    """
+
+    def _new_key(self) -> K:
+        raise NotImplementedError
+
+    def _write(self, key: K, parts: Sequence[BytesLike]) -> None:
+        raise NotImplementedError
+
+    def get(self, key: K) -> BytesLike | None:
+        """Return the bytes under ``key`` or ``None``."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from its ``config()``."""
+        return cls(**config)
+
+    def put(self, data: BytesLike) -> K:
+        """Store ``data`` and return its new key."""
+        return self.put_parts([data])
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> K:
+        """Store the concatenation of ``parts`` (written without joining them first)."""
+        key = self._new_key()
+        self._write(key, parts)
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[K]:
+        """Store each item and return their keys, in order."""
+        return [self.put(d) for d in datas]
+
+    def get_batch(self, keys: Sequence[K]) -> list[BytesLike | None]:
+        """Return the bytes under each key, in order (``None`` where missing)."""
+        return [self.get(k) for k in keys]
+
+    def new_key(self, data: BytesLike | None = None) -> K:
+        """Return a fresh key, storing ``data`` under it if given."""
+        key = self._new_key()
+        if data is not None:
+            self._write(key, [data])
+        return key
+
+    def set(self, key: K, data: BytesLike) -> None:
+        """Store ``data`` under ``key`` (atomically replacing what was there)."""
+        self._write(key, [data])
