@@ -17,6 +17,12 @@ TetherError
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
  +-- ConfigError                         a configuration is invalid or cannot be read
+ +-- StreamError                         a stream (tether.stream) failed
+      +-- EventDecodeError               a broker message is not a valid stream event
+      +-- TopicClosedError               send() on a topic the producer already closed
+      +-- StreamBrokerError              the broker is unreachable or dropped the connection
+      +-- StreamTimeoutError             no message (or no room) within the timeout
+           +-- StreamBackpressureError   the broker or a bounded buffer stayed full
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -28,6 +34,7 @@ __all__ = [
     'ConfigError',
     'ConnectorClosedError',
     'ConnectorError',
+    'EventDecodeError',
     'NonProxiableTypeError',
     'ProxyError',
     'ProxyResolveError',
@@ -36,7 +43,12 @@ __all__ = [
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
+    'StreamBackpressureError',
+    'StreamBrokerError',
+    'StreamError',
+    'StreamTimeoutError',
     'TetherError',
+    'TopicClosedError',
 ]
 
 
@@ -107,3 +119,37 @@ class NonProxiableTypeError(StoreError):
 
 class ConfigError(TetherError):
     """A configuration is invalid, incomplete, or cannot be read."""
+
+
+# Streams (tether.stream) -------------------------------------------------------------
+
+
+class StreamError(TetherError):
+    """Base class for errors of :mod:`tether.stream`."""
+
+
+class EventDecodeError(StreamError):
+    """A message read from a broker is not a valid stream event (garbage, wrong version)."""
+
+
+class TopicClosedError(StreamError):
+    """An object was sent to a topic that the producer already closed."""
+
+
+class StreamBrokerError(StreamError):
+    """The message broker cannot be reached or dropped the connection.
+
+    The broker client's error is chained as ``__cause__``.
+    """
+
+
+class StreamTimeoutError(StreamError):
+    """No message arrived, or no room freed up, within the timeout."""
+
+
+class StreamBackpressureError(StreamTimeoutError):
+    """A bounded buffer (a queue's ``maxsize``, a broker's limit) stayed full too long.
+
+    The producer blocks while consumers are slow instead of buffering without bound; this
+    is raised when the wait exceeds its timeout.
+    """
