@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import queue
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -160,8 +161,14 @@ class Broker:
     def ready(self, topic: str, count: int = 1) -> None:
         """Wait until ``count`` subscribers of ``topic`` reach every publisher."""
         if self.kind == 'zmq':
+            expected = sum(
+                1 for s in self.subscribers if s.topic == topic and not s._closed
+            )
+            deadline = time.monotonic() + 10
             for p in self.publishers:
-                p.wait_for_subscribers(topic, count)
+                while p.subscribers(topic) != expected:
+                    assert time.monotonic() < deadline, 'ZeroMQ subscribers did not settle'
+                    time.sleep(0.01)
 
     def close(self) -> None:
         """Close everything and delete what the brokers keep for this test."""

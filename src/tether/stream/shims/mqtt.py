@@ -223,6 +223,15 @@ class MQTTSubscriber(_Base):
             self._unacked = None
             if qos > 0:
                 self._client.ack(mid, qos)
+                self._wait_written()
+
+    def _wait_written(self) -> None:
+        # paho writes from its network thread; wait (bounded) until the PUBACK left, so
+        # a consumer killed right after is not handed the acknowledged message again.
+        out = getattr(self._client, '_out_packet', None)
+        deadline = time.monotonic() + 1.0
+        while out and time.monotonic() < deadline and self._lost is None:
+            time.sleep(0.0005)
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""

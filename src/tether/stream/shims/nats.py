@@ -69,6 +69,7 @@ class _Client:
         self._loop = LoopThread(f'tether-nats-{servers}')
 
         self.last_error: Exception | None = None
+        self._down_since: float | None = None
 
         async def _error(e: Exception) -> None:
             self.last_error = e
@@ -114,6 +115,31 @@ class _Client:
                 f'NATS at {self.servers}: connection closed while {what} '
                 f'(last error: {self.last_error!r}); is the server up?',
             )
+
+    def check_alive(self, what: str) -> None:
+        """Raise if the connection is closed or has been down for over ``timeout``."""
+        self.check(what)
+        if self.nc.is_connected:
+            self._down_since = None
+        elif self._down_since is None:
+            self._down_since = time.monotonic()
+        elif time.monotonic() - self._down_since > self.timeout:
+            raise StreamBrokerError(
+                f'NATS at {self.servers}: disconnected for over {self.timeout} s while '
+                f'{what} (last error: {self.last_error!r}); is the server up?',
+            )
+
+    def wait_connected(self, what: str) -> None:
+        """Wait (up to ``timeout``) while the client reconnects; raise if it cannot."""
+        deadline = time.monotonic() + self.timeout
+        while not self.nc.is_connected:
+            self.check(what)
+            if time.monotonic() > deadline:
+                raise StreamBrokerError(
+                    f'NATS at {self.servers}: not connected for {self.timeout} s while '
+                    f'{what} (last error: {self.last_error!r}); is the server up?',
+                )
+            time.sleep(0.05)
 
     def close(self) -> None:
         try:
@@ -173,7 +199,7 @@ class NatsPublisher(_Base):
     def send_message(self, topic: str, message: bytes) -> None:
         """Publish the message and flush it to the server."""
         self._check_open()
-        self._client.check(f'publishing to {topic!r}')
+        self._client.wait_connected(f'publishing to {topic!r}')
         nc = self._client.nc
 
         async def _send() -> None:
@@ -223,7 +249,7 @@ class NatsSubscriber(_Base):
         self._check_open()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._client.check(f'reading {self.topic!r}')
+            self._client.check_alive(f'reading {self.topic!r}')
             left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
             if left <= 0:
                 raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')
@@ -266,7 +292,7 @@ class JetStreamPublisher(_Base):
     def send_message(self, topic: str, message: bytes) -> None:
         """Publish the message and wait for JetStream to store it."""
         self._check_open()
-        self._client.check(f'publishing to {topic!r}')
+        self._client.wait_connected(f'publishing to {topic!r}')
         self._ensure_stream(topic)
         _publish(
             self._client, self._js.publish(topic, message, timeout=self._client.timeout), topic
@@ -351,7 +377,7 @@ class JetStreamSubscriber(_Base):
         self._ack()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._client.check(f'reading {self.topic!r}')
+            self._client.check_alive(f'reading {self.topic!r}')
             left = 2 * _POLL if deadline is None else min(deadline - time.monotonic(), 2 * _POLL)
             if left <= 0:
                 raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')

@@ -25,6 +25,7 @@ bounded by ``connect_timeout``/``socket_timeout``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 _POLL = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 def _client(
@@ -347,6 +350,8 @@ class RedisQueueSubscriber(_Base):
         try:
             with _translate(f'acknowledging on topic {self.topic!r}'):
                 self._ack()
+        except StreamBrokerError as e:  # it will be delivered again (at-least-once)
+            logger.warning('could not acknowledge the last message on closing: %s', e)
         finally:
             self._closed = True
             self._client.close()

@@ -85,6 +85,11 @@ class ZMQPublisher:
                 self._subscriptions[frame[1:]] = self._subscriptions.get(frame[1:], 1) - 1
             timeout_ms = 0
 
+    def subscribers(self, topic: str) -> int:
+        """Return how many subscribers of ``topic`` are connected now."""
+        self._drain_subscriptions()
+        return max(0, self._subscriptions.get(topic.encode(), 0))
+
     def wait_for_subscribers(self, topic: str, count: int = 1, timeout: float = 10.0) -> None:
         """Block until ``count`` subscribers of ``topic`` are connected.
 
