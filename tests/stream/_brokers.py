@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import queue
 import time
@@ -161,9 +162,7 @@ class Broker:
     def ready(self, topic: str, count: int = 1) -> None:
         """Wait until ``count`` subscribers of ``topic`` reach every publisher."""
         if self.kind == 'zmq':
-            expected = sum(
-                1 for s in self.subscribers if s.topic == topic and not s._closed
-            )
+            expected = sum(1 for s in self.subscribers if s.topic == topic and not s._closed)
             deadline = time.monotonic() + 10
             for p in self.publishers:
                 while p.subscribers(topic) != expected:
@@ -212,7 +211,5 @@ class Broker:
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         fn(*args)
-    except Exception:
-        pass

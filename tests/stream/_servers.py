@@ -47,8 +47,17 @@ def running(args_for_port: list[str], port: int) -> Iterator[Server]:
 
 
 def redis_args(port: int) -> list[str]:
-    return ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '',
-            '--appendonly', 'no']
+    return [
+        'redis-server',
+        '--port',
+        str(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+    ]
 
 
 def nats_args(port: int, store_dir: Path) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.stream._brokers import RESTARTABLE, Broker, make_subscriber
 from tether.exceptions import (
     EventDecodeError,
     ProxyResolveMissingKeyError,
@@ -16,7 +17,6 @@ from tether.exceptions import (
 )
 from tether.proxy import Proxy, is_resolved
 from tether.stream import Publisher, StreamConsumer, StreamProducer, Subscriber
-from tests.stream._brokers import RESTARTABLE, Broker, make_subscriber
 
 
 def drain(sub: Subscriber, timeout: float = 1.0) -> list[bytes]:
@@ -76,7 +76,7 @@ def test_batches_and_resolved_objects(broker: Broker, store: Any) -> None:
 def test_topics_map_to_stores(broker: Broker, store: Any) -> None:
     from tether.store import Store
 
-    other = Store(f'{store.name}-other', register=True)  # a local store for topic b
+    other: Store[Any] = Store(f'{store.name}-other', register=True)  # a local store for topic b
     ta, tb = broker.topic('a'), broker.topic('b')
     ca = StreamConsumer(broker.subscriber(ta, 'ca'), timeout=10)
     cb = StreamConsumer(broker.subscriber(tb, 'cb'), timeout=10)

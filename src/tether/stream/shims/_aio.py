@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -53,10 +54,8 @@ class LoopThread:
             await self.loop.shutdown_asyncgens()
 
         if self._thread.is_alive():
-            try:
+            with contextlib.suppress(StreamTimeoutError):  # a task refused to stop
                 self.run(_cancel_tasks(), 5.0)
-            except StreamTimeoutError:  # pragma: no cover - a task refused to stop
-                pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
         if not self._thread.is_alive():

@@ -99,7 +99,9 @@ class QueueSubscriber:
         try:
             return bytes(self.queue.get(timeout=timeout))
         except queue.Empty as e:
-            raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s') from e
+            raise StreamTimeoutError(
+                f'no message on topic {self.topic!r} within {timeout} s'
+            ) from e
 
     def close(self) -> None:
         """Stop reading."""
