@@ -44,11 +44,11 @@ from tether.exceptions import EventDecodeError, StreamError
 from tether.store.config import StoreConfig, import_from_path, path_of
 
 __all__ = [
-    'FORMAT',
-    'VERSION',
     'EndOfStreamEvent',
     'Event',
+    'FORMAT',
     'NewObjectEvent',
+    'VERSION',
     'check_metadata',
     'decode',
     'decode_key',
