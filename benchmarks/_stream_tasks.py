@@ -13,17 +13,15 @@ def simulate(item: Any, sleep_s: float) -> int:
     return n
 
 
-def produce(
-    mode: str,
-    redis_port: int,
-    topic: str,
-    size: int,
-    count: int,
-    rate: float,
-    store_kind: str,
-    prefix: str,
-) -> None:
-    """Publish ``count`` items of ``size`` bytes at ``rate`` items/s, then end the stream."""
+def produce(spec: dict[str, Any]) -> None:
+    """Publish ``count`` items of ``size`` bytes at ``rate`` items/s, then end the stream.
+
+    ``spec`` holds ``mode``, ``redis_port``, ``topic``, ``size``, ``count``, ``rate``,
+    ``store_kind`` and ``prefix``.
+    """
+    mode, redis_port, topic = spec['mode'], spec['redis_port'], spec['topic']
+    size, count, rate = spec['size'], spec['count'], spec['rate']
+    store_kind, prefix = spec['store_kind'], spec['prefix']
     payload = bytearray(size)
     period = 1.0 / rate
     start = time.perf_counter()

@@ -180,7 +180,18 @@ def run_one(
     ctx = multiprocessing.get_context('spawn')
     producer = ctx.Process(
         target=produce,
-        args=(mode, redis_port, topic, size, items, rate, store_kind, prefix),
+        args=(
+            {
+                'mode': mode,
+                'redis_port': redis_port,
+                'topic': topic,
+                'size': size,
+                'count': items,
+                'rate': rate,
+                'store_kind': store_kind,
+                'prefix': prefix,
+            },
+        ),
     )
     producer.start()
     futures: list[Future[Any]] = []
@@ -244,9 +255,11 @@ def main() -> None:
     parser.add_argument('--rate', type=float, default=200.0, help='producer items/s')
     parser.add_argument('--items', type=int, default=60)
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--out', type=Path, default=None, help='JSON results file')
     args = parser.parse_args()
     if args.quick:
         args.items, args.repeats = 20, 1
+    out = args.out or (RESULTS.with_name('bench_stream_quick.json') if args.quick else RESULTS)
     redis_proc, port = start_redis()
     rows: list[dict[str, Any]] = []
     try:
@@ -282,9 +295,10 @@ def main() -> None:
         redis_proc.kill()
         redis_proc.wait()
     _table(rows, args)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({'params': vars(args), 'rows': rows}, indent=2) + '\n')
-    print(f'wrote {RESULTS}')
+    out.parent.mkdir(exist_ok=True)
+    params = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    out.write_text(json.dumps({'params': params, 'rows': rows}, indent=2) + '\n')
+    print(f'wrote {out}')
 
 
 def _fmt(row: dict[str, Any]) -> str:
