@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.stream._servers import free_port, mosquitto_args, nats_args, redis_args, running
+from tests.stream._servers import (
+    free_port,
+    mosquitto_args,
+    nats_args,
+    rabbitmq,
+    redis_args,
+    running,
+)
 from tether.exceptions import StreamBrokerError
 from tether.stream import StreamConsumer, StreamProducer
 
@@ -105,8 +112,19 @@ def test_zmq_publisher_goes_away(local_store: Any) -> None:
     consumer.close()
 
 
+def test_amqp_stops(local_store: Any, tmp_path: Path) -> None:
+    from tether.stream.shims import amqp as shim
+
+    port = free_port()
+    args, env = rabbitmq(port, tmp_path)
+    url = f'amqp://guest:guest@127.0.0.1:{port}/'
+    with running(args, port, env) as server:
+        pub = shim.AMQPPublisher(url, timeout=5)
+        sub = shim.AMQPSubscriber(url, 'down', timeout=5)
+        _stream_then_kill(server, pub, sub, local_store)
+
+
 def test_amqp_broker_unreachable() -> None:
-    """A private RabbitMQ is too heavy to start here; a closed port stands in for it."""
     from tether.stream.shims import amqp as shim
 
     url = f'amqp://guest:guest@127.0.0.1:{free_port()}/'
