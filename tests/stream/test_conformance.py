@@ -161,6 +161,7 @@ def test_messages_while_consumer_down(broker: Broker) -> None:
     pub = broker.publisher()
     broker.ready(topic)
     first.close()
+    broker.ready(topic)  # ZeroMQ: the publisher has seen the subscriber go
     pub.send_message(topic, b'while-down')
     again = broker.subscriber(topic)
     broker.ready(topic)
