@@ -10,8 +10,7 @@
 | :mod:`~tether.stream.shims.nats` | ``NatsPublisher``, ``NatsSubscriber`` | lost |
 | :mod:`~tether.stream.shims.nats` | ``JetStreamPublisher``, ``JetStreamSubscriber`` | kept |
 | :mod:`~tether.stream.shims.amqp` | ``AMQPPublisher``, ``AMQPSubscriber`` | kept |
-| :mod:`~tether.stream.shims.mqtt` | ``MQTTPublisher``, ``MQTTSubscriber`` | lost, or kept with
-  a persistent session |
+| :mod:`~tether.stream.shims.mqtt` | ``MQTTPublisher``, ``MQTTSubscriber`` | lost (kept: session) |
 
 Each module imports its broker client only when used; ``docs/stream.md`` details them.
 """
