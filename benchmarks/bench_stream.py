@@ -128,7 +128,7 @@ class Pool:
             label='bench_stream',
             address='127.0.0.1',
             max_workers_per_node=workers,
-            provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
+            provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),  # type: ignore[no-untyped-call]
         )
         self._dfk = parsl.load(Config(executors=[htex], run_dir=run_dir, strategy='none'))
         self._pool = htex
@@ -170,7 +170,7 @@ def run_one(
     counting: Any = None
     if mode == 'baseline':
         client = redis.Redis('127.0.0.1', redis_port)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         pubsub.subscribe(topic)
         while pubsub.get_message(timeout=1) is None and not pubsub.subscribed:
             pass
