@@ -197,17 +197,8 @@ class Broker:
                 _quietly(apub.delete_topic, t)
             apub.close()
         elif self.kind == 'mqtt_session':
-            # A clean-session connection under the same id drops the kept session.
-            import paho.mqtt.client as mqtt
-
             for s in self.subscribers:
-                c = mqtt.Client(
-                    mqtt.CallbackAPIVersion.VERSION2,  # type: ignore[attr-defined]
-                    client_id=s._client._client_id.decode(),
-                    clean_session=True,
-                )
-                _quietly(c.connect, *MQTT)
-                _quietly(c.disconnect)
+                _quietly(s.forget_session)
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> None:

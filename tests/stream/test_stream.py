@@ -197,3 +197,23 @@ def test_consumer_in_another_process_needs_no_store_config(redis_connector: Any)
     assert out.get(timeout=60) == [sum(range(i)) for i in range(5)]
     child.join(30)
     assert child.exitcode == 0
+
+
+def test_mqtt_forget_session_drops_kept_messages(unique_prefix: str) -> None:
+    from tether.exceptions import StreamTimeoutError
+    from tether.stream.shims.mqtt import MQTTPublisher, MQTTSubscriber
+
+    topic, session = f'{unique_prefix}forget', f'{unique_prefix}session'
+    MQTTSubscriber('127.0.0.1', 1883, topic, session_id=session).close()
+    pub = MQTTPublisher('127.0.0.1', 1883)
+    pub.send_message(topic, b'kept')
+    sub = MQTTSubscriber('127.0.0.1', 1883, topic, session_id=session)
+    assert sub.next_message(5) == b'kept'  # the session kept it while we were away
+    sub.close()
+    pub.send_message(topic, b'dropped')
+    sub.forget_session()
+    again = MQTTSubscriber('127.0.0.1', 1883, topic, session_id=session)
+    with pytest.raises(StreamTimeoutError):
+        again.next_message(0.5)
+    again.forget_session()
+    pub.close()

@@ -261,3 +261,26 @@ class MQTTSubscriber(_Base):
         if not self._closed and self._lost is None:
             self._ack()
         super().close()
+
+    def forget_session(self) -> None:
+        """Close, and make the broker drop this subscriber's persistent session.
+
+        The broker keeps a session (and queues messages for it) until a client with the
+        same id connects with a clean session, which this does.
+        """
+        self.close()
+        mqtt = self._mqtt
+        client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=self._client._client_id.decode(),
+            clean_session=True,
+        )
+        try:
+            client.connect(self.hostname, self.port)
+            client.loop(self.timeout)  # sends CONNECT, reads CONNACK
+            client.disconnect()
+        except OSError as e:
+            raise StreamBrokerError(
+                f'cannot reach the MQTT broker at {self.hostname}:{self.port} to drop a '
+                f'session: {e}',
+            ) from e
