@@ -12,21 +12,25 @@ TetherError
  +-- SerializationError                  bytes could not become an object, or back
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
+ |    +-- NoConnectorMatchError          no MultiConnector policy accepts the object
  +-- StoreError
  |    +-- StoreExistsError               a store of that name is already registered
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
  +-- ConfigError                         a configuration is invalid or cannot be read
  +-- WireError                           a tether network connection failed or was refused
-      +-- WireConnectionError            the peer is unreachable or the connection dropped
-      +-- ProtocolError                  the peer sent bytes that are not valid framing
-      |    +-- ProtocolVersionError      the peer speaks another protocol version
-      |    +-- FrameTooLargeError        a frame exceeds the receiver's limits
-      +-- AuthenticationError            the challenge-response handshake failed
-      +-- RemoteError                    the peer answered a request with an error frame
-
-ConnectorError (continued)
- +-- NoConnectorMatchError               no MultiConnector policy accepts the object
+ |    +-- WireConnectionError            the peer is unreachable or the connection dropped
+ |    +-- ProtocolError                  the peer sent bytes that are not valid framing
+ |    |    +-- ProtocolVersionError      the peer speaks another protocol version
+ |    |    +-- FrameTooLargeError        a frame exceeds the receiver's limits
+ |    +-- AuthenticationError            the challenge-response handshake failed
+ |    +-- RemoteError                    the peer answered a request with an error frame
+ +-- StreamError                         a stream (tether.stream) failed
+      +-- EventDecodeError               a broker message is not a valid stream event
+      +-- TopicClosedError               send() on a topic the producer already closed
+      +-- StreamBrokerError              the broker is unreachable or dropped the connection
+      +-- StreamTimeoutError             no message (or no room) within the timeout
+           +-- StreamBackpressureError   the broker or a bounded buffer stayed full
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -39,6 +43,7 @@ __all__ = [
     'ConfigError',
     'ConnectorClosedError',
     'ConnectorError',
+    'EventDecodeError',
     'FrameTooLargeError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
@@ -52,7 +57,12 @@ __all__ = [
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
+    'StreamBackpressureError',
+    'StreamBrokerError',
+    'StreamError',
+    'StreamTimeoutError',
     'TetherError',
+    'TopicClosedError',
     'WireConnectionError',
     'WireError',
 ]
@@ -171,3 +181,37 @@ class RemoteError(WireError):
 
 class NoConnectorMatchError(ConnectorError):
     """No connector of a MultiConnector has a policy that accepts the object."""
+
+
+# Streams (tether.stream) -------------------------------------------------------------
+
+
+class StreamError(TetherError):
+    """Base class for errors of :mod:`tether.stream`."""
+
+
+class EventDecodeError(StreamError):
+    """A message read from a broker is not a valid stream event (garbage, wrong version)."""
+
+
+class TopicClosedError(StreamError):
+    """An object was sent to a topic that the producer already closed."""
+
+
+class StreamBrokerError(StreamError):
+    """The message broker cannot be reached or dropped the connection.
+
+    The broker client's error is chained as ``__cause__``.
+    """
+
+
+class StreamTimeoutError(StreamError):
+    """No message arrived, or no room freed up, within the timeout."""
+
+
+class StreamBackpressureError(StreamTimeoutError):
+    """A bounded buffer (a queue's ``maxsize``, a broker's limit) stayed full too long.
+
+    The producer blocks while consumers are slow instead of buffering without bound; this
+    is raised when the wait exceeds its timeout.
+    """

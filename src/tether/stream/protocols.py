@@ -1,0 +1,56 @@
+"""The two protocols a message broker shim implements.
+
+A shim is two small classes: a :class:`Publisher` that sends bytes to a topic and a
+:class:`Subscriber` that receives the bytes of the topic(s) it subscribed to. Neither
+knows about events, stores or proxies; :class:`~tether.stream.StreamProducer` and
+:class:`~tether.stream.StreamConsumer` do that. Adding a broker (Kafka, say) is writing
+these two classes and adding them to the conformance suite in ``tests/stream/``.
+
+Rules every shim follows:
+
+* Errors are tether errors: an unreachable or vanished broker raises
+  :class:`~tether.exceptions.StreamBrokerError` (within the client timeouts the shim
+  configures, never a hang); no message within the ``timeout`` raises
+  :class:`~tether.exceptions.StreamTimeoutError`; a full bounded buffer raises
+  :class:`~tether.exceptions.StreamBackpressureError` after blocking for its timeout.
+* ``next_message`` returns one message as bytes, in the order the broker delivers them.
+* Durable shims acknowledge a message when ``next_message`` is called again (or at
+  ``close``), so a consumer killed while handling a message gets it again on restart.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+__all__ = ['Publisher', 'Subscriber']
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """Sends messages (bytes) to topics of a broker."""
+
+    def send_message(self, topic: str, message: bytes) -> None:
+        """Send ``message`` to ``topic``; return once the broker has it (or raise)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; further sends raise."""
+        ...
+
+
+@runtime_checkable
+class Subscriber(Protocol):
+    """Receives the messages of the topic(s) it was created for."""
+
+    def next_message(self, timeout: float | None = None) -> bytes:
+        """Return the next message, waiting at most ``timeout`` seconds (None: forever).
+
+        Raises:
+            StreamTimeoutError: if no message arrived in time.
+            StreamBrokerError: if the broker is gone.
+        """
+        ...
+
+    def close(self) -> None:
+        """Acknowledge what was handed out (durable shims) and release the connection."""
+        ...

@@ -1,0 +1,108 @@
+"""In-process (and multiprocessing) queues as a stream broker.
+
+One queue per topic, given as a ``{topic: queue}`` mapping; any object with
+``put(item, timeout=...)`` and ``get(timeout=...)`` raising :class:`queue.Full` and
+:class:`queue.Empty` works (:class:`queue.Queue`, :class:`multiprocessing.Queue`).
+
+Delivery: messages wait in the queue until a subscriber takes them, so nothing is lost
+while a consumer is slow or not yet started (within the process, or the processes, that
+share the queue). Several subscribers on one queue share its messages (each message goes
+to one of them). A queue with ``maxsize`` gives backpressure: ``send_message`` blocks up to
+``timeout`` seconds for room, then raises
+:class:`~tether.exceptions.StreamBackpressureError`.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from tether.exceptions import (
+    StreamBackpressureError,
+    StreamError,
+    StreamTimeoutError,
+)
+
+__all__ = ['QueueLike', 'QueuePublisher', 'QueueSubscriber']
+
+
+class QueueLike(Protocol):
+    """The part of the queue API the shim uses."""
+
+    def put(self, item: Any, block: bool = ..., timeout: float | None = ...) -> None:
+        """Put an item."""
+
+    def get(self, block: bool = ..., timeout: float | None = ...) -> Any:
+        """Get an item."""
+
+
+class QueuePublisher:
+    """Puts each message on the queue of its topic.
+
+    Args:
+        queues: The queue of each topic.
+        timeout: Seconds to wait for room in a full queue before raising.
+    """
+
+    def __init__(self, queues: Mapping[str, QueueLike], *, timeout: float = 10.0) -> None:
+        self.queues = queues
+        self.timeout = timeout
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(topics={sorted(self.queues)})'
+
+    def send_message(self, topic: str, message: bytes) -> None:
+        """Put ``message`` on the queue of ``topic`` (blocks while it is full)."""
+        if self._closed:
+            raise StreamError(f'{self!r} is closed')
+        try:
+            q = self.queues[topic]
+        except KeyError:
+            raise StreamError(
+                f'{self!r} has no queue for topic {topic!r}; add one to its queues',
+            ) from None
+        try:
+            q.put(message, timeout=self.timeout)
+        except queue.Full as e:
+            raise StreamBackpressureError(
+                f'the queue of topic {topic!r} stayed full for {self.timeout} s: the '
+                'consumer is slower than the producer (raise maxsize or the timeout)',
+            ) from e
+
+    def close(self) -> None:
+        """Stop sending (the queues stay usable by others)."""
+        self._closed = True
+
+
+class QueueSubscriber:
+    """Takes messages from one queue.
+
+    Args:
+        queue: The queue of the topic to read.
+        topic: The topic's name (for messages).
+    """
+
+    def __init__(self, queue: QueueLike, topic: str = '?') -> None:
+        self.queue = queue
+        self.topic = topic
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}({self.topic!r})'
+
+    def next_message(self, timeout: float | None = None) -> bytes:
+        """Return the next message of the queue."""
+        if self._closed:
+            raise StreamError(f'{self!r} is closed')
+        try:
+            return bytes(self.queue.get(timeout=timeout))
+        except queue.Empty as e:
+            raise StreamTimeoutError(
+                f'no message on topic {self.topic!r} within {timeout} s'
+            ) from e
+
+    def close(self) -> None:
+        """Stop reading."""
+        self._closed = True
