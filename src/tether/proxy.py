@@ -14,7 +14,7 @@ never the target, so proxies are cheap to communicate and resolve wherever they 
 
 What resolves a proxy, and what does not (this is a tested contract):
 
-* never resolve: ``pickle.dumps(p)``, ``copy.copy(p)``, ``type(p)``,
+* never resolve: ``pickle.dumps(p)``, ``copy.copy(p)``, ``type(p)``, Dask's ``tokenize(p)``,
   ``isinstance(p, Proxy)``, ``id(p)``, ``is_resolved(p)``, ``get_factory(p)``,
   ``repr(p)`` (shows ``<Proxy of ... (unresolved)>``; once resolved, the target's repr);
 * resolve only when the metadata is unknown: ``isinstance(p, C)``, ``p.__class__`` and
@@ -179,6 +179,10 @@ class Proxy(Generic[T]):
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return self.__reduce__()
+
+    def __dask_tokenize__(self) -> tuple[str, str]:
+        # Dask tokenizes task arguments at submit; it must not resolve (or pickle) proxies.
+        return (type(self).__qualname__, repr(_get_factory(self)))
 
     # Representation --------------------------------------------------------------------
 
@@ -356,7 +360,15 @@ _get_pending = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_pending__.__get__
 _get_trace = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_trace__.__get__)  # type: ignore[attr-defined]
 
 _LOCAL_NAMES = frozenset(
-    (*_SLOTS, '__class__', '__reduce__', '__reduce_ex__', '__module__', '__weakref__'),
+    (
+        *_SLOTS,
+        '__class__',
+        '__reduce__',
+        '__reduce_ex__',
+        '__module__',
+        '__weakref__',
+        '__dask_tokenize__',
+    ),
 )
 
 
