@@ -183,14 +183,25 @@ class Store(Generic[ConnectorT]):
         self._record('store.put', key, start, nbytes)
         return key
 
-    def put(self, obj: Any, *, serializer: Serializer | None = None, **kwargs: Any) -> Any:
+    def put(
+        self,
+        obj: Any,
+        *,
+        serializer: Serializer | None = None,
+        lifetime: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         """Serialize ``obj``, store it, and return its key.
 
+        ``lifetime`` (see :mod:`tether.store.lifetimes`) evicts the object when it ends.
         Extra keyword arguments go to the connector's ``put`` (for example the
         constraints of a multi-connector).
         """
         self._check_open()
-        return self._put_one(obj, serializer, kwargs)
+        key = self._put_one(obj, serializer, kwargs)
+        if lifetime is not None:
+            lifetime.add_key(key, store=self)
+        return key
 
     def put_batch(
         self,
