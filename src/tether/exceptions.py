@@ -16,6 +16,11 @@ TetherError
  |    +-- StoreExistsError               a store of that name is already registered
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
+ |    +-- FutureError                    a distributed future was misused
+ |    |    +-- FutureAlreadySetError     set_result was called on a future already set
+ |    |    +-- FutureTimeoutError        no result within the timeout (also a TimeoutError)
+ |    +-- OwnershipError                 an ownership or borrowing rule was broken
+ |    +-- LifetimeError                  a lifetime was used after it ended
  +-- ConfigError                         a configuration is invalid or cannot be read
 ```
 
@@ -28,7 +33,12 @@ __all__ = [
     'ConfigError',
     'ConnectorClosedError',
     'ConnectorError',
+    'FutureAlreadySetError',
+    'FutureError',
+    'FutureTimeoutError',
+    'LifetimeError',
     'NonProxiableTypeError',
+    'OwnershipError',
     'ProxyError',
     'ProxyResolveError',
     'ProxyResolveMissingKeyError',
@@ -107,3 +117,26 @@ class NonProxiableTypeError(StoreError):
 
 class ConfigError(TetherError):
     """A configuration is invalid, incomplete, or cannot be read."""
+
+
+# Proxy patterns (issue 4): futures, ownership, lifetimes ---------------------------------
+
+
+class FutureError(StoreError):
+    """Base class for errors of :mod:`tether.store.future`."""
+
+
+class FutureAlreadySetError(FutureError):
+    """``set_result`` was called on a future whose result is already set."""
+
+
+class FutureTimeoutError(FutureError, TimeoutError):
+    """A future's result was not set within the timeout (the producer may have died)."""
+
+
+class OwnershipError(StoreError):
+    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken."""
+
+
+class LifetimeError(StoreError):
+    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended."""
