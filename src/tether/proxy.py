@@ -367,7 +367,17 @@ _LOCAL_NAMES = frozenset(
         '__reduce_ex__',
         '__module__',
         '__weakref__',
+        # Dask probes task arguments for these; a proxy is plain data to Dask and must
+        # not resolve (or be mistaken for a Dask collection or future) when probed.
         '__dask_tokenize__',
+        '__dask_future__',
+        '__dask_graph__',
+        '__dask_keys__',
+        '__dask_layers__',
+        '__dask_optimize__',
+        '__dask_postcompute__',
+        '__dask_postpersist__',
+        '__dask_scheduler__',
     ),
 )
 
