@@ -10,6 +10,9 @@
     with StoreExecutor(RayExecutor(), store, should_proxy=ProxySize(100_000)) as ex:
         assert ex.submit(sum, [1, 2, 3]).result() == 6
 
+Arguments are pickled as one tuple, so Ray ``ObjectRef`` arguments are passed through as
+references (call ``ray.get`` in the task) instead of being resolved by Ray.
+
 Ray is imported when the first :class:`RayExecutor` is built (``pip install
 "tether[ray]"``); ``ray.init`` is called then if it was not called before.
 """
@@ -23,8 +26,20 @@ from typing import Any
 __all__ = ['RayExecutor']
 
 
-def _invoke(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return function(*args, **kwargs)
+def _invoke(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # The result travels inside a 1-tuple for the same reason as the arguments.
+    return (function(*args, **kwargs),)
+
+
+def _unwrap(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+    if source.cancelled():
+        target.cancel()
+        return
+    error = source.exception()
+    if error is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result()[0])
 
 
 class RayExecutor(concurrent.futures.Executor):
@@ -59,7 +74,13 @@ class RayExecutor(concurrent.futures.Executor):
         """Run ``fn(*args, **kwargs)`` as a Ray task and return its future."""
         if self._closed:
             raise RuntimeError('cannot schedule new tasks after shutdown')
-        return self._remote.remote(fn, *args, **kwargs).future()
+        # Arguments travel inside one tuple: Ray special-cases top-level arguments by type
+        # (``isinstance(arg, bytes)``), which a proxy of bytes would pass without being bytes.
+        inner = self._remote.remote(fn, args, kwargs).future()
+        outer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        outer.set_running_or_notify_cancel()
+        inner.add_done_callback(lambda f: _unwrap(f, outer))
+        return outer
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop accepting tasks (and shut Ray down if ``shutdown_ray``)."""
