@@ -37,7 +37,7 @@ def make_list(n: int) -> list[int]:
 
 
 def type_name(obj: Any) -> str:
-    return type(obj).__name__
+    return str(obj.__class__.__name__)
 
 
 def append_and_update(ref: Any, value: Any) -> None:

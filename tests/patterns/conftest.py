@@ -75,11 +75,12 @@ def process_pool() -> Iterator[Any]:
 
 @pytest.fixture(scope='session')
 def parsl_pool() -> Iterator[Any]:
-    """A Parsl HighThroughputExecutor (local provider, loopback) behind ParslPoolExecutor."""
-    from parsl.concurrent import ParslPoolExecutor
+    """A Parsl HighThroughputExecutor (local provider, loopback) behind a pool executor."""
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
+
+    from tether.plugins.parsl import ParslPoolExecutor
 
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix='tether-parsl-'))
     # Parsl workers are started by a shell command: they import the test tasks from here.

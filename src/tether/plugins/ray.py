@@ -20,18 +20,30 @@ Ray is imported when the first :class:`RayExecutor` is built (``pip install
 from __future__ import annotations
 
 import concurrent.futures
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ['RayExecutor']
 
 
-def _invoke(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    # The result travels inside a 1-tuple for the same reason as the arguments.
-    return (function(*args, **kwargs),)
+def _invoke(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> list[Any]:
+    # The result travels inside a list for the same reason as the arguments (emptied by
+    # the caller, so that an owned result has one holder).
+    return [function(*args, **kwargs)]
 
 
-def _unwrap(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+def _unwrap(
+    source: concurrent.futures.Future[Any],
+    ref: weakref.ref[concurrent.futures.Future[Any]],
+) -> None:
+    target = ref()
+    if target is None:
+        return
     if source.cancelled():
         target.cancel()
         return
@@ -39,7 +51,7 @@ def _unwrap(source: concurrent.futures.Future[Any], target: concurrent.futures.F
     if error is not None:
         target.set_exception(error)
     else:
-        target.set_result(source.result()[0])
+        target.set_result(source.result().pop())
 
 
 class RayExecutor(concurrent.futures.Executor):
@@ -79,7 +91,10 @@ class RayExecutor(concurrent.futures.Executor):
         inner = self._remote.remote(fn, args, kwargs).future()
         outer: concurrent.futures.Future[Any] = concurrent.futures.Future()
         outer.set_running_or_notify_cancel()
-        inner.add_done_callback(lambda f: _unwrap(f, outer))
+        # The engine may keep its own future (and its callbacks) for a while: hold ours
+        # weakly so that an owned result has no second holder.
+        ref = weakref.ref(outer)
+        inner.add_done_callback(lambda f: _unwrap(f, ref))
         return outer
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

@@ -10,11 +10,12 @@
 * :class:`RefMutProxy` (from :func:`mut_borrow`): the one mutable borrow; no shared
   borrow may exist at the same time. Push changes to the store with :func:`update`.
 
-While borrowed, the owner cannot be dropped, moved, updated or mutated through
-attribute or item assignment: each raises :class:`~tether.exceptions.OwnershipError`.
-Because Python cannot propagate an error out of ``__del__``, an owner garbage-collected
-while borrowed reports the error through :data:`sys.unraisablehook` and keeps the object
-(so the borrowers stay valid).
+While borrowed, the owner cannot be dropped (:func:`drop`), moved, updated or mutated
+through attribute or item assignment: each raises
+:class:`~tether.exceptions.OwnershipError`. A live borrow keeps its owner alive, so an
+owner that goes out of scope while borrowed is evicted when the last borrow ends, not
+before. (Should an owner still be collected while counted as borrowed, the error is
+reported through :data:`sys.unraisablehook` and the object is kept.)
 
 A borrow ends when the local borrow object is garbage collected, or, for borrows passed to
 tasks, when the task's future completes (:func:`tether.store.scopes.submit` arranges it).
@@ -80,10 +81,13 @@ class _OwnerState:
 
 
 class _RefState:
-    __slots__ = ('owner', 'released')
+    __slots__ = ('owner', 'owner_proxy', 'released')
 
-    def __init__(self, owner: _OwnerState | None) -> None:
+    def __init__(self, owner: _OwnerState | None, owner_proxy: Any = None) -> None:
         self.owner = owner
+        # A live local borrow keeps its owner alive (so the owner is not collected while
+        # borrowed); the reference is dropped when the borrow ends.
+        self.owner_proxy = owner_proxy
         self.released = owner is None
 
 
@@ -189,9 +193,10 @@ class RefProxy(BaseRefProxy[T]):
         *,
         target_class: type | None = None,
         owner: _OwnerState | None = None,
+        owner_proxy: Any = None,
     ):
         super().__init__(factory, target_class=target_class)
-        _set_state(self, _RefState(owner))
+        _set_state(self, _RefState(owner, owner_proxy))
 
     def __setattr__(self, name: str, value: Any) -> None:
         _read_only(self)
@@ -336,6 +341,8 @@ def _release(ref: RefProxy[Any]) -> None:
             owner.mut = False
         else:
             owner.refs = max(0, owner.refs - 1)
+    # May drop the last reference to the owner, which then evicts the object.
+    state.owner_proxy = None
 
 
 def _make_owned(
@@ -381,6 +388,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
         cast(StoreFactory[T], _get_factory(proxy)),
         target_class=_get_class(proxy),
         owner=state,
+        owner_proxy=proxy,
     )
     if populate_target:
         _copy_metadata(proxy, ref)
@@ -407,6 +415,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
         cast(StoreFactory[T], _get_factory(proxy)),
         target_class=_get_class(proxy),
         owner=state,
+        owner_proxy=proxy,
     )
     if populate_target:
         _copy_metadata(proxy, ref)
