@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import shutil
@@ -105,6 +106,13 @@ def parsl_pool() -> Iterator[Any]:
     pool = ParslPoolExecutor(config)
     yield pool
     pool.shutdown(wait=True)
+    # Parsl leaves the file handler of its run log open; close it (ResourceWarning).
+    for name in ('parsl', ''):
+        log = logging.getLogger(name)
+        for handler in list(log.handlers):
+            if str(run_dir) in str(getattr(handler, 'baseFilename', '')):
+                log.removeHandler(handler)
+                handler.close()
     os.environ['PATH'] = old_path
     if old is None:
         os.environ.pop('PYTHONPATH', None)
