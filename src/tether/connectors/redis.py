@@ -316,7 +316,7 @@ class RedisConnector:
                     return False
                 block = max(0.01, min(remaining, 5.0, self.socket_timeout / 2))
                 if self._client.blmove(ready, ready, block, 'RIGHT', 'LEFT') is not None:
-                    return bool(self._client.exists(key.redis_key))
+                    return True  # the token is pushed only after the value is stored
 
     @property
     def client(self) -> Any:
