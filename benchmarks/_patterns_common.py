@@ -86,3 +86,17 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
     for row in rows:
         table.add_row(*(f'{v:.3f}' if isinstance(v, float) else str(v) for v in row))
     Console().print(table)
+
+
+def _warm(store_config: Any) -> None:
+    from tether.store import get_or_create_store
+
+    store = get_or_create_store(store_config)
+    key = store.put(b'warm-up')
+    store.get(key)
+    store.evict(key)
+
+
+def warm_workers(client: Any, store: Any) -> None:
+    """Build the store (imports, connection pool) in every worker before measuring."""
+    client.run(_warm, store.config())

@@ -27,6 +27,7 @@ from _patterns_common import (
     median,
     print_table,
     private_redis,
+    warm_workers,
     write_json,
 )
 
@@ -121,6 +122,7 @@ def main() -> None:
                 ps_store=store,
                 ps_threshold=args.threshold,
             )
+            warm_workers(plain, store)
             for client in (plain, tether):
                 roundtrip(client, b'x', 3)
             for size in sizes:
@@ -146,6 +148,7 @@ def main() -> None:
                     ps_store=store,
                     ps_threshold=args.threshold,
                 )
+                warm_workers(plain, store)
                 throughput(plain, 10, workers, 1_000_000)
                 throughput(tether, 10, workers, 1_000_000)
                 d = throughput(plain, n_tasks, workers, 1_000_000)

@@ -27,7 +27,13 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from _patterns_common import dask_cluster, print_table, private_redis, write_json
+from _patterns_common import (
+    dask_cluster,
+    print_table,
+    private_redis,
+    warm_workers,
+    write_json,
+)
 
 MB = 1_000_000
 
@@ -187,6 +193,7 @@ def main() -> None:
             )
             with Client(cluster.scheduler_address) as client:
                 client.submit(reducer, b'', pure=False).result()
+                warm_workers(client, store)
                 time.sleep(0.5)
                 with Sampler(pid) as sampler:
                     start = time.perf_counter()

@@ -27,6 +27,7 @@ from _patterns_common import (
     median,
     print_table,
     private_redis,
+    warm_workers,
     write_json,
 )
 
@@ -132,6 +133,7 @@ def main() -> None:
         store = Store('bench-pipelining', RedisConnector('127.0.0.1', port), register=True)
         with Client(cluster.scheduler_address) as client:
             client.submit(task_plain, None, 0, 0, 10).result()  # warm up
+            warm_workers(client, store)
             for f in fractions:
                 row: dict[str, Any] = {'f': f}
                 row['no_proxy'] = median(
