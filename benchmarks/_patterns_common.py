@@ -58,7 +58,7 @@ def dask_cluster(n_workers: int) -> Iterator[Any]:
         n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=':0',
         host='127.0.0.1',
         memory_limit=0,
     ) as cluster:

@@ -151,7 +151,10 @@ class OwnedProxy(BaseRefProxy[T]):
     def __reduce__(self) -> tuple[Any, ...]:
         state: _OwnerState = _get_state(self)
         with state.lock:
-            _check_state(self, state, 'move')
+            if state.dropped:
+                _check_state(self, state, 'move')
+            # Pickling a moved owner again is allowed: engines may serialize one message
+            # twice (Dask retries with cloudpickle) and send only one of the copies.
             if state.refs or state.mut:
                 raise OwnershipError(
                     f'cannot move {_describe(self)} to another process while it is borrowed '
