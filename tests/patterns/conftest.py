@@ -105,14 +105,18 @@ def parsl_pool() -> Iterator[Any]:
     )
     pool = ParslPoolExecutor(config)
     yield pool
+    # Parsl detaches the file handler of its run log at shutdown but never closes it.
+    handlers = [
+        h
+        for name in ('parsl', 'concurrent.futures')
+        for h in logging.getLogger(name).handlers
+        if str(run_dir) in str(getattr(h, 'baseFilename', ''))
+    ]
     pool.shutdown(wait=True)
-    # Parsl leaves the file handler of its run log open; close it (ResourceWarning).
-    for name in ('parsl', ''):
-        log = logging.getLogger(name)
-        for handler in list(log.handlers):
-            if str(run_dir) in str(getattr(handler, 'baseFilename', '')):
-                log.removeHandler(handler)
-                handler.close()
+    for handler in handlers:
+        for name in ('parsl', 'concurrent.futures'):
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()
     os.environ['PATH'] = old_path
     if old is None:
         os.environ.pop('PYTHONPATH', None)
