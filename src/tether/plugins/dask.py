@@ -116,8 +116,15 @@ class Client(_DaskClient):
         if not proxy:
             return obj
         if parts is not None and self._ps_store.serializer is None:
-            return self._ps_store.proxy_serialized(obj, parts, lifetime=lifetime)
-        return self._ps_store.proxy(obj, lifetime=lifetime)
+            return self._ps_store.proxy_serialized(
+                obj,
+                parts,
+                lifetime=lifetime,
+                populate_target=False,
+            )
+        # Unpopulated: Dask's tokenize treats a proxy of bytes as bytes and would hash the
+        # whole payload through a populated proxy.
+        return self._ps_store.proxy(obj, lifetime=lifetime, populate_target=False)
 
     def submit(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Submit ``func(*args, **kwargs)`` like Dask, proxying large inputs and results."""

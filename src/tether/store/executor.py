@@ -269,7 +269,9 @@ class StoreExecutor(concurrent.futures.Executor):
             if self.ownership:
                 owner = cast(OwnedProxy[Any], _make_proxy(self.store, obj, parts, owned=True))
                 task.owners.append(owner)
-                ref = borrow(owner)
+                # Unpopulated: the task runs elsewhere anyway, and engines that inspect
+                # arguments (Dask's tokenize hashes a proxy of bytes as bytes) stay cheap.
+                ref = borrow(owner, populate_target=False)
                 task.borrows.append(ref)
                 return ref
             return _make_proxy(self.store, obj, parts, owned=False, lifetime=task.lifetime)
