@@ -17,6 +17,11 @@ TetherError
  |    +-- StoreExistsError               a store of that name is already registered
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
+ |    +-- FutureError                    a distributed future was misused
+ |    |    +-- FutureAlreadySetError     set_result was called on a future already set
+ |    |    +-- FutureTimeoutError        no result within the timeout (also a TimeoutError)
+ |    +-- OwnershipError                 an ownership or borrowing rule was broken
+ |    +-- LifetimeError                  a lifetime was used after it ended
  +-- ConfigError                         a configuration is invalid or cannot be read
  +-- WireError                           a tether network connection failed or was refused
  |    +-- WireConnectionError            the peer is unreachable or the connection dropped
@@ -45,8 +50,13 @@ __all__ = [
     'ConnectorError',
     'EventDecodeError',
     'FrameTooLargeError',
+    'FutureAlreadySetError',
+    'FutureError',
+    'FutureTimeoutError',
+    'LifetimeError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'OwnershipError',
     'ProtocolError',
     'ProtocolVersionError',
     'ProxyError',
@@ -215,3 +225,26 @@ class StreamBackpressureError(StreamTimeoutError):
     The producer blocks while consumers are slow instead of buffering without bound; this
     is raised when the wait exceeds its timeout.
     """
+
+
+# Proxy patterns (issue 4): futures, ownership, lifetimes ---------------------------------
+
+
+class FutureError(StoreError):
+    """Base class for errors of :mod:`tether.store.future`."""
+
+
+class FutureAlreadySetError(FutureError):
+    """``set_result`` was called on a future whose result is already set."""
+
+
+class FutureTimeoutError(FutureError, TimeoutError):
+    """A future's result was not set within the timeout (the producer may have died)."""
+
+
+class OwnershipError(StoreError):
+    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken."""
+
+
+class LifetimeError(StoreError):
+    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended."""

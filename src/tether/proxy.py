@@ -14,7 +14,7 @@ never the target, so proxies are cheap to communicate and resolve wherever they 
 
 What resolves a proxy, and what does not (this is a tested contract):
 
-* never resolve: ``pickle.dumps(p)``, ``copy.copy(p)``, ``type(p)``,
+* never resolve: ``pickle.dumps(p)``, ``copy.copy(p)``, ``type(p)``, Dask's ``tokenize(p)``,
   ``isinstance(p, Proxy)``, ``id(p)``, ``is_resolved(p)``, ``get_factory(p)``,
   ``repr(p)`` (shows ``<Proxy of ... (unresolved)>``; once resolved, the target's repr);
 * resolve only when the metadata is unknown: ``isinstance(p, C)``, ``p.__class__`` and
@@ -191,6 +191,10 @@ class Proxy(Generic[T]):
 
         fn, args = self.__reduce__()
         return cast(Proxy[T], fn(*copy.deepcopy(args, memo)))
+
+    def __dask_tokenize__(self) -> tuple[str, str]:
+        # Dask tokenizes task arguments at submit; it must not resolve (or pickle) proxies.
+        return (type(self).__qualname__, repr(_get_factory(self)))
 
     # Representation --------------------------------------------------------------------
 
@@ -377,6 +381,17 @@ _LOCAL_NAMES = frozenset(
         '__reduce__',
         '__reduce_ex__',
         '__weakref__',
+        # Dask probes task arguments for these; a proxy is plain data to Dask and must
+        # not resolve (or be mistaken for a Dask collection or future) when probed.
+        '__dask_tokenize__',
+        '__dask_future__',
+        '__dask_graph__',
+        '__dask_keys__',
+        '__dask_layers__',
+        '__dask_optimize__',
+        '__dask_postcompute__',
+        '__dask_postpersist__',
+        '__dask_scheduler__',
     ),
 )
 

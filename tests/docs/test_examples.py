@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -75,10 +77,18 @@ def test_examples_run(
         request.getfixturevalue('redis_available')  # a clear failure when Redis is down
     path = tmp_path / 'example.py'
     path.write_text(script)
+    short_tmp = tempfile.mkdtemp(prefix='tdoc', dir='/tmp')
+    request.addfinalizer(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
     proc = subprocess.run(
         [sys.executable, str(path)],
         cwd=tmp_path,
-        env={**os.environ, 'TMPDIR': str(tmp_path)},
+        env={
+            **os.environ,
+            # A short TMPDIR: Ray's Unix socket paths must stay under 108 bytes.
+            'TMPDIR': short_tmp,
+            # Scripts of the environment (Parsl's interchange ...) come first on PATH.
+            'PATH': os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']]),
+        },
         capture_output=True,
         text=True,
         timeout=110,

@@ -14,6 +14,7 @@ connector works again without being rebuilt.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
@@ -25,6 +26,8 @@ from tether.serialize import BytesLike, _new_buffer
 __all__ = ['RedisConnector', 'RedisKey']
 
 _DEFAULT_CHUNK = 256 * 1024 * 1024
+_READY = ':ready'
+_READY_TTL = 24 * 3600
 
 
 class RedisKey(NamedTuple):
@@ -176,9 +179,9 @@ class RedisConnector:
         return RedisKey(f'{self.prefix}{new_id()}')
 
     def evict(self, key: RedisKey) -> None:
-        """Delete the object under ``key``."""
+        """Delete the object under ``key`` (and its readiness token, see :meth:`wait`)."""
         with self._errors('evict'):
-            self._client.delete(key.redis_key)
+            self._client.delete(key.redis_key, key.redis_key + _READY)
 
     def exists(self, key: RedisKey) -> bool:
         """Return whether ``key`` is stored."""
@@ -316,9 +319,34 @@ class RedisConnector:
         return key
 
     def set(self, key: RedisKey, data: BytesLike) -> None:
-        """Store ``data`` under ``key``."""
+        """Store ``data`` under ``key`` and wake the processes blocked in :meth:`wait`."""
         with self._errors('set'):
             self._set_parts(key.redis_key, [data])
+            ready = key.redis_key + _READY
+            pipe = self._client.pipeline(transaction=False)
+            pipe.lpush(ready, b'1')
+            pipe.expire(ready, _READY_TTL)
+            pipe.execute()
+
+    def wait(self, key: RedisKey, timeout: float | None = None) -> bool:
+        """Block until :meth:`set` has stored ``key``; return whether it has.
+
+        Waiters block in the server (``BLMOVE`` of a one-token list ``<key>:ready`` onto
+        itself, so every waiter sees the token), not in a polling loop. Each blocking call
+        is bounded by ``socket_timeout``; ``timeout=None`` waits without limit.
+        """
+        ready = key.redis_key + _READY
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._errors('wait'):
+            while True:
+                if self._client.exists(key.redis_key):
+                    return True
+                remaining = 5.0 if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                block = max(0.01, min(remaining, 5.0, self.socket_timeout / 2))
+                if self._client.blmove(ready, ready, block, 'RIGHT', 'LEFT') is not None:
+                    return True  # the token is pushed only after the value is stored
 
     @property
     def client(self) -> Any:

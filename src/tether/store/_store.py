@@ -183,14 +183,25 @@ class Store(Generic[ConnectorT]):
         self._record('store.put', key, start, nbytes)
         return key
 
-    def put(self, obj: Any, *, serializer: Serializer | None = None, **kwargs: Any) -> Any:
+    def put(
+        self,
+        obj: Any,
+        *,
+        serializer: Serializer | None = None,
+        lifetime: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         """Serialize ``obj``, store it, and return its key.
 
+        ``lifetime`` (see :mod:`tether.store.lifetimes`) evicts the object when it ends.
         Extra keyword arguments go to the connector's ``put`` (for example the
         constraints of a multi-connector).
         """
         self._check_open()
-        return self._put_one(obj, serializer, kwargs)
+        key = self._put_one(obj, serializer, kwargs)
+        if lifetime is not None:
+            lifetime.add_key(key, store=self)
+        return key
 
     def put_batch(
         self,
@@ -361,6 +372,106 @@ class Store(Generic[ConnectorT]):
     def _check_open(self) -> None:
         if self.closed:
             raise StoreError(f'store {self.name!r} is closed')
+
+    # Proxy patterns (issue 4) ----------------------------------------------------------
+
+    def future(
+        self,
+        *,
+        evict: bool = False,
+        timeout: float | None = None,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        poll_interval: float = 0.001,
+        poll_max: float = 0.5,
+    ) -> Any:
+        """Return a :class:`~tether.store.future.Future` backed by this store.
+
+        Args:
+            evict: Evict the result when a proxy of the future first resolves.
+            timeout: Seconds ``result()`` and the future's proxies wait by default
+                (``None``: no limit).
+            serializer: Serializer ``set_result`` uses.
+            deserializer: Deserializer ``result`` and the proxies use.
+            poll_interval: First polling interval, for connectors that cannot block.
+            poll_max: Largest polling interval.
+
+        Raises:
+            StoreError: if the connector cannot hand out keys in advance (``new_key``).
+        """
+        from tether.store.future import Future, FutureFactory
+
+        self._check_open()
+        new_key = getattr(self.connector, 'new_key', None)
+        if new_key is None:
+            raise StoreError(
+                f'store {self.name!r} ({self.connector!r}) cannot back futures: its '
+                'connector has no new_key()/set() (use a deferrable connector such as Redis)',
+            )
+        factory: FutureFactory[Any] = FutureFactory(
+            new_key(),
+            self.config(),
+            evict=evict,
+            deserializer=deserializer,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            poll_max=poll_max,
+            store=self,
+        )
+        return Future(factory, serializer=serializer)
+
+    def owned_proxy(
+        self,
+        obj: T,
+        *,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        populate_target: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Store ``obj`` and return its :class:`~tether.store.ref.OwnedProxy`.
+
+        The object is evicted when the owned proxy goes out of scope (see
+        :mod:`tether.store.ref`).
+        """
+        from tether.store.ref import _make_owned
+
+        self._check_open()
+        return _make_owned(
+            self,
+            obj,
+            serializer=serializer,
+            deserializer=deserializer,
+            populate_target=populate_target,
+            **kwargs,
+        )
+
+    def proxy_serialized(
+        self,
+        obj: T,
+        parts: Sequence[BytesLike],
+        *,
+        evict: bool = False,
+        lifetime: Any = None,
+        populate_target: bool | None = None,
+    ) -> Proxy[T]:
+        """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
+
+        For policies that serialize once to measure an object's size and then keep those
+        bytes instead of serializing again. Returns the proxy, as :meth:`proxy` does.
+        """
+        self._check_open()
+        start = time.perf_counter_ns()
+        nbytes = sum(memoryview(p).nbytes for p in parts)
+        if self._put_parts is not None:
+            key = self._put_parts(parts)
+        else:
+            key = self.connector.put(b''.join(parts))  # type: ignore[attr-defined]
+        self._record('store.put', key, start, nbytes)
+        proxy = self._make_proxy(obj, key, evict, None, populate_target)
+        if lifetime is not None:
+            lifetime.add_key(key, store=self)
+        return proxy
 
 
 _MISSING_TARGET: Any = __import__('tether.proxy', fromlist=['_MISSING'])._MISSING

@@ -1,0 +1,353 @@
+"""StoreExecutor: pass-by-proxy for any ``concurrent.futures``-style executor.
+
+:class:`StoreExecutor` wraps an executor (process or thread pool, ``dask.distributed
+.Client``, ``parsl.concurrent.ParslPoolExecutor``, :class:`tether.plugins.ray.RayExecutor`
+...) and a :class:`~tether.store.Store`. Task arguments and results that the policy
+``should_proxy`` selects travel as proxies, and what the executor proxied is evicted once
+no task needs it:
+
+* ``ownership=True`` (default): each proxied argument becomes an
+  :class:`~tether.store.ref.OwnedProxy` held by the executor; the task receives a shared
+  borrow, and the object is evicted when the task's future completes. Results come back
+  as owned proxies: the object is evicted when the caller drops the result.
+* ``ownership=False``: arguments are evicted when the task's future completes; result
+  objects are evicted when the executor shuts down.
+
+Policies: :class:`ProxyAlways`, :class:`ProxyNever`, :class:`ProxyType` and
+:class:`ProxySize`, or any ``Callable[[object], bool]``. :class:`ProxySize` measures an
+object by serializing it and, when it is large enough, stores those same bytes: nothing
+is serialized twice.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from tether.exceptions import NonProxiableTypeError
+from tether.proxy import Proxy, get_factory
+from tether.serialize import BytesLike, serialize_parts
+from tether.store._registry import get_or_create_store
+from tether.store.factory import StoreFactory
+from tether.store.lifetimes import ContextLifetime
+from tether.store.ref import OwnedProxy, RefProxy, _release, borrow, drop, into_owned
+
+if TYPE_CHECKING:
+    from tether.store._store import Store
+    from tether.store.config import StoreConfig
+
+__all__ = [
+    'ProxyAlways',
+    'ProxyNever',
+    'ProxySize',
+    'ProxyType',
+    'StoreExecutor',
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar('T')
+
+_NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
+
+
+class ProxyAlways:
+    """Policy: proxy every object (except ``None``, bools, ``...`` and proxies)."""
+
+    def __call__(self, obj: Any) -> bool:
+        return True
+
+
+class ProxyNever:
+    """Policy: proxy nothing."""
+
+    def __call__(self, obj: Any) -> bool:
+        return False
+
+
+class ProxyType:
+    """Policy: proxy objects of any of ``types`` (``isinstance``)."""
+
+    def __init__(self, *types: type) -> None:
+        self.types = types
+
+    def __call__(self, obj: Any) -> bool:
+        return isinstance(obj, self.types)
+
+
+def _cheap_size(obj: Any) -> int | None:
+    """Size of buffer-like objects, known without serializing; ``None`` otherwise."""
+    if isinstance(obj, bytes | bytearray):
+        return len(obj)
+    if isinstance(obj, memoryview):
+        return obj.nbytes
+    if isinstance(obj, str):
+        return len(obj)
+    nbytes = getattr(type(obj), 'nbytes', None)
+    if nbytes is not None and type(obj).__module__.startswith('numpy'):
+        return int(obj.nbytes)
+    return None
+
+
+class ProxySize:
+    """Policy: proxy objects whose serialized size is at least ``threshold`` bytes.
+
+    Buffer-like objects (bytes, str, NumPy arrays) are measured without serializing.
+    Others are serialized once; when they are large enough, the executor stores those
+    same bytes (:meth:`measure` hands them over) instead of serializing again.
+    """
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+
+    def measure(self, obj: Any) -> tuple[bool, list[BytesLike] | None]:
+        """Return whether to proxy ``obj`` and, if it was serialized to tell, its bytes."""
+        size = _cheap_size(obj)
+        if size is not None:
+            return size >= self.threshold, None
+        parts = serialize_parts(obj)
+        size = sum(memoryview(p).nbytes for p in parts)
+        return size >= self.threshold, parts if size >= self.threshold else None
+
+    def __call__(self, obj: Any) -> bool:
+        return self.measure(obj)[0]
+
+
+Policy = Callable[[Any], bool]
+
+
+def _decide(policy: Policy, obj: Any) -> tuple[bool, list[BytesLike] | None]:
+    if isinstance(obj, (*_NONPROXIABLE, Proxy)):
+        return False, None
+    measure = getattr(policy, 'measure', None)
+    if measure is not None:
+        return measure(obj)  # type: ignore[no-any-return]
+    return bool(policy(obj)), None
+
+
+def _make_proxy(
+    store: Store[Any],
+    obj: Any,
+    parts: list[BytesLike] | None,
+    *,
+    owned: bool,
+    lifetime: Any = None,
+) -> Proxy[Any]:
+    if parts is not None and store.serializer is None:
+        proxy: Proxy[Any] = store.proxy_serialized(
+            obj, parts, lifetime=None if owned else lifetime
+        )
+        return into_owned(proxy) if owned else proxy
+    if owned:
+        return store.owned_proxy(obj)  # type: ignore[no-any-return]
+    return store.proxy(obj, lifetime=lifetime)
+
+
+def _walk(obj: Any, nested: bool, visit: Callable[[Any], Any]) -> Any:
+    if nested:
+        kind = type(obj)
+        if kind is list:
+            return [_walk(x, nested, visit) for x in obj]
+        if kind is tuple:
+            return tuple(_walk(x, nested, visit) for x in obj)
+        if kind is dict:
+            return {k: _walk(v, nested, visit) for k, v in obj.items()}
+    return visit(obj)
+
+
+class _TaskWrapper:
+    """Runs the task; proxies its result by policy in the worker (picklable)."""
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        store_config: StoreConfig,
+        should_proxy: Policy,
+        ownership: bool,
+        nested: bool,
+    ) -> None:
+        self.function = function
+        self.store_config = store_config
+        self.should_proxy = should_proxy
+        self.ownership = ownership
+        self.nested = nested
+        self.__name__ = getattr(function, '__name__', 'task')
+        self.__qualname__ = getattr(function, '__qualname__', self.__name__)
+
+    def __repr__(self) -> str:
+        return f'StoreExecutorTask({self.function!r})'
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.function(*args, **kwargs)
+        store = get_or_create_store(self.store_config)
+
+        def visit(obj: Any) -> Any:
+            proxy, parts = _decide(self.should_proxy, obj)
+            if not proxy:
+                return obj
+            return _make_proxy(store, obj, parts, owned=self.ownership)
+
+        return _walk(result, self.nested, visit)
+
+
+class _Task:
+    """What the executor keeps for one task until its future completes."""
+
+    __slots__ = ('borrows', 'lifetime', 'owners')
+
+    def __init__(self, lifetime: ContextLifetime | None) -> None:
+        self.owners: list[OwnedProxy[Any]] = []
+        self.borrows: list[RefProxy[Any]] = []
+        self.lifetime = lifetime
+
+    def finish(self) -> None:
+        for ref in self.borrows:
+            _release(ref)
+        for owner in self.owners:
+            try:
+                drop(owner)
+            except Exception:  # pragma: no cover - store closed under us
+                logger.exception('could not evict a task argument')
+        self.borrows.clear()
+        self.owners.clear()
+        if self.lifetime is not None:
+            self.lifetime.close()
+
+
+class StoreExecutor(concurrent.futures.Executor):
+    """An executor that passes large arguments and results by proxy.
+
+    Args:
+        executor: The executor to wrap: anything with ``submit(fn, *args, **kwargs)``
+            returning a future with ``add_done_callback`` (concurrent, Dask, Parsl
+            ``ParslPoolExecutor``, :class:`tether.plugins.ray.RayExecutor`).
+        store: The store objects go through.
+        should_proxy: Policy choosing what to proxy (default :class:`ProxyNever`).
+        ownership: Manage proxied objects with the ownership model (see module doc).
+        close_store: Close ``store`` on :meth:`shutdown`.
+        close_executor: Shut the wrapped executor down on :meth:`shutdown` (for a Dask
+            ``Client`` that is ``client.shutdown()``, which stops its cluster).
+        proxy_nested: Also look inside lists, tuples and dicts (arguments and results).
+        proxy_results: Apply the policy to task results too.
+    """
+
+    def __init__(
+        self,
+        executor: Any,
+        store: Store[Any],
+        should_proxy: Policy | None = None,
+        *,
+        ownership: bool = True,
+        close_store: bool = True,
+        close_executor: bool = True,
+        proxy_nested: bool = False,
+        proxy_results: bool = True,
+    ) -> None:
+        self.executor = executor
+        self.store = store
+        self.should_proxy: Policy = ProxyNever() if should_proxy is None else should_proxy
+        self.ownership = ownership
+        self.close_store = close_store
+        self.close_executor = close_executor
+        self.proxy_nested = proxy_nested
+        self.proxy_results = proxy_results
+        self._results = ContextLifetime(store, name='store-executor-results')
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def __repr__(self) -> str:
+        return f'StoreExecutor({self.executor!r}, {self.store!r})'
+
+    def _proxy_argument(self, obj: Any, task: _Task) -> Any:
+        proxy, parts = _decide(self.should_proxy, obj)
+        if not proxy:
+            return obj
+        try:
+            if self.ownership:
+                owner = cast(OwnedProxy[Any], _make_proxy(self.store, obj, parts, owned=True))
+                task.owners.append(owner)
+                # Unpopulated: the task runs elsewhere anyway, and engines that inspect
+                # arguments (Dask's tokenize hashes a proxy of bytes as bytes) stay cheap.
+                ref = borrow(owner, populate_target=False)
+                task.borrows.append(ref)
+                return ref
+            return _make_proxy(self.store, obj, parts, owned=False, lifetime=task.lifetime)
+        except NonProxiableTypeError:
+            return obj
+
+    def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Any:
+        """Schedule ``function(*args, **kwargs)``; return the wrapped executor's future.
+
+        Raises:
+            RuntimeError: after :meth:`shutdown`.
+        """
+        if self._shutdown:
+            raise RuntimeError('cannot schedule new tasks after shutdown')
+        task = _Task(None if self.ownership else ContextLifetime(self.store))
+
+        def visit(obj: Any) -> Any:
+            return self._proxy_argument(obj, task)
+
+        try:
+            new_args = tuple(_walk(a, self.proxy_nested, visit) for a in args)
+            new_kwargs = {k: _walk(v, self.proxy_nested, visit) for k, v in kwargs.items()}
+            fn: Callable[..., Any] = function
+            if self.proxy_results:
+                fn = _TaskWrapper(
+                    function,
+                    self.store.config(),
+                    self.should_proxy,
+                    self.ownership,
+                    self.proxy_nested,
+                )
+            future = self.executor.submit(fn, *new_args, **new_kwargs)
+        except BaseException:
+            task.finish()
+            raise
+        future.add_done_callback(lambda f: self._done(f, task))
+        return future
+
+    def _done(self, future: Any, task: _Task) -> None:
+        task.finish()
+        if self.ownership or not self.proxy_results:
+            return
+        try:
+            if future.cancelled() or future.exception() is not None:
+                return
+            result = future.result()
+        except Exception:  # pragma: no cover - engine-specific failure
+            return
+
+        def visit(obj: Any) -> Any:
+            if isinstance(obj, Proxy):
+                factory = get_factory(obj)
+                if (
+                    isinstance(factory, StoreFactory)
+                    and factory.store_config.name == self.store.name
+                ):
+                    self._results.add_key(factory.key, store=self.store)
+            return obj
+
+        try:
+            _walk(result, self.proxy_nested, visit)
+        except Exception:  # pragma: no cover - lifetime already closed at shutdown
+            logger.debug('result of %r arrived after shutdown', future)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut down the wrapped executor, evict what is left, and close the store."""
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+        shutdown = getattr(self.executor, 'shutdown', None) if self.close_executor else None
+        if shutdown is not None:
+            try:
+                shutdown(wait=wait, cancel_futures=cancel_futures)
+            except TypeError:
+                shutdown()
+        self._results.close()
+        if self.close_store:
+            self.store.close()

@@ -1,0 +1,235 @@
+"""Distributed futures whose proxies block until the result is set (ProxyFutures).
+
+A :class:`Future` names a key in a store before the object exists. Any process that holds
+the future (it pickles in a few hundred bytes) can :meth:`~Future.set_result`; any process
+can wait on :meth:`~Future.result` or use a proxy from :meth:`~Future.proxy`, which blocks
+on first use until the result is set. Futures work across execution engines: set it in a
+Dask task, consume its proxy in a Parsl task::
+
+    future = store.future()
+    client.submit(producer, future)            # calls future.set_result(value)
+    client.submit(consumer, future.proxy())    # first use of the proxy waits for value
+
+Waiting does not hammer the backend: connectors that can block in the server (Redis:
+:meth:`~tether.connectors.redis.RedisConnector.wait`) are used that way; others are
+polled with bounded exponential backoff. A wait that runs out of time raises
+:class:`~tether.exceptions.FutureTimeoutError` naming the store and key.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tether.exceptions import FutureAlreadySetError, FutureTimeoutError, StoreError
+from tether.proxy import Proxy
+from tether.store.factory import StoreFactory, _config_from_state, _config_state
+
+if TYPE_CHECKING:
+    from tether.serialize import Deserializer, Serializer
+    from tether.store._store import Store
+    from tether.store.config import StoreConfig
+
+__all__ = ['Future', 'FutureFactory']
+
+T = TypeVar('T')
+
+_MISSING: Any = object()
+_POLL_START = 0.001
+_POLL_MAX = 0.5
+
+
+class FutureFactory(StoreFactory[T]):
+    """Factory of a future's proxies: waits for the key, then fetches the object.
+
+    Args:
+        key: Connector key the result will be stored under.
+        store_config: Config of the store.
+        evict: Evict the result after the first resolve.
+        deserializer: Deserializer to use instead of the store's.
+        timeout: Seconds to wait for the result (``None``: no limit).
+        poll_interval: First polling interval for connectors that cannot block.
+        poll_max: Largest polling interval (the backoff doubles up to it).
+    """
+
+    __slots__ = ('poll_interval', 'poll_max', 'timeout')
+
+    def __init__(
+        self,
+        key: Any,
+        store_config: StoreConfig,
+        *,
+        evict: bool = False,
+        deserializer: Deserializer | None = None,
+        timeout: float | None = None,
+        poll_interval: float = _POLL_START,
+        poll_max: float = _POLL_MAX,
+        store: Store[Any] | None = None,
+    ) -> None:
+        super().__init__(key, store_config, evict=evict, deserializer=deserializer, store=store)
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.poll_max = poll_max
+
+    def __repr__(self) -> str:
+        return f'FutureFactory(store={self.store_config.name!r}, key={self.key!r})'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (
+                self.key,
+                _config_state(self.store_config),
+                self.evict,
+                self.deserializer,
+                (self.timeout, self.poll_interval, self.poll_max),
+            ),
+        )
+
+    def wait(self, timeout: float | None = _MISSING) -> None:
+        """Block until the result is set.
+
+        Raises:
+            FutureTimeoutError: if it is not set within ``timeout`` seconds (default: the
+                factory's ``timeout``).
+        """
+        if timeout is _MISSING:
+            timeout = self.timeout
+        store = self.get_store()
+        if self.key in store.cache:
+            return
+        connector = store.connector
+        waiter = getattr(connector, 'wait', None)
+        start = time.monotonic()
+        if waiter is not None:
+            if waiter(self.key, timeout):
+                return
+        else:
+            interval = self.poll_interval
+            while not connector.exists(self.key):
+                elapsed = time.monotonic() - start
+                if timeout is not None and elapsed >= timeout:
+                    break
+                step = interval if timeout is None else min(interval, timeout - elapsed)
+                time.sleep(max(step, 0.0))
+                interval = min(interval * 2, self.poll_max)
+            else:
+                return
+        raise FutureTimeoutError(
+            f'no result was set for the future with key {self.key!r} in store '
+            f'{store.name!r} within {timeout} s: the producer may have died or not '
+            'started; pass a larger timeout or check the producer task',
+        )
+
+    def __call__(self) -> T:
+        self.wait()
+        return super().__call__()
+
+
+def _rebuild(
+    key: Any,
+    state: tuple[Any, ...],
+    evict: bool,
+    deserializer: Deserializer | None,
+    waiting: tuple[float | None, float, float],
+) -> FutureFactory[Any]:
+    timeout, poll_interval, poll_max = waiting
+    return FutureFactory(
+        key,
+        _config_from_state(state),
+        evict=evict,
+        deserializer=deserializer,
+        timeout=timeout,
+        poll_interval=poll_interval,
+        poll_max=poll_max,
+    )
+
+
+class Future(Generic[T]):
+    """A distributed future backed by a store (create it with :meth:`Store.future`).
+
+    Picklable: send it to the process that will set the result, and its proxies (or the
+    future itself) to the processes that will use it.
+
+    Args:
+        factory: The factory naming the key, the store and the waiting policy.
+        serializer: Serializer :meth:`set_result` uses instead of the store's.
+    """
+
+    def __init__(self, factory: FutureFactory[T], *, serializer: Serializer | None = None):
+        self._factory = factory
+        self._serializer = serializer
+
+    def __repr__(self) -> str:
+        state = 'done' if self.done() else 'pending'
+        return f'Future({self._factory.store_config.name!r}, key={self._factory.key!r}, {state})'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Future, (self._factory,), {'_serializer': self._serializer})
+
+    @property
+    def key(self) -> Any:
+        """The connector key the result is stored under."""
+        return self._factory.key
+
+    def done(self) -> bool:
+        """Return whether the result has been set."""
+        return bool(self._factory.get_store().exists(self._factory.key))
+
+    def set_result(self, obj: T) -> None:
+        """Store ``obj`` as the result and wake every waiter.
+
+        Raises:
+            FutureAlreadySetError: if the result was set before.
+            StoreError: if the store's connector cannot hand out keys (not deferrable).
+        """
+        store = self._factory.get_store()
+        key = self._factory.key
+        setter = getattr(store.connector, 'set', None)
+        if setter is None:
+            raise StoreError(
+                f'store {store.name!r} ({store.connector!r}) cannot back futures: its '
+                'connector has no set() (use a deferrable connector such as Redis)',
+            )
+        if store.exists(key):
+            raise FutureAlreadySetError(
+                f'the future with key {key!r} in store {store.name!r} already has a result; '
+                'a future is set once (create another with store.future())',
+            )
+        start = time.perf_counter_ns()
+        data = store.serialize(obj, self._serializer)
+        setter(key, data)
+        store._record('store.future.set_result', key, start, memoryview(data).nbytes)
+
+    def result(self, timeout: float | None = _MISSING) -> T:
+        """Wait for the result and return it.
+
+        Args:
+            timeout: Seconds to wait (default: the future's timeout, ``None`` for no limit).
+
+        Raises:
+            FutureTimeoutError: if the result is not set in time.
+        """
+        self._factory.wait(timeout)
+        store = self._factory.get_store()
+        obj = store.get(
+            self._factory.key,
+            deserializer=self._factory.deserializer,
+            default=_MISSING,
+        )
+        if obj is _MISSING:
+            raise FutureTimeoutError(
+                f'the result of the future with key {self._factory.key!r} in store '
+                f'{store.name!r} was set but is gone (evicted)',
+            )
+        return obj  # type: ignore[no-any-return]
+
+    def proxy(self, *, target_class: type | None = None) -> Proxy[T]:
+        """Return a proxy that, on first use, waits for the result and becomes it.
+
+        Args:
+            target_class: The class the result will have, if known. Engines that inspect
+                task arguments at submission (Dask calls ``isinstance`` on them) then do
+                not wait for the result while submitting.
+        """
+        return Proxy(self._factory, target_class=target_class)

@@ -1,0 +1,237 @@
+"""Lifetimes: scopes that evict the objects attached to them when they end.
+
+Attach objects with ``store.put(obj, lifetime=lt)``, ``store.proxy(obj, lifetime=lt)`` or
+:meth:`Lifetime.add_key`/:meth:`Lifetime.add_proxy`; when the lifetime ends, every one of
+them is evicted from its store.
+
+* :class:`ContextLifetime`: ends when its ``with`` block exits (or on :meth:`close`).
+* :class:`LeaseLifetime`: ends ``expiry`` seconds from now unless :meth:`extended
+  <LeaseLifetime.extend>`; one timer thread per lease.
+* :class:`StaticLifetime`: ends when the program exits (a process-wide singleton).
+
+::
+
+    with ContextLifetime(store) as lifetime:
+        key = store.put('value', lifetime=lifetime)
+    assert not store.exists(key)
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+from tether.exceptions import LifetimeError, StoreError
+from tether.proxy import Proxy, get_factory
+from tether.store.factory import StoreFactory
+
+if TYPE_CHECKING:
+    from tether.store._store import Store
+
+__all__ = ['ContextLifetime', 'LeaseLifetime', 'Lifetime', 'StaticLifetime']
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Lifetime(Protocol):
+    """What the store needs of a lifetime."""
+
+    def add_key(self, *keys: Any, store: Store[Any] | None = None) -> None:
+        """Attach objects of ``store`` to the lifetime, by key."""
+        ...
+
+    def add_proxy(self, *proxies: Proxy[Any]) -> None:
+        """Attach the objects behind store proxies to the lifetime."""
+        ...
+
+    def close(self) -> None:
+        """End the lifetime now, evicting its objects."""
+        ...
+
+    def done(self) -> bool:
+        """Return whether the lifetime has ended."""
+        ...
+
+
+class ContextLifetime:
+    """A lifetime that ends when its ``with`` block exits, or when :meth:`close` is called.
+
+    Args:
+        store: The store whose objects this lifetime evicts (``add_key`` without a store
+            uses it).
+        name: A name for logs (default: a random one).
+    """
+
+    def __init__(self, store: Store[Any], *, name: str | None = None) -> None:
+        self.store = store
+        self.name = name or f'lifetime-{uuid.uuid4().hex[:8]}'
+        self._keys: list[tuple[Store[Any], Any]] = []
+        self._done = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f'{type(self).__name__}({self.name!r}, objects={len(self._keys)}, done={self._done})'
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def add_key(self, *keys: Any, store: Store[Any] | None = None) -> None:
+        """Attach objects, by key, to this lifetime.
+
+        Raises:
+            LifetimeError: if the lifetime has already ended (the objects are evicted at
+                once so nothing leaks).
+        """
+        target = self.store if store is None else store
+        with self._lock:
+            if not self._done:
+                self._keys.extend((target, k) for k in keys)
+                return
+        for key in keys:
+            _evict(target, key)
+        raise LifetimeError(
+            f'{self!r} has ended: objects cannot be attached to it (they were evicted)',
+        )
+
+    def add_proxy(self, *proxies: Proxy[Any]) -> None:
+        """Attach the objects behind store proxies to this lifetime.
+
+        Raises:
+            StoreError: if a proxy was not made by a store.
+        """
+        for proxy in proxies:
+            factory = get_factory(proxy)
+            if not isinstance(factory, StoreFactory):
+                raise StoreError(
+                    f'only store proxies can be attached to a lifetime, got a proxy '
+                    f'with factory {factory!r}',
+                )
+            self.add_key(factory.key, store=factory.get_store())
+
+    def done(self) -> bool:
+        """Return whether the lifetime has ended."""
+        return self._done
+
+    def close(self) -> None:
+        """End the lifetime now and evict its objects (a second call does nothing)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            keys, self._keys = self._keys, []
+        for store, key in keys:
+            _evict(store, key)
+        logger.debug('%r ended, evicted %d objects', self, len(keys))
+
+
+def _evict(store: Store[Any], key: Any) -> None:
+    if store.closed:
+        return
+    try:
+        store.evict(key)
+    except Exception:  # pragma: no cover - depends on the backend's state
+        logger.exception('could not evict %r from store %r', key, store.name)
+
+
+class LeaseLifetime(ContextLifetime):
+    """A lifetime that ends ``expiry`` seconds from now unless extended.
+
+    Args:
+        store: The store whose objects this lifetime evicts.
+        expiry: Seconds until the lease ends.
+        name: A name for logs.
+    """
+
+    def __init__(self, store: Store[Any], expiry: float, *, name: str | None = None) -> None:
+        if expiry < 0:
+            raise ValueError(f'a lease needs a non-negative expiry, got {expiry}')
+        super().__init__(store, name=name)
+        self._expires = time.monotonic() + expiry
+        self._wake = threading.Condition(self._lock)
+        self._thread = threading.Thread(
+            target=self._run,
+            name=f'tether-{self.name}',
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self._wake:
+            while not self._done:
+                remaining = self._expires - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wake.wait(remaining)
+        self.close()
+
+    def extend(self, expiry: float) -> None:
+        """Push the end of the lease ``expiry`` seconds further.
+
+        Raises:
+            LifetimeError: if the lease has already ended.
+        """
+        with self._wake:
+            if self._done:
+                raise LifetimeError(f'{self!r} has ended and cannot be extended')
+            self._expires += expiry
+            self._wake.notify_all()
+
+    def close(self) -> None:
+        """End the lease now, evicting its objects."""
+        super().close()
+        with self._wake:
+            self._wake.notify_all()
+
+
+class StaticLifetime(ContextLifetime):
+    """The lifetime of the rest of the program: its objects are evicted at exit.
+
+    A singleton: ``StaticLifetime()`` always returns the same instance. Objects of any
+    store can be attached (``add_key(..., store=s)``); the store argument of the
+    constructor is optional.
+    """
+
+    _instance: StaticLifetime | None = None
+    _instance_lock = threading.Lock()
+
+    def __new__(cls, store: Store[Any] | None = None) -> StaticLifetime:
+        with cls._instance_lock:
+            if cls._instance is None:
+                instance = object.__new__(cls)
+                ContextLifetime.__init__(instance, None, name='static')  # type: ignore[arg-type]
+                atexit.register(instance.close)
+                cls._instance = instance
+            return cls._instance
+
+    def __init__(self, store: Store[Any] | None = None) -> None:
+        """Nothing to do: the singleton is set up in ``__new__``."""
+
+    def add_key(self, *keys: Any, store: Store[Any] | None = None) -> None:
+        """Attach objects of ``store`` until the program exits."""
+        if store is None:
+            raise LifetimeError('the static lifetime needs the store of the keys: store=...')
+        super().add_key(*keys, store=store)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leaving a ``with`` block does not end the static lifetime."""

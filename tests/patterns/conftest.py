@@ -1,0 +1,125 @@
+"""Fixtures for the proxy-pattern tests: a Redis-backed store and real engines on loopback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import REDIS_HOST, REDIS_PORT, count_keys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store(redis_client: Any, unique_prefix: str) -> Iterator[Any]:
+    """A registered store over Redis whose keys all start with ``unique_prefix``."""
+    from tether.connectors.redis import RedisConnector
+    from tether.store import Store
+
+    s = Store(
+        f'patterns-{uuid.uuid4().hex[:8]}',
+        RedisConnector(REDIS_HOST, REDIS_PORT, prefix=unique_prefix),
+        register=True,
+    )
+    yield s
+    if not s.closed:
+        s.close()
+    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
+        redis_client.delete(key)
+
+
+@pytest.fixture
+def keys(redis_client: Any, unique_prefix: str) -> Any:
+    """Return a function counting this test's Redis keys."""
+    return lambda: count_keys(redis_client, unique_prefix)
+
+
+@pytest.fixture(scope='session')
+def dask_cluster() -> Iterator[Any]:
+    """A Dask LocalCluster with two process workers, shared by the session."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=':0',
+        host='127.0.0.1',
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def dask_client(dask_cluster: Any) -> Iterator[Any]:
+    from distributed import Client
+
+    with Client(dask_cluster.scheduler_address) as client:
+        yield client
+
+
+@pytest.fixture(scope='session')
+def process_pool() -> Iterator[Any]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        yield pool
+
+
+@pytest.fixture(scope='session')
+def parsl_pool() -> Iterator[Any]:
+    """A Parsl HighThroughputExecutor (local provider, loopback) behind a pool executor."""
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    from tether.plugins.parsl import ParslPoolExecutor
+
+    run_dir = pathlib.Path(tempfile.mkdtemp(prefix='tether-parsl-'))
+    # Parsl workers are started by a shell command: they import the test tasks from here.
+    # Its interchange and worker commands live next to this interpreter.
+    old = os.environ.get('PYTHONPATH')
+    old_path = os.environ.get('PATH', '')
+    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (str(ROOT), old) if p)
+    os.environ['PATH'] = os.pathsep.join((str(pathlib.Path(sys.executable).parent), old_path))
+    config = Config(
+        executors=[
+            HighThroughputExecutor(
+                label='htex',
+                address='127.0.0.1',
+                max_workers_per_node=2,
+                provider=LocalProvider(init_blocks=1, max_blocks=1),
+                encrypted=False,
+            ),
+        ],
+        run_dir=str(run_dir),
+        strategy='none',
+    )
+    pool = ParslPoolExecutor(config)
+    yield pool
+    # Parsl detaches the file handler of its run log at shutdown but never closes it.
+    handlers = [
+        h
+        for name in ('parsl', 'concurrent.futures')
+        for h in logging.getLogger(name).handlers
+        if str(run_dir) in str(getattr(h, 'baseFilename', ''))
+    ]
+    pool.shutdown(wait=True)
+    for handler in handlers:
+        for name in ('parsl', 'concurrent.futures'):
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()
+    os.environ['PATH'] = old_path
+    if old is None:
+        os.environ.pop('PYTHONPATH', None)
+    else:
+        os.environ['PYTHONPATH'] = old
+    shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,232 @@
+"""Distributed futures: set/result/done/proxy, blocking, timeouts, engines, cross-engine."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tether.exceptions import (
+    FutureAlreadySetError,
+    FutureTimeoutError,
+    StoreError,
+)
+from tether.proxy import Proxy, is_resolved
+from tether.store import Store
+from tether.store.future import Future
+
+from . import _tasks
+
+
+def test_set_result_then_result_and_done(store: Store[Any]) -> None:
+    future: Future[list[int]] = store.future()
+    assert not future.done()
+    future.set_result([1, 2, 3])
+    assert future.done()
+    assert future.result() == [1, 2, 3]
+    assert future.proxy() == [1, 2, 3]
+
+
+def test_setting_twice_raises(store: Store[Any]) -> None:
+    future = store.future()
+    future.set_result('a')
+    with pytest.raises(FutureAlreadySetError, match='already has a result'):
+        future.set_result('b')
+    assert future.result() == 'a'
+
+
+def test_result_timeout_is_a_clear_error(store: Store[Any]) -> None:
+    future = store.future()
+    start = time.monotonic()
+    with pytest.raises(FutureTimeoutError, match=store.name) as info:
+        future.result(timeout=0.3)
+    assert time.monotonic() - start >= 0.3
+    assert isinstance(info.value, TimeoutError)
+    assert 'producer may have died' in str(info.value)
+
+
+def test_proxy_blocks_until_result_is_set(store: Store[Any]) -> None:
+    future = store.future()
+    proxy = future.proxy()
+    assert not is_resolved(proxy)
+    setter = threading.Timer(0.3, future.set_result, args=('value',))
+    setter.start()
+    start = time.monotonic()
+    assert proxy == 'value'
+    assert time.monotonic() - start >= 0.25
+    setter.join()
+
+
+def test_proxy_timeout_raises_through_the_proxy(store: Store[Any]) -> None:
+    future = store.future(timeout=0.2)
+    # tether's own errors keep their type through a proxy, with a note naming the factory.
+    with pytest.raises(FutureTimeoutError) as info:
+        str(future.proxy())
+    assert any('FutureFactory' in note for note in info.value.__notes__)
+
+
+def test_future_and_proxy_pickle_small(store: Store[Any]) -> None:
+    future = store.future()
+    data = pickle.dumps(future)
+    proxy_data = pickle.dumps(future.proxy())
+    assert len(data) < 1024
+    assert len(proxy_data) < 1024
+    copy = pickle.loads(data)
+    copy.set_result(42)
+    assert future.result() == 42
+    assert pickle.loads(proxy_data) == 42
+
+
+def test_evict_future_removes_result_on_first_resolve(
+    store: Store[Any],
+    keys: Any,
+) -> None:
+    future = store.future(evict=True)
+    future.set_result('x')
+    assert future.proxy() == 'x'
+    assert keys() == 0
+
+
+def test_non_deferrable_connector_is_refused() -> None:
+    class Plain:
+        def close(self) -> None:
+            pass
+
+    s: Store[Any] = Store('plain-future', Plain())
+    with pytest.raises(StoreError, match='cannot back futures'):
+        s.future()
+
+
+def test_file_connector_polls_with_backoff(tmp_path: Any) -> None:
+    from tether.connectors.file import FileConnector
+
+    with Store('file-future', FileConnector(str(tmp_path))) as s:
+        if not hasattr(s.connector, 'new_key'):
+            pytest.fail('FileConnector is expected to be deferrable')
+        future = s.future(poll_interval=0.001, poll_max=0.05)
+        assert not hasattr(s.connector, 'wait')
+        threading.Timer(0.2, future.set_result, args=([7],)).start()
+        assert future.result(timeout=5) == [7]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def private_redis() -> Iterator[int]:
+    """A Redis server of our own (its command counters are ours alone)."""
+    exe = shutil.which('redis-server')
+    if exe is None:
+        pytest.fail('redis-server is not installed')
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        stdout=subprocess.DEVNULL,
+    )
+    import redis
+
+    client = redis.Redis('127.0.0.1', port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield port
+    client.close()
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_waiting_does_not_hammer_redis(private_redis: int) -> None:
+    import redis
+
+    from tether.connectors.redis import RedisConnector
+
+    client = redis.Redis('127.0.0.1', private_redis)
+    with Store('quiet', RedisConnector('127.0.0.1', private_redis)) as s:
+        future = s.future()
+        client.config_resetstat()
+        threading.Timer(1.5, future.set_result, args=('done',)).start()
+        assert future.result(timeout=10) == 'done'
+        stats = client.info('commandstats')
+    calls = sum(v['calls'] for v in stats.values())
+    # A polling loop at 1 ms would issue hundreds of commands in 1.5 s.
+    assert calls < 20, stats
+    client.close()
+
+
+def test_consumer_started_before_producer(store: Store[Any], process_pool: Any) -> None:
+    future = store.future(timeout=30)
+    consumer = process_pool.submit(_tasks.consume, future.proxy())
+    time.sleep(0.5)
+    assert not consumer.done()
+    started = time.time()
+    producer = process_pool.submit(_tasks.set_later, future, [1, 2, 3], 0.2)
+    value, arrived = consumer.result(timeout=60)
+    assert value == [1, 2, 3]
+    assert arrived >= started
+    producer.result(timeout=60)
+
+
+def test_producer_dies_consumer_times_out(store: Store[Any]) -> None:
+    future = store.future()
+    ctx = multiprocessing.get_context('spawn')
+    producer = ctx.Process(target=_tasks.sleep_forever_then_set, args=(future,))
+    producer.start()
+    time.sleep(0.2)
+    producer.kill()
+    producer.join(timeout=10)
+    with pytest.raises(FutureTimeoutError, match='producer may have died'):
+        future.result(timeout=0.5)
+    assert not future.done()
+
+
+def test_dask_tasks_seed_figure_4_4(store: Store[Any], dask_client: Any) -> None:
+    future = store.future(timeout=60)
+    # Dask walks list/dict arguments, so the class hint is a non-container here.
+    proxy = future.proxy(target_class=str)
+    # The consumer is submitted first; submitting it must not wait for the result.
+    t2 = dask_client.submit(_tasks.consume, proxy)
+    assert not is_resolved(proxy)
+    t1 = dask_client.submit(_tasks.set_later, future, 'value', 0.3)
+    assert t2.result(timeout=60)[0] == 'value'
+    t1.result(timeout=60)
+
+
+def test_future_crosses_engines_dask_to_parsl(
+    store: Store[Any],
+    dask_client: Any,
+    parsl_pool: Any,
+) -> None:
+    future = store.future(timeout=60)
+    # Engines inspect arguments at submission (isinstance): the class hint keeps the
+    # proxy unresolved there.
+    proxy = future.proxy(target_class=str)
+    consumer = parsl_pool.submit(_tasks.consume, proxy)
+    waiter = parsl_pool.submit(_tasks.wait_result, future, 60)
+    assert not is_resolved(proxy)
+    producer = dask_client.submit(_tasks.set_later, future, 'crossed', 0.5)
+    assert consumer.result(timeout=90)[0] == 'crossed'
+    assert waiter.result(timeout=90) == 'crossed'
+    assert isinstance(producer.result(timeout=60), int)
+
+
+def test_proxy_of_future_is_a_proxy(store: Store[Any]) -> None:
+    future = store.future()
+    proxy = future.proxy()
+    assert isinstance(proxy, Proxy)
+    future.set_result({'a': 1})
+    assert isinstance(proxy, dict)
+    assert proxy['a'] == 1

@@ -1,0 +1,114 @@
+"""Lifetimes: context, lease (extend, done), static; put/proxy(lifetime=)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tether.exceptions import LifetimeError, StoreError
+from tether.proxy import Proxy
+from tether.store import Store
+from tether.store.lifetimes import ContextLifetime, LeaseLifetime, Lifetime, StaticLifetime
+
+
+def test_context_lifetime_seed_figure_4_10_top(store: Store[Any], keys: Any) -> None:
+    with ContextLifetime(store) as lifetime:
+        key = store.put('value', lifetime=lifetime)
+        proxy = store.proxy('value', lifetime=lifetime)
+        assert keys() == 2
+        assert proxy == 'value'
+    assert not store.exists(key)
+    assert keys() == 0
+    assert lifetime.done()
+    assert isinstance(lifetime, Lifetime)
+
+
+def test_ended_lifetime_refuses_and_evicts(store: Store[Any], keys: Any) -> None:
+    lifetime = ContextLifetime(store)
+    lifetime.close()
+    lifetime.close()
+    with pytest.raises(LifetimeError, match='has ended'):
+        store.put('late', lifetime=lifetime)
+    assert keys() == 0
+
+
+def test_add_proxy_and_batch(store: Store[Any], keys: Any) -> None:
+    lifetime = ContextLifetime(store)
+    plain = store.proxy('a')
+    lifetime.add_proxy(plain)
+    store.proxy_batch(['b', 'c'], lifetime=lifetime)
+    assert keys() == 3
+    with pytest.raises(StoreError, match='store proxies'):
+        lifetime.add_proxy(Proxy(lambda: 1))
+    lifetime.close()
+    assert keys() == 0
+
+
+def test_lease_expires(store: Store[Any], keys: Any) -> None:
+    lease = LeaseLifetime(store, expiry=0.3)
+    key = store.put('value', lifetime=lease)
+    assert not lease.done()
+    time.sleep(0.1)
+    assert store.exists(key)
+    for _ in range(100):
+        if lease.done():
+            break
+        time.sleep(0.05)
+    assert lease.done()
+    assert not store.exists(key)
+    with pytest.raises(LifetimeError, match='cannot be extended'):
+        lease.extend(1)
+
+
+def test_lease_extend_delays_the_end(store: Store[Any]) -> None:
+    lease = LeaseLifetime(store, expiry=0.3)
+    key = store.put('value', lifetime=lease)
+    lease.extend(0.7)
+    time.sleep(0.5)
+    assert not lease.done()
+    assert store.exists(key)
+    lease.close()
+    assert lease.done()
+    assert not store.exists(key)
+
+
+def test_lease_rejects_negative_expiry(store: Store[Any]) -> None:
+    with pytest.raises(ValueError, match='non-negative'):
+        LeaseLifetime(store, expiry=-1)
+
+
+def test_static_lifetime_is_a_singleton_ending_at_exit(store: Store[Any], keys: Any) -> None:
+    static = StaticLifetime()
+    assert StaticLifetime() is static
+    key = store.put('forever', lifetime=static)
+    with static:
+        pass
+    assert not static.done()
+    assert store.exists(key)
+    with pytest.raises(LifetimeError, match='store='):
+        static.add_key(key)
+    store.evict(key)
+
+
+def test_static_lifetime_evicts_at_interpreter_exit(
+    redis_client: Any,
+    unique_prefix: str,
+) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        'from tether.store import Store\n'
+        'from tether.connectors.redis import RedisConnector\n'
+        'from tether.store.lifetimes import StaticLifetime\n'
+        f'store = Store("static-exit", RedisConnector(prefix={unique_prefix!r}))\n'
+        'store.put("x", lifetime=StaticLifetime())\n'
+        'print(store.exists(store.put("y")))\n'
+    )
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == 'True'
+    left = list(redis_client.scan_iter(match=f'{unique_prefix}*'))
+    assert len(left) == 1  # "y" had no lifetime; "x" was evicted at exit
+    redis_client.delete(*left)
