@@ -2,8 +2,8 @@
 
 * Round trip: a no-op task that receives a payload and returns one of the same size,
   submitted and waited for one at a time; payloads 1 KB to 100 MB; plain
-  ``dask.distributed.Client`` versus ``tether.plugins.dask.Client`` (Redis store,
-  threshold 10 KB). Median of ``repeats``.
+  ``dask.distributed.Client`` versus ``tether.plugins.dask.Client`` with a Redis store
+  and with a shared-memory store (threshold 10 KB). Median of ``repeats``.
 * Throughput: tasks that receive 1 MB and return 1 MB of fresh data, ``workers`` of them
   kept in flight, on clusters of 1 and 2 workers; tasks per second.
 
@@ -18,6 +18,7 @@ import os
 import pathlib
 import sys
 import time
+import uuid
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
@@ -84,7 +85,8 @@ def plot(rows: list[dict[str, Any]]) -> pathlib.Path | None:
     fig, ax = plt.subplots(figsize=(6, 4))
     sizes = [r['size'] for r in rows]
     ax.loglog(sizes, [r['dask'] for r in rows], marker='o', label='Dask')
-    ax.loglog(sizes, [r['tether'] for r in rows], marker='o', label='Dask + tether client')
+    ax.loglog(sizes, [r['redis'] for r in rows], marker='o', label='tether client, Redis')
+    ax.loglog(sizes, [r['shm'] for r in rows], marker='o', label='tether client, shared memory')
     ax.set_xlabel('payload (bytes)')
     ax.set_ylabel('round-trip time (s)')
     ax.legend()
@@ -108,74 +110,102 @@ def main() -> None:
     from distributed import Client as DaskClient
 
     from tether.connectors.redis import RedisConnector
+    from tether.connectors.shared_memory import SharedMemoryConnector
     from tether.plugins.dask import Client as TetherClient
     from tether.store import Store
 
     rt_rows = []
     tp_rows = []
+    stores_used = ('redis', 'shm')
+    namespace = f'benchdask{uuid.uuid4().hex[:8]}'
     with private_redis() as (port, _):
-        store = Store('bench-dask', RedisConnector('127.0.0.1', port), register=True)
+        stores = {
+            'redis': Store('bench-dask', RedisConnector('127.0.0.1', port), register=True),
+            'shm': Store('bench-dask-shm', SharedMemoryConnector(namespace), register=True),
+        }
+
+        def tether_client(address: str, kind: str) -> Any:
+            return TetherClient(address, ps_store=stores[kind], ps_threshold=args.threshold)
+
         with dask_cluster(1) as cluster:
-            plain = DaskClient(cluster.scheduler_address)
-            tether = TetherClient(
-                cluster.scheduler_address,
-                ps_store=store,
-                ps_threshold=args.threshold,
-            )
-            warm_workers(plain, store)
-            for client in (plain, tether):
+            clients = {'dask': DaskClient(cluster.scheduler_address)}
+            for kind in stores_used:
+                clients[kind] = tether_client(cluster.scheduler_address, kind)
+                warm_workers(clients['dask'], stores[kind])
+            for client in clients.values():
                 roundtrip(client, b'x', 3)
             for size in sizes:
                 payload = os.urandom(size)
                 reps = max(3, repeats // 2) if size >= 100_000_000 else repeats
-                row = {'size': size, 'dask': 0.0, 'tether': 0.0}
-                # Alternate to spread machine noise over both.
-                d, t = [], []
+                samples: dict[str, list[float]] = {name: [] for name in clients}
+                # Alternate to spread machine noise over every client.
                 for _ in range(reps):
-                    d.append(roundtrip(plain, payload, 1))
-                    t.append(roundtrip(tether, payload, 1))
-                row['dask'], row['tether'] = median(d), median(t)
-                row['improvement_pct'] = 100 * (1 - row['tether'] / row['dask'])
+                    for name, client in clients.items():
+                        samples[name].append(roundtrip(client, payload, 1))
+                row: dict[str, Any] = {'size': size}
+                row.update({name: median(v) for name, v in samples.items()})
+                for kind in stores_used:
+                    row[f'{kind}_improvement_pct'] = 100 * (1 - row[kind] / row['dask'])
                 rt_rows.append(row)
                 print(row, flush=True)
-            plain.close()
-            tether.close()
+            for client in clients.values():
+                client.close()
         for workers in (1, 2):
             with dask_cluster(workers) as cluster:
                 rates = {}
-                for name in ('dask', 'tether'):
+                for name in ('dask', *stores_used):
                     # One client at a time: a second client on the scheduler skews the first.
                     if name == 'dask':
                         client = DaskClient(cluster.scheduler_address)
                     else:
-                        client = TetherClient(
-                            cluster.scheduler_address,
-                            ps_store=store,
-                            ps_threshold=args.threshold,
-                        )
-                    warm_workers(client, store)
+                        client = tether_client(cluster.scheduler_address, name)
+                        warm_workers(client, stores[name])
                     throughput(client, 10, workers, 1_000_000)
                     rates[name] = throughput(client, n_tasks, workers, 1_000_000)
                     client.close()
-                tp_rows.append(
-                    {
-                        'workers': workers,
-                        'dask': rates['dask'],
-                        'tether': rates['tether'],
-                        'improvement_pct': 100 * (rates['tether'] / rates['dask'] - 1),
-                    },
-                )
+                row = {'workers': workers, **rates}
+                for kind in stores_used:
+                    row[f'{kind}_improvement_pct'] = 100 * (rates[kind] / rates['dask'] - 1)
+                tp_rows.append(row)
                 print(tp_rows[-1], flush=True)
-        store.close()
+        stores['redis'].close()
+        stores['shm'].close(clear=True)
     print_table(
         f'No-op round trip (median of {repeats}; threshold {args.threshold} B)',
-        ('payload (B)', 'Dask (s)', 'tether client (s)', 'improvement %'),
-        [(r['size'], r['dask'], r['tether'], r['improvement_pct']) for r in rt_rows],
+        (
+            'payload (B)',
+            'Dask (s)',
+            'tether, Redis (s)',
+            'improvement %',
+            'tether, shm (s)',
+            'improvement %',
+        ),
+        [
+            (
+                r['size'],
+                r['dask'],
+                r['redis'],
+                r['redis_improvement_pct'],
+                r['shm'],
+                r['shm_improvement_pct'],
+            )
+            for r in rt_rows
+        ],
     )
     print_table(
         f'Throughput, 1 MB in / 1 MB out, {n_tasks} tasks',
-        ('workers', 'Dask (tasks/s)', 'tether client (tasks/s)', 'improvement %'),
-        [(r['workers'], r['dask'], r['tether'], r['improvement_pct']) for r in tp_rows],
+        ('workers', 'Dask (tasks/s)', 'tether, Redis', 'improvement %', 'tether, shm', 'impr. %'),
+        [
+            (
+                r['workers'],
+                r['dask'],
+                r['redis'],
+                r['redis_improvement_pct'],
+                r['shm'],
+                r['shm_improvement_pct'],
+            )
+            for r in tp_rows
+        ],
     )
     path = write_json(
         'dask',
