@@ -39,7 +39,8 @@ pytest: $(STAMP) services
 test: $(STAMP) services lint typecheck pytest
 
 bench: $(STAMP) services
-	bash benchmarks/run_all.sh
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,bench]'
+	bash benchmarks/run_all.sh $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every foundation benchmark (tether and the proxystore peer), e.g. `make bench`.
+# Run every benchmark (tether beside the peers where the issue names one): `make bench`.
 # Usage: bash benchmarks/run_all.sh [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,7 +7,8 @@ PY="${PYTHON:-.venv/bin/python}"
 bash benchmarks/peer_env.sh >/dev/null
 # First-touch of guest memory is slow on this VM: touch a few GiB once (WARM_GIB=0 skips).
 "$PY" benchmarks/warm_memory.py "${WARM_GIB:-3}"
-for bench in bench_serialize bench_proxy_overhead bench_roundtrip bench_throughput; do
+for bench in bench_serialize bench_proxy_overhead bench_roundtrip bench_throughput \
+    bench_node bench_pipelining bench_dask bench_memory bench_stream; do
     echo "== $bench $*"
     "$PY" "benchmarks/$bench.py" "$@"
 done
