@@ -301,3 +301,32 @@ def test_corrupt_object_in_redis_raises_serialization_error(
     key = redis_connector.put(b'TZ\x01\x03garbage')
     with pytest.raises(SerializationError):
         store.get(key)
+
+
+def test_redis_interrupted_round_trip_does_not_poison_the_pool(
+    redis_connector: RedisConnector,
+) -> None:
+    # An interrupt after a command went out (its reply unread) must not hand that
+    # connection back to the pool: the next user would read the stale reply. No retries,
+    # so that a reconnect cannot mask a poisoned connection.
+    redis_connector = RedisConnector('127.0.0.1', 6379, prefix=redis_connector.prefix, retries=0)
+    key = redis_connector.put(b'first')
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupt(conn: Any) -> None:
+        raise Interrupted
+
+    command = b'*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (
+        len(key.redis_key),
+        key.redis_key.encode(),
+    )
+    with pytest.raises(Interrupted):
+        redis_connector._round_trip([command], interrupt)
+    # With one pooled connection, a poisoned pool would answer this SET with the stale
+    # bulk reply of the interrupted GET.
+    key2 = redis_connector.put(b'second')
+    assert bytes(redis_connector.get(key2)) == b'second'  # type: ignore[arg-type]
+    assert bytes(redis_connector.get(key)) == b'first'  # type: ignore[arg-type]
+    redis_connector.close()

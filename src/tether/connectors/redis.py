@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._util import new_id, total_size
 from tether.exceptions import ConnectorClosedError, ConnectorError
@@ -26,6 +26,7 @@ from tether.serialize import BytesLike, _new_buffer
 __all__ = ['RedisConnector', 'RedisKey']
 
 _DEFAULT_CHUNK = 256 * 1024 * 1024
+_R = TypeVar('_R')
 _READY = ':ready'
 _READY_TTL = 24 * 3600
 
@@ -209,19 +210,31 @@ class RedisConnector:
         # buffer 64 KB at a time), which made resolving 100 MB cost ~4x the transfer.
         encoded = name.encode()
         command = b'*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (len(encoded), encoded)
-        attempts = self.retries + 1
+        return self._round_trip([command], lambda conn: _read_bulk(conn, self._redis_mod))
+
+    def _round_trip(self, command: list[Any], read: Callable[[Any], _R]) -> _R:
+        """Send ``command`` on a pooled connection and read its one reply with ``read``.
+
+        Retried on a dropped connection (the commands sent this way, a SET of a fresh key
+        and a GET, are idempotent). An error reply leaves the connection clean; any other
+        failure (a timeout, an interrupt mid-send) drops it, since its place in the reply
+        stream is then unknown and it must not go back to the pool.
+        """
         redis = self._redis_mod
+        attempts = self.retries + 1
         for attempt in range(attempts):
             conn = self._pool.get_connection()
             try:
-                conn.send_packed_command([command], check_health=False)
-                return _read_bulk(conn, redis)
+                conn.send_packed_command(command, check_health=False)
+                return read(conn)
+            except redis.ResponseError:
+                raise
             except (redis.ConnectionError, redis.TimeoutError):
                 conn.disconnect()
                 if attempt + 1 == attempts:
                     raise
             except BaseException:
-                conn.disconnect()  # the position in the reply stream is unknown
+                conn.disconnect()
                 raise
             finally:
                 self._pool.release(conn)
@@ -257,25 +270,8 @@ class RedisConnector:
             name.encode(),
             size,
         )
-        command: list[Any] = [head, *views, b'\r\n']
-        # One vectored send from the caller's buffers; retried on a dropped connection.
-        attempts = self.retries + 1
-        redis = self._redis_mod
-        for attempt in range(attempts):
-            conn = self._pool.get_connection()
-            try:
-                conn.send_packed_command(command, check_health=False)
-                response = conn.read_response()
-            except (redis.ConnectionError, redis.TimeoutError):
-                conn.disconnect()
-                if attempt + 1 == attempts:
-                    raise
-                continue
-            finally:
-                self._pool.release(conn)
-            if isinstance(response, redis.ResponseError):
-                raise response
-            return
+        # One vectored send from the caller's buffers.
+        self._round_trip([head, *views, b'\r\n'], lambda conn: conn.read_response())
 
     def _set_chunked(self, name: str, parts: Sequence[BytesLike]) -> None:
         pipe = self._client.pipeline(transaction=True)
