@@ -24,6 +24,8 @@ from typing import Any
 
 from parsl.concurrent import ParslPoolExecutor as _ParslPoolExecutor
 
+from tether.plugins._boxes import unbox_into
+
 __all__ = ['ParslPoolExecutor']
 
 
@@ -36,22 +38,6 @@ class _Boxed:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
         return [self.function(*args, **kwargs)]
-
-
-def _unbox(
-    source: concurrent.futures.Future[Any],
-    ref: weakref.ref[concurrent.futures.Future[Any]],
-) -> None:
-    target = ref()
-    if target is None:
-        return
-    error = source.exception()
-    if error is not None:
-        target.set_exception(error)
-    else:
-        # Take the result out of the box: Parsl keeps its own future (and the box) alive
-        # for a while, and an owned proxy must have one holder only.
-        target.set_result(source.result().pop())
 
 
 class ParslPoolExecutor(_ParslPoolExecutor):
@@ -71,5 +57,5 @@ class ParslPoolExecutor(_ParslPoolExecutor):
         # The engine may keep its own future (and its callbacks) for a while: hold ours
         # weakly so that an owned result has no second holder.
         ref = weakref.ref(outer)
-        inner.add_done_callback(lambda f: _unbox(f, ref))
+        inner.add_done_callback(lambda f: unbox_into(f, ref))
         return outer

@@ -24,6 +24,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from tether.plugins._boxes import unbox_into
+
 __all__ = ['RayExecutor']
 
 
@@ -35,23 +37,6 @@ def _invoke(
     # The result travels inside a list for the same reason as the arguments (emptied by
     # the caller, so that an owned result has one holder).
     return [function(*args, **kwargs)]
-
-
-def _unwrap(
-    source: concurrent.futures.Future[Any],
-    ref: weakref.ref[concurrent.futures.Future[Any]],
-) -> None:
-    target = ref()
-    if target is None:
-        return
-    if source.cancelled():
-        target.cancel()
-        return
-    error = source.exception()
-    if error is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(source.result().pop())
 
 
 class RayExecutor(concurrent.futures.Executor):
@@ -94,7 +79,7 @@ class RayExecutor(concurrent.futures.Executor):
         # The engine may keep its own future (and its callbacks) for a while: hold ours
         # weakly so that an owned result has no second holder.
         ref = weakref.ref(outer)
-        inner.add_done_callback(lambda f: _unwrap(f, ref))
+        inner.add_done_callback(lambda f: unbox_into(f, ref))
         return outer
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
