@@ -32,8 +32,8 @@ from tether._wire._handshake import (
     answer_challenge,
     challenge_header,
     check_auth,
+    check_reply,
     check_welcome,
-    error_from_frame,
     hello_header,
     parse_hello,
 )
@@ -131,12 +131,11 @@ class Connection:
             except OSError as e:
                 self.abort()
                 raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
-        if frame.type == ERROR:
-            raise error_from_frame(frame, self.peer)
-        if frame.request_id != rid:
+        try:
+            return check_reply(frame, rid, self.peer)
+        except ProtocolError:
             self.abort()
-            raise ProtocolError(f'{self.peer} answered request {frame.request_id}, expected {rid}')
-        return frame
+            raise
 
     def abort(self) -> None:
         """Drop the connection at once."""

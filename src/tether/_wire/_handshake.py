@@ -27,6 +27,7 @@ __all__ = [
     'challenge_header',
     'check_auth',
     'check_welcome',
+    'check_reply',
     'error_from_frame',
     'hello_header',
     'parse_hello',
@@ -50,6 +51,20 @@ def error_from_frame(frame: Frame, peer: str) -> WireError:
     if cls is None:
         return RemoteError(code, message)
     return cls(message)
+
+
+def check_reply(frame: Frame, request_id: int, peer: str) -> Frame:
+    """Return ``frame`` if it answers ``request_id``; raise its error if it is ``ERROR``.
+
+    Raises:
+        ProtocolError: the frame answers another request (the caller must drop the
+            connection: its replies are out of step).
+    """
+    if frame.type == ERROR:
+        raise error_from_frame(frame, peer)
+    if frame.request_id != request_id:
+        raise ProtocolError(f'{peer} answered request {frame.request_id}, expected {request_id}')
+    return frame
 
 
 def hello_header(nonce: bytes, client: str) -> dict[str, Any]:

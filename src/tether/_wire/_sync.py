@@ -34,8 +34,8 @@ from tether._wire._frame import (
 from tether._wire._handshake import (
     HANDSHAKE_LIMITS,
     answer_challenge,
+    check_reply,
     check_welcome,
-    error_from_frame,
     hello_header,
 )
 from tether.exceptions import ProtocolError, ProtocolVersionError, WireConnectionError, WireError
@@ -246,12 +246,11 @@ class SyncConnection:
         except OSError as e:
             self.close()
             raise WireConnectionError(f'request to {self.peer} failed: {e!r}') from e
-        if frame.type == ERROR:
-            raise error_from_frame(frame, self.peer)
-        if frame.request_id != rid:
+        try:
+            return check_reply(frame, rid, self.peer)
+        except ProtocolError:
             self.close()
-            raise ProtocolError(f'{self.peer} answered request {frame.request_id}, expected {rid}')
-        return frame
+            raise
 
     def close(self) -> None:
         """Close the socket."""

@@ -9,6 +9,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from tether.connectors.local import LocalConnector
 from tether.exceptions import NonProxiableTypeError, SerializationError, StoreError
+from tether.proxy import _MISSING as _MISSING_TARGET
 from tether.proxy import Proxy, _set_target_metadata, _target_hash
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
@@ -472,6 +473,3 @@ class Store(Generic[ConnectorT]):
         if lifetime is not None:
             lifetime.add_key(key, store=self)
         return proxy
-
-
-_MISSING_TARGET: Any = __import__('tether.proxy', fromlist=['_MISSING'])._MISSING
