@@ -265,6 +265,8 @@ class Store(Generic[ConnectorT]):
         evict: bool,
         deserializer: Deserializer | None,
         populate_target: bool | None,
+        *,
+        proxy_type: type[Proxy[Any]] = Proxy,
     ) -> Proxy[Any]:
         factory: StoreFactory[Any] = StoreFactory(
             key,
@@ -273,7 +275,7 @@ class Store(Generic[ConnectorT]):
             deserializer=deserializer,
             store=self,
         )
-        proxy: Proxy[Any] = Proxy(factory, target_class=type(obj))
+        proxy = proxy_type(factory, target_class=type(obj))
         populate = self.populate_target if populate_target is None else populate_target
         _set_target_metadata(
             proxy,

@@ -38,11 +38,11 @@ from tether.proxy import (
     _get_hash,
     _get_target,
     _set_target_metadata,
-    _target_hash,
     extract,
     get_factory,
     is_resolved,
 )
+from tether.proxy import _MISSING as _MISSING_TARGET
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
@@ -116,6 +116,27 @@ def _describe(proxy: Proxy[Any]) -> str:
 def _copy_metadata(src: Proxy[Any], dst: Proxy[Any]) -> None:
     target = _get_target(src)
     _set_target_metadata(dst, target, _get_hash(src))
+
+
+_RefT = TypeVar('_RefT', bound='RefProxy[Any]')
+
+
+def _new_ref(
+    cls: type[_RefT],
+    owner: OwnedProxy[Any],
+    state: Any,
+    populate_target: bool,
+) -> _RefT:
+    """A borrow of ``owner`` (its factory and class; its target too if populated)."""
+    ref = cls(
+        cast(StoreFactory[Any], _get_factory(owner)),
+        target_class=_get_class(owner),
+        owner=state,
+        owner_proxy=owner,
+    )
+    if populate_target:
+        _copy_metadata(owner, ref)
+    return ref
 
 
 class OwnedProxy(BaseRefProxy[T]):
@@ -359,16 +380,10 @@ def _make_owned(
 ) -> OwnedProxy[T]:
     """Store ``obj`` and return its :class:`OwnedProxy` (see :meth:`Store.owned_proxy`)."""
     key = store.put(obj, serializer=serializer, **kwargs)
-    factory: StoreFactory[T] = StoreFactory(
-        key,
-        store.config(),
-        deserializer=deserializer,
-        store=store,
+    proxy = store._make_proxy(
+        obj, key, False, deserializer, populate_target, proxy_type=OwnedProxy
     )
-    proxy: OwnedProxy[T] = OwnedProxy(factory, target_class=type(obj))
-    populate = store.populate_target if populate_target is None else populate_target
-    _set_target_metadata(proxy, obj if populate else _MISSING_TARGET, _target_hash(obj))
-    return proxy
+    return cast(OwnedProxy[T], proxy)
 
 
 def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]:
@@ -387,15 +402,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
                 'exists); wait until that borrow ends',
             )
         state.refs += 1
-    ref: RefProxy[T] = RefProxy(
-        cast(StoreFactory[T], _get_factory(proxy)),
-        target_class=_get_class(proxy),
-        owner=state,
-        owner_proxy=proxy,
-    )
-    if populate_target:
-        _copy_metadata(proxy, ref)
-    return ref
+    return _new_ref(RefProxy, proxy, state, populate_target)
 
 
 def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutProxy[T]:
@@ -414,15 +421,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
                 f'({state.refs} shared, {int(state.mut)} mutable borrows)',
             )
         state.mut = True
-    ref: RefMutProxy[T] = RefMutProxy(
-        cast(StoreFactory[T], _get_factory(proxy)),
-        target_class=_get_class(proxy),
-        owner=state,
-        owner_proxy=proxy,
-    )
-    if populate_target:
-        _copy_metadata(proxy, ref)
-    return ref
+    return _new_ref(RefMutProxy, proxy, state, populate_target)
 
 
 def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
@@ -510,6 +509,3 @@ def drop(proxy: OwnedProxy[Any]) -> None:
             )
         state.dropped = True
     _evict_target(proxy)
-
-
-_MISSING_TARGET: Any = __import__('tether.proxy', fromlist=['_MISSING'])._MISSING
