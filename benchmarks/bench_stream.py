@@ -29,9 +29,7 @@ import json
 import multiprocessing
 import os
 import pickle
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,41 +47,13 @@ RESULTS = HERE / 'results' / 'bench_stream.json'
 SIZES = {'100KB': 100_000, '1MB': 1_000_000, '10MB': 10_000_000}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return int(s.getsockname()[1])
-
-
-def start_redis() -> tuple[subprocess.Popen[bytes], int]:
+def start_redis() -> Any:
     """Start a private redis-server (no persistence, no pub/sub buffer limit)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            'redis-server',
-            '--port',
-            str(port),
-            '--bind',
-            '127.0.0.1',
-            '--save',
-            '',
-            '--appendonly',
-            'no',
-            '--client-output-buffer-limit',
-            'pubsub 0 0 0',
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return proc, port
-        except OSError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError('redis-server did not start') from None
-            time.sleep(0.05)
+    from tether.testing import RedisServer
+
+    server = RedisServer(args=['--client-output-buffer-limit', 'pubsub 0 0 0'])
+    server.start()
+    return server
 
 
 class _Counting:
@@ -260,7 +230,8 @@ def main() -> None:
     if args.quick:
         args.items, args.repeats = 20, 1
     out = args.out or (RESULTS.with_name('bench_stream_quick.json') if args.quick else RESULTS)
-    redis_proc, port = start_redis()
+    redis = start_redis()
+    port = redis.port
     rows: list[dict[str, Any]] = []
     try:
         for kind in args.executors.split(','):
@@ -292,8 +263,7 @@ def main() -> None:
                 finally:
                     pool.close()
     finally:
-        redis_proc.kill()
-        redis_proc.wait()
+        redis.stop()
     _table(rows, args)
     out.parent.mkdir(exist_ok=True)
     params = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}

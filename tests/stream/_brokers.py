@@ -1,16 +1,24 @@
-"""One description per broker shim, shared by the conformance suite and child processes."""
+"""A harness per broker shim for the conformance suite (tether.testing.stream).
+
+To add a shim to the suite, add its kind to ``KINDS`` (and to ``DURABLE``, ``FANOUT`` or
+``RESTARTABLE`` as it behaves) and build its publisher and subscriber in
+:meth:`Broker.new_publisher` and :func:`make_subscriber`.
+"""
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import multiprocessing
 import queue
 import time
 from collections.abc import Callable
 from typing import Any
 
+from tether.store import Store
 from tether.stream.protocols import Publisher, Subscriber
+from tether.testing.stream import ShimHarness
 
 REDIS = ('127.0.0.1', 6379)
 NATS = 'nats://127.0.0.1:4222'
@@ -71,17 +79,14 @@ def make_subscriber(kind: str, topic: str, ident: str, **extra: Any) -> Subscrib
     raise ValueError(kind)
 
 
-class Broker:
+class Broker(ShimHarness):
     """Publishers and subscribers of one kind, cleaned up at the end of a test."""
 
     def __init__(self, kind: str, prefix: str) -> None:
+        super().__init__(prefix)
         self.kind = kind
-        self.prefix = prefix
         self.durable = kind in DURABLE
         self.fanout = kind in FANOUT
-        self.publishers: list[Any] = []
-        self.subscribers: list[Any] = []
-        self.topics: set[str] = set()
         self._queues: dict[str, Any] | None = None
         self._spare: Any = None  # a ZeroMQ publisher made early for a subscriber to reach
         if kind == 'queue':
@@ -90,18 +95,23 @@ class Broker:
             ctx = multiprocessing.get_context('spawn')
             self._queues = collections.defaultdict(lambda: ctx.Queue(1000))
 
-    def topic(self, name: str = 't') -> str:
-        """A topic name unique to this test."""
-        topic = f'{self.prefix.rstrip(":")}-{name}'
-        self.topics.add(topic)
-        return topic
+    def make_store(self) -> Store[Any]:
+        """A store over Redis with a unique name and key prefix."""
+        from tether.connectors.redis import RedisConnector
+
+        connector = RedisConnector(*REDIS, prefix=self.prefix, clear=True)  # keys go at close
+        return Store(f'stream-{self.prefix}', connector, register=True)
 
     def publisher(self) -> Publisher:
-        """A new publisher."""
-        pub: Any
+        """A new publisher (the ZeroMQ one a subscriber was made to reach, first)."""
         if self._spare is not None:
             pub, self._spare = self._spare, None
             return pub  # type: ignore[no-any-return]
+        return super().publisher()
+
+    def new_publisher(self) -> Publisher:
+        """A new publisher of this kind."""
+        pub: Any
         if self.kind in ('queue', 'multiprocessing'):
             from tether.stream.shims.queue import QueuePublisher
 
@@ -137,10 +147,9 @@ class Broker:
             pub = MQTTPublisher(*MQTT)
         else:  # pragma: no cover
             raise ValueError(self.kind)
-        self.publishers.append(pub)
         return pub  # type: ignore[no-any-return]
 
-    def subscriber(self, topic: str, ident: str = 'c0', **extra: Any) -> Subscriber:
+    def new_subscriber(self, topic: str, ident: str, **extra: Any) -> Subscriber:
         """A new subscriber of ``topic`` (``ident`` names a durable identity)."""
         sub: Any
         if self.kind in ('queue', 'multiprocessing'):
@@ -156,8 +165,11 @@ class Broker:
             sub = ZMQSubscriber([p.address for p in self.publishers], topic)
         else:
             sub = make_subscriber(self.kind, topic, f'{self.prefix}{ident}', **extra)
-        self.subscribers.append(sub)
         return sub  # type: ignore[no-any-return]
+
+    def subscriber_factory(self, topic: str, ident: str) -> Callable[[], Subscriber]:
+        """Builds ``subscriber(topic, ident)`` in another process (network brokers)."""
+        return functools.partial(make_subscriber, self.kind, topic, f'{self.prefix}{ident}')
 
     def ready(self, topic: str, count: int = 1) -> None:
         """Wait until ``count`` subscribers of ``topic`` reach every publisher."""
@@ -169,12 +181,8 @@ class Broker:
                     assert time.monotonic() < deadline, 'ZeroMQ subscribers did not settle'
                     time.sleep(0.01)
 
-    def close(self) -> None:
-        """Close everything and delete what the brokers keep for this test."""
-        for s in self.subscribers:
-            _quietly(s.close)
-        for p in self.publishers:
-            _quietly(p.close)
+    def cleanup(self) -> None:
+        """Delete what the brokers keep for this test."""
         if self.kind == 'redis_queue':
             import redis
 

@@ -1,9 +1,8 @@
-"""Fixtures of the stream tests: a broker of every kind, a Redis-backed store."""
+"""Fixtures of the stream tests: a harness of every broker kind (tests/stream/_brokers.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -23,20 +22,10 @@ PORTS = {
 
 @pytest.fixture(params=KINDS)
 def broker(request: pytest.FixtureRequest, unique_prefix: str) -> Iterator[Broker]:
+    """A harness of every broker kind (the ``shim`` of the conformance suite)."""
     kind = request.param
     port = PORTS.get(kind)
     if port is not None and not service_up(port):
         pytest.fail(f'the {kind} broker is not running on 127.0.0.1:{port}: run `make services`')
-    b = Broker(kind, unique_prefix)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def store(redis_connector: Any, unique_prefix: str) -> Iterator[Any]:
-    """A store over Redis with a unique name and key prefix."""
-    from tether.store import Store
-
-    s = Store(f'stream-{unique_prefix}', redis_connector, register=True)
-    yield s
-    s.close()
+    with Broker(kind, unique_prefix) as b:
+        yield b

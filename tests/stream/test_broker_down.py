@@ -12,16 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.stream._servers import (
-    free_port,
-    mosquitto_args,
-    nats_args,
-    rabbitmq,
-    redis_args,
-    running,
-)
+from tests.stream._servers import mosquitto_args, nats_args, rabbitmq
 from tether.exceptions import StreamBrokerError
 from tether.stream import StreamConsumer, StreamProducer
+from tether.testing import RedisServer, ServerProcess, free_port
 
 
 def _send_until_error(producer: StreamProducer, topic: str) -> None:
@@ -57,8 +51,8 @@ def local_store() -> Any:
 def test_redis_stops(durable: bool, local_store: Any) -> None:
     from tether.stream.shims import redis as shim
 
-    port = free_port()
-    with running(redis_args(port), port) as server:
+    with RedisServer() as server:
+        port = server.port
         opts: dict[str, Any] = {'socket_timeout': 2, 'connect_timeout': 1, 'retries': 1}
         if durable:
             pub: Any = shim.RedisQueuePublisher('127.0.0.1', port, **opts)
@@ -76,7 +70,7 @@ def test_nats_stops(jetstream: bool, local_store: Any, tmp_path: Path) -> None:
     port = free_port()
     url = f'nats://127.0.0.1:{port}'
     opts: dict[str, Any] = {'timeout': 3, 'max_reconnect_attempts': 2, 'reconnect_time_wait': 0.2}
-    with running(nats_args(port, tmp_path), port) as server:
+    with ServerProcess(nats_args(port, tmp_path), port) as server:
         if jetstream:
             pub: Any = shim.JetStreamPublisher(url, **opts)
             sub: Any = shim.JetStreamSubscriber(url, 'down', **opts)
@@ -90,7 +84,7 @@ def test_mqtt_stops(local_store: Any) -> None:
     from tether.stream.shims import mqtt as shim
 
     port = free_port()
-    with running(mosquitto_args(port), port) as server:
+    with ServerProcess(mosquitto_args(port), port) as server:
         pub = shim.MQTTPublisher('127.0.0.1', port, timeout=3)
         sub = shim.MQTTSubscriber('127.0.0.1', port, 'down', timeout=3)
         _stream_then_kill(server, pub, sub, local_store)
@@ -118,7 +112,7 @@ def test_amqp_stops(local_store: Any, tmp_path: Path) -> None:
     port = free_port()
     args, env = rabbitmq(port, tmp_path)
     url = f'amqp://guest:guest@127.0.0.1:{port}/'
-    with running(args, port, env) as server:
+    with ServerProcess(args, port, env=env) as server:
         pub = shim.AMQPPublisher(url, timeout=5)
         sub = shim.AMQPSubscriber(url, 'down', timeout=5)
         _stream_then_kill(server, pub, sub, local_store)

@@ -56,7 +56,8 @@ def _with_event(**changes: object) -> bytes:
         (_with_event(type='new_thing'), "unknown stream event type 'new_thing'"),
         (_with_event(evict='yes'), "field 'evict'"),
         (_with_event(metadata=[1]), "field 'metadata'"),
-        (_with_event(key={'type': 'no.such.Key', 'fields': []}), 'cannot rebuild key'),
+        (_with_event(key={'type': 'no.such.Key', 'fields': []}), 'not an allowlisted key'),
+        (_with_event(key={'type': 'tether.connectors.redis.RedisKey', 'fields': []}), '1 fields'),
         (_with_event(key='k'), "field 'key'"),
         (_with_event(store={'name': 'x'}), 'bad store config'),
     ],
@@ -84,3 +85,39 @@ def test_key_must_be_a_namedtuple_of_json_values() -> None:
         ev.encode_key(('a', 'b'))
     with pytest.raises(StreamError, match='not JSON values'):
         ev.encode_key(RedisKey(b'bytes'))  # type: ignore[arg-type]
+
+
+def test_nested_keys_round_trip() -> None:
+    from tether.connectors.local import LocalKey
+    from tether.connectors.multi import MultiKey
+
+    key = MultiKey('fast', LocalKey('abc'))
+    encoded = ev.encode_key(key)
+    assert encoded['fields'][1] == {'type': 'tether.connectors.local.LocalKey', 'fields': ['abc']}
+    decoded = ev.decode_key(json.loads(json.dumps(encoded)))
+    assert decoded == key
+    assert isinstance(decoded.connector_key, LocalKey)
+
+
+def test_key_fields_that_look_like_keys_are_refused() -> None:
+    from tether.connectors.multi import MultiKey
+
+    with pytest.raises(StreamError, match='looks like an encoded key'):
+        ev.encode_key(MultiKey('a', {'type': 'x', 'fields': []}))
+
+
+def test_stream_through_a_multi_connector_store() -> None:
+    import queue
+
+    from tether.connectors.local import LocalConnector
+    from tether.connectors.multi import MultiConnector, Policy
+    from tether.stream import StreamConsumer, StreamProducer
+    from tether.stream.shims.queue import QueuePublisher, QueueSubscriber
+
+    multi = MultiConnector({'fast': (LocalConnector(), Policy())})
+    store = Store('multi-stream', multi, register=True)
+    q: queue.Queue[bytes] = queue.Queue()
+    with StreamProducer(QueuePublisher({'t': q}), store) as producer:
+        producer.send('t', [1, 2, 3])
+    assert list(StreamConsumer(QueueSubscriber(q, 't'), timeout=5).iter_objects()) == [[1, 2, 3]]
+    store.close()

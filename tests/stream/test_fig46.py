@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from typing import Any
 
 import pytest
@@ -17,10 +18,16 @@ def test_figure_4_6_program(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(PREFIX_ENV, unique_prefix)  # inherited by the spawned workers
+    # The deployment's stream key: the producer signs its events, and the consumer (which
+    # has no store of its own) accepts the store that the authenticated producer names.
+    monkeypatch.setenv('TETHER_STREAM_KEY', secrets.token_hex(32))
     from tests.stream import fig46_program
 
     try:
         assert fig46_program.main() == list(range(10))
+        entries = redis_client.xrange(f'{unique_prefix}topic')
+        assert len(entries) == 11  # ten objects and the end of the stream, each signed
+        assert all(b'"mac":"' in value for _, fields in entries for value in fields.values())
         # evict=True by default: the consumer's proxies removed every object once used.
         assert count_keys(redis_client, unique_prefix) == 1  # only the stream is left
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import secrets
 from typing import Any
 
 import pytest
@@ -178,14 +179,20 @@ def test_amqp_full_queue_refuses_the_publisher(unique_prefix: str) -> None:
 
 
 def _consume_in_child(q: Any, out: Any) -> None:
-    # The child knows nothing of the store: each event carries its config.
+    # The child knows nothing of the store: each event carries its config, and the stream
+    # key (from the environment) authenticates the producer that vouches for it.
     consumer = StreamConsumer(QueueSubscriber(q, 't'), timeout=30)
+    assert consumer.authenticated
+    assert consumer.accept_unknown_stores
     out.put([sum(p) for p in consumer])
     out.close()
     out.join_thread()
 
 
-def test_consumer_in_another_process_needs_no_store_config(redis_connector: Any) -> None:
+def test_consumer_in_another_process_needs_no_store_config(
+    redis_connector: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('TETHER_STREAM_KEY', secrets.token_hex(16))  # inherited by the child
     store = Store('stream-xproc', redis_connector, register=True)
     ctx = multiprocessing.get_context('spawn')
     q, out = ctx.Queue(10), ctx.Queue()

@@ -6,7 +6,7 @@ comes out, and the key gets the bytes back. Keys are small ``NamedTuple`` instan
 plain values so that they pickle in a few dozen bytes.
 
 Every connector in :mod:`tether.connectors` passes the same conformance suite
-(``tests/connectors/test_conformance.py``).
+(:mod:`tether.testing.connectors`), which other connectors can run too.
 """
 
 from __future__ import annotations

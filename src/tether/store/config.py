@@ -2,7 +2,7 @@
 
 A :class:`StoreConfig` travels inside every store proxy's factory so that a process that
 has never seen the store can rebuild it. It round-trips through dictionaries
-(:meth:`~StoreConfig.model_dump` / :meth:`~StoreConfig.model_validate`) and TOML files
+(pydantic's ``model_dump`` / ``model_validate``) and TOML files
 (:meth:`~StoreConfig.write_toml` / :meth:`~StoreConfig.read_toml`)::
 
     name = "my-store"
@@ -12,6 +12,11 @@ has never seen the store can rebuild it. It round-trips through dictionaries
     [connector_config]
     hostname = "127.0.0.1"
     port = 6379
+
+A config that arrives as data (a TOML file, a JSON document, a message) names classes and
+functions by import path; :meth:`StoreConfig.from_dict` and :meth:`StoreConfig.read_toml`
+check every such path against :mod:`tether.store.allowlist` before anything is imported.
+(:meth:`~StoreConfig.model_validate` validates the shape only: use it for data you made.)
 """
 
 from __future__ import annotations
@@ -115,8 +120,31 @@ class StoreConfig(pydantic.BaseModel):
             populate_target=populate_target,
         )
 
+    @classmethod
+    def from_dict(cls, data: Any, *, trusted: bool = False) -> StoreConfig:
+        """Validate a config that arrived as data (JSON, a message, a file).
+
+        Args:
+            data: The ``model_dump()`` form of a config.
+            trusted: Skip the allowlist (only for data as trusted as your own code).
+
+        Raises:
+            ConfigError: if ``data`` is not a valid config.
+            UntrustedTypeError: if it names a connector, serializer or deserializer that
+                is not allowlisted (see :mod:`tether.store.allowlist`).
+        """
+        try:
+            config = cls.model_validate(data)
+        except pydantic.ValidationError as e:
+            raise ConfigError(f'invalid store config: {e}') from e
+        if not trusted:
+            from tether.store.allowlist import check_config
+
+            check_config(config)
+        return config
+
     def make_connector(self) -> Any:
-        """Build the connector this config describes."""
+        """Build the connector this config describes (importing its type: see from_dict)."""
         ctype = import_from_path(self.connector_type)
         try:
             return ctype.from_config(dict(self.connector_config))
@@ -134,11 +162,19 @@ class StoreConfig(pydantic.BaseModel):
             tomli_w.dump(data, f)
 
     @classmethod
-    def read_toml(cls, path: str | os.PathLike[str]) -> StoreConfig:
-        """Read a config from a TOML file."""
+    def read_toml(cls, path: str | os.PathLike[str], *, trusted: bool = False) -> StoreConfig:
+        """Read a config from a TOML file (its types checked as :meth:`from_dict` does).
+
+        Raises:
+            ConfigError: if the file cannot be read or is not a valid config.
+            UntrustedTypeError: if it names a type that is not allowlisted.
+        """
         try:
             with open(path, 'rb') as f:
                 data = tomllib.load(f)
-            return cls.model_validate(data)
-        except (OSError, tomllib.TOMLDecodeError, pydantic.ValidationError) as e:
+        except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f'cannot read store config {os.fspath(path)!r}: {e}') from e
+        try:
+            return cls.from_dict(data, trusted=trusted)
+        except ConfigError as e:
+            raise type(e)(f'store config {os.fspath(path)!r}: {e}') from e

@@ -25,6 +25,10 @@ class StoreFactory(Generic[T]):
     hundred bytes. In the process that made it, it uses the store that made it; elsewhere
     it rebuilds that store from the config (once per process, via the registry).
 
+    Unpickling is the trusted path: the config's types are imported without the
+    allowlist of :mod:`tether.store.allowlist`, since unpickling already runs whatever
+    the pickle names. Load proxies only from producers you trust (``docs/security.md``).
+
     Args:
         key: Connector key of the object.
         store_config: Config of the store that holds it.

@@ -4,7 +4,8 @@ Attach objects with ``store.put(obj, lifetime=lt)``, ``store.proxy(obj, lifetime
 :meth:`Lifetime.add_key`/:meth:`Lifetime.add_proxy`; when the lifetime ends, every one of
 them is evicted from its store.
 
-* :class:`ContextLifetime`: ends when its ``with`` block exits (or on :meth:`close`).
+* :class:`ContextLifetime`: ends when its ``with`` block exits (or on
+  :meth:`~ContextLifetime.close`).
 * :class:`LeaseLifetime`: ends ``expiry`` seconds from now unless :meth:`extended
   <LeaseLifetime.extend>`; one timer thread per lease.
 * :class:`StaticLifetime`: ends when the program exits (a process-wide singleton).

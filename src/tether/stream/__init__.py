@@ -14,11 +14,16 @@ bytes::
     subscriber = RedisSubscriber('localhost', 6379, 'frames')
     with StreamProducer(RedisPublisher('localhost', 6379), {'frames': store}) as producer:
         producer.send('frames', b'...', metadata={'step': 1})
-    for proxy in StreamConsumer(subscriber):
+    for proxy in StreamConsumer(subscriber, stores=store):
         ...                                   # bytes move only when proxy is used
 
+A consumer acts only on events naming a store it accepts (``stores=``, stores registered
+in its process, or, with a stream key or ``accept_unknown_stores=True``, stores rebuilt
+from the event), and imports nothing an event names unless allowlisted.
+
 Broker shims live in :mod:`tether.stream.shims`; the event format in
-:mod:`tether.stream.events`; plugins in :mod:`tether.stream.plugins`.
+:mod:`tether.stream.events`; signed events in :mod:`tether.stream.auth`; plugins in
+:mod:`tether.stream.plugins`.
 """
 
 from __future__ import annotations

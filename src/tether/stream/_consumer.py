@@ -5,14 +5,22 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any, Self
 
-from tether.exceptions import EventDecodeError, StreamError
+from tether.exceptions import (
+    EventDecodeError,
+    EventRefusedError,
+    StreamError,
+    UntrustedStoreError,
+    UntrustedTypeError,
+)
 from tether.proxy import Proxy, extract
-from tether.store import Store, StoreConfig, get_or_create_store
+from tether.store import Store, StoreConfig, allowlist, get_or_create_store, get_store
+from tether.store.config import path_of
 from tether.stream import events as ev
+from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key
 from tether.stream.plugins import Filter
 from tether.stream.protocols import Subscriber
 
@@ -21,19 +29,57 @@ __all__ = ['StreamConsumer']
 logger = logging.getLogger(__name__)
 
 
+def _marker(config: StoreConfig) -> str:
+    return json.dumps(config.model_dump(), sort_keys=True, default=repr)
+
+
+_SECRET_WORDS = ('password', 'secret', 'token', 'key')
+
+
+def _describe(config: StoreConfig) -> str:
+    """A store config for an error message: secret-looking values hidden, length bounded."""
+    shown = {
+        k: '***' if any(w in k.lower() for w in _SECRET_WORDS) else v
+        for k, v in config.connector_config.items()
+    }
+    text = f'{config.name!r} ({config.connector_type} {shown})'
+    return text if len(text) <= 300 else text[:297] + '...'
+
+
 class StreamConsumer:
     """Iterates over a stream, yielding a proxy per object (no bulk data read yet).
 
-    Each event names the store that holds its object (by config), so the consumer needs
-    no configuration of the data channel: it rebuilds the store on the first event that
-    names it (once per process, through the store registry). Iteration stops at the
-    end-of-stream event (after ``end_events`` of them when several producers share the
-    subscribed topics).
+    Each event names the store that holds its object (by config). The consumer acts only
+    on events whose store it accepts: by default the ``stores`` it was given and the
+    stores registered in this process (``register=True``) under an identical config. An
+    event naming any other store raises :class:`~tether.exceptions.UntrustedStoreError`
+    and nothing it names is built, read or evicted. With ``accept_unknown_stores`` the
+    consumer instead rebuilds such stores from the event (once per process, through the
+    store registry), provided every type they name is allowlisted
+    (:mod:`tether.store.allowlist`): a store config says which host to connect to and
+    which directory to use, so this trusts whoever can publish to the topic.
+
+    With a stream key (``key=`` or ``$TETHER_STREAM_KEY``, see :mod:`tether.stream.auth`)
+    every message must be signed by a producer with that key: unsigned, altered and
+    replayed messages raise :class:`~tether.exceptions.EventAuthenticationError`, and
+    since authenticated producers vouch for their stores, ``accept_unknown_stores``
+    defaults to true.
+
+    A refused message raises, and the consumer stays usable: the next call reads the
+    next message (``skip_invalid=True`` logs refused messages and skips them instead).
+    Iteration stops at the end-of-stream event (after ``end_events`` of them when several
+    producers share the subscribed topics).
 
     Args:
         subscriber: The broker shim (see :mod:`tether.stream.shims`).
+        stores: Stores whose events are accepted (a store or an iterable of them).
+        accept_unknown_stores: Rebuild stores of allowlisted types that the consumer was
+            not given (default: only when events are authenticated by a stream key).
+        key: The stream key (default: from the environment; ``False``: none).
+        max_age: With a key: the oldest message accepted, in seconds (None: any).
+        skip_invalid: Log and skip refused or undecodable messages instead of raising.
         filter_: Called with each item's metadata; ``True`` drops the item (its object
-            is evicted if its event says ``evict``).
+            is evicted if its event says ``evict``, in an accepted store only).
         timeout: Seconds each ``next`` waits for a message before raising
             :class:`~tether.exceptions.StreamTimeoutError` (None: wait forever, still
             raising :class:`~tether.exceptions.StreamBrokerError` if the broker goes).
@@ -44,6 +90,11 @@ class StreamConsumer:
         self,
         subscriber: Subscriber,
         *,
+        stores: Store[Any] | Iterable[Store[Any]] | None = None,
+        accept_unknown_stores: bool | None = None,
+        key: KeySpec | StreamKey = None,
+        max_age: float | None = 3600.0,
+        skip_invalid: bool = False,
         filter_: Filter | None = None,
         timeout: float | None = None,
         end_events: int = 1,
@@ -54,9 +105,17 @@ class StreamConsumer:
         self.filter_ = filter_
         self.timeout = timeout
         self.end_events = end_events
+        self.skip_invalid = skip_invalid
+        stream_key = resolve_key(key)
+        self._verifier = None if stream_key is None else Verifier(stream_key, max_age=max_age)
+        self.accept_unknown_stores = (
+            self._verifier is not None if accept_unknown_stores is None else accept_unknown_stores
+        )
+        given = [stores] if isinstance(stores, Store) else list(stores or ())
+        self._pinned: dict[str, Store[Any]] = {_marker(s.config()): s for s in given}
         self._ends = 0
         self._pending: collections.deque[ev.Event] = collections.deque()
-        self._configs: dict[str, StoreConfig] = {}
+        self._accepted: dict[str, Store[Any]] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -86,44 +145,106 @@ class StreamConsumer:
         """Whether the end of the stream was reached."""
         return self._ends >= self.end_events
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether this consumer requires signed messages (a stream key is configured)."""
+        return self._verifier is not None
+
     # Events ----------------------------------------------------------------------------
 
-    def _next_event(self) -> ev.NewObjectEvent | None:
-        """Return the next object event that passes the filter, or None at the end."""
+    def _next_event(self) -> tuple[ev.NewObjectEvent, Store[Any]] | None:
+        """Return the next accepted object event and its store, or None at the end."""
         while True:
             if self.ended:
                 return None
             if self._closed:
                 raise StreamError('the stream consumer is closed')
-            if not self._pending:
-                message = self.subscriber.next_message(self.timeout)
-                self._pending.extend(ev.decode(message))
+            try:
+                found = self._step()
+            except EventDecodeError as e:
+                if not self.skip_invalid:
+                    raise
+                logger.warning('skipped a stream message: %s', e)
                 continue
-            event = self._pending.popleft()
-            if isinstance(event, ev.EndOfStreamEvent):
-                self._ends += 1
-                logger.debug('end of stream on topic %r (%d seen)', event.topic, self._ends)
-                continue
-            if self.filter_ is not None and self.filter_(event.metadata):
-                if event.evict:
-                    self.store_of(event).evict(event.key)
-                continue
-            return event
+            if found is not None:
+                return found
+
+    def _step(self) -> tuple[ev.NewObjectEvent, Store[Any]] | None:
+        if not self._pending:
+            message = self.subscriber.next_message(self.timeout)
+            self._pending.extend(ev.decode(message, verifier=self._verifier))
+            return None
+        event = self._pending.popleft()
+        if isinstance(event, ev.EndOfStreamEvent):
+            self._ends += 1
+            logger.debug('end of stream on topic %r (%d seen)', event.topic, self._ends)
+            return None
+        if self.filter_ is not None and self.filter_(event.metadata):
+            if event.evict:
+                self.store_of(event).evict(event.key)
+            return None
+        return event, self.store_of(event)
 
     def store_of(self, event: ev.NewObjectEvent) -> Store[Any]:
-        """Return the store that holds the object of ``event`` (rebuilt from its config)."""
-        marker = json.dumps(event.store_config, sort_keys=True)
-        config = self._configs.get(marker)
-        if config is None:
-            try:
-                config = StoreConfig.model_validate(event.store_config)
-            except Exception as e:
-                raise EventDecodeError(f'bad store config in stream event: {e}') from e
-            self._configs[marker] = config
-        return get_or_create_store(config)
+        """Return the store that holds the object of ``event``, if this consumer accepts it.
 
-    def _proxy(self, event: ev.NewObjectEvent) -> Proxy[Any]:
-        return self.store_of(event).proxy_from_key(event.key, evict=event.evict)
+        Raises:
+            UntrustedStoreError: if the event names a store this consumer does not accept.
+            EventRefusedError: if the store names a type that is not allowlisted, or the
+                key is not of its connector's key type.
+            EventDecodeError: if the store config is invalid.
+        """
+        raw = repr(event.store_config)  # a cache key only: a miss just checks again
+        store = self._accepted.get(raw)
+        if store is None or store.closed:
+            store = self._accept(event.store_config)
+            if len(self._accepted) >= 256:  # bounded, whatever the events say
+                self._accepted.clear()
+            self._accepted[raw] = store
+        expected = allowlist.key_type_of(store.config().connector_type)
+        if expected is not None and path_of(type(event.key)) != expected:
+            raise EventRefusedError(
+                f'refused a stream event: its key {event.key!r} is not a {expected} '
+                f'(the key type of store {store.name!r})',
+            )
+        return store
+
+    def _accept(self, data: dict[str, Any]) -> Store[Any]:
+        try:
+            config = StoreConfig.model_validate(data)
+        except Exception as e:
+            raise EventDecodeError(f'bad store config in stream event: {e}') from e
+        store = self._pinned.get(_marker(config))
+        if store is not None:
+            return store
+        registered = get_store(config.name)
+        if registered is not None and not registered.closed and registered.config() == config:
+            return registered
+        if not self.accept_unknown_stores:
+            raise UntrustedStoreError(
+                f'refused a stream event naming store {_describe(config)}: this consumer accepts '
+                'only the stores it was given (stores=...) and stores registered in this '
+                'process with an identical config. Pass the store, register it, or use a '
+                'stream key so that authenticated producers vouch for their stores '
+                '(accept_unknown_stores=True trusts whoever can publish to the topic)',
+            )
+        try:
+            allowlist.check_config(config)
+        except UntrustedTypeError as e:
+            raise EventRefusedError(
+                f'refused a stream event naming store {config.name!r}: {e}'
+            ) from e
+        store = get_or_create_store(config)
+        if store.config() != config:
+            raise UntrustedStoreError(
+                f'a stream event names store {_describe(config)}, but another store of that '
+                f'name is registered in this process: {_describe(store.config())}; rename '
+                'one of them',
+            )
+        return store
+
+    def _proxy(self, event: ev.NewObjectEvent, store: Store[Any]) -> Proxy[Any]:
+        return store.proxy_from_key(event.key, evict=event.evict)
 
     # Single items ----------------------------------------------------------------------
 
@@ -133,10 +254,11 @@ class StreamConsumer:
         Raises:
             StopIteration: at the end of the stream.
         """
-        event = self._next_event()
-        if event is None:
+        found = self._next_event()
+        if found is None:
             raise StopIteration
-        return event.metadata, self._proxy(event)
+        event, store = found
+        return event.metadata, self._proxy(event, store)
 
     def next(self) -> Proxy[Any]:
         """Return a proxy of the next item (raises ``StopIteration`` at the end)."""
@@ -148,18 +270,18 @@ class StreamConsumer:
 
     def next_object_with_metadata(self) -> tuple[dict[str, Any], Any]:
         """Return the next item's metadata and the item itself."""
-        event = self._next_event()
-        if event is None:
+        found = self._next_event()
+        if found is None:
             raise StopIteration
-        store = self.store_of(event)
-        return event.metadata, extract(store.proxy_from_key(event.key, evict=event.evict))
+        event, store = found
+        return event.metadata, extract(self._proxy(event, store))
 
     def next_event(self) -> ev.NewObjectEvent:
-        """Return the next object event itself (raises ``StopIteration`` at the end)."""
-        event = self._next_event()
-        if event is None:
+        """Return the next accepted object event (raises ``StopIteration`` at the end)."""
+        found = self._next_event()
+        if found is None:
             raise StopIteration
-        return event
+        return found[0]
 
     # Iteration -------------------------------------------------------------------------
 

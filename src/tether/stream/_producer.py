@@ -10,6 +10,7 @@ from typing import Any, Self
 from tether.exceptions import StreamError, TopicClosedError
 from tether.store import Store
 from tether.stream import events as ev
+from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key
 from tether.stream.plugins import Aggregator, Filter, Sampler
 from tether.stream.protocols import Publisher
 
@@ -25,6 +26,9 @@ class StreamProducer:
     event with the store's config, the key, the metadata and the evict flag and (3)
     publishes it with ``publisher``. Consumers read the event and get a proxy, so bulk
     data flows from the store straight to whoever resolves the proxy.
+
+    With a stream key (``key=`` or ``$TETHER_STREAM_KEY``, see :mod:`tether.stream.auth`)
+    every message is signed, so consumers with the same key can tell it from a forgery.
 
     Memory is bounded: at most ``batch_size`` items per topic wait in the producer; a
     full batch is stored and published before :meth:`send` returns, and a publisher
@@ -42,6 +46,9 @@ class StreamProducer:
         sampler: Called with each item's metadata (after the filter); ``False`` drops it.
         aggregator: Turns each full batch into one object (sent with the union of the
             batch's metadata).
+        key: The stream key that signs every message (see :mod:`tether.stream.auth`):
+            given here, else ``$TETHER_STREAM_KEY`` or ``$TETHER_STREAM_KEY_FILE``;
+            ``False`` sends unsigned messages even if the environment has a key.
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class StreamProducer:
         filter_: Filter | None = None,
         sampler: Sampler | None = None,
         aggregator: Aggregator | None = None,
+        key: KeySpec | StreamKey = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f'batch_size must be at least 1, not {batch_size}')
@@ -66,6 +74,8 @@ class StreamProducer:
         self.filter_ = filter_
         self.sampler = sampler
         self.aggregator = aggregator
+        stream_key = resolve_key(key)
+        self._signer = None if stream_key is None else Signer(stream_key)
         self._buffers: dict[str, list[tuple[Any, dict[str, Any], bool]]] = {}
         self._closed_topics: set[str] = set()
         self._topics: set[str] = set()
@@ -73,6 +83,11 @@ class StreamProducer:
 
     def __repr__(self) -> str:
         return f'StreamProducer({self.publisher!r}, topics={sorted(self.stores)})'
+
+    @property
+    def signed(self) -> bool:
+        """Whether this producer signs its messages (a stream key is configured)."""
+        return self._signer is not None
 
     def __enter__(self) -> Self:
         return self
@@ -150,7 +165,7 @@ class StreamProducer:
             ev.NewObjectEvent(topic, config, key, meta, evict)
             for key, meta, evict in zip(keys, metas, evicts, strict=True)
         ]
-        self.publisher.send_message(topic, ev.encode(events))
+        self.publisher.send_message(topic, ev.encode(events, signer=self._signer))
 
     def flush_topic(self, topic: str) -> None:
         """Store and publish the items of ``topic`` waiting for a full batch."""
@@ -170,7 +185,9 @@ class StreamProducer:
             if topic in self._closed_topics:
                 continue
             self._flush_topic(topic)
-            self.publisher.send_message(topic, ev.encode([ev.EndOfStreamEvent(topic)]))
+            self.publisher.send_message(
+                topic, ev.encode([ev.EndOfStreamEvent(topic)], signer=self._signer)
+            )
             self._closed_topics.add(topic)
 
     def close(

@@ -20,17 +20,31 @@ versioned::
     }
 
 * ``store`` is the store's :class:`~tether.store.StoreConfig` as ``model_dump()``
-  gives it, so a consumer rebuilds the store with no configuration of its own.
+  gives it. A consumer uses it to find the store among those it accepts (see
+  :class:`~tether.stream.StreamConsumer`: by default the stores it was given or has
+  registered with an identical config).
 * ``key`` is the connector key (a :class:`~typing.NamedTuple`): the import path of its
   class and its fields in order. Fields must be JSON values (str, int, float, bool, null,
-  lists and dicts of them).
+  lists and dicts of them) or keys themselves (a ``MultiKey`` holds its connector's key),
+  encoded the same way. Only allowlisted key classes are rebuilt
+  (:mod:`tether.store.allowlist`); nothing else a message names is imported or called.
 * ``metadata`` is the user's metadata: a JSON object.
 * ``evict`` tells the consumer's proxy to evict the object once resolved.
-* A message carries one event or, with batching, several (in the order sent).
+* A message carries one event or, with batching, several (in the order sent), all of
+  one topic.
+* A signed message (see :mod:`tether.stream.auth`) adds an ``auth`` object and ends
+  with a ``mac`` field.
 
 :func:`decode` raises :class:`~tether.exceptions.EventDecodeError` on anything else:
 bytes that are not UTF-8 JSON, another ``format``, an unknown ``version``, an unknown
-event ``type``, or missing and ill-typed fields.
+event ``type``, or missing and ill-typed fields; its subclass
+:class:`~tether.exceptions.EventRefusedError` for a key type that is not allowlisted,
+and :class:`~tether.exceptions.EventAuthenticationError` (with a verifier) for
+unsigned, altered or replayed messages.
+
+Events are JSON, never pickle: decoding one runs no code it names. That does not make a
+message harmless: it still names a store (a host, a directory) and a key. What a
+consumer does with them, and what to configure, is in ``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -38,10 +52,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from tether.exceptions import EventDecodeError, StreamError
-from tether.store.config import StoreConfig, import_from_path, path_of
+from tether.exceptions import (
+    EventDecodeError,
+    EventRefusedError,
+    StreamError,
+    UntrustedTypeError,
+)
+from tether.store import allowlist
+from tether.store.config import StoreConfig, path_of
+
+if TYPE_CHECKING:
+    from tether.stream.auth import Signer, Verifier
 
 __all__ = [
     'EndOfStreamEvent',
@@ -113,11 +136,33 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(metadata)
 
 
-def encode_key(key: Any) -> dict[str, Any]:
-    """Encode a connector key (a NamedTuple) as ``{"type": path, "fields": [...]}``."""
-    if not (isinstance(key, tuple) and hasattr(key, '_fields')):
+_MAX_KEY_DEPTH = 4
+
+
+def _is_key(obj: Any) -> bool:
+    return isinstance(obj, tuple) and hasattr(obj, '_fields')
+
+
+def _encode_field(value: Any, depth: int) -> Any:
+    if _is_key(value):
+        return encode_key(value, _depth=depth + 1)
+    if isinstance(value, dict) and set(value) == {'type', 'fields'}:
+        raise StreamError(
+            f'key field {value!r} looks like an encoded key; it would not round-trip'
+        )
+    return value
+
+
+def encode_key(key: Any, *, _depth: int = 0) -> dict[str, Any]:
+    """Encode a connector key (a NamedTuple) as ``{"type": path, "fields": [...]}``.
+
+    Fields that are keys themselves are encoded the same way.
+    """
+    if not _is_key(key):
         raise StreamError(f'connector key {key!r} is not a NamedTuple; cannot put it in an event')
-    fields = list(key)
+    if _depth > _MAX_KEY_DEPTH:
+        raise StreamError(f'connector key {key!r} nests keys more than {_MAX_KEY_DEPTH} deep')
+    fields = [_encode_field(v, _depth) for v in key]
     try:
         json.dumps(fields)
     except (TypeError, ValueError) as e:
@@ -125,19 +170,41 @@ def encode_key(key: Any) -> dict[str, Any]:
     return {'type': path_of(type(key)), 'fields': fields}
 
 
-def decode_key(data: Any) -> Any:
-    """Rebuild a connector key from :func:`encode_key`'s output."""
+def _decode_field(value: Any, depth: int) -> Any:
+    if isinstance(value, dict) and set(value) == {'type', 'fields'}:
+        return decode_key(value, _depth=depth + 1)
+    return value
+
+
+def decode_key(data: Any, *, _depth: int = 0) -> Any:
+    """Rebuild a connector key from :func:`encode_key`'s output.
+
+    Only key classes on the allowlist (:mod:`tether.store.allowlist`) are rebuilt; the
+    class is called with the fields only after its path was found there.
+
+    Raises:
+        EventDecodeError: if ``data`` is not an encoded key, or does not fit its class.
+        EventRefusedError: if its class is not an allowlisted key type.
+    """
     if (
         not isinstance(data, dict)
         or not isinstance(data.get('type'), str)
         or not isinstance(data.get('fields'), list)
     ):
-        raise EventDecodeError(f'bad key in stream event: {data!r}')
+        raise EventDecodeError(f'bad key in stream event: {str(data)[:200]}')
+    if _depth > _MAX_KEY_DEPTH:
+        raise EventDecodeError(f'key in stream event nests more than {_MAX_KEY_DEPTH} deep')
     try:
-        cls = import_from_path(data['type'])
-        return cls(*data['fields'])
-    except Exception as e:
-        raise EventDecodeError(f'cannot rebuild key {data!r} of a stream event: {e}') from e
+        cls = allowlist.resolve('key', data['type'])
+    except UntrustedTypeError as e:
+        raise EventRefusedError(f'refused a stream event: {e}') from e
+    fields = [_decode_field(v, _depth) for v in data['fields']]
+    if len(fields) != len(cls._fields):
+        raise EventDecodeError(
+            f'key {data["type"]} has {len(cls._fields)} fields, the stream event gives '
+            f'{len(fields)}: {str(fields)[:200]}',
+        )
+    return cls(*fields)
 
 
 def _event_dict(event: Event) -> dict[str, Any]:
@@ -153,10 +220,25 @@ def _event_dict(event: Event) -> dict[str, Any]:
     }
 
 
-def encode(events: Sequence[Event]) -> bytes:
-    """Encode one or more events as one broker message."""
-    doc = {'format': FORMAT, 'version': VERSION, 'events': [_event_dict(e) for e in events]}
-    return json.dumps(doc, separators=(',', ':')).encode()
+def encode(events: Sequence[Event], *, signer: Signer | None = None) -> bytes:
+    """Encode one or more events (of one topic, when signed) as one broker message.
+
+    Args:
+        events: The events.
+        signer: Signs the message (see :mod:`tether.stream.auth`).
+    """
+    doc: dict[str, Any] = {
+        'format': FORMAT,
+        'version': VERSION,
+        'events': [_event_dict(e) for e in events],
+    }
+    if signer is not None:
+        topics = {e.topic for e in events}
+        if len(topics) != 1:
+            raise StreamError(f'a signed message carries events of one topic, not {topics}')
+        doc['auth'] = signer.auth(topics.pop())
+    body = json.dumps(doc, separators=(',', ':'), allow_nan=False).encode()
+    return body if signer is None else signer.seal(body)
 
 
 def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
@@ -168,6 +250,24 @@ def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
+# Store configs already validated (by repr, which tells JSON values apart): a stream
+# repeats the same few configs, and validating each costs more than decoding the event.
+_valid_stores: dict[str, None] = {}
+
+
+def _check_store(store: dict[str, Any]) -> None:
+    marker = repr(store)
+    if marker in _valid_stores:
+        return
+    try:
+        StoreConfig.model_validate(store)
+    except Exception as e:
+        raise EventDecodeError(f'bad store config in stream event: {e}') from e
+    if len(_valid_stores) >= 256:
+        _valid_stores.pop(next(iter(_valid_stores)))
+    _valid_stores[marker] = None
+
+
 def _decode_event(d: Any) -> Event:
     if not isinstance(d, dict):
         raise EventDecodeError(f'stream event {d!r} is not a JSON object')
@@ -177,10 +277,7 @@ def _decode_event(d: Any) -> Event:
         return EndOfStreamEvent(topic)
     if kind == 'new_object':
         store = _field(d, 'store', dict)
-        try:
-            StoreConfig.model_validate(store)
-        except Exception as e:
-            raise EventDecodeError(f'bad store config in stream event: {e}') from e
+        _check_store(store)
         return NewObjectEvent(
             topic=topic,
             store_config=store,
@@ -193,12 +290,26 @@ def _decode_event(d: Any) -> Event:
     )
 
 
-def decode(message: bytes | bytearray | memoryview | str) -> list[Event]:
+def decode(
+    message: bytes | bytearray | memoryview | str,
+    *,
+    verifier: Verifier | None = None,
+) -> list[Event]:
     """Decode a broker message into its events.
+
+    Args:
+        message: The message.
+        verifier: Checks the message's MAC (before parsing it) and replays.
 
     Raises:
         EventDecodeError: if the message is not a stream message of a known version.
+        EventRefusedError: if an event's key type is not allowlisted.
+        EventAuthenticationError: with a verifier: unsigned, altered, another key.
+        EventReplayError: with a verifier: already seen, too old, or from the future.
     """
+    if verifier is not None:
+        raw = message.encode() if isinstance(message, str) else bytes(message)
+        message = verifier.open(raw)
     try:
         doc = json.loads(bytes(message) if not isinstance(message, str) else message)
     except (UnicodeDecodeError, ValueError) as e:
@@ -219,4 +330,7 @@ def decode(message: bytes | bytearray | memoryview | str) -> list[Event]:
     events = doc.get('events')
     if not isinstance(events, list):
         raise EventDecodeError('stream message has no "events" list')
-    return [_decode_event(e) for e in events]
+    decoded = [_decode_event(e) for e in events]
+    if verifier is not None:
+        verifier.check(doc.get('auth'), {e.topic for e in decoded})
+    return decoded

@@ -4,7 +4,7 @@ A shim is two small classes: a :class:`Publisher` that sends bytes to a topic an
 :class:`Subscriber` that receives the bytes of the topic(s) it subscribed to. Neither
 knows about events, stores or proxies; :class:`~tether.stream.StreamProducer` and
 :class:`~tether.stream.StreamConsumer` do that. Adding a broker (Kafka, say) is writing
-these two classes and adding them to the conformance suite in ``tests/stream/``.
+these two classes and running the conformance suite (:mod:`tether.testing.stream`).
 
 Rules every shim follows:
 

@@ -133,9 +133,9 @@ class MQTTPublisher(_Base):
     Args:
         hostname: Broker host.
         port: Broker port.
-        qos: MQTT quality of service (0: at most once, 1: at least once).
-        timeout: Seconds to connect, and to wait for a QoS 1 acknowledgement.
-        keepalive: MQTT keep-alive interval in seconds.
+        **kwargs: ``qos``, the MQTT quality of service (0: at most once, 1: at least
+            once); ``timeout``, seconds to connect and to wait for a QoS 1
+            acknowledgement; ``keepalive``, the MQTT keep-alive interval in seconds.
     """
 
     def __init__(self, hostname: str = '127.0.0.1', port: int = 1883, **kwargs: Any) -> None:

@@ -1,0 +1,281 @@
+"""Authenticated stream events: HMAC-signed messages and replay protection.
+
+With a **stream key** configured, a :class:`~tether.stream.StreamProducer` signs every
+message it publishes and a :class:`~tether.stream.StreamConsumer` refuses messages that
+are unsigned, altered, signed with another key, or replayed. The key is a shared secret
+of at least 16 bytes, resolved where it is used and never serialized:
+
+1. the ``key=`` argument of the producer or consumer (``key=False``: no key, even if
+   the environment has one);
+2. else ``$TETHER_STREAM_KEY`` (the key itself);
+3. else ``$TETHER_STREAM_KEY_FILE`` (a file holding the key; surrounding whitespace is
+   ignored).
+
+A signed message is the JSON document of :mod:`tether.stream.events` with an ``auth``
+object (producer id, topic, sequence number, time, key id) and, last, a ``mac`` field:
+``HMAC-SHA256(key, document without its mac)``, over the exact bytes sent, in hex.
+Consumers check the MAC over the raw bytes before parsing anything, then the replay
+rules:
+
+* each producer (a random id per :class:`~tether.stream.StreamProducer`, renewed in a
+  forked child) numbers its messages per topic; a consumer accepts each
+  ``(producer, topic, seq)`` once, and refuses numbers more than ``window`` below the
+  highest it has seen (so reordering within the window is fine);
+* a message older than ``max_age`` seconds, or more than ``max_skew`` seconds in the
+  future, is refused; this bounds replays to a consumer that has restarted (and so
+  forgot what it saw). Durable brokers redeliver a restarted consumer's in-flight message,
+  which is accepted again (at-least-once) as long as it is younger than ``max_age``.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+import secrets
+import threading
+import time
+from typing import Any, Literal
+
+from tether.exceptions import ConfigError, EventAuthenticationError, EventReplayError
+
+__all__ = [
+    'ENV_KEY',
+    'ENV_KEY_FILE',
+    'KeySpec',
+    'MIN_KEY_BYTES',
+    'Signer',
+    'StreamKey',
+    'Verifier',
+    'resolve_key',
+]
+
+ENV_KEY = 'TETHER_STREAM_KEY'
+ENV_KEY_FILE = 'TETHER_STREAM_KEY_FILE'
+MIN_KEY_BYTES = 16
+
+KeySpec = str | bytes | Literal[False] | None
+"""What ``key=`` accepts: the key, ``None`` (from the environment) or ``False`` (none)."""
+
+_MAC_HEAD = b',"mac":"'
+_MAC_LEN = 64
+_MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}\s*\Z')
+
+
+class StreamKey:
+    """A stream key: a secret that never leaves the process.
+
+    It cannot be pickled or copied into a message; its ``repr`` shows only its key id (a
+    hash, harmless to log) so that two sides can compare which key they use.
+    """
+
+    __slots__ = ('_base', 'kid')
+
+    def __init__(self, secret: str | bytes) -> None:
+        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(raw) < MIN_KEY_BYTES:
+            raise ConfigError(
+                f'a stream key must have at least {MIN_KEY_BYTES} bytes (got {len(raw)}); '
+                'generate one with `python -c "import secrets; print(secrets.token_hex(32))"`',
+            )
+        self._base = hmac.new(raw, digestmod=hashlib.sha256)  # keyed once, copied per MAC
+        self.kid = hmac.new(raw, b'tether-stream-key-id', hashlib.sha256).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f'StreamKey(kid={self.kid!r})'
+
+    def __reduce__(self) -> Any:
+        raise TypeError('a stream key is never serialized: resolve it in each process')
+
+    def mac(self, data: bytes) -> str:
+        """``HMAC-SHA256(key, data)`` in hex."""
+        h = self._base.copy()
+        h.update(data)
+        return h.hexdigest()
+
+
+def resolve_key(key: KeySpec | StreamKey) -> StreamKey | None:
+    """Resolve ``key=`` as documented above: argument, ``$TETHER_STREAM_KEY``, key file.
+
+    Raises:
+        ConfigError: if the key is too short or the key file cannot be read.
+    """
+    if key is False:
+        return None
+    if isinstance(key, StreamKey):
+        return key
+    if key is not None:
+        return StreamKey(key)
+    env = os.environ.get(ENV_KEY)
+    if env:
+        return StreamKey(env)
+    path = os.environ.get(ENV_KEY_FILE)
+    if path:
+        try:
+            with open(path, 'rb') as f:
+                return StreamKey(f.read().strip())
+        except OSError as e:
+            raise ConfigError(
+                f'cannot read the stream key file {path!r} (${ENV_KEY_FILE}): {e}'
+            ) from e
+    return None
+
+
+class Signer:
+    """Seals a producer's messages: an ``auth`` section and a trailing MAC."""
+
+    def __init__(self, key: StreamKey) -> None:
+        self.key = key
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._producer = ''
+        self._seq: dict[str, int] = {}
+
+    def auth(self, topic: str) -> dict[str, Any]:
+        """The ``auth`` section of the next message to ``topic``."""
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child is another producer
+                self._pid = os.getpid()
+                self._producer = secrets.token_hex(16)
+                self._seq = {}
+            seq = self._seq.get(topic, 0)
+            self._seq[topic] = seq + 1
+            return {
+                'kid': self.key.kid,
+                'producer': self._producer,
+                'topic': topic,
+                'seq': seq,
+                'time': time.time(),
+            }
+
+    def seal(self, body: bytes) -> bytes:
+        """Append the MAC of ``body`` (a JSON object) as its last field."""
+        if not body.endswith(b'}'):
+            raise ValueError('can only seal a JSON object')
+        return body[:-1] + _MAC_HEAD + self.key.mac(body).encode() + b'"}'
+
+
+class Verifier:
+    """Checks a consumer's messages: MAC first, then freshness and replays.
+
+    Args:
+        key: The stream key.
+        max_age: Oldest message accepted, in seconds (None: no limit).
+        max_skew: How far in the future a message's time may be, in seconds.
+        window: Sequence numbers accepted below the highest seen per producer and topic.
+        max_streams: Producer-topic pairs remembered (least recently used forgotten).
+    """
+
+    def __init__(
+        self,
+        key: StreamKey,
+        *,
+        max_age: float | None = 3600.0,
+        max_skew: float = 300.0,
+        window: int = 4096,
+        max_streams: int = 10_000,
+    ) -> None:
+        if window < 1 or max_streams < 1:
+            raise ValueError('window and max_streams must be at least 1')
+        self.key = key
+        self.max_age = max_age
+        self.max_skew = max_skew
+        self.window = window
+        self.max_streams = max_streams
+        self._lock = threading.Lock()
+        self._seen: collections.OrderedDict[tuple[str, str], tuple[int, set[int]]] = (
+            collections.OrderedDict()
+        )
+
+    def open(self, message: bytes) -> bytes:
+        """Return the signed body of ``message`` after checking its MAC.
+
+        Raises:
+            EventAuthenticationError: if it is unsigned, altered or signed with another key.
+        """
+        match = _MAC_TAIL.search(message[-(len(_MAC_HEAD) + _MAC_LEN + 8) :])
+        if match is None:
+            raise EventAuthenticationError(
+                'refused an unsigned stream message: this consumer has a stream key, so '
+                'every message must be signed by a producer with the same key',
+            )
+        cut = len(message) - len(match.group(0))
+        body = message[:cut] + b'}'
+        if not hmac.compare_digest(self.key.mac(body), match.group(1).decode()):
+            raise EventAuthenticationError(
+                f'refused a stream message whose MAC does not match: it was altered, or '
+                f'signed with another key ({_claimed_kid(body)}; this consumer uses '
+                f'{self.key.kid!r})',
+            )
+        return body
+
+    def check(self, auth: Any, topics: set[str], now: float | None = None) -> None:
+        """Check the ``auth`` section of a message whose MAC was verified.
+
+        Raises:
+            EventAuthenticationError: if the section is malformed or names other topics.
+            EventReplayError: if the message was seen, or is too old or in the future.
+        """
+        if not isinstance(auth, dict):
+            raise EventAuthenticationError('a signed stream message has no "auth" object')
+        producer, topic, seq, sent = (auth.get(f) for f in ('producer', 'topic', 'seq', 'time'))
+        if (
+            not isinstance(producer, str)
+            or not isinstance(topic, str)
+            or not isinstance(seq, int)
+            or isinstance(seq, bool)
+            or seq < 0
+            or not isinstance(sent, int | float)
+            or not math.isfinite(sent)
+        ):
+            raise EventAuthenticationError(f'malformed "auth" object in a stream message: {auth}')
+        if topics - {topic}:
+            raise EventAuthenticationError(
+                f'a message signed for topic {topic!r} carries events of {sorted(topics)}',
+            )
+        now = time.time() if now is None else now
+        if self.max_age is not None and now - sent > self.max_age:
+            raise EventReplayError(
+                f'refused a stream message sent {now - sent:.0f} s ago (max_age={self.max_age} '
+                f's): producer {producer[:8]}, topic {topic!r}, seq {seq}',
+            )
+        if sent - now > self.max_skew:
+            raise EventReplayError(
+                f'refused a stream message dated {sent - now:.0f} s in the future (max_skew='
+                f'{self.max_skew} s): check the clocks of producer and consumer',
+            )
+        self._once(producer, topic, seq)
+
+    def _once(self, producer: str, topic: str, seq: int) -> None:
+        with self._lock:
+            ident = (producer, topic)
+            highest, seen = self._seen.pop(ident, (-1, set()))
+            if seq in seen or seq <= highest - self.window:
+                self._seen[ident] = (highest, seen)
+                raise EventReplayError(
+                    f'refused a replayed stream message: producer {producer[:8]}, topic '
+                    f'{topic!r}, seq {seq} was already accepted (or is more than '
+                    f'{self.window} behind the newest)',
+                )
+            seen.add(seq)
+            highest = max(highest, seq)
+            if len(seen) > 2 * self.window:  # amortized: prune once per window messages
+                seen = {s for s in seen if s > highest - self.window}
+            self._seen[ident] = (highest, seen)
+            while len(self._seen) > self.max_streams:
+                self._seen.popitem(last=False)
+
+
+def _claimed_kid(body: bytes) -> str:
+    """The key id an unverified body claims, for error messages only."""
+    try:
+        kid = json.loads(body).get('auth', {}).get('kid') if len(body) < 1 << 20 else None
+    except (ValueError, AttributeError):
+        kid = None
+    if isinstance(kid, str):
+        return f'it claims key id {kid[:32]!r}'
+    return 'it names no key id'
