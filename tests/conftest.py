@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tether.testing import port_open
 
 REDIS_HOST = '127.0.0.1'
 REDIS_PORT = 6379
@@ -15,13 +16,8 @@ REDIS_PORT = 6379
 RUN_ID = uuid.uuid4().hex[:8]
 
 
-def service_up(port: int, host: str = '127.0.0.1') -> bool:
-    """Return whether something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+# Whether something accepts TCP connections on ``host:port``.
+service_up = port_open
 
 
 @pytest.fixture(scope='session')

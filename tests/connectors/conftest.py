@@ -1,4 +1,4 @@
-"""The connectors every conformance test runs over.
+"""The connectors every conformance test runs over (the suite is tether.testing.connectors).
 
 To add a connector to the conformance suite, add a factory to ``CONNECTOR_FACTORIES``:
 a function taking the pytest ``request`` and ``tmp_path`` and returning
@@ -63,6 +63,26 @@ def _node(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable
     return c, lambda: c.close(stop_server=True)
 
 
+@pytest.fixture(scope='session')
+def conformance_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One running endpoint (no relay) for the EndpointConnector conformance runs."""
+    from tether.endpoint import EndpointConfig, start_endpoint, stop_endpoint
+
+    home = tmp_path_factory.mktemp('endpoint-home')
+    EndpointConfig.create('conformance', home, storage={'memory': '256MB'})
+    start_endpoint('conformance', home)
+    yield home
+    stop_endpoint('conformance', home)
+
+
+def _endpoint(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
+    from tether.connectors.endpoint import EndpointConnector
+
+    home = request.getfixturevalue('conformance_endpoint')
+    c = EndpointConnector(['conformance'], home=str(home))
+    return c, c.close
+
+
 def _multi(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callable[[], None]]:
     from tether.connectors.file import FileConnector
     from tether.connectors.local import LocalConnector
@@ -78,6 +98,7 @@ def _multi(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Callabl
 
 
 CONNECTOR_FACTORIES: dict[str, Factory] = {
+    'endpoint': _endpoint,
     'local': _local,
     'multi': _multi,
     'node': _node,

@@ -1,0 +1,153 @@
+"""The connector conformance suite: the tests every connector passes (needs pytest).
+
+Subclass :class:`ConnectorConformance` in a test module (its name must start with
+``Test``) and give it a fixture named ``connector`` that yields a fresh connector and
+cleans up after it; pytest then runs every test of the suite against that connector.
+Connectors that reserve keys before they write (``new_key``/``set``, what distributed
+futures need) also pass :class:`DeferrableConformance`::
+
+    import pytest
+
+    from tether.testing.connectors import ConnectorConformance, DeferrableConformance
+
+
+    class TestMyConnector(ConnectorConformance, DeferrableConformance):
+        @pytest.fixture
+        def connector(self, tmp_path):
+            c = MyConnector(tmp_path)
+            yield c
+            c.close()
+
+To run the suite over several connectors, parametrize the fixture
+(``@pytest.fixture(params=[...])``). The ``connector`` fixture may also live in the
+module or in a ``conftest.py`` instead of the class.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from tether.connectors.protocols import Connector, DeferrableConnector
+from tether.store import Store
+from tether.testing.threads import hammer
+
+__all__ = ['ConnectorConformance', 'DeferrableConformance']
+
+
+class ConnectorConformance:
+    """What every connector does: bytes in, a small picklable key out, and back.
+
+    Needs a fixture ``connector`` that yields the connector under test.
+    """
+
+    def test_is_a_connector(self, connector: Any) -> None:
+        assert isinstance(connector, Connector)
+
+    def test_put_get_roundtrip(self, connector: Any) -> None:
+        key = connector.put(b'hello')
+        assert bytes(connector.get(key)) == b'hello'
+
+    def test_empty_value(self, connector: Any) -> None:
+        key = connector.put(b'')
+        assert connector.exists(key)
+        assert bytes(connector.get(key)) == b''
+
+    def test_binary_value_with_all_byte_values(self, connector: Any) -> None:
+        data = bytes(range(256)) * 1000
+        key = connector.put(data)
+        assert bytes(connector.get(key)) == data
+
+    def test_accepts_bytearray_and_memoryview(self, connector: Any) -> None:
+        k1 = connector.put(bytearray(b'abc'))
+        k2 = connector.put(memoryview(b'xyz'))
+        assert bytes(connector.get(k1)) == b'abc'
+        assert bytes(connector.get(k2)) == b'xyz'
+
+    def test_missing_key_gets_none(self, connector: Any) -> None:
+        key = connector.put(b'x')
+        connector.evict(key)
+        assert connector.get(key) is None
+        assert not connector.exists(key)
+
+    def test_evict_missing_is_not_an_error(self, connector: Any) -> None:
+        key = connector.put(b'x')
+        connector.evict(key)
+        connector.evict(key)
+
+    def test_keys_are_unique(self, connector: Any) -> None:
+        keys = [connector.put(b'same') for _ in range(20)]
+        assert len(set(keys)) == 20
+
+    def test_keys_are_small_picklable_tuples(self, connector: Any) -> None:
+        key = connector.put(b'x')
+        assert isinstance(key, tuple)
+        assert pickle.loads(pickle.dumps(key)) == key
+        assert len(pickle.dumps(key)) < 200
+
+    def test_batch(self, connector: Any) -> None:
+        datas = [f'item-{i}'.encode() for i in range(10)]
+        keys = connector.put_batch(datas)
+        assert len(keys) == 10
+        got = connector.get_batch(keys)
+        assert [bytes(g) for g in got] == datas
+        connector.evict(keys[3])
+        got = connector.get_batch(keys)
+        assert got[3] is None
+        assert bytes(got[4]) == datas[4]
+
+    def test_empty_batch(self, connector: Any) -> None:
+        assert connector.put_batch([]) == []
+        assert connector.get_batch([]) == []
+
+    def test_large_value(self, connector: Any) -> None:
+        data = bytes(8 * 1024 * 1024) + b'end'
+        key = connector.put(data)
+        assert bytes(connector.get(key)) == data
+
+    def test_config_roundtrip(self, connector: Any) -> None:
+        config = connector.config()
+        assert isinstance(config, dict)
+        other = type(connector).from_config(config)
+        assert other.config() == config
+        key = connector.put(b'shared')
+        assert bytes(other.get(key)) == b'shared'
+
+    def test_concurrent_puts_and_gets(self, connector: Any) -> None:
+        def work(thread: int, call: int) -> None:
+            data = f'{thread}-{call}'.encode() * 100
+            key = connector.put(data)
+            assert bytes(connector.get(key)) == data
+
+        hammer(work, threads=4, calls=20)
+
+    def test_store_roundtrip_over_connector(self, connector: Any) -> None:
+        store = Store('conformance', connector, cache_size=0)
+        obj = {'a': [1, 2, 3], 'b': 'text'}
+        key = store.put(obj)
+        assert store.get(key) == obj
+        proxy = store.proxy(obj, populate_target=False)
+        assert proxy == obj
+
+
+class DeferrableConformance:
+    """What a deferrable connector adds: reserve a key now, write its value later.
+
+    Needs a fixture ``connector`` that yields the connector under test.
+    """
+
+    def test_deferrable(self, connector: Any) -> None:
+        if not isinstance(connector, DeferrableConnector):
+            pytest.fail(f'{type(connector).__name__} should be deferrable')
+        key = connector.new_key()
+        assert not connector.exists(key)
+        connector.set(key, b'later')
+        later = connector.get(key)
+        assert later is not None
+        assert bytes(later) == b'later'
+        key2 = connector.new_key(b'now')
+        now = connector.get(key2)
+        assert now is not None
+        assert bytes(now) == b'now'
