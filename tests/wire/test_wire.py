@@ -33,6 +33,7 @@ from tether.exceptions import (
     RemoteError,
     WireConnectionError,
 )
+from tether.testing import hammer
 
 SECRET = 'correct horse battery staple'
 
@@ -79,23 +80,13 @@ def test_handler_errors_become_error_replies(make_server: MakeServer) -> None:
 def test_pool_reuses_connections_across_threads(make_server: MakeServer) -> None:
     server = make_server(secret=SECRET)
     client = SyncClient('127.0.0.1', server.port, secret=SECRET)
-    errors: list[BaseException] = []
 
-    def work(i: int) -> None:
-        try:
-            for j in range(50):
-                reply = client.request(ECHO, {'i': i, 'j': j}, [bytes([i]) * j])
-                assert reply.header == {'i': i, 'j': j}
-                assert bytes(reply.payloads[0]) == bytes([i]) * j
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+    def work(i: int, j: int) -> None:
+        reply = client.request(ECHO, {'i': i, 'j': j}, [bytes([i]) * j])
+        assert reply.header == {'i': i, 'j': j}
+        assert bytes(reply.payloads[0]) == bytes([i]) * j
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    hammer(work, threads=4, calls=50)
     assert len(server.server.connections) <= 4
     client.close()
 

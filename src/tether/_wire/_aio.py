@@ -47,7 +47,18 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = ['Connection', 'Handler', 'Reply', 'Server', 'connect', 'error_reply', 'run']
+__all__ = [
+    'Connection',
+    'Handler',
+    'Reply',
+    'SecretLookup',
+    'Server',
+    'client_handshake',
+    'client_protocol',
+    'connect',
+    'error_reply',
+    'run',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +70,9 @@ Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
+
+SecretLookup = Callable[[str], bytes | None]
+"""Returns the secret of the client that announced itself by this name (``None``: refuse)."""
 
 
 def error_reply(code: str, message: str) -> Reply:
@@ -146,7 +160,9 @@ class Connection:
         self.transport.close()
 
 
-async def _server_handshake(conn: Connection, secret: bytes | None, name: str) -> None:
+async def _server_handshake(
+    conn: Connection, secret: bytes | SecretLookup | None, name: str
+) -> None:
     hello = await conn.recv()
     if hello.version != PROTOCOL_VERSION:
         await conn.send(
@@ -166,6 +182,9 @@ async def _server_handshake(conn: Connection, secret: bytes | None, name: str) -
         raise ProtocolError(f'first message has type {hello.type}, expected HELLO')
     client_nonce = parse_hello(hello)
     conn.info = {'client': str(hello.header.get('client', ''))}
+    if callable(secret):
+        # A per-client secret: a client nobody knows gets a challenge it cannot answer.
+        secret = secret(conn.info['client']) or _auth.new_nonce()
     server_nonce = _auth.new_nonce()
     await conn.send(CHALLENGE, challenge_header(secret, client_nonce, server_nonce))
     frame = await conn.recv()
@@ -201,7 +220,8 @@ class Server:
             stays open.
         host: Address to bind.
         port: Port to bind (0: a free port, see :attr:`address`).
-        secret: Shared secret clients must prove they know (``None``: no authentication).
+        secret: Shared secret clients must prove they know (``None``: no authentication),
+            or a :data:`SecretLookup` giving each client's secret by the name it announces.
         ssl: Server-side TLS context, if any.
         limits: Frame limits applied to every client.
         name: Name used in log and error messages.
@@ -215,7 +235,7 @@ class Server:
         *,
         host: str = '127.0.0.1',
         port: int = 0,
-        secret: str | bytes | None = None,
+        secret: str | bytes | SecretLookup | None = None,
         ssl: _ssl.SSLContext | None = None,
         limits: Limits | None = None,
         name: str = 'tether server',
@@ -225,7 +245,7 @@ class Server:
         self.alloc = alloc
         self.host = host
         self.port = port
-        self.secret = _auth.as_secret(secret)
+        self.secret = secret if callable(secret) else _auth.as_secret(secret)
         self.ssl = ssl
         self.limits = limits or Limits()
         self.name = name
@@ -253,6 +273,15 @@ class Server:
             ssl=self.ssl,
             ssl_handshake_timeout=self.limits.handshake_timeout if self.ssl else None,
         )
+
+    def protocol(self) -> asyncio.BufferedProtocol:
+        """A protocol serving one connection of this server over a transport made elsewhere.
+
+        For transports the server did not accept itself (a TLS session started over a
+        relayed stream, a QUIC stream): call its ``connection_made(transport)`` and the
+        connection is authenticated and served like an accepted one.
+        """
+        return _ServerProtocol(self)
 
     async def close(self) -> None:
         """Stop accepting and drop every connection."""
@@ -343,12 +372,11 @@ async def connect(
         ProtocolVersionError: if the server speaks another version.
     """
     peer = f'{host}:{port}'
-    key = _auth.as_secret(secret)
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
             transport, protocol = await loop.create_connection(
-                lambda: FrameProtocol(HANDSHAKE_LIMITS, None),
+                client_protocol,
                 host,
                 port,
                 ssl=ssl,
@@ -356,7 +384,34 @@ async def connect(
             )
     except (OSError, TimeoutError) as e:
         raise WireConnectionError(f'cannot connect to {peer}: {e!r}') from e
-    conn = Connection(transport, protocol)
+    return await client_handshake(
+        transport, protocol, secret=secret, limits=limits, timeout=timeout, client=client
+    )
+
+
+def client_protocol() -> FrameProtocol:
+    """A fresh protocol for the client side of a connection (see :func:`client_handshake`)."""
+    return FrameProtocol(HANDSHAKE_LIMITS, None)
+
+
+async def client_handshake(
+    transport: asyncio.BaseTransport,
+    protocol: asyncio.BaseProtocol,
+    *,
+    secret: str | bytes | None = None,
+    limits: Limits | None = None,
+    timeout: float = 10.0,
+    client: str = 'tether',
+) -> Connection:
+    """Authenticate the client side of a transport made elsewhere; return the connection.
+
+    ``protocol`` comes from :func:`client_protocol` and already receives the transport's
+    data (a TCP connection, a TLS session over a relayed stream, a QUIC stream).
+    """
+    assert isinstance(protocol, FrameProtocol)
+    conn = Connection(transport, protocol)  # type: ignore[arg-type]
+    peer = conn.peer
+    key = _auth.as_secret(secret)
     try:
         async with asyncio.timeout(timeout):
             nonce = _auth.new_nonce()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build the peer environment for the endpoint benchmark: the published ProxyStore 1.1.0
+# with its endpoints extra (aiortc, quart, uvicorn, websockets) and redis-py, in
+# /work/peer-venvs/endpoints (or $1). Idempotent; an flock serialises concurrent runs.
+# Also installs the Debian packages the benchmark runs in its namespaces (coturn for the
+# peer's STUN server, openssh-server for the Redis-over-SSH baseline, redis-server).
+#
+# Usage: bash benchmarks/peer_endpoints_env.sh [VENV_DIR]   (prints the venv's python)
+set -euo pipefail
+
+VENV="${1:-/work/peer-venvs/endpoints}"
+STAMP="$VENV/.tether-peer-installed"
+LOCK="${VENV%/}.lock"
+
+need() {  # binary package
+    command -v "$1" >/dev/null 2>&1 && return 0
+    [[ -f /var/lib/apt/periodic/tether-updated ]] || { apt-get update -qq >&2; mkdir -p /var/lib/apt/periodic; touch /var/lib/apt/periodic/tether-updated; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >&2
+}
+need turnserver coturn
+need sshd openssh-server
+need /usr/sbin/sshd openssh-server
+need redis-server redis-server
+need iptables-legacy iptables
+need gcc gcc
+[[ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]] || \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnetfilter-queue-dev >&2
+
+if [[ ! -f "$STAMP" ]]; then
+    mkdir -p "$(dirname "$VENV")"
+    exec 9>"$LOCK"
+    flock -w 900 9 || { echo "timed out waiting for $LOCK" >&2; exit 1; }
+    if [[ ! -f "$STAMP" ]]; then
+        [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV" >&2
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            'proxystore[endpoints]==1.1.0' redis >&2
+        "$VENV/bin/python" -c 'import proxystore.endpoint, aiortc, redis' >&2
+        "$VENV/bin/python" -m pip freeze > "$VENV/.tether-peer-freeze.txt"
+        touch "$STAMP"
+    fi
+fi
+echo "$VENV/bin/python"

@@ -1,0 +1,251 @@
+"""The endpoint connector: objects in the endpoint of the site, reachable from every site.
+
+Each site a user works on runs an endpoint (``tether endpoint configure NAME`` then
+``tether endpoint start NAME``). A connector talks only to the endpoint of the site it
+runs on, found among ``endpoints`` in the local configuration (``$TETHER_HOME``). Keys
+carry the object id and the UUID of the endpoint that owns the object, so a proxy made
+at site A resolves unchanged in any process at site B: B's endpoint forwards the request
+to A's over a peer channel.
+
+Example:
+    ```python
+    from tether.connectors.endpoint import EndpointConnector
+    from tether.store import Store
+
+    store = Store('campaign', EndpointConnector(['site-a', 'site-b']))
+    p = store.proxy(big_array)   # kept in this site's endpoint
+    # send `p` to a task at the other site: resolving it goes endpoint to endpoint
+    ```
+
+Clients authenticate to their endpoint with its client token (the file ``client.token``
+in the endpoint's folder, readable by its user only).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple, Self
+
+from tether._wire import SyncClient
+from tether.connectors._util import new_id
+from tether.endpoint import _protocol as proto
+from tether.endpoint._config import EndpointConfig, list_configs, read_state
+from tether.exceptions import (
+    ConnectorClosedError,
+    ConnectorError,
+    EndpointError,
+    RemoteError,
+    WireConnectionError,
+    WireError,
+)
+from tether.serialize import BytesLike
+
+__all__ = ['EndpointConnector', 'EndpointKey']
+
+
+class EndpointKey(NamedTuple):
+    """Key of an object in an endpoint: the object id and the owning endpoint's UUID."""
+
+    object_id: str
+    endpoint_id: str
+
+
+class EndpointConnector:
+    """A connector whose objects live in the endpoint of each site.
+
+    Args:
+        endpoints: UUIDs or names of the endpoints this application uses; in each
+            process the connector uses the first of these that runs on its host.
+        home: ``$TETHER_HOME`` to look for endpoint configurations in (default: the
+            environment's, else the XDG data directory).
+        timeout: Seconds any network wait may take (large remote objects need more).
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        home: str | None = None,
+        timeout: float = 300.0,
+    ) -> None:
+        if isinstance(endpoints, str) or not endpoints:
+            raise ConnectorError('EndpointConnector needs a list of endpoint UUIDs or names')
+        self.endpoints = [str(e) for e in endpoints]
+        self.home = home
+        self.timeout = timeout
+        self._local: tuple[EndpointConfig, SyncClient] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f'EndpointConnector({self.endpoints!r})'
+
+    # The local endpoint ----------------------------------------------------------------
+
+    def _find_local(self) -> tuple[EndpointConfig, SyncClient]:
+        home = Path(self.home) if self.home else None
+        configured = []
+        here = list_configs(home)
+        # The first endpoint of the list that runs on this host, in the list's order.
+        for wanted in self.endpoints:
+            config = next((c for c in here if wanted in (c.uuid, c.name)), None)
+            if config is None:
+                continue
+            configured.append(config.name)
+            state = read_state(config.folder(home))
+            if state is None:
+                continue
+            try:
+                token = config.client_token(home)
+            except EndpointError as e:
+                raise ConnectorError(str(e)) from e
+            client = SyncClient(
+                state['host'],
+                int(state['port']),
+                secret=token,
+                timeout=self.timeout,
+                client=f'EndpointConnector {config.name}',
+            )
+            return config, client
+        where = f'in {home}' if home else 'in $TETHER_HOME'
+        if configured:
+            raise ConnectorError(
+                f'none of the endpoints {self.endpoints} runs on this host (configured here '
+                f'{where}: {configured}): start one with `tether endpoint start NAME`',
+            )
+        raise ConnectorError(
+            f'none of the endpoints {self.endpoints} is configured on this host {where}: '
+            'create one with `tether endpoint configure NAME` and add it to the list',
+        )
+
+    def _endpoint(self) -> tuple[EndpointConfig, SyncClient]:
+        if self._closed:
+            raise ConnectorClosedError(f'{self!r} is closed')
+        local = self._local
+        if local is None:
+            with self._lock:
+                if self._local is None:
+                    self._local = self._find_local()
+                local = self._local
+        return local
+
+    @property
+    def local_uuid(self) -> str:
+        """UUID of the endpoint this connector talks to."""
+        return self._endpoint()[0].uuid
+
+    @contextmanager
+    def _errors(self, what: str, key_endpoint: str | None) -> Iterator[None]:
+        config = self._local[0].name if self._local else '?'
+        try:
+            yield
+        except RemoteError as e:
+            owner = f' (object owned by endpoint {key_endpoint})' if key_endpoint else ''
+            raise ConnectorError(f'endpoint {config} failed during {what}{owner}: {e}') from e
+        except WireError as e:
+            with self._lock:
+                if self._local is not None:
+                    self._local[1].close()
+                self._local = None
+            raise ConnectorError(f'endpoint {config} unreachable during {what}: {e}') from e
+
+    def _request(
+        self,
+        what: str,
+        mtype: int,
+        ids: list[str],
+        endpoint: str,
+        payloads: Sequence[Any] = (),
+    ) -> Any:
+        for attempt in (0, 1):
+            _, client = self._endpoint()
+            try:
+                with self._errors(what, endpoint):
+                    return client.request(mtype, {'ids': ids, 'endpoint': endpoint}, payloads)
+            except ConnectorError as e:
+                # The endpoint restarted (on another port) since we found it: find it
+                # again and retry once; every request is idempotent (ids are ours).
+                if attempt or not isinstance(e.__cause__, WireConnectionError):
+                    raise
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    # Connector protocol ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connections to the local endpoint."""
+        self._closed = True
+        with self._lock:
+            local, self._local = self._local, None
+        if local is not None:
+            local[1].close()
+
+    def config(self) -> dict[str, Any]:
+        """The configuration (no secrets: each process reads its own site's token)."""
+        return {'endpoints': list(self.endpoints), 'home': self.home, 'timeout': self.timeout}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Self:
+        """Rebuild a connector from :meth:`config` (at any site)."""
+        return cls(**config)
+
+    def put(self, data: BytesLike) -> EndpointKey:
+        """Store ``data`` in the local endpoint and return its key."""
+        return self.put_parts([data])
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> EndpointKey:
+        """Store the concatenation of ``parts`` (sent without joining them)."""
+        key = EndpointKey(new_id(), self.local_uuid)
+        self._request('put', proto.PUT, [key.object_id], key.endpoint_id, [parts])
+        return key
+
+    def put_batch(self, datas: Sequence[BytesLike]) -> list[EndpointKey]:
+        """Store each item in the local endpoint, in one request."""
+        if not datas:
+            return []
+        uuid = self.local_uuid
+        keys = [EndpointKey(new_id(), uuid) for _ in datas]
+        self._request('put_batch', proto.PUT, [k.object_id for k in keys], uuid, datas)
+        return keys
+
+    def get(self, key: EndpointKey) -> BytesLike | None:
+        """Fetch the object (through the local endpoint, from its owner)."""
+        frame = self._request('get', proto.GET, [key.object_id], key.endpoint_id)
+        return frame.payloads[0] if frame.header['found'][0] else None
+
+    def get_batch(self, keys: Sequence[EndpointKey]) -> list[BytesLike | None]:
+        """Fetch several objects: one request per owning endpoint."""
+        by_owner: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            by_owner[key.endpoint_id].append(i)
+        out: list[BytesLike | None] = [None] * len(keys)
+        for owner, idx in by_owner.items():
+            frame = self._request('get_batch', proto.GET, [keys[i].object_id for i in idx], owner)
+            payloads = iter(frame.payloads)
+            for i, found in zip(idx, frame.header['found'], strict=True):
+                if found:
+                    out[i] = next(payloads)
+        return out
+
+    def exists(self, key: EndpointKey) -> bool:
+        """Return whether the owning endpoint has the object."""
+        frame = self._request('exists', proto.EXISTS, [key.object_id], key.endpoint_id)
+        return bool(frame.header['exists'][0])
+
+    def evict(self, key: EndpointKey) -> None:
+        """Remove the object from its owning endpoint (no error if missing)."""
+        self._request('evict', proto.EVICT, [key.object_id], key.endpoint_id)
+
+    def new_key(self, data: BytesLike | None = None) -> EndpointKey:
+        """A key in the local endpoint, storing ``data`` if given."""
+        key = EndpointKey(new_id(), self.local_uuid)
+        if data is not None:
+            self.set(key, data)
+        return key
+
+    def set(self, key: EndpointKey, data: BytesLike) -> None:
+        """Store ``data`` under ``key`` (in the endpoint the key names)."""
+        self._request('set', proto.PUT, [key.object_id], key.endpoint_id, [data])

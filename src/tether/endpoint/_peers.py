@@ -1,0 +1,690 @@
+"""The peer manager: opens, keeps and reopens channels to other endpoints of the user.
+
+Peering (the initiator A wants objects owned by B):
+
+1. A makes an offer: a fresh session id and session secret, its certificate, the
+   addresses it can be dialled at, its NAT type and (for hole punching) the public
+   mapping of a fresh UDP socket. The relay hands it to B (same user only).
+2. B answers with its certificate, addresses, NAT type and UDP mapping.
+3. Both sides pick the same path from the two: **direct** if B is reachable (TCP,
+   TLS with B's pinned certificate), else **punched** if neither NAT is symmetric
+   (UDP hole punching, then QUIC with B's pinned certificate), else **relayed**
+   (TCP through the relay's data port, with end-to-end TLS inside).
+4. On every path each channel then runs the wire handshake with the session secret, so
+   B knows the channel comes from A (only A, B and their relay know the secret) and A
+   knows it reached B (B's certificate).
+
+If the chosen path fails, A offers again without it. A channel that drops fails the
+request in flight; the next request opens new channels, re-peering if needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tether._wire import (
+    Connection,
+    Frame,
+    Payload,
+    client_handshake,
+    client_protocol,
+    connect,
+)
+from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
+from tether.relay import _protocol as rp
+from tether.relay._tls import pinned_client_context
+
+if TYPE_CHECKING:
+    from tether.endpoint._server import Endpoint
+
+__all__ = ['PeerLink', 'PeerManager', 'choose_path']
+
+logger = logging.getLogger(__name__)
+
+_MAX_CHANNELS = 4
+_DIAL_TIMEOUT = 3.0
+_PUNCH_TIMEOUT = 4.0
+_QUIC_TIMEOUT = 8.0
+_TCP_PUNCH_TIMEOUT = 5.0
+
+
+def choose_path(paths: list[str], offer: dict[str, Any], answer: dict[str, Any]) -> str:
+    """The path both sides derive from an offer and its answer."""
+    if 'direct' in paths and answer.get('direct'):
+        return 'direct'
+    nats = {offer.get('nat'), answer.get('nat')}
+    if 'punched' in paths and offer.get('udp') and answer.get('udp') and nats <= {'cone', 'open'}:
+        return 'punched'
+    if 'relayed' in paths:
+        return 'relayed'
+    raise PeeringError(f'no allowed path ({", ".join(paths)}) fits this pair of endpoints')
+
+
+def local_ip_towards(host: str) -> str | None:
+    """The local address the kernel would use to reach ``host`` (nothing is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return str(s.getsockname()[0])
+    except OSError:
+        return None
+
+
+class PeerLink:
+    """Channels to one peer endpoint over one path (a small pool, opened on demand).
+
+    Attributes:
+        uuid: The peer's UUID.
+        name: The peer's name.
+        path: ``direct``, ``punched`` or ``relayed``.
+    """
+
+    def __init__(  # noqa: PLR0917
+        self,
+        uuid: str,
+        name: str,
+        path: str,
+        opener: Callable[[], Awaitable[Connection]],
+        closer: Callable[[], None] = lambda: None,
+        alive: Callable[[], bool] = lambda: True,
+        *,
+        first: Connection | None = None,
+        max_channels: int = _MAX_CHANNELS,
+        transport: str = 'tcp',
+    ) -> None:
+        self.uuid = uuid
+        self.max_channels = max_channels
+        self.transport = transport
+        self.name = name
+        self.path = path
+        self._opener = opener
+        self._closer = closer
+        self._alive = alive
+        self._idle: list[Connection] = [first] if first is not None else []
+        self._open = len(self._idle)
+        self._cond = asyncio.Condition()
+        self.broken: str | None = None
+        self.since = time.time()
+        self.requests = 0
+        self.bytes = 0
+
+    @property
+    def alive(self) -> bool:
+        """Whether new requests may use this link."""
+        return self.broken is None and self._alive()
+
+    def info(self) -> dict[str, Any]:
+        """What ``tether endpoint list --json`` shows about this peer."""
+        return {
+            'uuid': self.uuid,
+            'name': self.name,
+            'path': self.path,
+            'transport': self.transport,
+            'alive': self.alive,
+            'channels': self._open,
+            'since': self.since,
+            'requests': self.requests,
+            'bytes': self.bytes,
+            'broken': self.broken,
+        }
+
+    async def _take(self) -> Connection:
+        async with self._cond:
+            while True:
+                while self._idle:
+                    conn = self._idle.pop()
+                    if not conn.transport.is_closing():
+                        return conn
+                    self._open -= 1
+                if self._open < self.max_channels:
+                    self._open += 1
+                    break
+                await self._cond.wait()
+        try:
+            return await self._opener()
+        except BaseException as e:
+            self.broken = self.broken or f'cannot open a channel: {e!r}'
+            async with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    async def _give(self, conn: Connection | None) -> None:
+        async with self._cond:
+            if conn is None or conn.transport.is_closing():
+                self._open -= 1
+            else:
+                self._idle.append(conn)
+            self._cond.notify()
+
+    async def request(
+        self,
+        mtype: int,
+        header: dict[str, Any],
+        payloads: list[Payload] | tuple[Payload, ...] = (),
+        *,
+        timeout: float,
+    ) -> Frame:
+        """Send one request on a channel of this link and return the reply.
+
+        Raises:
+            WireError: the channel failed (the link is then marked broken).
+            RemoteError: the peer refused the request.
+        """
+        conn = await self._take()
+        try:
+            frame = await conn.request(mtype, header, payloads, timeout=timeout)
+        except RemoteError:
+            await self._give(conn)
+            raise
+        except (WireError, OSError) as e:
+            conn.abort()
+            await self._give(None)
+            self.broken = str(e)
+            raise
+        except BaseException:
+            conn.abort()
+            await self._give(None)
+            raise
+        await self._give(conn)
+        self.requests += 1
+        self.bytes += sum(len(p) for p in frame.payloads)
+        return frame
+
+    def close(self) -> None:
+        """Close every channel and the path under them."""
+        self.broken = self.broken or 'closed'
+        for conn in self._idle:
+            conn.abort()
+        self._idle.clear()
+        self._closer()
+
+
+@dataclasses.dataclass
+class _Inbound:
+    """What a responder keeps about a peering another endpoint opened to it."""
+
+    peer: str
+    session: str
+    secret: bytes
+    cert: str
+    udp: Any = None
+    tcp_port: int | None = None
+
+
+class PeerManager:
+    """Peer links of one endpoint, and its side of the links other endpoints open."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.ep = endpoint
+        self.links: dict[str, PeerLink] = {}
+        self.names: dict[str, str] = {}
+        self._opening: dict[str, asyncio.Task[PeerLink]] = {}
+        self._inbound: dict[str, _Inbound] = {}
+        self._by_session: dict[str, _Inbound] = {}
+        self._tcp_ports: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.nat: dict[str, Any] = {'nat': 'unknown'}
+
+    # Secrets for the peer server (the responder side) -----------------------------------
+
+    def secret_of(self, client: str) -> bytes | None:
+        """The session secret of the peer announcing itself as ``peer:<uuid>``."""
+        if not client.startswith('peer:'):
+            return None
+        inbound = self._inbound.get(client[5:])
+        return inbound.secret if inbound is not None else None
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def detect_nat(self) -> dict[str, Any]:
+        """Classify this site's NAT through the relay (``check-nat``)."""
+        from tether.endpoint._udp import nat_type
+
+        relay = self.ep.relay
+        if relay is None or not relay.info:
+            return {'nat': 'unknown', 'reason': 'not registered with a relay'}
+        host = relay.address[0]
+        result = await nat_type(host, relay.info['udp_ports'], local_ip_towards(host))
+        result['observed_tcp'] = relay.info.get('observed')
+        self.nat = result
+        return result
+
+    # Initiator -------------------------------------------------------------------------
+
+    async def link(self, target: str) -> PeerLink:
+        """A live link to ``target`` (UUID or name), peering first if needed.
+
+        Raises:
+            PeeringError: no path could be opened.
+        """
+        uuid = self.names.get(target, target)
+        link = self.links.get(uuid)
+        if link is not None and link.alive:
+            return link
+        if link is not None:
+            logger.info('peer %s (%s path) dropped (%s): re-peering', uuid, link.path, link.broken)
+            link.close()
+            self.links.pop(uuid, None)
+        task = self._opening.get(uuid)
+        if task is None:
+            task = asyncio.ensure_future(self._peer(target))
+            self._opening[uuid] = task
+            task.add_done_callback(lambda _: self._opening.pop(uuid, None))
+        return await asyncio.shield(task)
+
+    async def _offer(self, paths: list[str], session: str) -> tuple[dict[str, Any], Any]:
+        ep = self.ep
+        offer: dict[str, Any] = {
+            'session': session,
+            'secret': os.urandom(32).hex(),
+            'cert': ep.cert_pem,
+            'direct': list(ep.config.peering.advertise),
+            'nat': self.nat.get('nat', 'unknown'),
+            'paths': paths,
+            'udp': None,
+        }
+        udp = None
+        if 'punched' in paths and offer['nat'] in ('cone', 'open'):
+            udp = await self._udp_mapping(bytes.fromhex(session))
+            if udp is not None:
+                offer['udp'] = udp[1]
+            tcp = await self._tcp_mapping() if 'tcp' in ep.config.peering.punch else None
+            if tcp is not None:
+                self._tcp_ports[session] = tcp[0]
+                offer['tcp'] = tcp[1]
+        return offer, udp[0] if udp else None
+
+    async def _tcp_mapping(self) -> tuple[int, list[object]] | None:
+        from tether.endpoint._tcp_punch import tcp_mapping
+
+        relay = self.ep.relay
+        assert relay is not None
+        return await tcp_mapping(relay.address[0], relay.info['data_port'])
+
+    async def _udp_mapping(self, token: bytes) -> tuple[Any, list[Any]] | None:
+        from tether.endpoint._udp import UdpSession
+
+        relay = self.ep.relay
+        assert relay is not None
+        session = await UdpSession.open(token)
+        mapping = await session.probe((relay.address[0], relay.info['udp_ports'][0]))
+        if mapping is None:
+            session.close()
+            return None
+        return session, list(mapping)
+
+    async def _peer(self, target: str) -> PeerLink:
+        relay = self.ep.relay
+        if relay is None:
+            raise PeeringError(
+                f'endpoint {self.ep.config.name} has no relay configured, so it cannot reach '
+                f'endpoint {target}: set relay.address in its endpoint.toml',
+            )
+        paths: list[str] = [str(p) for p in self.ep.config.peering.paths]
+        errors: list[str] = []
+        while paths:
+            session = os.urandom(16).hex()
+            offer, udp = await self._offer(paths, session)
+            try:
+                reply = await relay.call(rp.CONNECT, {'target': target, 'offer': offer})
+            except (EndpointError, RemoteError) as e:
+                if udp is not None:
+                    udp.close()
+                raise PeeringError(f'cannot reach endpoint {target} through the relay: {e}') from e
+            got = reply.header.get('answer') or {}
+            uuid, name = str(reply.header['uuid']), str(reply.header['name'])
+            if 'error' in got or not isinstance(got.get('answer'), dict):
+                if udp is not None:
+                    udp.close()
+                raise PeeringError(f'endpoint {target} refused to peer: {got.get("error")}')
+            answer = got['answer']
+            path = choose_path(paths, offer, answer)
+            if path != 'punched' and udp is not None:
+                udp.close()
+            t0 = time.perf_counter()
+            try:
+                link = await self._open(path, uuid, name, offer, answer, udp)
+            except (WireError, OSError, PeeringError, EndpointError, RemoteError) as e:
+                logger.warning('peering with %s over the %s path failed: %s', name, path, e)
+                errors.append(f'{path}: {e}')
+                paths.remove(path)
+                if udp is not None:
+                    udp.close()
+                continue
+            logger.info(
+                'peered with %s (%s) over the %s path in %.3f s',
+                name,
+                uuid,
+                path,
+                time.perf_counter() - t0,
+            )
+            self.links[uuid] = link
+            self.names[name] = uuid
+            self.names[target] = uuid
+            return link
+        raise PeeringError(f'no path to endpoint {target}: ' + '; '.join(errors))
+
+    async def _open(  # noqa: PLR0917
+        self,
+        path: str,
+        uuid: str,
+        name: str,
+        offer: dict[str, Any],
+        answer: dict[str, Any],
+        udp: Any,
+    ) -> PeerLink:
+        secret = bytes.fromhex(offer['secret'])
+        client = f'peer:{self.ep.uuid}'
+        cert = str(answer['cert'])
+        if path == 'direct':
+            addresses = [str(a) for a in answer['direct']]
+            ctx = pinned_client_context(cert)
+
+            async def dial() -> Connection:
+                last: Exception | None = None
+                for address in addresses:
+                    host, _, port = address.rpartition(':')
+                    try:
+                        return await connect(
+                            host.strip('[]'),
+                            int(port),
+                            secret=secret,
+                            ssl=ctx,
+                            timeout=_DIAL_TIMEOUT,
+                            client=client,
+                        )
+                    except (WireError, OSError) as e:
+                        last = e
+                assert last is not None
+                raise last
+
+            return PeerLink(uuid, name, 'direct', dial, first=await dial())
+        if path == 'punched':
+            port = self._tcp_ports.pop(offer['session'], None)
+            if port is not None and answer.get('tcp'):
+                try:
+                    return await self._open_punched_tcp(
+                        uuid, name, secret, cert, (port, answer['tcp']), client
+                    )
+                except (WireError, OSError, PeeringError) as e:
+                    if 'udp' not in self.ep.config.peering.punch:
+                        raise
+                    logger.info('TCP hole punching to %s failed (%s): trying UDP', name, e)
+            if 'udp' not in self.ep.config.peering.punch:
+                raise PeeringError(f'{name} cannot take a punched TCP channel')
+            return await self._open_punched(uuid, name, secret, cert, answer, udp, client)
+        return await self._open_relayed(uuid, name, offer['session'], secret, cert, client)
+
+    async def _open_punched_tcp(  # noqa: PLR0917
+        self,
+        uuid: str,
+        name: str,
+        secret: bytes,
+        cert: str,
+        ports: tuple[int, Any],
+        client: str,
+    ) -> PeerLink:
+        from tether.endpoint._tcp_punch import simultaneous_open
+
+        peer = (str(ports[1][0]), int(ports[1][1]))
+        sock = await simultaneous_open(ports[0], peer, _TCP_PUNCH_TIMEOUT)
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.create_connection(
+                client_protocol,
+                sock=sock,
+                ssl=pinned_client_context(cert),
+                server_hostname='',
+                ssl_handshake_timeout=10,
+            )
+        except (OSError, ConnectionError) as e:
+            sock.close()
+            raise PeeringError(f'TLS over the punched TCP connection failed: {e!r}') from e
+        first = await client_handshake(transport, protocol, secret=secret, client=client)
+
+        async def reopen() -> Connection:
+            raise PeeringError('a punched TCP channel cannot be reopened: peering again')
+
+        return PeerLink(uuid, name, 'punched', reopen, first=first, max_channels=1)
+
+    async def _open_punched(  # noqa: PLR0917
+        self,
+        uuid: str,
+        name: str,
+        secret: bytes,
+        cert: str,
+        answer: dict[str, Any],
+        udp: Any,
+        client: str,
+    ) -> PeerLink:
+        from aioquic.quic.connection import QuicConnection
+
+        from tether.endpoint._udp import QuicPeer, quic_config
+
+        peer_addr = (str(answer['udp'][0]), int(answer['udp'][1]))
+        heard = await udp.punch(peer_addr, _PUNCH_TIMEOUT)
+        if heard is None:
+            raise PeeringError(f'no punch datagram from {peer_addr[0]}:{peer_addr[1]} arrived')
+        config = quic_config(client=True, peer_cert=cert, server_name=f'{uuid}.endpoint.tether')
+        quic = QuicPeer(udp, QuicConnection(configuration=config), heard)
+        udp.quic = quic
+        await quic.connect(_QUIC_TIMEOUT)
+
+        async def stream() -> Connection:
+            protocol = client_protocol()
+            transport = quic.open_stream(protocol)
+            return await client_handshake(
+                transport, protocol, secret=secret, timeout=_QUIC_TIMEOUT, client=client
+            )
+
+        first = await stream()
+        return PeerLink(
+            uuid,
+            name,
+            'punched',
+            stream,
+            udp.close,
+            lambda: quic.alive,
+            first=first,
+            transport='quic',
+        )
+
+    async def _open_relayed(  # noqa: PLR0917
+        self, uuid: str, name: str, session: str, secret: bytes, cert: str, client: str
+    ) -> PeerLink:
+        relay = self.ep.relay
+        assert relay is not None
+        ctx = pinned_client_context(cert)
+
+        async def tunnel() -> Connection:
+            reply = await relay.call(rp.TUNNEL, {'target': uuid, 'session': session})
+            ticket = bytes.fromhex(str(reply.header['ticket']))
+            transport = await _tunnel_transport(relay.address[0], relay.info['data_port'], ticket)
+            protocol = client_protocol()
+            loop = asyncio.get_running_loop()
+            try:
+                tls = await loop.start_tls(
+                    transport, protocol, ctx, server_hostname=None, ssl_handshake_timeout=10
+                )
+            except (OSError, TimeoutError, ConnectionError) as e:
+                transport.abort()
+                raise PeeringError(f'TLS through the relay to {name} failed: {e!r}') from e
+            assert tls is not None
+            protocol.connection_made(tls)
+            return await client_handshake(tls, protocol, secret=secret, client=client)
+
+        return PeerLink(uuid, name, 'relayed', tunnel, first=await tunnel())
+
+    # Responder -------------------------------------------------------------------------
+
+    async def on_offer(self, header: dict[str, Any]) -> dict[str, Any]:
+        """Answer a peering offer pushed by the relay (the relay vouches for the user)."""
+        peer = str(header['from'])
+        offer = header['offer']
+        inbound = _Inbound(
+            peer, str(offer['session']), bytes.fromhex(offer['secret']), str(offer['cert'])
+        )
+        old = self._inbound.get(peer)
+        if old is not None and old.udp is not None:
+            old.udp.close()
+        self._inbound[peer] = inbound
+        self._by_session[inbound.session] = inbound
+        self.names[str(header.get('name'))] = peer
+        ep = self.ep
+        paths = [str(p) for p in offer.get('paths', [])]
+        answer: dict[str, Any] = {
+            'cert': ep.cert_pem,
+            'direct': list(ep.config.peering.advertise),
+            'nat': self.nat.get('nat', 'unknown'),
+            'udp': None,
+        }
+        if (
+            'punched' in paths
+            and offer.get('udp')
+            and answer['nat'] in ('cone', 'open')
+            and not ('direct' in paths and answer['direct'])
+        ):
+            udp = await self._udp_mapping(bytes.fromhex(inbound.session))
+            if udp is not None:
+                answer['udp'] = udp[1]
+                inbound.udp = udp[0]
+            if offer.get('tcp'):
+                tcp = await self._tcp_mapping()
+                if tcp is not None:
+                    answer['tcp'] = tcp[1]
+                    inbound.tcp_port = tcp[0]
+        path = choose_path(paths, offer, answer)
+        if path == 'punched':
+            if inbound.tcp_port is not None:
+                peer_tcp = (str(offer['tcp'][0]), int(offer['tcp'][1]))
+                self._spawn(self._accept_punched_tcp(inbound, peer_tcp))
+            self._spawn(
+                self._accept_punched(inbound, (str(offer['udp'][0]), int(offer['udp'][1])))
+            )
+        elif inbound.udp is not None:
+            inbound.udp.close()
+            inbound.udp = None
+        logger.info('answered the offer of %s (%s path)', header.get('name'), path)
+        return answer
+
+    async def _accept_punched_tcp(self, inbound: _Inbound, peer: tuple[str, int]) -> None:
+        from tether.endpoint._tcp_punch import simultaneous_open
+
+        assert inbound.tcp_port is not None
+        try:
+            sock = await simultaneous_open(inbound.tcp_port, peer, _TCP_PUNCH_TIMEOUT + 1)
+        except PeeringError as e:
+            logger.info('TCP hole punching from %s failed: %s', inbound.peer, e)
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(
+                self.ep.peer_server.protocol,
+                sock,
+                ssl=self.ep.server_ssl,
+                ssl_handshake_timeout=10,
+            )
+        except (OSError, ConnectionError) as e:
+            sock.close()
+            logger.info('TLS over the punched TCP connection from %s failed: %r', inbound.peer, e)
+
+    async def _accept_punched(self, inbound: _Inbound, peer_addr: tuple[str, int]) -> None:
+        from aioquic._buffer import Buffer
+        from aioquic.quic.connection import QuicConnection
+        from aioquic.quic.packet import QuicPacketType, pull_quic_header
+
+        from tether.endpoint._udp import QuicPeer, quic_config
+
+        udp = inbound.udp
+        ep = self.ep
+        config = quic_config(client=False, cert_file=ep.cert_file, key_file=ep.key_file)
+
+        def on_stream(transport: Any) -> None:
+            protocol = ep.peer_server.protocol()
+            transport.protocol = protocol
+            protocol.connection_made(transport)
+
+        def accept(data: bytes, addr: tuple[str, int]) -> QuicPeer | None:
+            try:
+                header = pull_quic_header(Buffer(data=data), host_cid_length=8)
+            except ValueError:
+                return None
+            if header.packet_type != QuicPacketType.INITIAL:
+                return None
+            quic = QuicConnection(
+                configuration=config, original_destination_connection_id=header.destination_cid
+            )
+            return QuicPeer(udp, quic, addr, on_stream)
+
+        udp.accept = accept
+        heard = await udp.punch(peer_addr, _PUNCH_TIMEOUT + 2)
+        if heard is None:
+            logger.warning('no punch datagram from %s:%d arrived', *peer_addr)
+
+    async def on_tunnel(self, header: dict[str, Any]) -> None:
+        """Open our side of a relayed channel the peer asked for."""
+        inbound = self._by_session.get(str(header.get('session')))
+        if inbound is None or inbound.peer != header.get('from'):
+            logger.warning('relayed channel for an unknown session from %s', header.get('from'))
+            return
+        relay = self.ep.relay
+        assert relay is not None
+        ticket = bytes.fromhex(str(header['ticket']))
+        try:
+            transport = await _tunnel_transport(relay.address[0], relay.info['data_port'], ticket)
+            protocol = self.ep.peer_server.protocol()
+            loop = asyncio.get_running_loop()
+            tls = await loop.start_tls(
+                transport,
+                protocol,
+                self.ep.server_ssl,
+                server_side=True,
+                ssl_handshake_timeout=10,
+            )
+        except (OSError, TimeoutError, ConnectionError) as e:
+            logger.warning('relayed channel from %s failed: %r', inbound.peer, e)
+            return
+        assert tls is not None
+        protocol.connection_made(tls)
+
+    # Status and shutdown ---------------------------------------------------------------
+
+    def info(self) -> list[dict[str, Any]]:
+        """Every outbound link (what ``tether endpoint list --json`` shows as peers)."""
+        return [link.info() for link in self.links.values()]
+
+    def close(self) -> None:
+        """Close every link and inbound UDP session."""
+        for link in self.links.values():
+            link.close()
+        for inbound in self._inbound.values():
+            if inbound.udp is not None:
+                inbound.udp.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+async def _tunnel_transport(host: str, port: int, ticket: bytes) -> asyncio.Transport:
+    """A TCP connection to the relay's data port that has presented its ticket."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(_DIAL_TIMEOUT * 2):
+            transport, _ = await loop.create_connection(asyncio.Protocol, host, port)
+    except (OSError, TimeoutError) as e:
+        raise PeeringError(f'cannot reach the relay data port {host}:{port}: {e!r}') from e
+    with contextlib.suppress(Exception):
+        transport.get_extra_info('socket').setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    transport.write(ticket)
+    return transport

@@ -1,0 +1,29 @@
+"""Message types of the endpoint (on top of :mod:`tether._wire`).
+
+Clients and peers use the node object server's requests (``PUT``, ``GET``, ``EXISTS``,
+``EVICT``, ``STATUS``, ``SHUTDOWN``, replies ``OK``; see :mod:`tether.node._protocol`)
+with one more header field, ``endpoint``: the UUID of the endpoint that owns the
+objects. An endpoint answers requests for its own UUID and forwards the others to the
+owner over a peer channel. ``PEERS`` (48) lists the peer channels and their paths.
+"""
+
+from __future__ import annotations
+
+from tether._wire import FIRST_APP_TYPE
+from tether.node._protocol import EVICT, EXISTS, GET, OK, PUT, SHUTDOWN, STATUS, valid_id
+
+__all__ = [
+    'EVICT',
+    'EXISTS',
+    'GET',
+    'OBJECT_TYPES',
+    'OK',
+    'PEERS',
+    'PUT',
+    'SHUTDOWN',
+    'STATUS',
+    'valid_id',
+]
+
+PEERS = FIRST_APP_TYPE + 16
+OBJECT_TYPES = frozenset({PUT, GET, EXISTS, EVICT})

@@ -1,0 +1,198 @@
+"""The endpoint's control connection to its relay (requests both ways, reconnects)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tether._wire import ERROR, Connection, Frame, connect
+from tether.exceptions import EndpointError, RemoteError, WireError
+from tether.relay import _protocol as rp
+from tether.relay._tls import client_context
+
+__all__ = ['RelayLink']
+
+logger = logging.getLogger(__name__)
+
+OfferHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+TunnelHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class RelayLink:
+    """Registers the endpoint with the relay and keeps it registered.
+
+    Args:
+        address: ``(host, port)`` of the relay.
+        register: The ``REGISTER`` header (token, uuid, name, certificate).
+        ca_file: What the relay's certificate must chain to (``None``: the system's).
+        server_hostname: Name checked against the relay's certificate.
+        insecure: No TLS (tests on loopback only).
+        on_offer: Answers a peering offer pushed by the relay.
+        on_tunnel: Opens our side of a relayed channel.
+    """
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        register: dict[str, Any],
+        *,
+        ca_file: str | None,
+        server_hostname: str | None,
+        insecure: bool,
+        on_offer: OfferHandler,
+        on_tunnel: TunnelHandler,
+    ) -> None:
+        self.address = address
+        self._register = register
+        self._ssl = None if insecure else client_context(ca_file)
+        self._server_hostname = server_hostname or address[0]
+        self._on_offer = on_offer
+        self._on_tunnel = on_tunnel
+        self._conn: Connection | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Frame]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self.info: dict[str, Any] = {}
+        self.last_error: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the endpoint is registered right now."""
+        return self._conn is not None and not self._conn.transport.is_closing()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(self, timeout: float = 10.0) -> None:
+        """Register once (raising if the relay refuses us), then keep registered.
+
+        An unreachable relay is not fatal: the endpoint keeps serving local clients and
+        retries in the background.
+
+        Raises:
+            EndpointError: the relay refused the token or the registration.
+        """
+        try:
+            await self._open(timeout)
+        except EndpointError:
+            raise
+        except (WireError, OSError) as e:
+            self.last_error = str(e)
+            logger.warning('relay %s:%d unreachable (%s): retrying', *self.address, e)
+        self._runner = asyncio.ensure_future(self._keep())
+
+    async def _open(self, timeout: float) -> None:
+        conn = await connect(
+            *self.address,
+            ssl=self._ssl,
+            server_hostname=self._server_hostname,
+            timeout=timeout,
+            client='tether endpoint',
+        )
+        self._conn = conn
+        reader = asyncio.ensure_future(self._read(conn))
+        self._tasks.add(reader)
+        reader.add_done_callback(self._tasks.discard)
+        try:
+            frame = await self.call(rp.REGISTER, self._register, timeout=timeout)
+        except RemoteError as e:
+            conn.abort()
+            self._conn = None
+            raise EndpointError(f'relay {self.address[0]}:{self.address[1]}: {e}') from e
+        self.info = frame.header
+        self.last_error = None
+        self._connected.set()
+        logger.info('registered with relay %s:%d as user %s', *self.address, self.info['user'])
+
+    async def _keep(self) -> None:
+        delay = 0.5
+        while True:
+            conn = self._conn
+            if conn is not None and not conn.transport.is_closing():
+                await asyncio.sleep(0.5)
+                delay = 0.5
+                continue
+            self._connected.clear()
+            try:
+                await self._open(10.0)
+            except (WireError, OSError, EndpointError) as e:
+                self.last_error = str(e)
+                logger.info('relay %s:%d: %s (retrying in %.1f s)', *self.address, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _read(self, conn: Connection) -> None:
+        try:
+            while True:
+                frame = await conn.recv()
+                if frame.type in (rp.OK, ERROR):
+                    fut = self._pending.pop(frame.request_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(frame)
+                elif frame.type == rp.OFFER:
+                    self._spawn(self._answer(conn, frame))
+                elif frame.type == rp.TUNNEL_OPEN:
+                    self._spawn(self._on_tunnel(frame.header))
+        except (WireError, OSError) as e:
+            logger.info('relay connection lost: %s', e)
+        finally:
+            conn.abort()
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(EndpointError('the connection to the relay dropped'))
+            self._pending.clear()
+
+    async def _answer(self, conn: Connection, frame: Frame) -> None:
+        try:
+            answer = await self._on_offer(frame.header)
+            header: dict[str, Any] = {'answer': answer}
+        except Exception as e:
+            logger.warning('cannot answer the offer of %s: %r', frame.header.get('from'), e)
+            header = {'error': repr(e)}
+        with contextlib.suppress(WireError, OSError):
+            await conn.send(rp.ANSWER, header, request_id=frame.request_id)
+
+    async def call(self, mtype: int, header: dict[str, Any], *, timeout: float = 30.0) -> Frame:
+        """Send a request to the relay and wait for its answer.
+
+        Raises:
+            EndpointError: no relay connection, a timeout, or the relay refused.
+        """
+        conn = self._conn
+        if conn is None or conn.transport.is_closing():
+            raise EndpointError(
+                f'not connected to the relay {self.address[0]}:{self.address[1]}'
+                + (f' ({self.last_error})' if self.last_error else ''),
+            )
+        rid = next(self._ids)
+        fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await conn.send(mtype, header, request_id=rid)
+            frame = await asyncio.wait_for(fut, timeout)
+        except TimeoutError as e:
+            raise EndpointError(f'the relay did not answer within {timeout} s') from e
+        except (WireError, OSError) as e:
+            raise EndpointError(f'the relay connection failed: {e}') from e
+        finally:
+            self._pending.pop(rid, None)
+        if frame.type == ERROR:
+            raise RemoteError(str(frame.header.get('code')), str(frame.header.get('message')))
+        return frame
+
+    async def close(self) -> None:
+        """Drop the connection and stop reconnecting."""
+        if self._runner is not None:
+            self._runner.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._conn is not None:
+            self._conn.abort()

@@ -1,0 +1,299 @@
+"""The endpoint: an object server for the clients of one site, plus a peer manager."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import ssl as _ssl
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
+from tether.endpoint import _protocol as proto
+from tether.endpoint._config import EndpointConfig, write_state
+from tether.endpoint._peers import PeerManager
+from tether.endpoint._relay_link import RelayLink
+from tether.endpoint._store import PersistentTable
+from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
+from tether.node._objects import BufferPool, ObjectTable
+from tether.node._requests import object_reply
+from tether.node._sizes import parse_size
+from tether.relay import _protocol as rp
+from tether.relay._lifecycle import wait_for_stop
+from tether.relay._tls import fingerprint, server_context
+
+__all__ = ['Endpoint']
+
+logger = logging.getLogger(__name__)
+
+_PEER_TIMEOUT = 300.0
+
+
+class Endpoint:
+    """One site's endpoint: serves its clients' objects, forwards the rest to peers.
+
+    Args:
+        config: The endpoint's configuration.
+        home: ``$TETHER_HOME`` (default: the environment's).
+    """
+
+    def __init__(self, config: EndpointConfig, home: Path | None = None) -> None:
+        self.config = config
+        self.home = home
+        self.uuid = config.uuid
+        self.folder = config.folder(home)
+        self.cert_file = self.folder / 'peer.pem'
+        self.key_file = self.folder / 'peer.key'
+        try:
+            self.cert_pem = self.cert_file.read_text()
+            memory = parse_size(config.storage.memory)
+            max_object = parse_size(config.storage.max_object)
+        except (OSError, ValueError) as e:
+            raise EndpointError(f'endpoint {config.name}: {e}') from e
+        self.server_ssl: _ssl.SSLContext = server_context(self.cert_file, self.key_file)
+        self.pool = BufferPool(min(memory // 4, 1 << 30))
+        self._spill_tmp: str | None = None
+        if config.storage.persist:
+            self.table: ObjectTable = PersistentTable(memory, self.folder / 'data', self.pool)
+        else:
+            self._spill_tmp = tempfile.mkdtemp(prefix=f'tether-endpoint-{config.name}-')
+            self.table = ObjectTable(memory, Path(self._spill_tmp), self.pool)
+        limits = Limits(max_frame=max_object)
+        self.clients = Server(
+            self._handle_client,
+            host=config.host,
+            port=config.port,
+            secret=config.client_token(home),
+            limits=limits,
+            name=f'endpoint {config.name!r}',
+            alloc=self.pool.take,
+        )
+        self.peers = PeerManager(self)
+        self.peer_server = Server(
+            self._handle_peer,
+            host=config.peering.bind,
+            port=config.peering.port,
+            secret=self.peers.secret_of,
+            ssl=self.server_ssl,
+            limits=limits,
+            name=f'endpoint {config.name!r} (peers)',
+            alloc=self.pool.take,
+        )
+        self.relay: RelayLink | None = None
+        if config.relay.address is not None:
+            token = config.relay_token(home)
+            if token is None:
+                raise EndpointError(
+                    f'endpoint {config.name} has a relay but no relay token: put it in '
+                    f'{self.folder / "relay.token"} or $TETHER_RELAY_TOKEN',
+                )
+            self.relay = RelayLink(
+                config.relay.host_port(),
+                {
+                    'token': token,
+                    'uuid': config.uuid,
+                    'name': config.name,
+                    'fingerprint': fingerprint(self.cert_pem),
+                },
+                ca_file=config.relay.ca_file,
+                server_hostname=config.relay.server_hostname,
+                insecure=config.relay.insecure,
+                on_offer=self.peers.on_offer,
+                on_tunnel=self.peers.on_tunnel,
+            )
+        self.started = time.time()
+        self.requests = 0
+        self.forwarded = 0
+        self._stop: asyncio.Event | None = None
+
+    # Status ----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """What ``tether endpoint list --json`` reports about this endpoint."""
+        t = self.table
+        relay = self.relay
+        return {
+            'name': self.config.name,
+            'uuid': self.uuid,
+            'pid': os.getpid(),
+            'address': f'{self.clients.address[0]}:{self.clients.address[1]}',
+            'peer_port': self.peer_server.address[1],
+            'objects': len(t),
+            'memory_used': t.memory_used,
+            'memory_limit': t.memory_limit,
+            'disk_used': t.disk_used,
+            'persist': self.config.storage.persist,
+            'requests': self.requests,
+            'forwarded': self.forwarded,
+            'relay': None
+            if relay is None
+            else {
+                'address': f'{relay.address[0]}:{relay.address[1]}',
+                'connected': relay.connected,
+                'user': relay.info.get('user'),
+                'error': relay.last_error,
+            },
+            'nat': self.peers.nat,
+            'peers': self.peers.info(),
+            'uptime': time.time() - self.started,
+        }
+
+    # Requests --------------------------------------------------------------------------
+
+    def _local(self, frame: Frame, ids: list[str]) -> Reply:
+        return object_reply(self.table, frame.type, ids, frame.payloads)
+
+    def _ids(self, frame: Frame) -> list[str] | None:
+        ids = frame.header.get('ids', [])
+        if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
+            return None
+        return ids
+
+    async def _handle_client(self, conn: Connection, frame: Frame) -> Reply | None:
+        self.requests += 1
+        t = frame.type
+        if t in proto.OBJECT_TYPES:
+            ids = self._ids(frame)
+            if ids is None:
+                return error_reply('bad-request', 'ids must be a list of object ids')
+            target = frame.header.get('endpoint') or self.uuid
+            if not isinstance(target, str):
+                return error_reply('bad-request', 'endpoint must be a UUID or a name')
+            if target in (self.uuid, self.config.name):
+                return self._local(frame, ids)
+            return await self._forward(target, frame, ids)
+        if t == proto.STATUS:
+            return proto.OK, self.status(), ()
+        if t == proto.PEERS:
+            if frame.header.get('relay'):
+                if self.relay is None:
+                    return error_reply('bad-request', 'this endpoint has no relay')
+                try:
+                    reply = await self.relay.call(rp.LIST, {})
+                except (EndpointError, RemoteError) as e:
+                    return error_reply('relay', str(e))
+                return proto.OK, {'endpoints': reply.header['endpoints']}, ()
+            if frame.header.get('check_nat'):
+                return proto.OK, await self.peers.detect_nat(), ()
+            return proto.OK, {'peers': self.peers.info()}, ()
+        if t == proto.SHUTDOWN:
+            logger.info('endpoint %s: shutdown requested by %s', self.config.name, conn.peer)
+            self.stop()
+            return proto.OK, None, ()
+        return error_reply('bad-request', f'unknown message type {t}')
+
+    async def _forward(self, target: str, frame: Frame, ids: list[str]) -> Reply:
+        error: Exception | None = None
+        for _ in range(2):
+            # Every request is idempotent (the ids are the client's), so a request whose
+            # channel failed is retried once over a fresh peering (the peer restarted).
+            try:
+                link = await self.peers.link(target)
+            except PeeringError as e:
+                return error_reply('peering', str(e) if error is None else f'{error}; {e}')
+            try:
+                reply = await link.request(
+                    frame.type,
+                    {'ids': ids, 'endpoint': link.uuid},
+                    frame.payloads,
+                    timeout=_PEER_TIMEOUT,
+                )
+            except RemoteError as e:
+                return error_reply(e.code, f'peer endpoint {target}: {e}')
+            except (WireError, OSError) as e:
+                link.broken = link.broken or str(e)
+                error = e
+                logger.info('channel to %s failed (%s): re-peering once', target, e)
+                continue
+            self.forwarded += 1
+            return reply.type, reply.header, reply.payloads
+        return error_reply(
+            'peer-failed',
+            f'the channel to peer endpoint {target} failed during the request: {error}',
+        )
+
+    async def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | None:
+        if frame.type not in proto.OBJECT_TYPES:
+            return error_reply('bad-request', f'peers may not send message type {frame.type}')
+        if frame.header.get('endpoint') != self.uuid:
+            return error_reply('bad-request', f'this is endpoint {self.uuid}, no forwarding')
+        ids = self._ids(frame)
+        if ids is None:
+            return error_reply('bad-request', 'ids must be a list of object ids')
+        self.requests += 1
+        return self._local(frame, ids)
+
+    # Lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen for clients and peers, register with the relay, detect the NAT.
+
+        Raises:
+            EndpointError: the relay refused this endpoint.
+        """
+        await self.clients.start()
+        await self.peer_server.start()
+        if self.relay is not None:
+            await self.relay.start()
+            if self.relay.info:
+                with contextlib.suppress(Exception):
+                    await self.peers.detect_nat()
+        host, port = self.clients.address
+        write_state(
+            self.folder,
+            {
+                'pid': os.getpid(),
+                'host': '127.0.0.1' if host in ('0.0.0.0', '::', '') else host,
+                'port': port,
+                'peer_port': self.peer_server.address[1],
+                'uuid': self.uuid,
+                'name': self.config.name,
+            },
+        )
+        (self.folder / 'endpoint.pid').write_text(f'{os.getpid()}\n')
+        logger.info(
+            'endpoint %s (%s) serving clients on %s:%d, peers on port %d, NAT %s',
+            self.config.name,
+            self.uuid,
+            host,
+            port,
+            self.peer_server.address[1],
+            self.peers.nat.get('nat'),
+        )
+
+    async def close(self) -> None:
+        """Stop serving and drop every connection."""
+        self.peers.close()
+        if self.relay is not None:
+            await self.relay.close()
+        await self.peer_server.close()
+        await self.clients.close()
+        for name in ('state.json', 'endpoint.pid'):
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / name).unlink()
+        if self._spill_tmp is not None:
+            self.table.clear()
+
+    async def serve(self, ready: asyncio.Event | None = None) -> None:
+        """Serve until :meth:`stop`, a ``SHUTDOWN`` request, SIGTERM or SIGINT."""
+        self._stop = stop = asyncio.Event()
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        if ready is not None:
+            ready.set()
+        try:
+            await wait_for_stop(stop)
+        finally:
+            await self.close()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return (from the endpoint's event loop)."""
+        if self._stop is not None:
+            asyncio.get_running_loop().call_soon(self._stop.set)

@@ -1,0 +1,305 @@
+"""``tether endpoint``: configure, run and inspect this site's endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid as _uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ['endpoint']
+
+_HOME_HELP = 'Configuration root (default: $TETHER_HOME, else the XDG data directory).'
+
+
+def _home(home: str | None) -> Path | None:
+    return Path(home) if home else None
+
+
+def _fail(e: Exception) -> click.ClickException:
+    return click.ClickException(str(e))
+
+
+@click.group(context_settings={'help_option_names': ['-h', '--help']})
+def endpoint() -> None:
+    """Object stores at each site you work on, peered across firewalls and NATs.
+
+    Each site runs an endpoint; clients there use EndpointConnector([...names or UUIDs])
+    and reach objects of every site through it. Endpoints of one user peer through the
+    user's relay (see `tether relay --help`): directly when one side is reachable, by UDP
+    hole punching through cone NATs, or relayed when both sit behind symmetric NATs.
+
+    \b
+    Examples:
+      tether endpoint configure site-a --relay relay.example.org:8700 \\
+          --relay-ca relay.pem --relay-token-file alice.token
+      tether endpoint start site-a
+      tether endpoint list --json
+      tether endpoint test site-a --remote site-b
+      tether endpoint stop site-a
+    """
+
+
+@endpoint.command('configure')
+@click.argument('name')
+@click.option('--host', default='127.0.0.1', show_default=True, help='Client listener address.')
+@click.option('--port', default=0, show_default=True, help='Client listener port (0: free).')
+@click.option('--relay', 'relay_address', default=None, help='Relay address host:port.')
+@click.option('--relay-ca', default=None, help='PEM the relay certificate must chain to.')
+@click.option('--relay-hostname', default=None, help='Name checked against the relay cert.')
+@click.option(
+    '--relay-token-file',
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help='File holding your relay token (copied into the endpoint folder, mode 0600; '
+    'or set $TETHER_RELAY_TOKEN when starting).',
+)
+@click.option('--relay-insecure', is_flag=True, help='No TLS to the relay (loopback tests).')
+@click.option('--peer-bind', default='0.0.0.0', show_default=True, help='Peer listener address.')
+@click.option('--peer-port', default=0, show_default=True, help='Peer listener port (0: free).')
+@click.option(
+    '--advertise',
+    multiple=True,
+    help='host:port other endpoints can dial directly (repeat; e.g. a NAT port forward '
+    'to --peer-port). Without it this endpoint is not dialled directly.',
+)
+@click.option(
+    '--paths',
+    default='direct,punched,relayed',
+    show_default=True,
+    help='Paths this endpoint may use to open peerings, in order of preference.',
+)
+@click.option(
+    '--punch',
+    default='tcp,udp',
+    show_default=True,
+    help='How to punch through cone NATs: tcp (simultaneous open, then TLS), udp (then QUIC).',
+)
+@click.option('--memory', default='1GB', show_default=True, help='Memory budget for objects.')
+@click.option('--persist', is_flag=True, help='Keep objects on disk across restarts.')
+@click.option('--home', default=None, help=_HOME_HELP)
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts.')
+def _configure(  # noqa: PLR0917
+    name: str,
+    host: str,
+    port: int,
+    relay_address: str | None,
+    relay_ca: str | None,
+    relay_hostname: str | None,
+    relay_token_file: str | None,
+    relay_insecure: bool,
+    peer_bind: str,
+    peer_port: int,
+    advertise: tuple[str, ...],
+    paths: str,
+    punch: str,
+    memory: str,
+    persist: bool,
+    home: str | None,
+    as_json: bool,
+) -> None:
+    """Configure a new endpoint NAME (a UUID, a client token and a peer identity)."""
+    from tether.endpoint._config import EndpointConfig
+    from tether.exceptions import TetherError
+
+    token = Path(relay_token_file).read_text() if relay_token_file else None
+    try:
+        config = EndpointConfig.create(
+            name,
+            _home(home),
+            relay_token=token,
+            host=host,
+            port=port,
+            relay={
+                'address': relay_address,
+                'ca_file': str(Path(relay_ca).resolve()) if relay_ca else None,
+                'server_hostname': relay_hostname,
+                'insecure': relay_insecure,
+            },
+            peering={
+                'bind': peer_bind,
+                'port': peer_port,
+                'advertise': list(advertise),
+                'paths': [p.strip() for p in paths.split(',') if p.strip()],
+                'punch': [p.strip() for p in punch.split(',') if p.strip()],
+            },
+            storage={'memory': memory, 'persist': persist},
+        )
+    except TetherError as e:
+        raise _fail(e) from e
+    folder = config.folder(_home(home))
+    if as_json:
+        click.echo(json.dumps({'name': name, 'uuid': config.uuid, 'folder': str(folder)}))
+        return
+    click.echo(f'configured endpoint {name} <{config.uuid}>')
+    click.echo(f'configuration and log folder: {folder}')
+    click.echo(f'start it with: tether endpoint start {name}')
+
+
+@endpoint.command('start')
+@click.argument('name')
+@click.option('--foreground', is_flag=True, help='Stay attached (log to stderr).')
+@click.option('--home', default=None, help=_HOME_HELP)
+def _start(name: str, foreground: bool, home: str | None) -> None:
+    """Start endpoint NAME (daemonized, with a PID file and a log in its folder)."""
+    from tether.endpoint._daemon import run_foreground, start_endpoint
+    from tether.exceptions import TetherError
+
+    try:
+        if foreground:
+            run_foreground(name, home)
+            return
+        state = start_endpoint(name, _home(home))
+    except TetherError as e:
+        raise _fail(e) from e
+    click.echo(
+        f'endpoint {state["name"]} <{state["uuid"]}> started (pid {state["pid"]}, clients on '
+        f'{state["host"]}:{state["port"]})'
+    )
+
+
+@endpoint.command('stop')
+@click.argument('name')
+@click.option('--home', default=None, help=_HOME_HELP)
+def _stop(name: str, home: str | None) -> None:
+    """Stop endpoint NAME (its objects are lost unless it persists them)."""
+    from tether.endpoint._daemon import stop_endpoint
+    from tether.exceptions import TetherError
+
+    try:
+        gone = stop_endpoint(name, _home(home))
+    except TetherError as e:
+        raise _fail(e) from e
+    if not gone:
+        raise click.ClickException(f'endpoint {name} did not stop')
+    click.echo(f'endpoint {name} stopped')
+
+
+@endpoint.command('list')
+@click.option('--home', default=None, help=_HOME_HELP)
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON (with each peer and its path).')
+def _list(home: str | None, as_json: bool) -> None:
+    """List configured endpoints, whether they run, and their peers."""
+    from tether.endpoint._config import list_configs, read_state
+    from tether.endpoint._daemon import endpoint_status
+    from tether.exceptions import TetherError
+
+    rows: list[dict[str, Any]] = []
+    for config in list_configs(_home(home)):
+        row: dict[str, Any] = {'name': config.name, 'uuid': config.uuid, 'running': False}
+        if read_state(config.folder(_home(home))) is not None:
+            try:
+                row.update(endpoint_status(config.name, _home(home)))
+                row['running'] = True
+            except TetherError as e:
+                row['error'] = str(e)
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo('no endpoints configured (tether endpoint configure NAME)')
+    for row in rows:
+        state = f'running (pid {row["pid"]}, {row["address"]})' if row['running'] else 'stopped'
+        click.echo(f'{row["name"]:<20} {row["uuid"]}  {state}')
+        for peer in row.get('peers', []):
+            click.echo(f'    peer {peer["name"]:<16} {peer["path"]:<8} alive={peer["alive"]}')
+
+
+@endpoint.command('remove')
+@click.argument('name')
+@click.option('--home', default=None, help=_HOME_HELP)
+def _remove(name: str, home: str | None) -> None:
+    """Remove endpoint NAME's configuration, identity and objects (stop it first)."""
+    from tether.endpoint._config import find_config, read_state, remove_folder
+    from tether.exceptions import TetherError
+
+    try:
+        config = find_config(name, _home(home))
+    except TetherError as e:
+        raise _fail(e) from e
+    folder = config.folder(_home(home))
+    if read_state(folder) is not None:
+        raise click.ClickException(f'endpoint {name} is running: stop it first')
+    remove_folder(folder)
+    click.echo(f'removed endpoint {name} ({folder})')
+
+
+@endpoint.command('check-nat')
+@click.argument('name')
+@click.option('--home', default=None, help=_HOME_HELP)
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
+def _check_nat(name: str, home: str | None, as_json: bool) -> None:
+    """Report the NAT type the relay sees for running endpoint NAME.
+
+    open: no NAT; cone: one public mapping for all destinations (hole punching works);
+    symmetric: a mapping per destination (peerings with other NATed endpoints are
+    relayed); blocked: no UDP reaches the relay.
+    """
+    from tether.endpoint._daemon import endpoint_status
+    from tether.exceptions import TetherError
+
+    try:
+        info = endpoint_status(name, _home(home), check_nat=True)
+    except TetherError as e:
+        raise _fail(e) from e
+    if as_json:
+        click.echo(json.dumps(info))
+        return
+    click.echo(f'NAT type: {info["nat"]} (UDP mappings seen by the relay: {info["mappings"]})')
+
+
+@endpoint.command('test')
+@click.argument('name')
+@click.option('--remote', required=True, help='Name or UUID of the remote endpoint.')
+@click.option('--size', default='1MB', show_default=True, help='Size of the test object.')
+@click.option('--home', default=None, help=_HOME_HELP)
+@click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
+def _test(name: str, remote: str, size: str, home: str | None, as_json: bool) -> None:
+    """Put an object at endpoint REMOTE through NAME, get it back, evict it, and time it."""
+    from tether.connectors.endpoint import EndpointConnector, EndpointKey
+    from tether.endpoint._daemon import endpoint_status
+    from tether.exceptions import TetherError
+    from tether.node._sizes import parse_size
+
+    try:
+        nbytes = parse_size(size)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+    data = os.urandom(nbytes)
+    conn = EndpointConnector([name], home=home)
+    key = EndpointKey(_uuid.uuid4().hex, remote)
+    try:
+        t0 = time.perf_counter()
+        conn.set(key, data)
+        t1 = time.perf_counter()
+        got = conn.get(key)
+        t2 = time.perf_counter()
+        conn.evict(key)
+        peers = endpoint_status(name, _home(home))['peers']
+    except TetherError as e:
+        raise _fail(e) from e
+    finally:
+        conn.close()
+    ok = got is not None and bytes(got) == data
+    path = next((p['path'] for p in peers if remote in (p['name'], p['uuid'])), None)
+    result: dict[str, Any] = {
+        'ok': ok,
+        'size': nbytes,
+        'set_s': t1 - t0,
+        'get_s': t2 - t1,
+        'path': path,
+    }
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(
+            f'{"ok" if ok else "MISMATCH"}: {nbytes} bytes to {remote} and back over the '
+            f'{path} path: set {result["set_s"] * 1e3:.1f} ms, get {result["get_s"] * 1e3:.1f} ms'
+        )
+    if not ok:
+        raise click.ClickException('the object came back different')

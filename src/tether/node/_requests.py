@@ -1,0 +1,40 @@
+"""The object requests of a node server (PUT, GET, EXISTS, EVICT) against an object table.
+
+Shared by the node server and the endpoint (:mod:`tether.endpoint`), which serves the
+same requests for the objects it owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tether._wire import Reply, error_reply
+from tether.node import _protocol as proto
+from tether.node._objects import ObjectTable
+
+__all__ = ['object_reply']
+
+
+def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Sequence[Any]) -> Reply:
+    """Apply one object request to ``table`` and return the reply."""
+    if mtype == proto.GET:
+        datas = [table.get(i) for i in ids]
+        return (
+            proto.OK,
+            {'found': [d is not None for d in datas]},
+            [d for d in datas if d is not None],
+        )
+    if mtype == proto.PUT:
+        if len(ids) != len(payloads):
+            return error_reply('bad-request', f'{len(ids)} ids for {len(payloads)} objects')
+        for oid, data in zip(ids, payloads, strict=True):
+            table.put(oid, data)
+        return proto.OK, None, ()
+    if mtype == proto.EXISTS:
+        return proto.OK, {'exists': [i in table for i in ids]}, ()
+    if mtype == proto.EVICT:
+        for oid in ids:
+            table.evict(oid)
+        return proto.OK, None, ()
+    return error_reply('bad-request', f'unknown message type {mtype}')

@@ -1,0 +1,106 @@
+"""The relay's configuration file (``relay.toml``)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tether.exceptions import ConfigError
+
+__all__ = ['RelayConfig', 'RelayUser', 'hash_token']
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 (hex) that ``relay.toml`` stores instead of a user's token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class RelayUser(BaseModel):
+    """One user of the relay: a name and the hash of their token."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    name: str = Field(min_length=1, max_length=64)
+    token_sha256: str = Field(pattern=r'^[0-9a-f]{64}$')
+
+
+class RelayConfig(BaseModel):
+    """What ``tether relay --config relay.toml`` reads.
+
+    Attributes:
+        host: Address to listen on.
+        port: TCP port of the control channel (TLS; 0: a free port).
+        data_port: TCP port of relayed data (0: a free port).
+        udp_port: First of the two UDP ports used for NAT discovery (0: free ports).
+        tls_cert: PEM certificate of the relay (required unless ``insecure``).
+        tls_key: PEM private key of ``tls_cert``.
+        insecure: Serve the control channel without TLS (tests on loopback only).
+        users: Who may register endpoints, with the SHA-256 of their token.
+        max_endpoints_per_user: Endpoints one user may have registered at once.
+        max_tunnels_per_user: Relayed channels one user may have open at once.
+        max_forwarded_bytes_per_user: Bytes the relay forwards for one user before it
+            refuses more (counted since the relay started).
+        tunnel_timeout: Seconds a ticket waits for its other side.
+    """
+
+    model_config = ConfigDict(extra='forbid')
+
+    host: str = '0.0.0.0'
+    port: int = Field(default=8700, ge=0, le=65535)
+    data_port: int = Field(default=8701, ge=0, le=65535)
+    udp_port: int = Field(default=8700, ge=0, le=65534)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    insecure: bool = False
+    users: list[RelayUser] = Field(default_factory=list)
+    max_endpoints_per_user: int = Field(default=16, ge=1)
+    max_tunnels_per_user: int = Field(default=64, ge=1)
+    max_forwarded_bytes_per_user: int = Field(default=1 << 40, ge=0)
+    tunnel_timeout: float = Field(default=15.0, gt=0)
+
+    @field_validator('users')
+    @classmethod
+    def _unique(cls, users: list[RelayUser]) -> list[RelayUser]:
+        names = [u.name for u in users]
+        if len(set(names)) != len(names):
+            raise ValueError('user names must be unique')
+        return users
+
+    def user_of(self, token: object) -> str | None:
+        """Return the name of the user whose token this is (constant time per user)."""
+        if not isinstance(token, str) or not token:
+            return None
+        digest = hash_token(token)
+        found = None
+        for user in self.users:
+            if hmac.compare_digest(user.token_sha256, digest):
+                found = user.name
+        return found
+
+    @classmethod
+    def read_toml(cls, path: str | Path) -> RelayConfig:
+        """Read and validate a ``relay.toml``; relative paths are relative to its folder.
+
+        Raises:
+            ConfigError: the file cannot be read or is invalid.
+        """
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+            config = cls.model_validate(data)
+        except (OSError, tomllib.TOMLDecodeError, ValidationError) as e:
+            raise ConfigError(f'cannot read relay configuration {path}: {e}') from e
+        for field in ('tls_cert', 'tls_key'):
+            value = getattr(config, field)
+            if value is not None and not Path(value).is_absolute():
+                setattr(config, field, str(path.parent / value))
+        if not config.insecure and not (config.tls_cert and config.tls_key):
+            raise ConfigError(
+                f'{path}: the relay needs tls_cert and tls_key (or insecure = true on a '
+                'trusted network)',
+            )
+        return config

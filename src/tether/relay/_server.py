@@ -1,0 +1,449 @@
+"""The relay: signalling for peering, NAT discovery, and the relayed data path."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from tether._wire import Connection, Frame, Reply, Server, error_reply
+from tether.relay import _protocol as proto
+from tether.relay._config import RelayConfig
+from tether.relay._lifecycle import wait_for_stop
+from tether.relay._tls import server_context
+
+__all__ = ['RelayServer']
+
+logger = logging.getLogger(__name__)
+
+_ANSWER_TIMEOUT = 20.0
+_HIGH_WATER = 4 << 20
+
+
+@dataclasses.dataclass
+class _Registered:
+    user: str
+    uuid: str
+    name: str
+    conn: Connection
+    observed: str
+
+
+@dataclasses.dataclass
+class _Usage:
+    tunnels: int = 0
+    forwarded: int = 0
+
+
+@dataclasses.dataclass
+class _Ticket:
+    user: str
+    expires: float
+    waiting: _TunnelSide | None = None
+
+
+class _Probe(asyncio.DatagramProtocol):
+    """Answers NAT discovery probes with the address the datagram came from."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        if len(data) != len(proto.PROBE) + 16 or not data.startswith(proto.PROBE):
+            return
+        nonce = data[len(proto.PROBE) :]
+        seen = json.dumps([addr[0], addr[1]]).encode()
+        assert self.transport is not None
+        self.transport.sendto(proto.SEEN + nonce + seen, addr)
+
+
+class _TunnelSide(asyncio.Protocol):
+    """One side of a relayed channel: a ticket first, then bytes spliced to the other side."""
+
+    def __init__(self, relay: RelayServer) -> None:
+        self.relay = relay
+        self.transport: asyncio.Transport | None = None
+        self.other: _TunnelSide | None = None
+        self.ticket: _Ticket | None = None
+        self._head = bytearray()
+        self._early: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.relay._sides.add(self)
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.relay.config.tunnel_timeout, self._expire)
+
+    def _expire(self) -> None:
+        if self.other is None and self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self.other is not None:
+            self._forward(data)
+            return
+        if self.ticket is not None:  # paired soon: keep what arrives early
+            self._early.append(data)
+            return
+        self._head += data
+        if len(self._head) < proto.TICKET_BYTES:
+            return
+        raw, rest = (
+            bytes(self._head[: proto.TICKET_BYTES]),
+            bytes(self._head[proto.TICKET_BYTES :]),
+        )
+        self._head.clear()
+        if raw == proto.TCP_PROBE:
+            assert self.transport is not None
+            peer = self.transport.get_extra_info('peername')
+            self.transport.write(json.dumps([peer[0], peer[1]]).encode())
+            self.transport.close()
+            return
+        if rest:
+            self._early.append(rest)
+        self.relay._pair(self, raw.hex())
+
+    def _forward(self, data: bytes) -> None:
+        other = self.other
+        assert other is not None
+        assert other.transport is not None
+        assert self.ticket is not None
+        if not self.relay._count(self.ticket.user, len(data)):
+            self.close()
+            return
+        other.transport.write(data)
+
+    def start(self, other: _TunnelSide) -> None:
+        self.other = other
+        early, self._early = self._early, []
+        for data in early:
+            self._forward(data)
+
+    def pause_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.resume_reading()
+
+    def close(self) -> None:
+        for side in (self, self.other):
+            if side is not None and side.transport is not None:
+                side.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.relay._sides.discard(self)
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+        if self.ticket is not None and self.other is not None and self.ticket.waiting is None:
+            self.relay._tunnel_closed(self.ticket.user)
+            self.ticket.waiting = self  # count the close once per pair
+
+
+class RelayServer:
+    """The relay: endpoints register with a token, find each other and peer through it.
+
+    Each user sees and reaches only their own endpoints. The relay forwards signalling
+    messages (a few KB per peering), answers NAT discovery probes, and splices relayed
+    channels whose content is end-to-end encrypted between the two endpoints.
+
+    Args:
+        config: What ``relay.toml`` says.
+    """
+
+    def __init__(self, config: RelayConfig) -> None:
+        self.config = config
+        ssl = None
+        if not config.insecure:
+            assert config.tls_cert
+            assert config.tls_key
+            ssl = server_context(config.tls_cert, config.tls_key)
+        self.server = Server(
+            self._handle,
+            host=config.host,
+            port=config.port,
+            ssl=ssl,
+            name='tether relay',
+        )
+        self._endpoints: dict[str, _Registered] = {}
+        self._by_conn: dict[Connection, _Registered] = {}
+        self._usage: dict[str, _Usage] = {}
+        self._tickets: dict[str, _Ticket] = {}
+        self._pending: dict[int, tuple[Connection, asyncio.Future[dict[str, Any]]]] = {}
+        self._ids = itertools.count(1 << 32)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sides: set[_TunnelSide] = set()
+        self._udp: list[asyncio.DatagramTransport] = []
+        self._data: asyncio.Server | None = None
+        self._stop: asyncio.Event | None = None
+        self.started = time.time()
+
+    # Addresses -------------------------------------------------------------------------
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` of the control channel."""
+        return self.server.address
+
+    @property
+    def data_port(self) -> int:
+        """The bound data port."""
+        assert self._data is not None
+        return int(self._data.sockets[0].getsockname()[1])
+
+    @property
+    def udp_ports(self) -> list[int]:
+        """The two bound UDP ports."""
+        return [int(t.get_extra_info('sockname')[1]) for t in self._udp]
+
+    # Lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind every port."""
+        loop = asyncio.get_running_loop()
+        await self.server.start()
+        self._data = await loop.create_server(
+            lambda: _TunnelSide(self), self.config.host, self.config.data_port
+        )
+        first = self.config.udp_port
+        for port in (first, first + 1 if first else 0):
+            transport, _ = await loop.create_datagram_endpoint(
+                _Probe, local_addr=(self.config.host, port)
+            )
+            self._udp.append(transport)
+        logger.info(
+            'relay listening on %s:%d (data %d, udp %s)',
+            *self.address,
+            self.data_port,
+            self.udp_ports,
+        )
+
+    async def close(self) -> None:
+        """Close every port and connection."""
+        for task in list(self._tasks):
+            task.cancel()
+        await self.server.close()
+        for side in list(self._sides):
+            side.close()
+        if self._data is not None:
+            self._data.close()
+        for transport in self._udp:
+            transport.close()
+
+    async def serve(self, ready: asyncio.Event | None = None) -> None:
+        """Serve until :meth:`stop`, SIGTERM or SIGINT."""
+        self._stop = stop = asyncio.Event()
+        await self.start()
+        if ready is not None:
+            ready.set()
+        try:
+            await wait_for_stop(stop)
+        finally:
+            await self.close()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return (from the relay's event loop)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def status(self) -> dict[str, Any]:
+        """Registered endpoints per user and usage counters."""
+        self._sweep()
+        users: dict[str, Any] = {}
+        for reg in self._endpoints.values():
+            users.setdefault(reg.user, {'endpoints': []})['endpoints'].append(reg.uuid)
+        for user, usage in self._usage.items():
+            users.setdefault(user, {'endpoints': []}).update(dataclasses.asdict(usage))
+        return {'pid': os.getpid(), 'users': users, 'refused': self.server.refused}
+
+    # Bookkeeping -----------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        for uuid, reg in list(self._endpoints.items()):
+            if reg.conn.transport.is_closing():
+                del self._endpoints[uuid]
+                self._by_conn.pop(reg.conn, None)
+        now = time.monotonic()
+        for ticket, info in list(self._tickets.items()):
+            if info.expires < now:
+                # Never paired (a paired ticket is removed at once): free its slot.
+                del self._tickets[ticket]
+                self._tunnel_closed(info.user)
+
+    def _find(self, user: str, target: object) -> _Registered | None:
+        """The online endpoint of ``user`` with this UUID or name (others do not exist)."""
+        self._sweep()
+        if not isinstance(target, str):
+            return None
+        reg = self._endpoints.get(target)
+        if reg is not None and reg.user == user:
+            return reg
+        for reg in self._endpoints.values():
+            if reg.user == user and reg.name == target:
+                return reg
+        return None
+
+    def _count(self, user: str, nbytes: int) -> bool:
+        usage = self._usage.setdefault(user, _Usage())
+        usage.forwarded += nbytes
+        if usage.forwarded > self.config.max_forwarded_bytes_per_user:
+            logger.warning('relay: user %r exceeded the forwarded-bytes limit', user)
+            return False
+        return True
+
+    def _tunnel_closed(self, user: str) -> None:
+        usage = self._usage.setdefault(user, _Usage())
+        usage.tunnels = max(0, usage.tunnels - 1)
+
+    def _pair(self, side: _TunnelSide, ticket: str) -> None:
+        info = self._tickets.get(ticket)
+        if info is None or info.expires < time.monotonic():
+            logger.info('relay: unknown or expired tunnel ticket')
+            assert side.transport is not None
+            side.transport.abort()
+            return
+        side.ticket = info
+        if info.waiting is None:
+            info.waiting = side
+            return
+        other = info.waiting
+        info.waiting = None
+        del self._tickets[ticket]
+        other.start(side)
+        side.start(other)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # Requests --------------------------------------------------------------------------
+
+    async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
+        if frame.type == proto.REGISTER:
+            return self._register(conn, frame.header)
+        reg = self._by_conn.get(conn)
+        if reg is None or self._endpoints.get(reg.uuid) is not reg:
+            return error_reply('auth', 'register with a relay token first')
+        h = frame.header
+        if frame.type == proto.LIST:
+            self._sweep()
+            mine = [
+                {'uuid': r.uuid, 'name': r.name}
+                for r in self._endpoints.values()
+                if r.user == reg.user
+            ]
+            return proto.OK, {'endpoints': sorted(mine, key=lambda e: e['name'])}, ()
+        if frame.type == proto.ANSWER:
+            pending = self._pending.get(frame.request_id)
+            if pending is not None and pending[0] is conn and not pending[1].done():
+                pending[1].set_result(h)
+            return None
+        if frame.type == proto.CONNECT:
+            self._spawn(self._connect(conn, reg, frame.request_id, h))
+            return None
+        if frame.type == proto.TUNNEL:
+            return await self._tunnel(reg, h)
+        return error_reply('bad-request', f'unknown message type {frame.type}')
+
+    def _register(self, conn: Connection, h: dict[str, Any]) -> Reply:
+        user = self.config.user_of(h.get('token'))
+        if user is None:
+            logger.info('relay: refused a token from %s', conn.peer)
+            return error_reply('auth', 'the relay refused this token')
+        uuid, name = h.get('uuid'), h.get('name')
+        if not (isinstance(uuid, str) and isinstance(name, str) and 0 < len(uuid) <= 64):
+            return error_reply('bad-request', 'REGISTER needs a uuid and a name')
+        self._sweep()
+        old = self._endpoints.get(uuid)
+        if old is not None and old.user != user:
+            return error_reply('conflict', f'endpoint {uuid} is registered by another user')
+        count = sum(1 for r in self._endpoints.values() if r.user == user and r.uuid != uuid)
+        if count >= self.config.max_endpoints_per_user:
+            return error_reply(
+                'limit', f'user {user!r} already has {count} endpoints registered (the limit)'
+            )
+        if old is not None and old.conn is not conn:
+            old.conn.abort()
+            self._by_conn.pop(old.conn, None)
+        host = conn.peer.rpartition(':')[0]
+        reg = _Registered(user, uuid, name, conn, host)
+        self._endpoints[uuid] = reg
+        self._by_conn[conn] = reg
+        logger.info('relay: %s registered endpoint %s (%s) from %s', user, name, uuid, conn.peer)
+        return (
+            proto.OK,
+            {
+                'user': user,
+                'observed': host,
+                'udp_ports': self.udp_ports,
+                'data_port': self.data_port,
+            },
+            (),
+        )
+
+    async def _connect(
+        self, conn: Connection, reg: _Registered, rid: int, h: dict[str, Any]
+    ) -> None:
+        target = self._find(reg.user, h.get('target'))
+        reply: Reply
+        if target is None:
+            reply = error_reply(
+                'not-found', f'no endpoint {h.get("target")!r} of yours is online at the relay'
+            )
+        elif target.uuid == reg.uuid:
+            reply = error_reply('bad-request', 'an endpoint cannot peer with itself')
+        else:
+            push_id = next(self._ids)
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[push_id] = (target.conn, fut)
+            try:
+                await target.conn.send(
+                    proto.OFFER,
+                    {'from': reg.uuid, 'name': reg.name, 'offer': h.get('offer')},
+                    request_id=push_id,
+                )
+                answer = await asyncio.wait_for(fut, _ANSWER_TIMEOUT)
+            except Exception as e:  # any failure means the target did not answer
+                reply = error_reply('unreachable', f'endpoint {target.name} did not answer: {e!r}')
+            else:
+                reply = (
+                    proto.OK,
+                    {'uuid': target.uuid, 'name': target.name, 'answer': answer},
+                    (),
+                )
+            finally:
+                self._pending.pop(push_id, None)
+        with contextlib.suppress(Exception):
+            await conn.send(reply[0], reply[1], reply[2], request_id=rid)
+
+    async def _tunnel(self, reg: _Registered, h: dict[str, Any]) -> Reply:
+        target = self._find(reg.user, h.get('target'))
+        if target is None:
+            return error_reply('not-found', f'no endpoint {h.get("target")!r} of yours is online')
+        usage = self._usage.setdefault(reg.user, _Usage())
+        if usage.tunnels >= self.config.max_tunnels_per_user:
+            return error_reply('limit', f'user {reg.user!r} has too many relayed channels open')
+        if usage.forwarded > self.config.max_forwarded_bytes_per_user:
+            return error_reply('limit', f'user {reg.user!r} used up the relayed-bytes limit')
+        ticket = os.urandom(proto.TICKET_BYTES).hex()
+        self._tickets[ticket] = _Ticket(reg.user, time.monotonic() + self.config.tunnel_timeout)
+        usage.tunnels += 1
+        try:
+            await target.conn.send(
+                proto.TUNNEL_OPEN,
+                {'from': reg.uuid, 'session': h.get('session'), 'ticket': ticket},
+            )
+        except Exception as e:
+            return error_reply('unreachable', f'endpoint {target.name} is unreachable: {e!r}')
+        return proto.OK, {'ticket': ticket}, ()
