@@ -1,0 +1,147 @@
+"""RabbitMQ behind the :class:`~tether.faas._broker.Broker` interface (aio-pika).
+
+Queues are durable and messages persistent, published with confirms (a publish returns
+once RabbitMQ has the message) and ``mandatory`` (a message for a queue that does not
+exist is an error, not silently dropped). Each consumer has its own channel, so closing
+it returns exactly its unacknowledged messages to the queue. The connection is robust:
+after RabbitMQ restarts it reconnects and resubscribes; messages that were delivered but
+not acknowledged come back flagged ``redelivered``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from tether.exceptions import FaasConnectionError
+from tether.faas._broker import Consumer, Delivery, OnMessage
+
+__all__ = ['AmqpBroker']
+
+logger = logging.getLogger(__name__)
+
+_TIMEOUT = 15.0
+
+
+class _AmqpConsumer:
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+
+    async def ack(self, tags: Sequence[Any]) -> None:
+        for message in tags:
+            try:
+                await message.ack()
+            except Exception as e:  # the channel died: the broker will redeliver
+                logger.debug('ack lost (%s): the message will be redelivered', e)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.channel.close(), _TIMEOUT)
+
+
+class AmqpBroker:
+    """Durable queues on a RabbitMQ server.
+
+    Args:
+        connection: An aio-pika robust connection.
+        expiring_prefix: Queues whose name starts with this expire after
+            ``expiry_s`` unused (the result queues of task groups).
+        expiry_s: That expiry.
+    """
+
+    def __init__(self, connection: Any, channel: Any, expiring_prefix: str, expiry_s: float):
+        self._connection = connection
+        self._channel = channel
+        self._declared: set[str] = set()
+        self._expiring_prefix = expiring_prefix
+        self._expiry_ms = int(expiry_s * 1000)
+
+    @classmethod
+    async def connect(
+        cls, url: str, expiry_s: float = 7 * 86400, expiring_prefix: str = ''
+    ) -> AmqpBroker:
+        import aio_pika
+
+        try:
+            connection = await aio_pika.connect_robust(url, timeout=_TIMEOUT)
+            channel = await connection.channel(publisher_confirms=True)
+        except Exception as e:
+            raise FaasConnectionError(f'cannot connect to RabbitMQ at {_redact(url)}: {e}') from e
+        return cls(connection, channel, expiring_prefix, expiry_s)
+
+    def set_expiring_prefix(self, prefix: str) -> None:
+        self._expiring_prefix = prefix
+
+    def _arguments(self, name: str) -> dict[str, Any]:
+        if self._expiring_prefix and name.startswith(self._expiring_prefix):
+            return {'x-expires': self._expiry_ms}
+        return {}
+
+    async def _declare(self, channel: Any, name: str) -> Any:
+        return await channel.declare_queue(name, durable=True, arguments=self._arguments(name))
+
+    async def publish(self, queue: str, bodies: Sequence[bytes]) -> None:
+        import aio_pika
+
+        try:
+            if queue not in self._declared:
+                await asyncio.wait_for(self._declare(self._channel, queue), _TIMEOUT)
+                self._declared.add(queue)
+            exchange = self._channel.default_exchange
+            await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        exchange.publish(
+                            aio_pika.Message(
+                                bytes(body), delivery_mode=aio_pika.DeliveryMode.PERSISTENT
+                            ),
+                            routing_key=queue,
+                            mandatory=True,
+                        )
+                        for body in bodies
+                    ),
+                ),
+                _TIMEOUT,
+            )
+        except Exception as e:
+            self._declared.discard(queue)
+            raise FaasConnectionError(f'RabbitMQ did not take messages for {queue}: {e!r}') from e
+
+    async def consume(self, queue: str, prefetch: int, on_message: OnMessage) -> Consumer:
+        try:
+            channel = await asyncio.wait_for(self._connection.channel(), _TIMEOUT)
+            await channel.set_qos(prefetch_count=max(1, prefetch))
+            q = await self._declare(channel, queue)
+
+            async def deliver(message: Any) -> None:
+                result = on_message(Delivery(message.body, message, bool(message.redelivered)))
+                if asyncio.iscoroutine(result):
+                    await result
+
+            await q.consume(deliver, no_ack=False)
+        except Exception as e:
+            raise FaasConnectionError(f'cannot consume {queue} from RabbitMQ: {e!r}') from e
+        return _AmqpConsumer(channel)
+
+    async def delete(self, queue: str) -> None:
+        self._declared.discard(queue)
+        try:
+            await self._channel.queue_delete(queue)
+        except Exception as e:
+            logger.debug('deleting queue %s: %s', queue, e)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._connection.close(), _TIMEOUT)
+
+
+def _redact(url: str) -> str:
+    scheme, sep, rest = url.partition('://')
+    creds, at, host = rest.rpartition('@')
+    if not at:
+        return url
+    user = creds.split(':', 1)[0]
+    return f'{scheme}{sep}{user}:***@{host}'

@@ -1,0 +1,207 @@
+"""Configuration of the service and of endpoints, and where their files live.
+
+Everything a user writes is TOML, read into pydantic models. Secrets (user and endpoint
+tokens) are never part of a model that is written or sent: they live in their own files,
+created with mode 0600 in directories of mode 0700.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tomllib
+from typing import Any, Literal
+
+import pydantic
+
+from tether.exceptions import ConfigError
+from tether.node._state import pid_alive
+
+__all__ = [
+    'EndpointConfig',
+    'ServiceConfig',
+    'dev_file',
+    'endpoint_dir',
+    'faas_home',
+    'pid_alive',
+    'read_dev_file',
+    'read_toml',
+    'write_private',
+]
+
+
+class ServiceConfig(pydantic.BaseModel):
+    """The ``[service]`` table of ``service.toml`` (``tether faas serve --config``).
+
+    Attributes:
+        host: Address to bind (``127.0.0.1`` by default; ``0.0.0.0`` behind a proxy).
+        port: TCP port (0: a free port, printed when ready).
+        database: ``postgresql://user@host:port/db`` or ``sqlite:///path`` (``sqlite://``
+            alone: in memory).
+        broker: ``amqp://user:password@host:port/vhost`` or ``memory://`` (in-process
+            queues, for one service process).
+        queue_prefix: Prefix of every queue the service declares.
+        max_payload_bytes: Largest task argument or result payload accepted (10 MiB, the
+            funcX limit); larger ones are refused with advice to pass a proxy.
+        max_request_bytes: Largest HTTP request body (a whole batch).
+        max_task_attempts: How often a task lost with its endpoint is queued again.
+        endpoint_prefetch: Tasks sent to an endpoint beyond those its workers hold.
+        result_queue_expiry_s: A task group's result queue is deleted after this long
+            unused.
+        tls_certfile: PEM certificate: serve HTTPS and WSS (recommended across sites).
+        tls_keyfile: PEM key of the certificate.
+    """
+
+    model_config = pydantic.ConfigDict(extra='forbid')
+
+    host: str = '127.0.0.1'
+    port: int = pydantic.Field(default=8470, ge=0, le=65535)
+    database: str = 'sqlite://'
+    broker: str = 'memory://'
+    queue_prefix: str = 'tfaas'
+    max_payload_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
+    max_request_bytes: int = pydantic.Field(default=256 * 2**20, gt=0)
+    max_task_attempts: int = pydantic.Field(default=3, ge=1)
+    endpoint_prefetch: int = pydantic.Field(default=256, ge=1)
+    result_queue_expiry_s: float = pydantic.Field(default=7 * 86400, gt=0)
+    tls_certfile: str | None = None
+    tls_keyfile: str | None = None
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> ServiceConfig:
+        """Read the ``[service]`` table of a TOML file."""
+        data = read_toml(path)
+        try:
+            return cls.model_validate(data.get('service', {}))
+        except pydantic.ValidationError as e:
+            raise ConfigError(f'invalid service configuration in {path}: {e}') from e
+
+
+class EndpointConfig(pydantic.BaseModel):
+    """An endpoint's ``config.toml`` (written by ``tether faas endpoint configure``).
+
+    Attributes:
+        name: Local name of the endpoint.
+        endpoint_id: The id the service gave it.
+        service_url: Base URL of the service (``http://`` or ``https://``).
+        engine: ``'process'`` (a pool of worker processes on this host) or ``'parsl'``
+            (a Parsl HighThroughputExecutor).
+        min_workers: Workers kept even when idle.
+        max_workers: Most workers at once.
+        idle_timeout_s: A worker idle this long is stopped (down to ``min_workers``).
+        max_retries: How often a task whose worker died is run again before it fails with
+            :class:`~tether.exceptions.WorkerLostError`.
+        worker_prefetch: Tasks queued at one worker beyond the one it runs.
+        allowed_functions: Function ids this endpoint runs (``None``: every function of
+            its owner). Others fail with
+            :class:`~tether.exceptions.FunctionNotAllowedError`.
+        redis_url: Redis server that :func:`tether.faas.endpoint.get_redis_client`
+            connects to from tasks.
+        heartbeat_s: Seconds between heartbeats to the service.
+        ca_file: CA bundle to verify an HTTPS service with a private certificate.
+    """
+
+    model_config = pydantic.ConfigDict(extra='forbid')
+
+    name: str
+    endpoint_id: str
+    service_url: str
+    engine: Literal['process', 'parsl'] = 'process'
+    min_workers: int = pydantic.Field(default=0, ge=0)
+    max_workers: int = pydantic.Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    idle_timeout_s: float = pydantic.Field(default=120.0, gt=0)
+    max_retries: int = pydantic.Field(default=2, ge=0)
+    worker_prefetch: int = pydantic.Field(default=1, ge=0)
+    allowed_functions: list[str] | None = None
+    redis_url: str = 'redis://127.0.0.1:6379/0'
+    heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
+    ca_file: str | None = None
+
+    @pydantic.model_validator(mode='after')
+    def _check_workers(self) -> EndpointConfig:
+        if self.min_workers > self.max_workers:
+            raise ValueError(f'min_workers {self.min_workers} > max_workers {self.max_workers}')
+        return self
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> EndpointConfig:
+        """Read an endpoint's ``config.toml``."""
+        try:
+            return cls.model_validate(read_toml(path))
+        except pydantic.ValidationError as e:
+            raise ConfigError(f'invalid endpoint configuration in {path}: {e}') from e
+
+    def write_toml(self, path: str | os.PathLike[str]) -> None:
+        """Write this config as TOML (it holds no secret)."""
+        import tomli_w
+
+        data = self.model_dump(exclude_none=True)
+        write_private(pathlib.Path(path), tomli_w.dumps(data).encode())
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML file, with a clear error when it is missing or invalid."""
+    try:
+        with open(path, 'rb') as f:
+            return tomllib.load(f)
+    except FileNotFoundError as e:
+        raise ConfigError(f'configuration file {path} does not exist') from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f'{path} is not valid TOML: {e}') from e
+
+
+def faas_home() -> pathlib.Path:
+    """The directory of this user's endpoints and dev-service file.
+
+    ``$TETHER_FAAS_HOME`` if set, else ``$XDG_RUNTIME_DIR/tether-faas`` when that runtime
+    directory exists (it is private to the user), else ``~/.tether/faas``.
+    """
+    env = os.environ.get('TETHER_FAAS_HOME')
+    if env:
+        return pathlib.Path(env)
+    runtime = os.environ.get('XDG_RUNTIME_DIR')
+    if runtime and pathlib.Path(runtime).is_dir():
+        return pathlib.Path(runtime) / 'tether-faas'
+    return pathlib.Path.home() / '.tether' / 'faas'
+
+
+def endpoint_dir(name: str) -> pathlib.Path:
+    """Directory of the endpoint ``name`` (config, token, pid and log files)."""
+    if not name or '/' in name or name.startswith('.'):
+        raise ConfigError(f'invalid endpoint name {name!r}')
+    return faas_home() / 'endpoints' / name
+
+
+def dev_file() -> pathlib.Path:
+    """The file through which ``tether faas dev`` announces itself to this user."""
+    return faas_home() / 'dev.json'
+
+
+def write_private(path: pathlib.Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` readable by its owner only (directories 0700)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_dev_file() -> dict[str, Any] | None:
+    """The running dev service's ``{url, token, endpoint_id, pid}``, or ``None``."""
+    path = dev_file()
+    try:
+        st = path.stat()
+        info = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if st.st_mode & 0o077:
+        raise ConfigError(f'{path} is readable by other users: refusing its token')
+    pid = info.get('pid')
+    if not isinstance(pid, int) or not pid_alive(pid):
+        return None
+    return dict(info)

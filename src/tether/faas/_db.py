@@ -1,0 +1,443 @@
+"""The service's records: users, functions, endpoints, task groups and tasks.
+
+One class, :class:`Repository`, over either SQL driver (PostgreSQL in production, SQLite
+for ``tether faas dev``): the same SQL and the same code run on both. Tokens are stored
+as SHA-256 digests only. Every read that takes an id from a request also takes the
+authenticated user, so one user's ids never reach another user's rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tether.faas._drivers import Driver
+
+__all__ = ['FINISHED', 'Repository', 'hash_token', 'new_token']
+
+FINISHED = ('success', 'failed')
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS faas_users (
+    user_id TEXT PRIMARY KEY,
+    name TEXT UNIQUE NOT NULL,
+    token_hash TEXT UNIQUE NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_functions (
+    function_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    serializer TEXT NOT NULL,
+    body BYTEA NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_endpoints (
+    endpoint_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    token_hash TEXT UNIQUE NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION,
+    online INTEGER NOT NULL DEFAULT 0,
+    info TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS faas_task_groups (
+    task_group_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_tasks (
+    task_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    task_group_id TEXT NOT NULL,
+    endpoint_id TEXT NOT NULL,
+    function_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    header TEXT NOT NULL,
+    payload BYTEA,
+    result BYTEA,
+    result_header TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    acknowledged INTEGER NOT NULL DEFAULT 0,
+    created DOUBLE PRECISION NOT NULL,
+    finished DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS faas_tasks_user_created ON faas_tasks (user_id, created);
+CREATE INDEX IF NOT EXISTS faas_tasks_endpoint_status ON faas_tasks (endpoint_id, status);
+CREATE INDEX IF NOT EXISTS faas_tasks_group ON faas_tasks (task_group_id);
+"""
+
+
+def new_token(kind: str) -> str:
+    """A fresh random token (``tfu_...`` for users, ``tfe_...`` for endpoints)."""
+    return f'{kind}_{secrets.token_urlsafe(32)}'
+
+
+def hash_token(token: str) -> str:
+    """The digest under which a token is stored and looked up."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _in(ids: Sequence[str], start: int = 1) -> str:
+    return ', '.join(f'${i}' for i in range(start, start + len(ids)))
+
+
+class Repository:
+    """Every query the service makes."""
+
+    def __init__(self, driver: Driver, token_ttl: float = 5.0) -> None:
+        self.db = driver
+        # Small caches that keep a submission at one insert: positive ownership facts
+        # (immutable), token lookups for ``token_ttl`` seconds (a rotated or revoked token
+        # keeps working that long), endpoint info for one second.
+        self.token_ttl = token_ttl
+        self._tokens: dict[str, tuple[str, float]] = {}
+        self._owned: set[tuple[str, str]] = set()
+        self._endpoint_info: dict[str, tuple[str, dict[str, Any], float]] = {}
+
+    async def init(self) -> None:
+        """Create the tables if they do not exist."""
+        await self.db.script(SCHEMA)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    # Users and tokens ------------------------------------------------------------------
+
+    async def create_user(self, name: str) -> tuple[str, str]:
+        """Add a user; return ``(user_id, token)`` (the token is not stored)."""
+        user_id, token = str(uuid.uuid4()), new_token('tfu')
+        await self.db.execute(
+            'INSERT INTO faas_users (user_id, name, token_hash, created) VALUES ($1, $2, $3, $4)',
+            user_id,
+            name,
+            hash_token(token),
+            time.time(),
+        )
+        return user_id, token
+
+    async def rotate_user_token(self, name: str) -> str | None:
+        token = new_token('tfu')
+        n = await self.db.execute(
+            'UPDATE faas_users SET token_hash = $1 WHERE name = $2', hash_token(token), name
+        )
+        return token if n else None
+
+    async def user_by_token(self, token: str) -> str | None:
+        digest = hash_token(token)
+        now = time.monotonic()
+        hit = self._tokens.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        rows = await self.db.fetch('SELECT user_id FROM faas_users WHERE token_hash = $1', digest)
+        if not rows:
+            return None
+        if len(self._tokens) > 10_000:
+            self._tokens.clear()
+        self._tokens[digest] = (str(rows[0]['user_id']), now + self.token_ttl)
+        return str(rows[0]['user_id'])
+
+    async def user_name(self, user_id: str) -> str:
+        rows = await self.db.fetch('SELECT name FROM faas_users WHERE user_id = $1', user_id)
+        return str(rows[0]['name']) if rows else ''
+
+    async def endpoint_by_token(self, token: str) -> tuple[str, str] | None:
+        rows = await self.db.fetch(
+            'SELECT endpoint_id, user_id FROM faas_endpoints WHERE token_hash = $1',
+            hash_token(token),
+        )
+        return (rows[0]['endpoint_id'], rows[0]['user_id']) if rows else None
+
+    # Functions -------------------------------------------------------------------------
+
+    async def add_function(self, user_id: str, name: str, serializer: str, body: bytes) -> str:
+        function_id = str(uuid.uuid4())
+        await self.db.execute(
+            'INSERT INTO faas_functions (function_id, user_id, name, serializer, body, created)'
+            ' VALUES ($1, $2, $3, $4, $5, $6)',
+            function_id,
+            user_id,
+            name,
+            serializer,
+            body,
+            time.time(),
+        )
+        return function_id
+
+    async def get_function(self, function_id: str, user_id: str) -> dict[str, Any] | None:
+        rows = await self.db.fetch(
+            'SELECT function_id, name, serializer, body FROM faas_functions'
+            ' WHERE function_id = $1 AND user_id = $2',
+            function_id,
+            user_id,
+        )
+        return rows[0] if rows else None
+
+    async def owned_functions(self, ids: Sequence[str], user_id: str) -> set[str]:
+        known = {i for i in ids if (i, user_id) in self._owned}
+        todo = [i for i in ids if i not in known]
+        if not todo:
+            return known
+        rows = await self.db.fetch(
+            f'SELECT function_id FROM faas_functions WHERE user_id = $1'
+            f' AND function_id IN ({_in(todo, 2)})',
+            user_id,
+            *todo,
+        )
+        found = {r['function_id'] for r in rows}
+        self._owned.update((f, user_id) for f in found)
+        return known | found
+
+    async def endpoint_infos(self, user_id: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``{endpoint_id: info}`` of the user's endpoints among ``ids`` (info at most one
+        second old)."""
+        now = time.monotonic()
+        out: dict[str, dict[str, Any]] = {}
+        todo = []
+        for eid in ids:
+            hit = self._endpoint_info.get(eid)
+            if hit is not None and hit[2] > now:
+                if hit[0] == user_id:
+                    out[eid] = hit[1]
+            else:
+                todo.append(eid)
+        if todo:
+            rows = await self.db.fetch(
+                'SELECT endpoint_id, user_id, info FROM faas_endpoints'
+                f' WHERE endpoint_id IN ({_in(todo)})',
+                *todo,
+            )
+            for r in rows:
+                info = json.loads(r['info'])
+                self._endpoint_info[r['endpoint_id']] = (r['user_id'], info, now + 1.0)
+                if r['user_id'] == user_id:
+                    out[r['endpoint_id']] = info
+        return out
+
+    # Endpoints -------------------------------------------------------------------------
+
+    async def add_endpoint(self, user_id: str, name: str) -> tuple[str, str]:
+        endpoint_id, token = str(uuid.uuid4()), new_token('tfe')
+        await self.db.execute(
+            'INSERT INTO faas_endpoints (endpoint_id, user_id, name, token_hash, created)'
+            ' VALUES ($1, $2, $3, $4, $5)',
+            endpoint_id,
+            user_id,
+            name,
+            hash_token(token),
+            time.time(),
+        )
+        return endpoint_id, token
+
+    async def endpoints(self, user_id: str, ids: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """The user's endpoints (all, or those of ``ids``), with queued-task counts."""
+        sql = (
+            'SELECT e.endpoint_id, e.name, e.online, e.last_seen, e.info,'
+            ' (SELECT COUNT(*) FROM faas_tasks t WHERE t.endpoint_id = e.endpoint_id'
+            " AND t.status = 'waiting-for-ep') AS queued,"
+            ' (SELECT COUNT(*) FROM faas_tasks t WHERE t.endpoint_id = e.endpoint_id'
+            " AND t.status = 'running') AS running"
+            ' FROM faas_endpoints e WHERE e.user_id = $1'
+        )
+        args: list[Any] = [user_id]
+        if ids:
+            sql += f' AND e.endpoint_id IN ({_in(ids, 2)})'
+            args.extend(ids)
+        rows = await self.db.fetch(sql + ' ORDER BY e.created', *args)
+        for r in rows:
+            r['info'] = json.loads(r['info'])
+            r['online'] = bool(r['online'])
+            r['queued'] = int(r['queued'])
+            r['running'] = int(r['running'])
+        return rows
+
+    async def set_endpoint_state(
+        self, endpoint_id: str, online: bool, info: dict[str, Any]
+    ) -> None:
+        await self.db.execute(
+            'UPDATE faas_endpoints SET online = $1, info = $2, last_seen = $3'
+            ' WHERE endpoint_id = $4',
+            int(online),
+            json.dumps(info),
+            time.time(),
+            endpoint_id,
+        )
+
+    async def delete_endpoint(self, endpoint_id: str, user_id: str) -> bool:
+        self._endpoint_info.pop(endpoint_id, None)
+        n = await self.db.execute(
+            'DELETE FROM faas_endpoints WHERE endpoint_id = $1 AND user_id = $2',
+            endpoint_id,
+            user_id,
+        )
+        return n > 0
+
+    # Task groups and tasks -------------------------------------------------------------
+
+    async def add_task_group(self, user_id: str, task_group_id: str | None = None) -> str:
+        task_group_id = task_group_id or str(uuid.uuid4())
+        await self.db.execute(
+            'INSERT INTO faas_task_groups (task_group_id, user_id, created) VALUES ($1, $2, $3)'
+            ' ON CONFLICT DO NOTHING',
+            task_group_id,
+            user_id,
+            time.time(),
+        )
+        return task_group_id
+
+    async def owns_task_group(self, task_group_id: str, user_id: str) -> bool:
+        if (task_group_id, user_id) in self._owned:
+            return True
+        rows = await self.db.fetch(
+            'SELECT 1 AS x FROM faas_task_groups WHERE task_group_id = $1 AND user_id = $2',
+            task_group_id,
+            user_id,
+        )
+        if rows:
+            self._owned.add((task_group_id, user_id))
+        return bool(rows)
+
+    async def insert_tasks(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows;
+        ids already present are left as they are (submission is idempotent)."""
+        now = time.time()
+        await self.db.executemany(
+            'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id, function_id,'
+            " status, header, payload, created) VALUES ($1, $2, $3, $4, $5, 'waiting-for-ep',"
+            ' $6, $7, $8) ON CONFLICT DO NOTHING',
+            [(*r, now) for r in rows],
+        )
+
+    async def task_owners(self, task_ids: Sequence[str]) -> dict[str, str]:
+        if not task_ids:
+            return {}
+        rows = await self.db.fetch(
+            f'SELECT task_id, user_id FROM faas_tasks WHERE task_id IN ({_in(task_ids)})',
+            *task_ids,
+        )
+        return {r['task_id']: r['user_id'] for r in rows}
+
+    async def tasks(self, user_id: str, task_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Status rows (without payloads) of the user's tasks among ``task_ids``."""
+        if not task_ids:
+            return []
+        return await self.db.fetch(
+            'SELECT task_id, task_group_id, endpoint_id, function_id, status, result_header,'
+            ' acknowledged, attempts, created, finished FROM faas_tasks'
+            f' WHERE user_id = $1 AND task_id IN ({_in(task_ids, 2)})',
+            user_id,
+            *task_ids,
+        )
+
+    async def group_tasks(self, user_id: str, task_group_id: str) -> list[dict[str, Any]]:
+        return await self.db.fetch(
+            'SELECT task_id, status, acknowledged FROM faas_tasks'
+            ' WHERE user_id = $1 AND task_group_id = $2 ORDER BY created',
+            user_id,
+            task_group_id,
+        )
+
+    async def recent_tasks(self, user_id: str, limit: int) -> list[dict[str, Any]]:
+        return await self.db.fetch(
+            'SELECT t.task_id, t.task_group_id, t.endpoint_id, t.function_id, t.status,'
+            ' t.created, t.finished, f.name AS function_name FROM faas_tasks t'
+            ' LEFT JOIN faas_functions f ON f.function_id = t.function_id'
+            ' WHERE t.user_id = $1 ORDER BY t.created DESC LIMIT $2',
+            user_id,
+            limit,
+        )
+
+    async def result(self, user_id: str, task_id: str) -> dict[str, Any] | None:
+        rows = await self.db.fetch(
+            'SELECT status, result, result_header, acknowledged FROM faas_tasks'
+            ' WHERE user_id = $1 AND task_id = $2',
+            user_id,
+            task_id,
+        )
+        return rows[0] if rows else None
+
+    async def finished_ids(self, task_ids: Sequence[str]) -> set[str]:
+        if not task_ids:
+            return set()
+        rows = await self.db.fetch(
+            'SELECT task_id FROM faas_tasks WHERE status IN ($1, $2)'
+            f' AND task_id IN ({_in(task_ids, 3)})',
+            *FINISHED,
+            *task_ids,
+        )
+        return {r['task_id'] for r in rows}
+
+    async def mark_running(self, endpoint_id: str, task_ids: Sequence[str]) -> None:
+        """Tasks handed to a worker of ``endpoint_id`` (their broker message is acked)."""
+        await self.db.executemany(
+            "UPDATE faas_tasks SET status = 'running', attempts = attempts + 1"
+            " WHERE task_id = $1 AND endpoint_id = $2 AND status = 'waiting-for-ep'",
+            [(t, endpoint_id) for t in task_ids],
+        )
+
+    async def store_results(
+        self, endpoint_id: str, results: Sequence[tuple[str, str, str, bytes]]
+    ) -> None:
+        """Record ``(task_id, status, result_header, result)`` of tasks of ``endpoint_id``
+        (the first result of a task wins)."""
+        now = time.time()
+        await self.db.executemany(
+            'UPDATE faas_tasks SET status = $1, result_header = $2, result = $3, finished = $4,'
+            ' payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
+            " AND status IN ('waiting-for-ep', 'running')",
+            [(s, h, r, now, t, endpoint_id) for t, s, h, r in results],
+        )
+
+    async def result_targets(self, endpoint_id: str, task_ids: Sequence[str]) -> dict[str, str]:
+        """Task group of each task of ``endpoint_id`` among ``task_ids`` whose result the
+        client has not acknowledged yet."""
+        if not task_ids:
+            return {}
+        rows = await self.db.fetch(
+            'SELECT task_id, task_group_id FROM faas_tasks WHERE endpoint_id = $1'
+            f' AND acknowledged = 0 AND task_id IN ({_in(task_ids, 2)})',
+            endpoint_id,
+            *task_ids,
+        )
+        return {r['task_id']: r['task_group_id'] for r in rows}
+
+    async def acknowledge(self, user_id: str, task_ids: Sequence[str]) -> None:
+        """The client has the results: forget them (status and timings stay)."""
+        await self.db.executemany(
+            'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
+            ' WHERE task_id = $1 AND user_id = $2 AND status IN ($3, $4)',
+            [(t, user_id, *FINISHED) for t in task_ids],
+        )
+
+    async def lost_tasks(self, endpoint_id: str, held: set[str]) -> list[dict[str, Any]]:
+        """Tasks handed to workers of ``endpoint_id`` that the endpoint no longer holds."""
+        rows = await self.db.fetch(
+            'SELECT task_id, user_id, task_group_id, header, payload, attempts FROM faas_tasks'
+            " WHERE endpoint_id = $1 AND status = 'running'",
+            endpoint_id,
+        )
+        return [r for r in rows if r['task_id'] not in held]
+
+    async def requeue(self, task_ids: Sequence[str]) -> None:
+        await self.db.executemany(
+            "UPDATE faas_tasks SET status = 'waiting-for-ep' WHERE task_id = $1"
+            " AND status = 'running'",
+            [(t,) for t in task_ids],
+        )
+
+    async def delete_user_data(self, user_id: str) -> None:
+        for table in ('faas_tasks', 'faas_task_groups', 'faas_functions', 'faas_endpoints'):
+            await self.db.execute(f'DELETE FROM {table} WHERE user_id = $1', user_id)
+        await self.db.execute('DELETE FROM faas_users WHERE user_id = $1', user_id)
+
+    async def all_queue_owners(self) -> tuple[list[str], list[str]]:
+        """Every endpoint id and task group id (to delete their queues)."""
+        eps = await self.db.fetch('SELECT endpoint_id FROM faas_endpoints')
+        tgs = await self.db.fetch('SELECT task_group_id FROM faas_task_groups')
+        return [r['endpoint_id'] for r in eps], [r['task_group_id'] for r in tgs]

@@ -1,0 +1,145 @@
+"""Two SQL drivers behind one small interface: PostgreSQL (asyncpg) and SQLite.
+
+The repository (:mod:`tether.faas._db`) writes its SQL once, with PostgreSQL's ``$1``
+placeholders; the SQLite driver rewrites them to SQLite's ``?1``. Rows come back as
+dictionaries in both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from tether.exceptions import ConfigError
+
+__all__ = ['Driver', 'PostgresDriver', 'SqliteDriver', 'open_driver']
+
+_PLACEHOLDER = re.compile(r'\$(\d+)')
+
+
+class Driver(Protocol):
+    """What the repository needs from a database."""
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run one statement; return the number of rows it changed."""
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each row of arguments."""
+
+    async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        """Run a query; return its rows."""
+
+    async def script(self, sql: str) -> None:
+        """Run several ``;``-separated statements (the schema)."""
+
+    async def close(self) -> None:
+        """Release the connections."""
+
+
+class PostgresDriver:
+    """asyncpg connection pool."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(cls, url: str) -> PostgresDriver:
+        import asyncpg
+
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=8)
+        return cls(pool)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        status: str = await self._pool.execute(sql, *args)
+        tail = status.rsplit(' ', 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self._pool.executemany(sql, rows)
+
+    async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._pool.fetch(sql, *args)]
+
+    async def script(self, sql: str) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute(sql)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+class SqliteDriver:
+    """One SQLite connection used from one worker thread (WAL, synchronous=NORMAL)."""
+
+    def __init__(self, path: str) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='faas-sqlite')
+        self._conn = self._pool.submit(self._open, path).result()
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(path or ':memory:', isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute('PRAGMA journal_mode=WAL')
+        conn.execute('PRAGMA synchronous=NORMAL')
+        return conn
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return _PLACEHOLDER.sub(r'?\1', sql)
+
+    @staticmethod
+    def _arg(value: Any) -> Any:
+        return bytes(value) if isinstance(value, memoryview | bytearray) else value
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        def run() -> int:
+            return self._conn.execute(self._sql(sql), [self._arg(a) for a in args]).rowcount
+
+        return int(await self._run(run))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        def run() -> None:
+            conn = self._conn
+            conn.execute('BEGIN')
+            try:
+                conn.executemany(self._sql(sql), [[self._arg(a) for a in r] for r in rows])
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            conn.execute('COMMIT')
+
+        if rows:
+            await self._run(run)
+
+    async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            cur = self._conn.execute(self._sql(sql), [self._arg(a) for a in args])
+            return [dict(r) for r in cur.fetchall()]
+
+        result: list[dict[str, Any]] = await self._run(run)
+        return result
+
+    async def script(self, sql: str) -> None:
+        await self._run(self._conn.executescript, sql)
+
+    async def close(self) -> None:
+        await self._run(self._conn.close)
+        self._pool.shutdown(wait=False)
+
+
+async def open_driver(url: str) -> Driver:
+    """Open the database a service configuration names."""
+    if url.startswith(('postgresql://', 'postgres://')):
+        return await PostgresDriver.connect(url)
+    if url.startswith('sqlite://'):
+        path = url[len('sqlite://') :].removeprefix('/')
+        return SqliteDriver(path)
+    raise ConfigError(f'unsupported database URL {url!r}: use postgresql:// or sqlite://')

@@ -1,0 +1,372 @@
+"""``Executor``: a ``concurrent.futures.Executor`` over the function service.
+
+``submit`` returns at once with a :class:`TaskFuture`; a background thread sends the
+queued submissions in batches (everything queued while one request is in flight goes in
+the next), and a second thread holds a WebSocket on the task group's result stream and
+completes futures as results arrive: nothing polls. A result is acknowledged to the
+service once its future is set; results not acknowledged (the client was killed, the
+connection dropped) are delivered again on the next connection, and duplicates are
+ignored. ``Executor(endpoint_id, task_group_id=...)`` plus :meth:`Executor.reload_tasks`
+reattaches to an earlier task group.
+
+With ``store=``, arguments whose serialized size reaches ``proxy_threshold`` travel as
+proxies through that store (outside the service) and are evicted when their task
+completes; results above the threshold come back the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tether.exceptions import (
+    ConfigError,
+    FaasAuthenticationError,
+    FaasError,
+    FaasNotFoundError,
+)
+from tether.faas import _frames
+from tether.faas._client import Client, outcome
+from tether.faas._http import ws_url
+from tether.faas._payload import pack_args
+
+__all__ = ['Executor', 'TaskFuture']
+
+logger = logging.getLogger(__name__)
+
+
+class TaskFuture(concurrent.futures.Future[Any]):
+    """A future of one task.
+
+    Attributes:
+        task_id: The task's id at the service.
+        timings: Timestamps (seconds since the epoch) the task collected on its way:
+            ``client_submit``, ``service_received``, ``service_queued``,
+            ``service_dispatched``, ``endpoint_received``, ``worker_start``,
+            ``worker_end``, ``endpoint_sent``, ``service_result``,
+            ``service_published``, ``service_sent``, ``client_received``.
+    """
+
+    def __init__(self, task_id: str = '') -> None:
+        super().__init__()
+        self.task_id = task_id
+        self.timings: dict[str, float] = {}
+
+
+class Executor(concurrent.futures.Executor):
+    """Run functions on an endpoint of a tether function service.
+
+    Args:
+        endpoint_id: Where tasks run. Default: the endpoint of the running
+            ``tether faas dev``.
+        client: A :class:`Client` (default: ``Client(service_url, token, ...)``).
+        task_group_id: Reattach to this task group (see :meth:`reload_tasks`).
+        store: A tether Store for large arguments and results.
+        proxy_threshold: Serialized size (bytes) from which an argument or result is
+            proxied through ``store``.
+        batch_size: Most tasks in one submission request.
+        service_url: As for :class:`Client`.
+        token: As for :class:`Client`.
+        data_serializer: ``'tether'`` or ``'json'``.
+    """
+
+    def __init__(
+        self,
+        endpoint_id: str | None = None,
+        *,
+        client: Client | None = None,
+        task_group_id: str | None = None,
+        store: Any = None,
+        proxy_threshold: int = 100_000,
+        batch_size: int = 1024,
+        service_url: str | None = None,
+        token: str | None = None,
+        data_serializer: str = 'tether',
+    ) -> None:
+        self._own_client = client is None
+        self.client = client or Client(service_url, token, data_serializer=data_serializer)
+        endpoint_id = endpoint_id or self.client.dev_endpoint_id
+        if not endpoint_id:
+            raise ConfigError('Executor needs an endpoint_id (or a running `tether faas dev`)')
+        self.endpoint_id = str(endpoint_id)
+        self.store = store
+        self.proxy_threshold = proxy_threshold
+        self.batch_size = batch_size
+        self._task_group = task_group_id
+        self._futures: dict[str, TaskFuture] = {}
+        self._keys: dict[str, list[Any]] = {}
+        self._queue: list[tuple[dict[str, Any], bytes]] = []
+        self._cond = threading.Condition()
+        self._shutdown = False
+        self._submitter: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stream_thread: threading.Thread | None = None
+        self._stream_task: asyncio.Task[None] | None = None
+        self._fatal: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f'Executor({self.endpoint_id!r}, service={self.client.service_url!r})'
+
+    @property
+    def task_group_id(self) -> str:
+        """The task group of this executor's tasks (created on first use)."""
+        if self._task_group is None:
+            self._task_group = self.client.create_task_group()
+        return self._task_group
+
+    # Submitting ------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> TaskFuture:
+        """Run ``fn(*args, **kwargs)`` on the endpoint; registers ``fn`` on first use."""
+        self._check_open()
+        return self.submit_to_registered_function(self.client.function_id_for(fn), args, kwargs)
+
+    def submit_to_registered_function(
+        self,
+        function_id: str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> TaskFuture:
+        """Run an already registered function."""
+        self._check_open()
+        task_id = str(uuid.uuid4())
+        args, kwargs, keys = self._proxy_args(tuple(args), dict(kwargs or {}))
+        payload = pack_args(args, kwargs, self.client.data_serializer)
+        limit = self.client._payload_limit()
+        if len(payload) > limit:
+            from tether.exceptions import FaasPayloadTooLargeError
+
+            raise FaasPayloadTooLargeError(
+                f'arguments of {len(payload)} bytes exceed the service limit of {limit} '
+                'bytes: pass large objects by reference (Executor(endpoint_id, store=store) '
+                'proxies them through a tether Store, or pass store.proxy(obj))',
+            )
+        task: dict[str, Any] = {
+            'task_id': task_id,
+            'function_id': function_id,
+            'endpoint_id': self.endpoint_id,
+            'data_serializer': self.client.data_serializer,
+            't': {'client_submit': time.time()},
+        }
+        if self.store is not None:
+            task['result_store'] = self.store.config().model_dump(mode='json')
+            task['result_threshold'] = self.proxy_threshold
+        future = TaskFuture(task_id)
+        group = self.task_group_id
+        with self._cond:
+            self._futures[task_id] = future
+            if keys:
+                self._keys[task_id] = keys
+            self._queue.append((task, payload))
+            self._cond.notify()
+        self._start(group)
+        return future
+
+    def _check_open(self) -> None:
+        if self._shutdown:
+            raise RuntimeError('cannot schedule new futures after shutdown')
+
+    def _proxy_args(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], list[Any]]:
+        if self.store is None:
+            return args, kwargs, []
+        from tether.proxy import Proxy
+        from tether.serialize import serialize_parts
+        from tether.store.utils import get_key
+
+        keys: list[Any] = []
+
+        def one(obj: Any) -> Any:
+            if isinstance(obj, Proxy) or obj is None or isinstance(obj, bool | int | float):
+                return obj
+            if self.store.serializer is None:
+                parts = serialize_parts(obj)
+                if sum(memoryview(p).nbytes for p in parts) < self.proxy_threshold:
+                    return obj
+                proxy = self.store.proxy_serialized(obj, parts)
+            else:
+                if len(self.store.serialize(obj)) < self.proxy_threshold:
+                    return obj
+                proxy = self.store.proxy(obj)
+            keys.append(get_key(proxy))
+            return proxy
+
+        return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}, keys
+
+    def _start(self, group: str) -> None:
+        with self._cond:
+            if self._submitter is None:
+                self._submitter = threading.Thread(
+                    target=self._submit_loop, name='tether-faas-submit', daemon=True
+                )
+                self._submitter.start()
+            if self._stream_thread is None:
+                ready = threading.Event()
+                self._stream_thread = threading.Thread(
+                    target=self._stream_main,
+                    args=(group, ready),
+                    name='tether-faas-results',
+                    daemon=True,
+                )
+                self._stream_thread.start()
+                ready.wait()
+
+    def _submit_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._shutdown:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch, self._queue = self._queue[: self.batch_size], self._queue[self.batch_size :]
+            tasks = [t for t, _ in batch]
+            try:
+                self.client.submit_raw(tasks, [p for _, p in batch], self.task_group_id)
+            except BaseException as e:
+                for task in tasks:
+                    self._fail(task['task_id'], e)
+
+    def _fail(self, task_id: str, error: BaseException) -> None:
+        with self._cond:
+            future = self._futures.pop(task_id, None)
+            self._keys.pop(task_id, None)
+        if future is not None and not future.done():
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                future.set_exception(error)
+
+    # Results ---------------------------------------------------------------------------
+
+    def reload_tasks(self) -> list[TaskFuture]:
+        """Futures for the task group's tasks whose results this client has not taken
+        (reattaching to ``task_group_id`` after a restart)."""
+        group = self.task_group_id
+        futures = []
+        for task in self.client.task_group_tasks(group):
+            if task['acknowledged']:
+                continue
+            with self._cond:
+                future = self._futures.get(task['task_id'])
+                if future is None:
+                    future = self._futures[task['task_id']] = TaskFuture(task['task_id'])
+            futures.append(future)
+        self._start(group)
+        return futures
+
+    def _stream_main(self, group: str, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._stream_task = loop.create_task(self._stream(group))
+        ready.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(self._stream_task)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    async def _stream(self, group: str) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+        url = ws_url(self.client.service_url, f'/v1/task_groups/{group}/results')
+        headers = {'Authorization': f'Bearer {self.client.token}'}
+        context = None
+        if url.startswith('wss://'):
+            verify = self.client.verify
+            context = ssl.create_default_context(
+                cafile=verify if isinstance(verify, str) else None
+            )
+            if verify is False:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+        delay = 0.05
+        while True:
+            try:
+                async with connect(
+                    url,
+                    additional_headers=headers,
+                    max_size=None,
+                    compression=None,
+                    ping_interval=10,
+                    ping_timeout=30,
+                    open_timeout=10,
+                    ssl=context,
+                ) as ws:
+                    delay = 0.05
+                    async for message in ws:
+                        if isinstance(message, str):
+                            continue
+                        ids = self._deliver(_frames.decode(message))
+                        await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
+            except ConnectionClosed as e:
+                code = e.rcvd.code if e.rcvd is not None else 0
+                if code in (4401, 4404):
+                    cls = FaasAuthenticationError if code == 4401 else FaasNotFoundError
+                    self._fail_all(cls(f'result stream of task group {group}: {e.rcvd.reason}'))  # type: ignore[union-attr]
+                    return
+                logger.debug('result stream closed (%s); reconnecting', e)
+            except (TimeoutError, OSError, InvalidHandshake) as e:
+                logger.debug('result stream unavailable (%r); retrying', e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _deliver(self, frame: Any) -> list[str]:
+        received = time.time()
+        ids = []
+        for header, payload in zip(frame.header.get('results', []), frame.payloads, strict=False):
+            task_id = str(header.get('task_id'))
+            ids.append(task_id)
+            with self._cond:
+                future = self._futures.pop(task_id, None)
+                keys = self._keys.pop(task_id, [])
+            for key in keys:
+                with contextlib.suppress(Exception):
+                    self.store.evict(key)
+            if future is None or future.done():
+                continue  # a duplicate, or a future cancelled here
+            future.timings = {**header.get('t', {}), 'client_received': received}
+            try:
+                value = outcome(header, payload)
+            except BaseException as e:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    future.set_exception(e)
+            else:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    future.set_result(value)
+        return ids
+
+    def _fail_all(self, error: FaasError) -> None:
+        with self._cond:
+            ids = list(self._futures)
+        for task_id in ids:
+            self._fail(task_id, error)
+
+    # Shutdown --------------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop accepting tasks; with ``wait``, return once every future is done."""
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+            futures = list(self._futures.values())
+        if cancel_futures:
+            for f in futures:
+                f.cancel()
+        if wait:
+            concurrent.futures.wait(futures)
+        if self._submitter is not None and wait:
+            self._submitter.join()
+        if self._loop is not None and self._stream_task is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stream_task.cancel)
+            if self._stream_thread is not None and wait:
+                self._stream_thread.join(30)
+        if self._own_client:
+            self.client.close()

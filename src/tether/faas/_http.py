@@ -1,0 +1,115 @@
+"""The SDK's HTTP calls: where the service is, retries, and errors mapped to ours.
+
+A request that fails because the service is unreachable or answers 503 (its broker or
+database is down, or it is restarting) is retried with backoff until ``retry_deadline``
+seconds have passed; every other error is raised at once as a
+:class:`~tether.exceptions.FaasError` subclass. Retrying is safe: submissions carry task
+ids chosen by the SDK, so the service ignores a batch it already has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from tether.exceptions import (
+    ConfigError,
+    FaasAuthenticationError,
+    FaasConnectionError,
+    FaasError,
+    FaasNotFoundError,
+    FaasPayloadTooLargeError,
+    FunctionNotAllowedError,
+    TaskPending,
+)
+from tether.faas._config import read_dev_file
+
+__all__ = ['error_from', 'locate', 'raise_for', 'request_with_retry', 'ws_url']
+
+_BY_CODE: dict[str, type[FaasError]] = {
+    'unauthorized': FaasAuthenticationError,
+    'not-found': FaasNotFoundError,
+    'payload-too-large': FaasPayloadTooLargeError,
+    'function-not-allowed': FunctionNotAllowedError,
+    'unavailable': FaasConnectionError,
+}
+_BY_STATUS = {
+    401: 'unauthorized',
+    403: 'function-not-allowed',
+    404: 'not-found',
+    413: 'payload-too-large',
+}
+
+
+def locate(service_url: str | None, token: str | None) -> tuple[str, str, dict[str, Any]]:
+    """Find the service: arguments, then ``$TETHER_FAAS_URL``/``$TETHER_FAAS_TOKEN``, then
+    the file of a running ``tether faas dev`` of this user. Returns ``(url, token, dev)``
+    where ``dev`` is the dev file's content (or empty)."""
+    url = service_url or os.environ.get('TETHER_FAAS_URL')
+    tok = token or os.environ.get('TETHER_FAAS_TOKEN')
+    dev: dict[str, Any] = {}
+    if not url or not tok:
+        dev = read_dev_file() or {}
+        url = url or dev.get('url')
+        tok = tok or dev.get('token')
+    if not url or not tok:
+        raise ConfigError(
+            'no function service configured: start `tether faas dev` (this user, this '
+            'machine), or pass service_url= and token= (or set TETHER_FAAS_URL and '
+            'TETHER_FAAS_TOKEN)',
+        )
+    return url.rstrip('/'), tok, dev
+
+
+def ws_url(http_url: str, path: str) -> str:
+    """The WebSocket URL of ``path`` on the service at ``http_url``."""
+    if http_url.startswith('https://'):
+        return 'wss://' + http_url[len('https://') :] + path
+    return 'ws://' + http_url.removeprefix('http://') + path
+
+
+def error_from(status: int, body: bytes, what: str) -> FaasError:
+    """The exception for an error answer of the service."""
+    data: dict[str, Any] = {}
+    try:
+        data = json.loads(body)
+        code, message = str(data['error']), str(data['message'])
+    except Exception:
+        code, message = _BY_STATUS.get(status, ''), body[:200].decode(errors='replace')
+    if code == 'pending':
+        return TaskPending(str(data.get('task_id', '')), str(data.get('status', 'pending')))
+    cls = _BY_CODE.get(code) or _BY_CODE.get(_BY_STATUS.get(status, ''), FaasError)
+    return cls(f'{what}: {message} (HTTP {status})')
+
+
+def raise_for(response: Any, what: str) -> None:
+    if response.status_code >= 400:
+        raise error_from(response.status_code, response.content, what)
+
+
+def request_with_retry(
+    http: Any, method: str, path: str, what: str, retry_deadline: float, **kwargs: Any
+) -> Any:
+    """Send a request with ``http`` (an ``httpx.Client``), retrying as described above."""
+    import httpx
+
+    deadline = time.monotonic() + retry_deadline
+    delay = 0.05
+    while True:
+        try:
+            response = http.request(method, path, **kwargs)
+        except httpx.TransportError as e:
+            if time.monotonic() + delay > deadline:
+                raise FaasConnectionError(
+                    f'{what}: the service at {http.base_url} is unreachable ({e!r})'
+                ) from e
+        else:
+            if response.status_code != 503:
+                raise_for(response, what)
+                return response
+            if time.monotonic() + delay > deadline:
+                raise_for(response, what)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)

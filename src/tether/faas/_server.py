@@ -1,0 +1,174 @@
+"""Run the service: database, broker, ASGI app and uvicorn, in this process.
+
+:func:`serve` runs until its ``stop`` event is set; :class:`ServiceThread` runs it in a
+background thread (for ``tether faas dev``, tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from tether.exceptions import FaasConnectionError
+from tether.faas._app import build_app
+from tether.faas._broker import open_broker
+from tether.faas._config import ServiceConfig
+from tether.faas._core import Service
+from tether.faas._db import Repository
+from tether.faas._drivers import open_driver
+
+__all__ = ['ServiceThread', 'open_service', 'serve']
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def open_service(config: ServiceConfig) -> AsyncIterator[Service]:
+    """Connect the database (creating the tables) and the broker."""
+    repo = Repository(await open_driver(config.database))
+    try:
+        await repo.init()
+        broker = await open_broker(
+            config.broker, config.result_queue_expiry_s, f'{config.queue_prefix}.results.'
+        )
+        try:
+            yield Service(config, repo, broker)
+        finally:
+            await broker.close()
+    finally:
+        await repo.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Inherited by accepted connections: a response written in two parts (head, body)
+    # must not wait for the client's delayed ACK (40 ms per request otherwise).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    config: ServiceConfig,
+    stop: asyncio.Event,
+    ready: Callable[[str, Service], Any] | None = None,
+) -> None:
+    """Serve until ``stop`` is set; call ``ready(url, service)`` once listening."""
+    import uvicorn
+
+    async with open_service(config) as service:
+        app = build_app(service)
+        sock = _bind(config.host, config.port)
+        port = sock.getsockname()[1]
+        tls = config.tls_certfile is not None
+        uconfig = uvicorn.Config(
+            app,
+            ws='websockets-sansio',
+            lifespan='off',
+            log_level='warning',
+            ws_max_size=config.max_request_bytes,
+            ws_per_message_deflate=False,
+            ws_ping_interval=10.0,
+            ws_ping_timeout=30.0,
+            ssl_certfile=config.tls_certfile,
+            ssl_keyfile=config.tls_keyfile,
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(uconfig)
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():
+                task.result()
+                raise FaasConnectionError('the service stopped while starting')
+            await asyncio.sleep(0.02)
+        host = f'[{config.host}]' if ':' in config.host else config.host
+        url = f'{"https" if tls else "http"}://{host}:{port}'
+        logger.info('tether faas service listening on %s', url)
+        if ready is not None:
+            ready(url, service)
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        for session in list(service.sessions.values()):
+            await session.stop()
+        server.should_exit = True
+        server.force_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()
+
+
+class ServiceThread:
+    """The service in a background thread of this process.
+
+    Attributes:
+        url: Base URL, once started.
+        service: The :class:`~tether.faas._core.Service`, once started.
+    """
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.url = ''
+        self.service: Service | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name='tether-faas-service', daemon=True)
+
+    def start(self, timeout: float = 60.0) -> ServiceThread:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise FaasConnectionError('the service did not start in time')
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+
+        def ready(url: str, service: Service) -> None:
+            self.url = url
+            self.service = service
+            self._ready.set()
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            await serve(self.config, self._stop, ready)
+
+        try:
+            loop.run_until_complete(main())
+        except BaseException as e:
+            self._error = e
+            logger.exception('the service failed')
+        finally:
+            self._ready.set()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def call(self, coro: Any, timeout: float = 60.0) -> Any:
+        """Run a coroutine on the service's loop (e.g. ``service.repo.create_user``)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.loop is not None and self._stop is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    def __enter__(self) -> ServiceThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

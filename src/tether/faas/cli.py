@@ -1,0 +1,104 @@
+"""``tether faas``: the function service, its endpoints and the dev service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+import click
+
+from tether.faas.endpoint.cli import endpoint
+
+__all__ = ['faas']
+
+
+@click.group()
+def faas() -> None:
+    """Federated function as a service: service, endpoints, dev mode."""
+
+
+@faas.command('dev')
+@click.option('--json', 'as_json', is_flag=True, help='Print one JSON line once ready.')
+@click.option('--port', default=0, show_default=True, help='Port (0: a free one).')
+@click.option('--max-workers', type=int, default=None, help='Workers of the endpoint.')
+@click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
+def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None:
+    """Run a service and one endpoint here, in the foreground, until interrupted.
+
+    While it runs, Client() and Executor() of this user on this machine use it.
+    """
+    from tether.faas._dev import run_dev
+
+    logging.basicConfig(level=logging.WARNING)
+
+    def announce(info: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(json.dumps(info))
+        else:
+            click.echo(f'tether faas dev: service {info["url"]}')
+            click.echo(f'endpoint_id: {info["endpoint_id"]}')
+            click.echo('Client() and Executor(endpoint_id) of this user now use it; Ctrl-C stops.')
+        sys.stdout.flush()
+
+    run_dev(announce, port=port, max_workers=max_workers, engine=engine)
+
+
+@faas.command('serve')
+@click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
+@click.option('--json', 'as_json', is_flag=True, help='Print one JSON line once ready.')
+def _serve(config_path: str, as_json: bool) -> None:
+    """Run the service of a service.toml (PostgreSQL and RabbitMQ) until interrupted."""
+    from tether.faas._config import ServiceConfig
+    from tether.faas._server import serve as serve_service
+
+    config = ServiceConfig.from_toml(config_path)
+    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(name)s %(message)s')
+
+    def ready(url: str, _service: Any) -> None:
+        click.echo(json.dumps({'url': url}) if as_json else f'tether faas service on {url}')
+        sys.stdout.flush()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_service(config, stop, ready)
+
+    asyncio.run(main())
+
+
+@faas.command('add-user')
+@click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
+@click.argument('name')
+@click.option('--rotate', is_flag=True, help='Give an existing user a new token.')
+def _add_user(config_path: str, name: str, rotate: bool) -> None:
+    """Create a user (or rotate its token) in the service's database; print the token."""
+    from tether.exceptions import ConfigError
+    from tether.faas._config import ServiceConfig
+    from tether.faas._db import Repository
+    from tether.faas._drivers import open_driver
+
+    config = ServiceConfig.from_toml(config_path)
+
+    async def main() -> str:
+        repo = Repository(await open_driver(config.database))
+        try:
+            await repo.init()
+            if rotate:
+                token = await repo.rotate_user_token(name)
+                if token is None:
+                    raise ConfigError(f'no user named {name!r}')
+                return token
+            return (await repo.create_user(name))[1]
+        finally:
+            await repo.close()
+
+    click.echo(asyncio.run(main()))
+
+
+faas.add_command(endpoint)

@@ -1,0 +1,359 @@
+"""The endpoint agent: one outbound WebSocket to the service, tasks to an engine.
+
+The agent opens no port. It connects to the service (``Authorization: Bearer`` with the
+endpoint's token; TLS when the URL is ``https``), says which tasks it still holds, and
+then:
+
+* receives batches of tasks, checks each against the allowlist, fetches (once) and caches
+  each function body, and gives the tasks to its engine;
+* reports tasks handed to workers (``ACK``: only then does the service acknowledge them
+  to the broker);
+* sends results in batches and keeps each until the service confirms it stored it
+  (``RESULTS_OK``), resending the unconfirmed ones after a reconnect;
+* sends a heartbeat with its engine's workers, idle workers and queue every
+  ``heartbeat_s``.
+
+When the connection drops (service restarted, network cut) it reconnects with backoff;
+tasks keep running meanwhile. A task the service sends again (after a broker
+redelivery) while the agent still holds it is not run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from typing import Any
+
+from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
+from tether.faas import _frames
+from tether.faas._config import EndpointConfig
+from tether.faas._http import error_from, ws_url
+from tether.faas.endpoint._engine import Engine, Task, result_header
+
+__all__ = ['Agent', 'make_engine']
+
+logger = logging.getLogger(__name__)
+
+
+def make_engine(config: EndpointConfig, on_handoff: Any, on_result: Any) -> Engine:
+    """The engine ``config.engine`` names."""
+    env = {
+        'TETHER_FAAS_REDIS_URL': config.redis_url,
+        'TETHER_FAAS_ENDPOINT_ID': config.endpoint_id,
+    }
+    if config.engine == 'parsl':
+        from tether.faas.endpoint._parsl import ParslEngine
+
+        return ParslEngine(config, on_handoff, on_result, env)
+    from tether.faas.endpoint._pool import ProcessPoolEngine
+
+    return ProcessPoolEngine(config, on_handoff, on_result, env)
+
+
+class Agent:
+    """An endpoint's agent (see the module docstring).
+
+    Args:
+        config: The endpoint's configuration.
+        token: The endpoint's token (from its private token file).
+        engine: An engine to use instead of the one ``config.engine`` names.
+    """
+
+    def __init__(self, config: EndpointConfig, token: str, engine: Engine | None = None) -> None:
+        self.config = config
+        self._token = token
+        self._engine = engine
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.connected = asyncio.Event()
+        self._ws: Any = None
+        self._holding: dict[str, bool] = {}  # task id -> handed to a worker
+        self._unconfirmed: dict[str, tuple[dict[str, Any], bytes]] = {}
+        self._outbox: list[str] = []
+        self._handed: list[str] = []
+        self._functions: dict[str, tuple[str, bytes]] = {}
+        self._timings: dict[str, dict[str, float]] = {}
+        self._flush_task: asyncio.Task[None] | None = None
+        self._send_lock = asyncio.Lock()
+        self.fatal: BaseException | None = None
+
+    @property
+    def engine(self) -> Engine:
+        assert self._engine is not None
+        return self._engine
+
+    # Callbacks from the engine's thread -------------------------------------------------
+
+    def _on_handoff(self, ids: list[str]) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._handoff, ids)
+
+    def _on_result(self, header: dict[str, Any], payload: bytes) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._result, header, payload)
+
+    def _handoff(self, ids: list[str]) -> None:
+        for task_id in ids:
+            if task_id in self._holding:
+                self._holding[task_id] = True
+        self._handed.extend(ids)
+        self._schedule_flush()
+
+    def _result(self, header: dict[str, Any], payload: bytes) -> None:
+        task_id = str(header['task_id'])
+        self._holding.pop(task_id, None)
+        header['t'] = {**self._timings.pop(task_id, {}), **header.get('t', {})}
+        self._unconfirmed[task_id] = (header, payload)
+        self._outbox.append(task_id)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        # While other tasks are still running, wait a moment so that their results share
+        # one message (a lone task's result goes at once).
+        await asyncio.sleep(0.002 if self._holding else 0)
+        while self._ws is not None and (self._handed or self._outbox):
+            ws = self._ws
+            handed, self._handed = self._handed, []
+            out, self._outbox = self._outbox, []
+            try:
+                if handed:
+                    await self._send(ws, _frames.encode(_frames.ACK, {'task_ids': handed}))
+                if out:
+                    await self._send_results(ws, out)
+            except Exception as e:
+                logger.debug('send failed (%r): will resend after reconnecting', e)
+                return
+
+    async def _send(self, ws: Any, data: bytes) -> None:
+        async with self._send_lock:
+            await ws.send(data)
+
+    async def _send_results(self, ws: Any, ids: list[str]) -> None:
+        headers = []
+        payloads = []
+        now = time.time()
+        for task_id in ids:
+            item = self._unconfirmed.get(task_id)
+            if item is None:
+                continue
+            header, payload = item
+            header.setdefault('t', {})['endpoint_sent'] = now
+            headers.append(header)
+            payloads.append(payload)
+            if sum(len(p) for p in payloads) > 8 * 2**20:
+                await self._send(
+                    ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads)
+                )
+                headers, payloads = [], []
+        if headers:
+            await self._send(ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads))
+
+    # Connection ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set (or the service refuses the token)."""
+        import httpx
+
+        self.loop = asyncio.get_running_loop()
+        if self._engine is None:
+            self._engine = make_engine(self.config, self._on_handoff, self._on_result)
+        else:
+            self._engine.on_handoff = self._on_handoff  # type: ignore[attr-defined]
+            self._engine.on_result = self._on_result  # type: ignore[attr-defined]
+        await asyncio.get_running_loop().run_in_executor(None, self.engine.start)
+        verify: bool | str = self.config.ca_file or True
+        http = httpx.AsyncClient(
+            base_url=self.config.service_url.rstrip('/'),
+            headers={'Authorization': f'Bearer {self._token}'},
+            verify=verify,
+            timeout=60,
+        )
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            delay = 0.05
+            while not stop.is_set():
+                session = asyncio.ensure_future(self._session(http))
+                await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                if not session.done():
+                    session.cancel()
+                    with contextlib.suppress(BaseException):
+                        await session
+                    break
+                error = session.exception()
+                if isinstance(error, FaasAuthenticationError | FaasNotFoundError):
+                    self.fatal = error
+                    logger.error('the service refused this endpoint: %s', error)
+                    break
+                if error is None:
+                    delay = 0.05
+                else:
+                    logger.info('connection to the service lost (%r); reconnecting', error)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(stopper), delay)
+                delay = min(delay * 2, 2.0)
+        finally:
+            stopper.cancel()
+            await http.aclose()
+            await asyncio.get_running_loop().run_in_executor(None, self.engine.stop)
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if not self.config.service_url.startswith('https://'):
+            return None
+        return ssl.create_default_context(cafile=self.config.ca_file)
+
+    async def _session(self, http: Any) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed
+
+        url = ws_url(self.config.service_url.rstrip('/'), '/v1/endpoint/connect')
+        try:
+            async with connect(
+                url,
+                additional_headers={'Authorization': f'Bearer {self._token}'},
+                max_size=None,
+                compression=None,
+                ping_interval=10,
+                ping_timeout=30,
+                open_timeout=10,
+                ssl=self._ssl(),
+            ) as ws:
+                hello = {
+                    'held': [*self._holding, *self._unconfirmed],
+                    'engine': self.config.engine,
+                    'min_workers': self.config.min_workers,
+                    'max_workers': self.config.max_workers,
+                    'allowed_functions': self.config.allowed_functions,
+                    **self._stats(),
+                }
+                await self._send(ws, _frames.encode(_frames.HELLO, hello))
+                self._ws = ws
+                self.connected.set()
+                self._handed = [t for t, handed in self._holding.items() if handed]
+                self._outbox = list(self._unconfirmed)
+                self._schedule_flush()
+                beat = asyncio.ensure_future(self._heartbeat(ws))
+                try:
+                    async for message in ws:
+                        if isinstance(message, bytes):
+                            await self._handle(http, ws, _frames.decode(message))
+                finally:
+                    beat.cancel()
+                    self._ws = None
+                    self.connected.clear()
+        except ConnectionClosed as e:
+            code = e.rcvd.code if e.rcvd is not None else 0
+            if code in (4401, 4404):
+                reason = e.rcvd.reason if e.rcvd is not None else ''
+                raise (FaasAuthenticationError if code == 4401 else FaasNotFoundError)(
+                    f'endpoint {self.config.endpoint_id}: {reason}'
+                ) from e
+            raise
+
+    def _stats(self) -> dict[str, Any]:
+        stats = self.engine.stats()
+        stats['warm'] = len(stats.get('warm', {}))
+        return stats
+
+    async def _heartbeat(self, ws: Any) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_s)
+            await self._send(ws, _frames.encode(_frames.HEARTBEAT, self._stats()))
+
+    async def _handle(self, http: Any, ws: Any, frame: Any) -> None:
+        if frame.type == _frames.RESULTS_OK:
+            for task_id in frame.header.get('task_ids', []):
+                self._unconfirmed.pop(str(task_id), None)
+        elif frame.type == _frames.TASKS:
+            await self._tasks(http, frame)
+        else:
+            logger.warning('ignoring message type %s from the service', frame.type)
+
+    async def _tasks(self, http: Any, frame: Any) -> None:
+        received = time.time()
+        tasks = []
+        for header, payload in zip(frame.header.get('tasks', []), frame.payloads, strict=False):
+            task_id = str(header['task_id'])
+            if task_id in self._holding:
+                if self._holding[task_id]:
+                    self._handed.append(task_id)  # redelivered: already with a worker
+                continue
+            if task_id in self._unconfirmed:
+                self._handed.append(task_id)
+                continue
+            header.setdefault('t', {})['endpoint_received'] = received
+            fid = str(header['function_id'])
+            refusal = self._refuse(header)
+            function = None
+            if refusal is None:
+                try:
+                    function = await self._function(http, fid)
+                except Exception as e:
+                    refusal = {'type': type(e).__name__, 'message': str(e), 'traceback': ''}
+            if refusal is not None or function is None:
+                self._holding[task_id] = True
+                self._handed.append(task_id)
+                now = time.time()
+                result = result_header(
+                    task_id,
+                    'failed',
+                    str(header.get('data_serializer', 'tether')),
+                    refusal,
+                    now,
+                    now,
+                )
+                self._timings[task_id] = header['t']
+                self._result(result, b'')
+                continue
+            self._holding[task_id] = False
+            tasks.append(
+                Task(
+                    task_id=task_id,
+                    function_id=fid,
+                    function_serializer=function[0],
+                    function_body=function[1],
+                    data_serializer=str(header.get('data_serializer', 'tether')),
+                    payload=bytes(payload),
+                    result_store=header.get('result_store'),
+                    result_threshold=header.get('result_threshold'),
+                ),
+            )
+            self._timings[task_id] = header['t']
+        if tasks:
+            self.engine.submit(tasks)
+        self._schedule_flush()
+
+    def _refuse(self, header: dict[str, Any]) -> dict[str, str] | None:
+        allowed = self.config.allowed_functions
+        fid = str(header['function_id'])
+        if allowed is not None and fid not in allowed:
+            return {
+                'type': 'FunctionNotAllowedError',
+                'message': f'endpoint {self.config.endpoint_id} does not allow function {fid}',
+                'traceback': '',
+            }
+        store = header.get('result_store')
+        if allowed is not None and store is not None:
+            ctype = str(store.get('connector_type', ''))
+            if not ctype.startswith('tether.connectors.'):
+                return {
+                    'type': 'FunctionNotAllowedError',
+                    'message': f'result store connector {ctype!r} is not a tether connector',
+                    'traceback': '',
+                }
+        return None
+
+    async def _function(self, http: Any, fid: str) -> tuple[str, bytes]:
+        found = self._functions.get(fid)
+        if found is None:
+            response = await http.get(f'/v1/endpoint/functions/{fid}')
+            if response.status_code != 200:
+                raise error_from(response.status_code, response.content, f'function {fid}')
+            serializer = response.headers.get('x-tether-serializer', 'pickle')
+            found = self._functions[fid] = (serializer, bytes(response.content))
+        return found

@@ -1,0 +1,155 @@
+"""The Parsl engine: tasks run on a Parsl HighThroughputExecutor (HTEX).
+
+HTEX brings Parsl's providers (Slurm, PBS, cloud ...), its block-based elasticity and its
+retries; a task is handed off when Parsl accepts it. Each HTEX worker keeps the functions
+it has loaded (warm) for later tasks. A task that Parsl reports lost with its worker, after
+Parsl's ``retries`` (``max_retries``), fails with ``WorkerLostError``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import pathlib
+import sys
+import tempfile
+from typing import Any
+
+from tether.faas._config import EndpointConfig
+from tether.faas.endpoint._engine import OnHandoff, OnResult, Task, result_header
+from tether.faas.endpoint._worker import run_parsl_task
+
+__all__ = ['ParslEngine']
+
+logger = logging.getLogger(__name__)
+
+
+class ParslEngine:
+    """Tasks through ``parsl.concurrent.ParslPoolExecutor`` over HTEX on this host.
+
+    Args:
+        config: The endpoint's configuration (``min_workers``/``max_workers`` become the
+            HTEX worker count, ``idle_timeout_s`` its idle time, ``max_retries`` Parsl's
+            retries).
+        parsl_config: A ``parsl.config.Config`` to use instead (any provider).
+    """
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        on_handoff: OnHandoff,
+        on_result: OnResult,
+        env: dict[str, str] | None = None,
+        parsl_config: Any = None,
+    ) -> None:
+        self.config = config
+        self.on_handoff = on_handoff
+        self.on_result = on_result
+        self.env = dict(env or {})
+        self._parsl_config = parsl_config
+        self._pool: Any = None
+        self._pending = 0
+        self._run_dir = ''
+
+    def _default_config(self) -> Any:
+        from parsl.config import Config
+        from parsl.executors import HighThroughputExecutor
+        from parsl.providers import LocalProvider
+
+        self._run_dir = tempfile.mkdtemp(prefix='tether-faas-parsl-')
+        bindir = str(pathlib.Path(sys.executable).parent)
+        if bindir not in os.environ.get('PATH', '').split(os.pathsep):
+            os.environ['PATH'] = os.pathsep.join((bindir, os.environ.get('PATH', '')))
+        return Config(
+            executors=[
+                HighThroughputExecutor(
+                    label='tether-faas',
+                    address='127.0.0.1',
+                    max_workers_per_node=self.config.max_workers,
+                    provider=LocalProvider(  # type: ignore[no-untyped-call]
+                        init_blocks=1,
+                        min_blocks=0 if self.config.min_workers == 0 else 1,
+                        max_blocks=1,
+                    ),
+                    encrypted=False,
+                ),
+            ],
+            run_dir=self._run_dir,
+            retries=self.config.max_retries,
+            max_idletime=self.config.idle_timeout_s,
+        )
+
+    def start(self) -> None:
+        import json
+
+        from parsl.concurrent import ParslPoolExecutor
+
+        os.environ.update(self.env)
+        os.environ['TETHER_FAAS_SYS_PATH'] = json.dumps(sys.path)
+        self._pool = ParslPoolExecutor(self._parsl_config or self._default_config())
+
+    def submit(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            message = (
+                task.task_id,
+                task.function_id,
+                task.function_serializer,
+                task.function_body,
+                task.data_serializer,
+                task.payload,
+                task.result_store,
+                task.result_threshold,
+            )
+            future = self._pool.submit(run_parsl_task, message)
+            self._pending += 1
+            future.add_done_callback(lambda f, t=task: self._done(t, f))
+        self.on_handoff([t.task_id for t in tasks])
+
+    def _done(self, task: Task, future: concurrent.futures.Future[Any]) -> None:
+        self._pending -= 1
+        error = future.exception()
+        if error is None:
+            task_id, status, ser, data, err, start, end = future.result()
+            self.on_result(result_header(task_id, status, ser, err, start, end), data)
+            return
+        kind = type(error).__name__
+        lost = 'WorkerLost' in kind or 'ManagerLost' in kind
+        message = f'{kind}: {error} (after {self.config.max_retries} Parsl retries)'
+        header = result_header(
+            task.task_id,
+            'failed',
+            task.data_serializer,
+            {'type': 'WorkerLostError' if lost else kind, 'message': message, 'traceback': ''},
+            0.0,
+            0.0,
+        )
+        self.on_result(header, b'')
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            'workers': self.config.max_workers,
+            'idle': None,
+            'pending': self._pending,
+            'warm': {},
+        }
+
+    def stop(self) -> None:
+        # Parsl detaches the file handler of its run log at shutdown but never closes it:
+        # find it first, close it after.
+        handlers = [
+            (name, h)
+            for name in ('parsl', 'concurrent.futures')
+            for h in logging.getLogger(name).handlers
+            if self._run_dir and self._run_dir in str(getattr(h, 'baseFilename', ''))
+        ]
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        for name, handler in handlers:
+            logging.getLogger(name).removeHandler(handler)
+            handler.close()
+        if self._run_dir:
+            import shutil
+
+            shutil.rmtree(self._run_dir, ignore_errors=True)

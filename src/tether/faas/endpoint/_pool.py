@@ -1,0 +1,289 @@
+"""The process-pool engine: elastic worker processes with warm-function routing.
+
+One manager thread owns the workers (processes, each with a socket) and waits on their
+sockets and pidfds at once:
+
+* **hand-off**: a task goes to a worker with room (``1 + worker_prefetch`` tasks), one
+  where its function is already warm first, then the least loaded; the endpoint is told
+  once the task is in a worker's pipe (only then is it acknowledged to the broker);
+* **retries**: when a worker dies, each task it held is queued again, up to
+  ``max_retries`` times, then fails with ``WorkerLostError``;
+* **elasticity**: workers are started while tasks wait and fewer than ``max_workers``
+  run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import math
+import multiprocessing.connection
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from tether.faas._config import EndpointConfig
+from tether.faas.endpoint._engine import OnHandoff, OnResult, Task, result_header
+
+__all__ = ['ProcessPoolEngine']
+
+logger = logging.getLogger(__name__)
+
+_TICK = 0.25
+
+
+class _Worker:
+    """A worker process (``python -m tether.faas.endpoint._worker``) and its socket.
+
+    Workers are fresh interpreters rather than forks (the endpoint has threads and an
+    event loop) and do not import the endpoint's ``__main__`` the way multiprocessing's
+    spawn and forkserver do. A pidfd signals the worker's death.
+    """
+
+    def __init__(self, env: dict[str, str]) -> None:
+        parent, child = socket.socketpair()
+        self.process = subprocess.Popen(
+            [sys.executable, '-m', 'tether.faas.endpoint._worker', str(child.fileno())],
+            pass_fds=[child.fileno()],
+            env={**os.environ, **env, 'TETHER_FAAS_SYS_PATH': json.dumps(sys.path)},
+            stdin=subprocess.DEVNULL,
+        )
+        child.close()
+        self.conn = multiprocessing.connection.Connection(parent.detach())
+        self.sentinel = os.pidfd_open(self.process.pid)
+        self.inflight: dict[str, Task] = {}
+        self.warm: set[str] = set()
+        self.idle_since = time.monotonic()
+        self.dead = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        for close in (self.conn.close, lambda: os.close(self.sentinel)):
+            with contextlib.suppress(OSError):
+                close()
+
+
+class ProcessPoolEngine:
+    """Worker processes on this host (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        on_handoff: OnHandoff,
+        on_result: OnResult,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.on_handoff = on_handoff
+        self.on_result = on_result
+        self.env = dict(env or {})
+        self._pending: collections.deque[Task] = collections.deque()
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name='tether-faas-pool', daemon=True)
+        self.started_workers = 0
+        self.cold_starts = 0
+
+    def start(self) -> None:
+        for _ in range(self.config.min_workers):
+            self._spawn()
+        self._thread.start()
+
+    def submit(self, tasks: list[Task]) -> None:
+        with self._lock:
+            self._pending.extend(tasks)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b'x')
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            warm: dict[str, int] = {}
+            for w in self._workers:
+                for fid in w.warm:
+                    warm[fid] = warm.get(fid, 0) + 1
+            return {
+                'workers': len(self._workers),
+                'idle': sum(1 for w in self._workers if not w.inflight),
+                'pending': len(self._pending),
+                'warm': warm,
+            }
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        for w in list(self._workers):
+            self._retire(w)
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # Manager thread --------------------------------------------------------------------
+
+    def _spawn(self) -> _Worker:
+        worker = _Worker(self.env)
+        with self._lock:
+            self._workers.append(worker)
+        self.started_workers += 1
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            worker.conn.send(None)
+        try:
+            worker.process.wait(5)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait(5)
+        worker.close()
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+
+    def _run(self) -> None:
+        while not self._stopping:
+            waitables: list[Any] = [self._wake_r]
+            for w in self._workers:
+                waitables.extend((w.conn, w.sentinel))
+            try:
+                ready = multiprocessing.connection.wait(waitables, timeout=_TICK)
+            except OSError:
+                ready = []
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.read(self._wake_r, 65536)
+            try:
+                self._collect(ready)
+                self._dispatch()
+                self._scale()
+            except Exception:
+                logger.exception('process pool manager error')
+
+    def _collect(self, ready: list[Any]) -> None:
+        for w in list(self._workers):
+            if w.conn in ready:
+                try:
+                    while w.conn.poll():
+                        task_id, status, ser, data, error, start, end = w.conn.recv()
+                        task = w.inflight.pop(task_id, None)
+                        if task is not None:
+                            w.warm.add(task.function_id)
+                        if not w.inflight:
+                            w.idle_since = time.monotonic()
+                        self.on_result(
+                            result_header(task_id, status, ser, error, start, end), data
+                        )
+                except (EOFError, OSError):
+                    w.dead = True
+            if w.dead or w.sentinel in ready or not w.alive():
+                self._lost(w)
+
+    def _lost(self, worker: _Worker) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(1)
+        exitcode = worker.process.returncode
+        logger.warning(
+            'worker %s died (exit code %s) holding %d task(s)',
+            worker.pid,
+            exitcode,
+            len(worker.inflight),
+        )
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        worker.close()
+        again = []
+        for task in worker.inflight.values():
+            task.attempts += 1
+            if task.attempts > self.config.max_retries:
+                message = (
+                    f'the worker running the task died {task.attempts} times (exit code '
+                    f'{exitcode}); max_retries = {self.config.max_retries}'
+                )
+                error = {'type': 'WorkerLostError', 'message': message, 'traceback': ''}
+                now = time.time()
+                self.on_result(
+                    result_header(task.task_id, 'failed', task.data_serializer, error, now, now),
+                    b'',
+                )
+            else:
+                again.append(task)
+        with self._lock:
+            self._pending.extendleft(reversed(again))
+
+    def _dispatch(self) -> None:
+        capacity = 1 + self.config.worker_prefetch
+        handed: list[str] = []
+        while True:
+            with self._lock:
+                if not self._pending:
+                    break
+                task = self._pending[0]
+                free = [w for w in self._workers if not w.dead and len(w.inflight) < capacity]
+                if not free:
+                    break
+                warm = [w for w in free if task.function_id in w.warm]
+                worker = min(warm or free, key=lambda w: len(w.inflight))
+                self._pending.popleft()
+            cold = task.function_id not in worker.warm
+            if cold:
+                self.cold_starts += 1
+            message = (
+                task.task_id,
+                task.function_id,
+                task.function_serializer,
+                task.function_body if cold else None,
+                task.data_serializer,
+                task.payload,
+                task.result_store,
+                task.result_threshold,
+            )
+            try:
+                worker.conn.send(message)
+            except (OSError, ValueError):
+                worker.dead = True
+                with self._lock:
+                    self._pending.appendleft(task)
+                continue
+            worker.inflight[task.task_id] = task
+            worker.warm.add(task.function_id)
+            if task.attempts == 0:
+                handed.append(task.task_id)
+        if handed:
+            self.on_handoff(handed)
+
+    def _scale(self) -> None:
+        capacity = 1 + self.config.worker_prefetch
+        with self._lock:
+            pending = len(self._pending)
+            n = len(self._workers)
+            room = sum(capacity - len(w.inflight) for w in self._workers)
+        if pending > room and n < self.config.max_workers:
+            want = min(self.config.max_workers - n, math.ceil((pending - room) / capacity))
+            for _ in range(want):
+                self._spawn()
+        now = time.monotonic()
+        for w in list(self._workers):
+            if len(self._workers) <= self.config.min_workers:
+                break
+            if not w.inflight and now - w.idle_since > self.config.idle_timeout_s and not pending:
+                self._retire(w)

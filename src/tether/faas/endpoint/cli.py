@@ -1,0 +1,266 @@
+"""``tether faas endpoint configure|start|stop|list|status``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import click
+
+from tether.exceptions import ConfigError
+from tether.faas._config import (
+    EndpointConfig,
+    endpoint_dir,
+    faas_home,
+    pid_alive,
+    write_private,
+)
+
+__all__ = ['endpoint']
+
+
+def _pid(name: str) -> int | None:
+    try:
+        pid = int((endpoint_dir(name) / 'pid').read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def _load(name: str) -> tuple[EndpointConfig, str]:
+    folder = endpoint_dir(name)
+    config = EndpointConfig.from_toml(folder / 'config.toml')
+    try:
+        token = (folder / 'token').read_text().strip()
+    except FileNotFoundError as e:
+        raise ConfigError(f'endpoint {name} has no token file: configure it again') from e
+    return config, token
+
+
+@click.group()
+def endpoint() -> None:
+    """Endpoints: register, run and inspect the agents that run your functions."""
+
+
+@endpoint.command('configure')
+@click.argument('name')
+@click.option('--service', 'service_url', default=None, help='Service URL (default: dev).')
+@click.option('--token', default=None, help='Your user token (default: $TETHER_FAAS_TOKEN).')
+@click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
+@click.option('--min-workers', default=0, show_default=True)
+@click.option('--max-workers', type=int, default=None, help='Default: the CPU count.')
+@click.option('--idle-timeout', default=120.0, show_default=True, help='Seconds.')
+@click.option('--max-retries', default=2, show_default=True)
+@click.option('--allow', 'allow', multiple=True, help='Allowed function id (repeatable).')
+@click.option('--redis-url', default='redis://127.0.0.1:6379/0', show_default=True)
+@click.option('--ca-file', default=None, help='CA bundle of an HTTPS service.')
+@click.option('--json', 'as_json', is_flag=True)
+def _configure(  # noqa: PLR0917
+    name: str,
+    service_url: str | None,
+    token: str | None,
+    engine: str,
+    min_workers: int,
+    max_workers: int | None,
+    idle_timeout: float,
+    max_retries: int,
+    allow: tuple[str, ...],
+    redis_url: str,
+    ca_file: str | None,
+    as_json: bool,
+) -> None:
+    """Register endpoint NAME with the service and write its configuration."""
+    from tether.faas._client import Client
+
+    folder = endpoint_dir(name)
+    if (folder / 'config.toml').exists():
+        raise click.ClickException(f'endpoint {name} is already configured ({folder})')
+    with Client(service_url, token, verify=ca_file or True) as client:
+        endpoint_id, endpoint_token = client.register_endpoint(name)
+        url = client.service_url
+    config = EndpointConfig(
+        name=name,
+        endpoint_id=endpoint_id,
+        service_url=url,
+        engine=engine,  # type: ignore[arg-type]
+        min_workers=min_workers,
+        max_workers=max_workers or os.cpu_count() or 1,
+        idle_timeout_s=idle_timeout,
+        max_retries=max_retries,
+        allowed_functions=list(allow) or None,
+        redis_url=redis_url,
+        ca_file=ca_file,
+    )
+    config.write_toml(folder / 'config.toml')
+    write_private(folder / 'token', endpoint_token.encode())
+    if as_json:
+        click.echo(json.dumps({'name': name, 'endpoint_id': endpoint_id}))
+    else:
+        click.echo(f'endpoint {name}: {endpoint_id} (configuration in {folder})')
+
+
+@endpoint.command('start')
+@click.argument('name')
+@click.option('--foreground', is_flag=True, help='Run here instead of in the background.')
+def _start(name: str, foreground: bool) -> None:
+    """Start the agent of endpoint NAME."""
+    config, token = _load(name)
+    folder = endpoint_dir(name)
+    running = _pid(name)
+    if running is not None and running != os.getpid():
+        raise click.ClickException(f'endpoint {name} already runs (pid {running})')
+    if not foreground:
+        (folder / 'connected').unlink(missing_ok=True)
+        with open(folder / 'endpoint.log', 'ab') as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    '-c',
+                    'from tether.cli import main; main()',
+                    'faas',
+                    'endpoint',
+                    'start',
+                    name,
+                    '--foreground',
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while not (folder / 'connected').exists():
+            if proc.poll() is not None:
+                raise click.ClickException(
+                    f'endpoint {name} stopped (exit {proc.returncode}); see {folder}/endpoint.log'
+                )
+            if time.monotonic() > deadline:
+                raise click.ClickException(f'endpoint {name} did not connect in 60 s')
+            time.sleep(0.05)
+        click.echo(f'endpoint {name} ({config.endpoint_id}) started, pid {proc.pid}')
+        return
+    logging.basicConfig(
+        level=logging.INFO, format='%(asctime)s %(name)s %(levelname)s %(message)s'
+    )
+    write_private(folder / 'pid', str(os.getpid()).encode())
+    try:
+        asyncio.run(_run(config, token, folder))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if (folder / 'pid').read_text() == str(os.getpid()):
+                (folder / 'pid').unlink()
+        (folder / 'connected').unlink(missing_ok=True)
+
+
+async def _run(config: EndpointConfig, token: str, folder: Any) -> None:
+    from tether.faas.endpoint._agent import Agent
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    agent = Agent(config, token)
+
+    async def mark() -> None:
+        await agent.connected.wait()
+        write_private(folder / 'connected', b'1')
+
+    marker = asyncio.ensure_future(mark())
+    try:
+        await agent.run(stop)
+    finally:
+        marker.cancel()
+    if agent.fatal is not None:
+        raise click.ClickException(str(agent.fatal))
+
+
+@endpoint.command('stop')
+@click.argument('name')
+def _stop(name: str) -> None:
+    """Stop the agent of endpoint NAME (its running tasks are queued again)."""
+    pid = _pid(name)
+    if pid is None:
+        raise click.ClickException(f'endpoint {name} is not running')
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _pid(name) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    click.echo(f'endpoint {name} stopped')
+
+
+@endpoint.command('list')
+@click.option('--json', 'as_json', is_flag=True)
+def _list(as_json: bool) -> None:
+    """Endpoints configured on this machine for this user."""
+    rows = []
+    root = faas_home() / 'endpoints'
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            config = EndpointConfig.from_toml(folder / 'config.toml')
+        except ConfigError:
+            continue
+        pid = _pid(folder.name)
+        rows.append(
+            {
+                'name': folder.name,
+                'endpoint_id': config.endpoint_id,
+                'service_url': config.service_url,
+                'running': pid is not None,
+                'pid': pid,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for r in rows:
+        state = f'running (pid {r["pid"]})' if r['running'] else 'stopped'
+        click.echo(f'{r["name"]}  {r["endpoint_id"]}  {state}  {r["service_url"]}')
+
+
+@endpoint.command('status')
+@click.argument('name')
+@click.option('--json', 'as_json', is_flag=True)
+def _status(name: str, as_json: bool) -> None:
+    """Local state and the service's view (online, workers, queued tasks) of NAME."""
+    import httpx
+
+    from tether.faas._http import raise_for
+
+    config, token = _load(name)
+    pid = _pid(name)
+    with httpx.Client(
+        base_url=config.service_url,
+        headers={'Authorization': f'Bearer {token}'},
+        verify=config.ca_file or True,
+        timeout=30,
+    ) as http:
+        try:
+            response = http.get('/v1/endpoint/status')
+        except httpx.TransportError as e:
+            raise click.ClickException(f'service {config.service_url} unreachable: {e}') from e
+        raise_for(response, f'status of endpoint {name}')
+        remote = response.json()
+    data = {
+        'name': name,
+        'endpoint_id': config.endpoint_id,
+        'running': pid is not None,
+        'pid': pid,
+        **remote,
+    }
+    if as_json:
+        click.echo(json.dumps(data))
+        return
+    info = remote.get('info', {})
+    click.echo(
+        f'{name} ({config.endpoint_id}): agent {"running" if pid else "stopped"}, service sees '
+        f'it {"online" if remote.get("online") else "offline"}; workers {info.get("workers")}, '
+        f'idle {info.get("idle")}, queued {remote.get("queued")}, running {remote.get("running")}'
+    )
