@@ -1,0 +1,608 @@
+"""The running agent: one event loop that serves a behavior's mailbox.
+
+The loop receives messages, answers pings and describe requests at once, runs ``async``
+actions as tasks and synchronous ones in a thread pool (a synchronous action sends its
+response from its own thread), never more than the behavior's ``max_concurrency`` at a
+time, and runs the control loops (threads for synchronous loops, tasks for ``async``
+ones). Messages the exchange refused are answered with the reason when their sender can
+be read, and the agent keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextvars
+import dataclasses
+import inspect
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.agents._message import (
+    CANCEL,
+    DESCRIBE,
+    PING,
+    REQUEST,
+    RESPONSE,
+    SHUTDOWN,
+    Message,
+    Rejected,
+    error_info,
+)
+from tether.agents.behavior import Behavior, _wait_async_event, _wait_thread_event
+from tether.exceptions import AgentError, MessageRejectedError, TetherError
+
+if TYPE_CHECKING:
+    from tether.agents.exchange import Exchange
+    from tether.agents.handle import Handle
+    from tether.agents.launcher import Launcher
+    from tether.agents.manager import Manager
+    from tether.agents.state import State
+
+__all__ = [
+    'ActionContext',
+    'AgentContext',
+    'AgentRuntime',
+    'AgentSpec',
+    'LoopError',
+    'current_action',
+]
+
+logger = logging.getLogger(__name__)
+
+_current: contextvars.ContextVar[ActionContext | None] = contextvars.ContextVar(
+    'tether_agents_action', default=None
+)
+_RECENT = 4096
+_event_lock = threading.Lock()
+
+
+class LoopError(AgentError):
+    """A control loop raised, and the behavior shuts down on loop errors."""
+
+
+@dataclasses.dataclass
+class AgentSpec:
+    """Everything needed to run one agent (what a launcher ships to where it runs).
+
+    Attributes:
+        behavior: The behavior object.
+        agent_id: The agent's mailbox id (registered in ``exchange``).
+        exchange: The exchange.
+        max_concurrency: Overrides the behavior's ``max_concurrency``.
+        state_dir: Directory of the agent's persistent state (default: the agents home).
+    """
+
+    behavior: Behavior
+    agent_id: str
+    exchange: Exchange
+    max_concurrency: int | None = None
+    state_dir: str | None = None
+
+
+class ActionContext:
+    """What a running action can learn about its request (see :func:`current_action`).
+
+    Attributes:
+        action: The action's name.
+        caller: The mailbox id of the caller.
+        tag: The request's tag.
+    """
+
+    def __init__(self, action: str, caller: str, tag: int) -> None:
+        self.action = action
+        self.caller = caller
+        self.tag = tag
+        self.started = False
+        self._cancel_event: threading.Event | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.is_async = False
+        self.msg: Any = None
+        self.fn: Any = None
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the caller cancels the request (or times out waiting)."""
+        event = self._cancel_event
+        if event is None:
+            with _event_lock:
+                if self._cancel_event is None:
+                    self._cancel_event = threading.Event()
+                event = self._cancel_event
+        return event
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the caller cancelled the request (or timed out waiting)."""
+        event = self._cancel_event
+        return event is not None and event.is_set()
+
+
+def current_action() -> ActionContext:
+    """The context of the action running in this thread or task.
+
+    Raises:
+        AgentError: outside of an action.
+    """
+    ctx = _current.get()
+    if ctx is None:
+        raise AgentError('current_action() is only available inside a running action')
+    return ctx
+
+
+class AgentContext:
+    """What a running behavior sees of its agent (``behavior.agent_context``).
+
+    Attributes:
+        agent_id: The agent's mailbox id.
+        exchange: The exchange the agent serves its mailbox on.
+    """
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
+        self.agent_id = runtime.agent_id
+        self.exchange = runtime.exchange
+        self._state: State | None = None
+        self._manager: Manager | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> State:
+        """The agent's persistent state, restored from its last checkpoint on first use."""
+        with self._lock:
+            if self._state is None:
+                from tether.agents.state import State, agents_home
+
+                base = self._runtime.state_dir or str(agents_home() / 'state')
+                self._state = State(f'{base}/{self.agent_id}.state')
+            return self._state
+
+    def shutdown(self) -> None:
+        """Shut the agent down for good (its mailbox is terminated)."""
+        self._runtime.request_shutdown(terminate=True)
+
+    def handle(self, agent_id: str) -> Handle[Any]:
+        """A handle to another agent of the same exchange."""
+        return self.exchange.get_handle(agent_id)
+
+    def launch(
+        self, behavior: Behavior, *, launcher: Launcher | None = None, **kwargs: Any
+    ) -> Handle[Any]:
+        """Launch a child agent (default: in a thread of this agent's process).
+
+        Children are shut down when this agent shuts down.
+        """
+        with self._lock:
+            if self._manager is None:
+                from tether.agents.launcher import ThreadLauncher
+                from tether.agents.manager import Manager
+
+                self._manager = Manager(self.exchange, ThreadLauncher())
+            manager = self._manager
+        return manager.launch(behavior, launcher=launcher, **kwargs)
+
+    def _close(self) -> None:
+        if self._manager is not None:
+            self._manager.close()
+        if self._state is not None:
+            self._state.checkpoint()
+
+
+class AgentRuntime:
+    """Runs one behavior as an agent until it is shut down.
+
+    Args:
+        spec: The agent to run.
+    """
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.behavior = spec.behavior
+        self.agent_id = spec.agent_id
+        self.exchange = spec.exchange
+        self.state_dir = spec.state_dir
+        cap = spec.max_concurrency
+        if cap is None:
+            cap = getattr(self.behavior, 'max_concurrency', None)
+        if cap is not None and cap < 1:
+            raise ValueError(f'max_concurrency must be at least 1, got {cap}')
+        self.cap = cap
+        self.actions = type(self.behavior).behavior_actions()
+        self._is_async = {n: inspect.iscoroutinefunction(f) for n, f in self.actions.items()}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.started = threading.Event()
+        self.terminate = False
+        self.failure: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread_shutdown = threading.Event()
+        self._active: dict[tuple[str, int], ActionContext] = {}
+        self._recent: collections.OrderedDict[tuple[str, int], None] = collections.OrderedDict()
+        self._early_cancels: collections.OrderedDict[tuple[str, int], None] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()
+        self._running = 0
+        self._waiting: collections.deque[ActionContext] = collections.deque()
+        self._stopping = False
+        self._idle: asyncio.Event | None = None
+        self._pending_stop: tuple[bool, BaseException | None] | None = None
+
+    # Control from other threads --------------------------------------------------------
+
+    def request_shutdown(
+        self, *, terminate: bool = True, failure: BaseException | None = None
+    ) -> None:
+        """Stop the agent (thread-safe); ``terminate`` closes its mailbox for good."""
+        loop = self.loop
+        if loop is None:
+            self._pending_stop = (terminate, failure)
+            return
+        loop.call_soon_threadsafe(self._begin_stop, terminate, failure)
+
+    def _begin_stop(self, terminate: bool, failure: BaseException | None) -> None:
+        self.terminate = self.terminate or terminate
+        if failure is not None and self.failure is None:
+            self.failure = failure
+        if self._stop is not None:
+            self._stop.set()
+
+    # Running ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run the agent in this thread until it stops.
+
+        Raises:
+            LoopError: (or the error of ``on_setup``) when the agent failed; a launcher
+                with a restart policy then restarts it.
+        """
+        asyncio.run(self._main())
+        if self.failure is not None:
+            raise self.failure
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.cap or 32, thread_name_prefix=f'agent-{self.agent_id[6:14]}'
+        )
+        context = AgentContext(self)
+        self.behavior.__dict__['_tether_context'] = context
+        transport = self.exchange.transport()
+        self.transport = transport
+        listener = None
+        loops: list[Any] = []
+        try:
+            await self._call(self.behavior.on_setup)
+            if self._pending_stop is not None:
+                self._begin_stop(*self._pending_stop)
+            listener = transport.listen(self.agent_id, self._deliver)
+            loops = self._start_loops()
+            self.started.set()
+            logger.info('agent %s (%s) started', self.agent_id, type(self.behavior).__name__)
+            await self._stop.wait()
+        except BaseException as e:
+            if self.failure is None:
+                self.failure = e
+        finally:
+            self.started.set()
+            if listener is not None:
+                listener.close()
+            await self._drain()
+            self._thread_shutdown.set()
+            await self._join_loops(loops)
+            try:
+                await self._call(self.behavior.on_shutdown)
+            except Exception as e:
+                logger.exception('on_shutdown of agent %s failed', self.agent_id)
+                if self.failure is None:
+                    self.failure = e
+            context._close()
+            self._pool.shutdown(wait=True)
+            if self.terminate and self.failure is None:
+                try:
+                    transport.terminate(self.agent_id)
+                except TetherError:
+                    logger.warning('could not terminate the mailbox of %s', self.agent_id)
+            self.behavior.__dict__.pop('_tether_context', None)
+            logger.info('agent %s stopped', self.agent_id)
+
+    async def _call(self, fn: Callable[[], Any]) -> Any:
+        if inspect.iscoroutinefunction(fn):
+            return await fn()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, contextvars.copy_context().run, fn)
+
+    async def _drain(self) -> None:
+        """Answer what waits, cancel async actions, let synchronous ones finish."""
+        with self._lock:
+            self._stopping = True
+            waiting = list(self._waiting)
+            self._waiting.clear()
+            running = [c for c in self._active.values() if c.started]
+            for ctx in waiting:
+                self._active.pop((ctx.caller, ctx.tag), None)
+            busy = self._running > 0
+            if busy:
+                self._idle = asyncio.Event()
+        for ctx in waiting:
+            if not ctx.cancelled:
+                self._reply(
+                    ctx.caller,
+                    ctx.tag,
+                    error=AgentError(f'agent {self.agent_id} shut down before the action ran'),
+                )
+        for ctx in running:
+            if ctx.is_async and ctx.task is not None:
+                ctx.task.cancel()
+        if busy and self._idle is not None:
+            await self._idle.wait()
+
+    # Control loops --------------------------------------------------------------------
+
+    def _start_loops(self) -> list[Any]:
+        started: list[Any] = []
+        for name, fn in type(self.behavior).behavior_loops().items():
+            bound = fn.__get__(self.behavior)
+            kind = fn._tether_agent_kind  # type: ignore[attr-defined]
+            if inspect.iscoroutinefunction(fn):
+                coro = self._async_loop(name, kind, fn, bound)
+                started.append(asyncio.get_running_loop().create_task(coro))
+            else:
+                thread = threading.Thread(
+                    target=self._sync_loop,
+                    args=(name, kind, fn, bound),
+                    name=f'agent-{self.agent_id[6:14]}-{name}',
+                    daemon=True,
+                )
+                thread.start()
+                started.append(thread)
+        return started
+
+    def _loop_failed(self, name: str, error: BaseException) -> None:
+        logger.error('loop %s of agent %s raised %r', name, self.agent_id, error)
+        if getattr(self.behavior, 'shutdown_on_loop_error', True):
+            failure = LoopError(f'loop {name!r} of agent {self.agent_id} raised {error!r}')
+            failure.__cause__ = error
+            self.request_shutdown(terminate=False, failure=failure)
+
+    def _sync_loop(self, name: str, kind: str, fn: Any, bound: Any) -> None:
+        stop = self._thread_shutdown
+        try:
+            if kind == 'loop':
+                bound(stop)
+            elif kind == 'timer':
+                while not stop.wait(fn._tether_timer_interval):
+                    bound()
+            else:
+                ev = getattr(self.behavior, fn._tether_event_name)
+                while _wait_thread_event(ev, stop, 0.05):
+                    ev.clear()
+                    bound()
+        except Exception as e:
+            self._loop_failed(name, e)
+
+    async def _async_loop(self, name: str, kind: str, fn: Any, bound: Any) -> None:
+        stop = self._stop
+        assert stop is not None
+        try:
+            if kind == 'loop':
+                await bound(stop)
+            elif kind == 'timer':
+                while True:
+                    try:
+                        await asyncio.wait_for(stop.wait(), fn._tether_timer_interval)
+                        return
+                    except TimeoutError:
+                        await bound()
+            else:
+                ev = getattr(self.behavior, fn._tether_event_name)
+                while await _wait_async_event(ev, stop):
+                    ev.clear()
+                    await bound()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._loop_failed(name, e)
+
+    async def _join_loops(self, loops: list[Any]) -> None:
+        tasks = [t for t in loops if isinstance(t, asyncio.Task)]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=10)
+            for task in pending:
+                task.cancel()
+        for thread in loops:
+            if isinstance(thread, threading.Thread):
+                await asyncio.to_thread(thread.join, 10)
+                if thread.is_alive():
+                    logger.warning('loop thread %s did not stop within 10 s', thread.name)
+
+    # Messages -------------------------------------------------------------------------
+    #
+    # Delivery runs in whatever thread the exchange delivers from. A synchronous action is
+    # handed to the thread pool straight from there (no hop through the event loop); an
+    # async action becomes a task on the agent's loop. One lock-protected counter keeps
+    # the number of running actions at or under the cap; requests over it wait in order.
+
+    def _deliver(self, item: Message | Rejected) -> None:
+        try:
+            self._dispatch(item)
+        except Exception:
+            logger.exception('agent %s failed to dispatch a message', self.agent_id)
+
+    def _reply(
+        self, msg_src: str, tag: int, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        reply = Message(RESPONSE, self.agent_id, msg_src, tag)
+        if error is not None:
+            reply.error = error_info(error)
+        else:
+            reply.result = result
+        try:
+            self.transport.send(reply)
+        except TetherError as e:
+            if error is None:
+                # The result could not be sent (not encodable ...): say so instead.
+                logger.warning('agent %s could not send a result: %s', self.agent_id, e)
+                self._reply(msg_src, tag, error=e)
+            else:
+                logger.warning('agent %s could not answer %s: %s', self.agent_id, msg_src, e)
+
+    def _call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(fn, *args)
+            except RuntimeError:
+                logger.debug('agent %s is stopping; work dropped', self.agent_id)
+
+    def _dispatch(self, item: Message | Rejected) -> None:
+        if isinstance(item, Rejected):
+            logger.warning('agent %s refused a message: %s', self.agent_id, item.error)
+            if item.src is not None and item.tag is not None and item.kind != RESPONSE:
+                self._reply(item.src, item.tag, error=item.error)
+            return
+        kind = item.kind
+        if kind == REQUEST:
+            self._request(item)
+        elif kind == PING:
+            self._reply(item.src, item.tag)
+        elif kind == DESCRIBE:
+            info = type(self.behavior).describe()
+            self._reply(item.src, item.tag, result={n: i.to_json() for n, i in info.items()})
+        elif kind == SHUTDOWN:
+            self._reply(item.src, item.tag)
+            self.request_shutdown(terminate=True)
+        elif kind == CANCEL:
+            self._cancel((item.src, item.tag))
+        else:
+            logger.warning('agent %s got an unexpected %s message', self.agent_id, kind)
+
+    def _request(self, msg: Message) -> None:
+        key = (msg.src, msg.tag)
+        fn = self.actions.get(msg.action)
+        if fn is None:
+            known = ', '.join(sorted(self.actions)) or 'none'
+            self._reply(
+                msg.src,
+                msg.tag,
+                error=MessageRejectedError(
+                    f'agent {self.agent_id} ({type(self.behavior).__name__}) has no '
+                    f'action {msg.action!r:.80}; its actions: {known}',
+                ),
+            )
+            return
+        ctx = ActionContext(msg.action, msg.src, msg.tag)
+        ctx.is_async = self._is_async[msg.action]
+        ctx.msg = msg
+        ctx.fn = fn
+        with self._lock:
+            if key in self._recent:
+                return  # a duplicate (a direct send retried through the fallback)
+            self._recent[key] = None
+            if len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+            if self._early_cancels.pop(key, 0) is None:
+                return
+            stopping = self._stopping
+            if not stopping:
+                self._active[key] = ctx
+                run_now = self.cap is None or self._running < self.cap
+                if run_now:
+                    self._running += 1
+                else:
+                    self._waiting.append(ctx)
+        if stopping:
+            self._reply(
+                msg.src, msg.tag, error=AgentError(f'agent {self.agent_id} is shutting down')
+            )
+        elif run_now:
+            self._start(ctx)
+
+    def _start(self, ctx: ActionContext) -> None:
+        ctx.started = True
+        if ctx.is_async:
+            self._call_soon(self._start_task, ctx)
+        else:
+            try:
+                self._pool.submit(self._run_sync, ctx)
+            except RuntimeError:
+                self._finish(ctx)
+
+    def _start_task(self, ctx: ActionContext) -> None:
+        assert self.loop is not None
+        ctx.task = self.loop.create_task(self._run_async(ctx))
+        if ctx.cancelled:
+            ctx.task.cancel()
+
+    def _finish(self, ctx: ActionContext) -> None:
+        """An action ended: free its slot, or hand the slot to the next waiting request."""
+        nxt = None
+        with self._lock:
+            self._active.pop((ctx.caller, ctx.tag), None)
+            while self._waiting:
+                candidate = self._waiting.popleft()
+                if not candidate.cancelled:
+                    nxt = candidate
+                    break
+            if nxt is None:
+                self._running -= 1
+                if self._running == 0 and self._idle is not None:
+                    self._call_soon(self._idle.set)
+        if nxt is not None:
+            self._start(nxt)
+
+    def _cancel(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            ctx = self._active.get(key)
+            if ctx is None:
+                self._early_cancels[key] = None
+                if len(self._early_cancels) > _RECENT:
+                    self._early_cancels.popitem(last=False)
+                return
+            ctx.cancel_event.set()
+            if not ctx.started:
+                self._active.pop(key, None)
+                return  # skipped when its turn comes
+        if ctx.is_async:
+            self._call_soon(self._cancel_task, ctx)
+
+    @staticmethod
+    def _cancel_task(ctx: ActionContext) -> None:
+        if ctx.task is not None:
+            ctx.task.cancel()
+
+    async def _run_async(self, ctx: ActionContext) -> None:
+        msg = ctx.msg
+        _current.set(ctx)
+        try:
+            result = await ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                self._reply(
+                    msg.src,
+                    msg.tag,
+                    error=AgentError(f'agent {self.agent_id} shut down during the action'),
+                )
+        except Exception as e:
+            self._reply(msg.src, msg.tag, error=e)
+        else:
+            if not ctx.cancelled:
+                self._reply(msg.src, msg.tag, result=result)
+        finally:
+            self._finish(ctx)
+
+    def _run_sync(self, ctx: ActionContext) -> None:
+        msg = ctx.msg
+        token = _current.set(ctx)
+        try:
+            result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
+        except Exception as e:
+            self._reply(msg.src, msg.tag, error=e)
+        else:
+            self._reply(msg.src, msg.tag, result=result)
+        finally:
+            _current.reset(token)
+            self._finish(ctx)

@@ -1,0 +1,292 @@
+"""Behaviors: an agent's state, actions and control loops, written as a plain Python class.
+
+A behavior is a class that inherits :class:`Behavior` (or its academy-py 1.0 name,
+:class:`Agent`). Instance attributes hold its state; methods decorated with
+:func:`action` can be invoked by other entities through a handle; methods decorated with
+:func:`loop`, :func:`timer` or :func:`event` run while the agent runs. ``on_setup`` and
+``on_shutdown`` are called when the agent starts and stops. Every method may be
+synchronous or ``async``.
+
+A behavior is still an ordinary object: construct it and call its methods in a unit test,
+no exchange or launcher needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from tether.exceptions import AgentError
+
+if TYPE_CHECKING:
+    from tether.agents._runtime import AgentContext
+    from tether.agents.state import State
+
+__all__ = [
+    'ActionInfo',
+    'Agent',
+    'Behavior',
+    'action',
+    'event',
+    'loop',
+    'timer',
+]
+
+F = TypeVar('F', bound=Callable[..., Any])
+
+_KIND = '_tether_agent_kind'
+_TIMER = '_tether_timer_interval'
+_EVENT = '_tether_event_name'
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionInfo:
+    """What an agent says about one of its actions.
+
+    Attributes:
+        name: The action's name (the method name).
+        signature: The signature without ``self``, as text.
+        doc: The docstring (empty when there is none).
+        is_async: Whether the action is a coroutine function.
+    """
+
+    name: str
+    signature: str
+    doc: str
+    is_async: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-native form (what travels in a describe reply)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ActionInfo:
+        """Rebuild from :meth:`to_json`."""
+        return cls(
+            name=str(data['name']),
+            signature=str(data['signature']),
+            doc=str(data['doc']),
+            is_async=bool(data['is_async']),
+        )
+
+
+@overload
+def action(method: F) -> F: ...
+
+
+@overload
+def action(*, name: str | None = None) -> Callable[[F], F]: ...
+
+
+def action(method: F | None = None, *, name: str | None = None) -> Any:
+    """Mark a method as an action that other entities can invoke through a handle.
+
+    The method may be synchronous (run in the agent's thread pool) or ``async`` (run on
+    the agent's event loop). Undecorated methods are private to the behavior.
+    """
+
+    def mark(fn: F) -> F:
+        setattr(fn, _KIND, 'action')
+        if name is not None:
+            fn._tether_action_name = name  # type: ignore[attr-defined]
+        return fn
+
+    return mark(method) if method is not None else mark
+
+
+def loop(method: F) -> F:
+    """Mark a method as a control loop, started when the agent starts.
+
+    A synchronous loop runs in its own thread and receives a :class:`threading.Event`;
+    an ``async`` loop runs as a task and receives an :class:`asyncio.Event`. The event is
+    set when the agent shuts down; the loop should then return. A loop may return early
+    and the agent keeps running. An exception in a loop shuts the agent down unless the
+    behavior sets ``shutdown_on_loop_error = False``.
+    """
+    setattr(method, _KIND, 'loop')
+    return method
+
+
+def timer(interval: float) -> Callable[[F], F]:
+    """Mark a method (no arguments) to be called every ``interval`` seconds while running."""
+    if interval <= 0:
+        raise ValueError(f'timer interval must be positive, got {interval}')
+
+    def mark(fn: F) -> F:
+        setattr(fn, _KIND, 'timer')
+        setattr(fn, _TIMER, float(interval))
+        return fn
+
+    return mark
+
+
+def event(name: str) -> Callable[[F], F]:
+    """Mark a method (no arguments) to be called each time the event attribute ``name`` is set.
+
+    ``name`` is the attribute of the behavior holding a :class:`threading.Event` (the
+    method runs in a thread) or an :class:`asyncio.Event` (the method runs on the agent's
+    loop). The event is cleared before each call.
+    """
+
+    def mark(fn: F) -> F:
+        setattr(fn, _KIND, 'event')
+        setattr(fn, _EVENT, name)
+        return fn
+
+    return mark
+
+
+def _members(cls: type, kind: str) -> dict[str, Callable[..., Any]]:
+    """The methods of ``cls`` marked ``kind``, the most derived definition of each name."""
+    found: dict[str, Callable[..., Any]] = {}
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for attr, value in vars(klass).items():
+            if attr in seen:
+                continue
+            seen.add(attr)
+            fn = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+            if callable(fn) and getattr(fn, _KIND, None) == kind:
+                found[attr] = fn
+    return found
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn)
+
+
+class Behavior:
+    """Base class of agent behaviors.
+
+    Class attributes a behavior may set:
+
+    * ``max_concurrency`` (default 32): the most actions this agent runs at once; more
+      requests wait, in arrival order.
+    * ``shutdown_on_loop_error`` (default ``True``): an exception in a control loop shuts
+      the agent down (and a launcher with a restart policy restarts it).
+
+    While running as an agent, :attr:`agent_id`, :attr:`agent_context`,
+    :attr:`agent_state` and :meth:`agent_shutdown` are available.
+    """
+
+    max_concurrency: int | None = 32
+    shutdown_on_loop_error: bool = True
+
+    # Callbacks ------------------------------------------------------------------------
+
+    def on_setup(self) -> Any:
+        """Called when the agent starts, before loops run and actions are served."""
+
+    def on_shutdown(self) -> Any:
+        """Called when the agent stops, after its loops returned."""
+
+    # Introspection --------------------------------------------------------------------
+
+    @classmethod
+    def behavior_actions(cls) -> dict[str, Callable[..., Any]]:
+        """The action methods of this behavior, by action name."""
+        out = {}
+        for attr, fn in _members(cls, 'action').items():
+            out[getattr(fn, '_tether_action_name', attr)] = fn
+        return out
+
+    @classmethod
+    def behavior_loops(cls) -> dict[str, Callable[..., Any]]:
+        """The control loops, timers and event handlers of this behavior, by method name."""
+        out: dict[str, Callable[..., Any]] = {}
+        for kind in ('loop', 'timer', 'event'):
+            out.update(_members(cls, kind))
+        return out
+
+    @classmethod
+    def describe(cls) -> dict[str, ActionInfo]:
+        """Names, signatures and docstrings of this behavior's actions."""
+        out = {}
+        for name, fn in sorted(cls.behavior_actions().items()):
+            try:
+                sig = inspect.signature(fn, eval_str=True)
+            except Exception:  # annotations that do not evaluate here: keep them as text
+                sig = inspect.signature(fn)
+            params = list(sig.parameters.values())[1:]
+            out[name] = ActionInfo(
+                name=name,
+                signature=str(sig.replace(parameters=params)),
+                doc=inspect.getdoc(fn) or '',
+                is_async=_is_async(fn),
+            )
+        return out
+
+    @classmethod
+    def behavior_mro(cls) -> list[str]:
+        """Import paths of this behavior's classes, most derived first (for discovery)."""
+        return [
+            f'{k.__module__}.{k.__qualname__}'
+            for k in cls.__mro__
+            if issubclass(k, Behavior) and k is not Behavior
+        ]
+
+    # While running --------------------------------------------------------------------
+
+    @property
+    def agent_context(self) -> AgentContext:
+        """The running agent's context (its id, exchange, launching children ...).
+
+        Raises:
+            AgentError: if this behavior is not running as an agent (a plain object).
+        """
+        ctx = self.__dict__.get('_tether_context')
+        if ctx is None:
+            raise AgentError(
+                f'{type(self).__name__} is not running as an agent: launch it with a '
+                'Manager (or a launcher) to use its agent context',
+            )
+        return ctx  # type: ignore[no-any-return]
+
+    @property
+    def agent_id(self) -> str:
+        """The id (mailbox address) of the running agent."""
+        return self.agent_context.agent_id
+
+    @property
+    def agent_state(self) -> State:
+        """This agent's persistent state (restored when the agent restarts)."""
+        return self.agent_context.state
+
+    def agent_shutdown(self) -> None:
+        """Ask the running agent to shut down (from an action, loop or callback)."""
+        self.agent_context.shutdown()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith('_tether_')}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+Agent = Behavior
+"""academy-py 1.0's name for :class:`Behavior`."""
+
+
+def _wait_thread_event(ev: threading.Event, shutdown: threading.Event, step: float) -> bool:
+    """Wait for ``ev`` or ``shutdown``; True when ``ev`` fired."""
+    while not shutdown.is_set():
+        if ev.wait(step):
+            return True
+    return False
+
+
+async def _wait_async_event(ev: asyncio.Event, shutdown: asyncio.Event) -> bool:
+    """Wait for ``ev`` or ``shutdown``; True when ``ev`` fired."""
+    if ev.is_set():
+        return True
+    _done, pending = await asyncio.wait(
+        [asyncio.ensure_future(ev.wait()), asyncio.ensure_future(shutdown.wait())],
+        return_when=asyncio.FIRST_COMPLETED,
+    )
+    for task in pending:
+        task.cancel()
+    return ev.is_set()

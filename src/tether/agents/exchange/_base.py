@@ -1,0 +1,220 @@
+"""The exchange protocol: mailboxes, their states, discovery, sending and listening.
+
+An :class:`Exchange` is a small picklable description (a host, a prefix ...). Each
+process builds one :class:`Transport` per exchange (the connections, listeners and the
+process's shared client mailbox) the first time it needs it; copies of the exchange in
+the same process share it, and a forked child builds its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import enum
+import logging
+import os
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.agents._codec import Codec
+from tether.agents._message import Message, Rejected
+
+if TYPE_CHECKING:
+    from tether.agents.behavior import Behavior
+    from tether.agents.handle import Handle, _ClientMailbox
+
+__all__ = ['Deliver', 'Exchange', 'Listener', 'MailboxStatus', 'Transport', 'new_mailbox_id']
+
+logger = logging.getLogger(__name__)
+
+Deliver = Callable[[Message | Rejected], None]
+"""Called with each message a mailbox receives (or a description of one it refused)."""
+
+
+class MailboxStatus(enum.Enum):
+    """State of a mailbox in an exchange."""
+
+    ACTIVE = 'active'
+    """Accepts messages, even while its agent is not (yet, or any more) running."""
+    TERMINATED = 'terminated'
+    """Its entity shut down for good; sending raises MailboxClosedError."""
+    MISSING = 'missing'
+    """No mailbox of that id exists in this exchange."""
+
+
+def new_mailbox_id(kind: str = 'agent') -> str:
+    """A fresh mailbox id (``agent-<hex>`` or ``client-<hex>``)."""
+    return f'{kind}-{uuid.uuid4().hex}'
+
+
+class Listener(ABC):
+    """A running receiver for one mailbox."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop receiving (messages not yet taken stay in the mailbox)."""
+
+
+class Transport(ABC):
+    """What one process uses to talk through one exchange."""
+
+    def __init__(self, codec: Codec) -> None:
+        self.codec = codec
+        self._client: _ClientMailbox | None = None
+        self._client_lock = threading.Lock()
+        self.closed = False
+
+    @abstractmethod
+    def register(self, mailbox_id: str, mro: list[str] | None) -> None:
+        """Create (or reopen) an active mailbox; ``mro`` makes it discoverable."""
+
+    @abstractmethod
+    def terminate(self, mailbox_id: str) -> None:
+        """Close a mailbox for good (later sends raise MailboxClosedError)."""
+
+    @abstractmethod
+    def status(self, mailbox_id: str) -> MailboxStatus:
+        """The state of a mailbox."""
+
+    @abstractmethod
+    def discover(self, type_name: str, allow_subclasses: bool) -> list[str]:
+        """Ids of active agent mailboxes whose behavior is ``type_name`` (or a subclass)."""
+
+    @abstractmethod
+    def send(self, msg: Message) -> None:
+        """Deliver ``msg`` to ``msg.dest`` (or queue it there while its agent is away).
+
+        Raises:
+            MailboxClosedError: if the mailbox was terminated.
+            UnknownMailboxError: if there is no such mailbox.
+        """
+
+    @abstractmethod
+    def send_raw(self, dest: str, data: bytes) -> None:
+        """Put raw envelope bytes into a mailbox (tests use it to send hostile messages)."""
+
+    @abstractmethod
+    def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
+        """Start delivering the mailbox's messages (queued ones first) to ``deliver``."""
+
+    def client(self) -> _ClientMailbox:
+        """This process's client mailbox for this exchange (shared by every handle)."""
+        with self._client_lock:
+            if self._client is None:
+                from tether.agents.handle import _ClientMailbox
+
+                self._client = _ClientMailbox(self)
+            return self._client
+
+    def close(self) -> None:
+        """Terminate the client mailbox, stop listeners, drop connections."""
+        self.closed = True
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+_transports: dict[str, Transport] = {}
+_transports_pid = os.getpid()
+_transports_lock = threading.Lock()
+
+
+def _close_all() -> None:
+    with _transports_lock:
+        items = list(_transports.values())
+        _transports.clear()
+    for t in items:
+        try:
+            t.close()
+        except Exception:  # pragma: no cover - best effort at exit
+            logger.debug('closing an agent transport at exit failed', exc_info=True)
+
+
+atexit.register(_close_all)
+
+
+class Exchange(ABC):
+    """Hosts mailboxes; agents and clients send and receive messages through it.
+
+    Args:
+        allow_pickle: Accept pickled values (arguments, results, exceptions) in messages
+            this process receives through this exchange. Off by default: values are
+            then limited to native types (see :mod:`tether.agents`).
+    """
+
+    def __init__(self, *, allow_pickle: bool = False) -> None:
+        self.allow_pickle = allow_pickle
+
+    # Identity and the per-process transport ----------------------------------------
+
+    @abstractmethod
+    def key(self) -> str:
+        """Identifies the exchange: equal keys share one transport per process."""
+
+    @abstractmethod
+    def _make_transport(self) -> Transport: ...
+
+    def transport(self) -> Transport:
+        """This process's transport for this exchange (built on first use)."""
+        global _transports_pid
+        key = self.key()
+        with _transports_lock:
+            if os.getpid() != _transports_pid:
+                # A forked child: the parent's sockets and threads are not ours.
+                _transports.clear()
+                _transports_pid = os.getpid()
+            transport = _transports.get(key)
+            if transport is None or transport.closed:
+                transport = self._make_transport()
+                _transports[key] = transport
+            return transport
+
+    def close(self) -> None:
+        """Close this process's transport (its client mailbox is terminated)."""
+        with _transports_lock:
+            transport = _transports.pop(self.key(), None)
+        if transport is not None:
+            transport.close()
+
+    # Mailboxes ------------------------------------------------------------------------
+
+    def register_agent(self, behavior: type[Behavior], agent_id: str | None = None) -> str:
+        """Create the mailbox of an agent with that behavior and return its id."""
+        mailbox_id = agent_id or new_mailbox_id('agent')
+        self.transport().register(mailbox_id, behavior.behavior_mro())
+        return mailbox_id
+
+    def register_client(self) -> str:
+        """Create a client mailbox (not discoverable) and return its id."""
+        mailbox_id = new_mailbox_id('client')
+        self.transport().register(mailbox_id, None)
+        return mailbox_id
+
+    def terminate(self, mailbox_id: str) -> None:
+        """Close a mailbox for good."""
+        self.transport().terminate(mailbox_id)
+
+    def status(self, mailbox_id: str) -> MailboxStatus:
+        """The state of a mailbox."""
+        return self.transport().status(mailbox_id)
+
+    def discover(self, behavior: type[Behavior], *, allow_subclasses: bool = True) -> list[str]:
+        """Ids of active agents running ``behavior`` (or, by default, a subclass of it)."""
+        name = f'{behavior.__module__}.{behavior.__qualname__}'
+        return sorted(self.transport().discover(name, allow_subclasses))
+
+    def get_handle(self, agent_id: str) -> Handle[Any]:
+        """A handle to the agent with that id."""
+        from tether.agents.handle import Handle
+
+        return Handle(agent_id, self)
+
+    def send(self, msg: Message) -> None:
+        """Send one message (the low-level API handles are built on)."""
+        self.transport().send(msg)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}({self.key()!r})'

@@ -1,0 +1,229 @@
+"""A small Redis client (RESP2 over blocking sockets) for the agent exchanges.
+
+Agent processes talk to Redis with a handful of commands. redis-py would add some 25 MiB
+and a second or more of imports to every agent process, so the exchanges use this client:
+a thread-safe pool of authenticated connections, pipelined batches, scripts by SHA with
+a fallback to ``EVAL``, and one dedicated connection per blocking listener. Failures are
+raised as :class:`~tether.exceptions.AgentError` naming the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from tether.exceptions import AgentError
+
+__all__ = ['RedisReplyError', 'RespClient', 'RespConnection', 'Script']
+
+_CRLF = b'\r\n'
+
+
+class RedisReplyError(AgentError):
+    """Redis answered a command with an error."""
+
+
+def _encode(args: Sequence[Any]) -> list[bytes]:
+    parts = [b'*%d\r\n' % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes | bytearray | memoryview):
+            data = bytes(arg)
+        elif isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, int | float):
+            data = repr(arg).encode()
+        else:
+            raise TypeError(f'cannot send {type(arg).__name__} to Redis')
+        parts.append(b'$%d\r\n' % len(data))
+        parts.append(data)
+        parts.append(_CRLF)
+    return parts
+
+
+class RespConnection:
+    """One blocking connection to a Redis server.
+
+    Args:
+        host: Server host.
+        port: Server port.
+        db: Database number.
+        password: Password for ``AUTH`` (``None``: none).
+        timeout: Seconds a connect, send or receive may block (``None``: forever).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        db: int = 0,
+        password: str | None = None,
+        timeout: float | None = 10.0,
+    ) -> None:
+        self.where = f'Redis at {host}:{port}'
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise AgentError(f'cannot connect to {self.where}: {e}') from e
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.file = self.sock.makefile('rb')
+        self.broken = False
+        if password is not None:
+            self.execute('AUTH', password)
+        if db:
+            self.execute('SELECT', db)
+
+    def settimeout(self, timeout: float | None) -> None:
+        """Change how long one operation may block."""
+        self.sock.settimeout(timeout)
+
+    def _read(self) -> Any:
+        line = self.file.readline()
+        if not line.endswith(_CRLF):
+            raise ConnectionError('connection closed by the server')
+        kind, rest = line[:1], line[1:-2]
+        if kind == b'+':
+            return rest
+        if kind == b'-':
+            return RedisReplyError(f'{self.where} answered: {rest.decode(errors="replace")}')
+        if kind == b':':
+            return int(rest)
+        if kind == b'$':
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.file.read(n + 2)
+            if len(data) != n + 2:
+                raise ConnectionError('connection closed in the middle of a reply')
+            return data[:-2]
+        if kind == b'*':
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self._read() for _ in range(n)]
+        raise ConnectionError(f'not a Redis reply: {line[:40]!r}')
+
+    def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Send the commands in one write and return their replies (errors as values)."""
+        parts: list[bytes] = []
+        for command in commands:
+            parts.extend(_encode(command))
+        try:
+            self.sock.sendall(b''.join(parts))
+            return [self._read() for _ in commands]
+        except (OSError, ValueError) as e:
+            self.broken = True
+            raise AgentError(f'{self.where} failed: {e!r}') from e
+
+    def execute(self, *args: Any) -> Any:
+        """Run one command; raise its error reply."""
+        reply = self.pipeline([args])[0]
+        if isinstance(reply, RedisReplyError):
+            raise reply
+        return reply
+
+    def close(self) -> None:
+        """Close the socket."""
+        try:
+            self.file.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Script:
+    """A Lua script run by SHA (loaded with ``EVAL`` the first time a server lacks it)."""
+
+    def __init__(self, client: RespClient, source: str) -> None:
+        self.client = client
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        command = [self.sha, len(keys), *keys, *args]
+        reply = self.client.pipeline([['EVALSHA', *command]])[0]
+        if isinstance(reply, RedisReplyError) and 'NOSCRIPT' in str(reply):
+            reply = self.client.pipeline([['EVAL', self.source, *command[1:]]])[0]
+        if isinstance(reply, RedisReplyError):
+            raise reply
+        return reply
+
+
+class RespClient:
+    """A thread-safe pool of :class:`RespConnection` to one server.
+
+    Args:
+        host: Server host.
+        port: Server port.
+        db: Database number.
+        password: Password for ``AUTH``.
+        timeout: Seconds one operation may block.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        db: int = 0,
+        password: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.db = db
+        self.password = password
+        self.timeout = timeout
+        self._idle: list[RespConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def connect(self, timeout: float | None = None) -> RespConnection:
+        """A new connection of its own (for blocking commands)."""
+        return RespConnection(
+            self.host,
+            self.port,
+            db=self.db,
+            password=self.password,
+            timeout=timeout if timeout is not None else self.timeout,
+        )
+
+    def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run the commands on a pooled connection; replies in order (errors as values)."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.connect()
+        try:
+            replies = conn.pipeline(commands)
+        except AgentError:
+            conn.close()
+            raise
+        with self._lock:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+        return replies
+
+    def execute(self, *args: Any) -> Any:
+        """Run one command; raise its error reply."""
+        reply = self.pipeline([args])[0]
+        if isinstance(reply, RedisReplyError):
+            raise reply
+        return reply
+
+    def script(self, source: str) -> Script:
+        """A callable that runs a Lua script."""
+        return Script(self, source)
+
+    def close(self) -> None:
+        """Close the idle connections."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

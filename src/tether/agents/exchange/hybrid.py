@@ -1,0 +1,308 @@
+"""HybridExchange: direct connections between processes, Redis for discovery and fallback.
+
+Every process that listens on a mailbox runs one authenticated :mod:`tether._wire` server
+(on its own event-loop thread) for all of its mailboxes. A mailbox's address is written
+to Redis (``addr:<id>``) only once that server is listening and the mailbox is served
+there, and it is removed before the mailbox stops being served. A sender looks the
+address up once (and caches it), sends the envelope over a pooled connection and waits
+for the receiver's acknowledgement; if there is no address, the connection fails, or the
+receiver no longer serves that mailbox, the message goes to the mailbox's Redis list
+instead (exactly as with :class:`~tether.agents.exchange.RedisExchange`), which every
+listener also drains. So nothing is lost while an agent is offline or unreachable.
+
+Connections are authenticated with a shared secret: the ``secret`` argument (this process
+only), else the environment variable ``secret_env``, else the file ``secret_file``, else
+a random secret the exchange keeps in Redis (so Redis stays the one thing to protect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import threading
+import time
+from typing import Any
+
+from tether._wire import Connection as WireConnection
+from tether._wire import Frame, Limits, Server, SyncClient, error_reply
+from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
+from tether.agents.exchange._base import Deliver, Listener, Transport
+from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange, _RedisTransport
+from tether.exceptions import AgentError, RemoteError, WireError
+
+__all__ = ['HybridExchange']
+
+logger = logging.getLogger(__name__)
+
+_UNPUBLISH = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+_NEGATIVE_TTL = 0.5
+
+
+class _HybridListener(Listener):
+    def __init__(self, transport: _HybridTransport, mailbox_id: str, redis_listener: Any) -> None:
+        self.transport = transport
+        self.mailbox_id = mailbox_id
+        self.redis_listener = redis_listener
+
+    def close(self) -> None:
+        self.transport.unserve(self.mailbox_id)
+        self.redis_listener.close()
+
+
+class _HybridTransport(_RedisTransport):
+    exchange: HybridExchange
+
+    def __init__(self, exchange: HybridExchange) -> None:
+        super().__init__(exchange)
+        self.secret = exchange._secret(self.redis)
+        self._served: dict[str, Deliver] = {}
+        self._addresses: dict[str, tuple[str, int] | float] = {}
+        self._clients: dict[tuple[str, int], SyncClient] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+        self._advertised = ''
+        self._unpublish = self.redis.script(_UNPUBLISH)
+        self.direct_sends = 0
+        self.fallback_sends = 0
+
+    # The server ------------------------------------------------------------------------
+
+    def _ensure_server(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                return
+            loop = asyncio.new_event_loop()
+            server = Server(
+                self._handle,
+                host=self.exchange.host,
+                port=0,
+                secret=self.secret,
+                limits=Limits(max_frame=self.exchange.max_message),
+                name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}',
+            )
+            ready = threading.Event()
+            thread = threading.Thread(
+                target=self._run_loop,
+                args=(loop, server, ready),
+                name='tether-agents-hybrid',
+                daemon=True,
+            )
+            thread.start()
+            ready.wait(30)
+            if self._server_error is not None:
+                raise AgentError(f'cannot start the exchange server: {self._server_error}')
+            host, port = server.address
+            self._advertised = f'{self.exchange.advertise_host or host}:{port}'
+            self._loop, self._server, self._thread = loop, server, thread
+
+    _server_error: BaseException | None = None
+
+    def _run_loop(
+        self, loop: asyncio.AbstractEventLoop, server: Server, ready: threading.Event
+    ) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.start())
+        except BaseException as e:
+            self._server_error = e
+            ready.set()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(server.close())
+        loop.close()
+
+    async def _handle(self, conn: WireConnection, frame: Frame) -> Any:
+        if frame.type != AGENT_MESSAGE:
+            return error_reply('bad-request', f'unknown message type {frame.type}')
+        dest = frame.header.get('d')
+        deliver = self._served.get(dest) if isinstance(dest, str) else None
+        if deliver is None:
+            return error_reply('not-here', f'mailbox {dest!r:.80} is not served here')
+        deliver(decode(frame.header, frame.payloads, self.codec))
+        return (ACK, None, ())
+
+    def unserve(self, mailbox_id: str) -> None:
+        try:
+            self._unpublish(keys=[self.k('addr', mailbox_id)], args=[self._advertised])
+        except Exception:
+            logger.debug('could not unpublish %s', mailbox_id, exc_info=True)
+        self._served.pop(mailbox_id, None)
+
+    def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
+        redis_listener = self._listen_redis(mailbox_id, deliver)
+        self._ensure_server()
+        # What waited in the mailbox is handed over before direct messages are taken, so
+        # that messages sent before and after the agent came back keep their order.
+        redis_listener.drained.wait(self.exchange.timeout)
+        # Served first, published second: an address is never visible before it works.
+        self._served[mailbox_id] = deliver
+        self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
+        return _HybridListener(self, mailbox_id, redis_listener)
+
+    # Sending ---------------------------------------------------------------------------
+
+    def _address(self, dest: str) -> tuple[str, int] | None:
+        cached = self._addresses.get(dest)
+        if isinstance(cached, tuple):
+            return cached
+        if isinstance(cached, float) and time.monotonic() < cached:
+            return None
+        raw = self.redis.execute('GET', self.k('addr', dest))
+        if raw is None:
+            self._addresses[dest] = time.monotonic() + _NEGATIVE_TTL
+            return None
+        host, _, port = raw.decode().rpartition(':')
+        address = (host, int(port))
+        self._addresses[dest] = address
+        return address
+
+    def _client_for(self, address: tuple[str, int]) -> SyncClient:
+        client = self._clients.get(address)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(address)
+                if client is None:
+                    client = SyncClient(
+                        address[0],
+                        address[1],
+                        secret=self.secret,
+                        timeout=self.exchange.timeout,
+                        client=f'agents pid {os.getpid()}',
+                    )
+                    self._clients[address] = client
+        return client
+
+    def _forget(self, dest: str, address: tuple[str, int] | None) -> None:
+        self._addresses.pop(dest, None)
+        if address is not None:
+            client = self._clients.pop(address, None)
+            if client is not None:
+                client.close()
+
+    def send(self, msg: Message) -> None:
+        dest = msg.dest
+        deliver = self._served.get(dest)
+        header, payloads = encode(msg, self.codec)
+        if deliver is not None:
+            # Same process: no network, but the same copy semantics as a remote send.
+            deliver(decode(header, [memoryview(p) for p in payloads], self.codec))
+            return
+        address = self._address(dest)
+        if address is not None:
+            try:
+                self._client_for(address).request(AGENT_MESSAGE, header, payloads, retry=False)
+                self.direct_sends += 1
+                return
+            except RemoteError as e:
+                logger.debug('direct send to %s refused (%s): falling back to Redis', dest, e)
+                self._addresses.pop(dest, None)
+            except WireError as e:
+                logger.debug('direct send to %s failed (%s): falling back to Redis', dest, e)
+                self._forget(dest, address)
+        from tether._wire import encode_head
+        from tether._wire._frame import flatten
+
+        sizes, buffers = flatten(payloads)
+        self.fallback_sends += 1
+        self.push(dest, b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers]))
+
+    def close(self) -> None:
+        for mailbox_id in list(self._served):
+            self.unserve(mailbox_id)
+        super().close()
+        for client in list(self._clients.values()):
+            client.close()
+        self._clients.clear()
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+
+
+class HybridExchange(RedisExchange):
+    """Direct authenticated connections where peers reach each other, Redis otherwise.
+
+    Args:
+        hostname: Host of the Redis server (discovery, addresses and fallback mailboxes).
+        port: Its port.
+        prefix: Prefix of every Redis key of this exchange.
+        host: Address the per-process server binds to.
+        advertise_host: Address published for peers (default: ``host``).
+        secret: Shared secret of the direct connections, for this process only.
+        secret_env: Environment variable holding the secret (checked next).
+        secret_file: File holding the secret (checked next); otherwise a random secret
+            kept in Redis under the prefix is used.
+        max_message: Largest direct message accepted, in bytes.
+        kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
+    """
+
+    def __init__(
+        self,
+        hostname: str = '127.0.0.1',
+        port: int = 6379,
+        *,
+        prefix: str = 'tether-agents:',
+        host: str = '127.0.0.1',
+        advertise_host: str | None = None,
+        secret: str | bytes | None = None,
+        secret_env: str | None = 'TETHER_AGENTS_SECRET',
+        secret_file: str | None = None,
+        max_message: int = 1 << 30,
+        threshold: int | None = _DEFAULT_THRESHOLD,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(hostname, port, prefix=prefix, threshold=threshold, **kwargs)
+        self.host = host
+        self.advertise_host = advertise_host
+        self._secret_value = secret
+        self.secret_env = secret_env
+        self.secret_file = secret_file
+        self.max_message = max_message
+
+    def key(self) -> str:
+        return 'hybrid:' + super().key()
+
+    def _secret(self, redis: Any) -> bytes:
+        value = self._secret_value
+        if value is None and self.secret_env:
+            value = os.environ.get(self.secret_env)
+        if value is None and self.secret_file:
+            try:
+                with open(self.secret_file, 'rb') as f:
+                    value = f.read().strip()
+            except OSError as e:
+                raise AgentError(
+                    f'cannot read the exchange secret file {self.secret_file!r}: {e}'
+                ) from e
+        if value is None:
+            key = f'{self.prefix}secret'
+            redis.execute('SET', key, secrets.token_hex(32), 'NX')
+            value = redis.execute('GET', key)
+        return value.encode() if isinstance(value, str) else bytes(value)
+
+    def _make_transport(self) -> Transport:
+        return _HybridTransport(self)
+
+    def config(self) -> dict[str, Any]:
+        out = super().config()
+        out.update(
+            host=self.host,
+            advertise_host=self.advertise_host,
+            secret_env=self.secret_env,
+            secret_file=self.secret_file,
+            max_message=self.max_message,
+        )
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state['_secret_value'] = None
+        return state

@@ -1,0 +1,356 @@
+"""RedisExchange: mailboxes are Redis lists, so they outlive the agents that read them.
+
+Keys (all under the exchange's ``prefix``):
+
+* ``st:<id>``: the mailbox state (``active`` or ``terminated``);
+* ``mb:<id>``: the mailbox, a list of envelopes (see :mod:`tether.agents._message`);
+* ``taken:<id>``: messages a listener took from the mailbox and has not yet handed to
+  its agent (put back at the head of the mailbox when a listener starts, so a process
+  that dies between taking and handing over loses nothing);
+* ``beh``: a hash from agent id to its behavior's class names (discovery).
+
+Sending checks the state and appends in one atomic script (one round trip); a listener
+thread per mailbox takes messages with ``BLMOVE`` and drains bursts with one script.
+Messages sent while an agent is offline wait in its list until it listens again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from typing import Any
+
+from tether.agents._codec import Codec
+from tether.agents._message import Message, decode_bytes, encode_bytes
+from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
+from tether.agents.exchange._resp import RespClient
+from tether.exceptions import AgentError, MailboxClosedError, UnknownMailboxError
+
+__all__ = ['RedisExchange']
+
+logger = logging.getLogger(__name__)
+
+_SEND = """
+local st = redis.call('GET', KEYS[1])
+if not st then return -1 end
+if st ~= 'active' then return -2 end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+"""
+_RECOVER = """
+local n = 0
+while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do n = n + 1 end
+return n
+"""
+_TAKE = """
+local out = redis.call('LPOP', KEYS[1], ARGV[1])
+if not out then return {} end
+redis.call('RPUSH', KEYS[2], unpack(out))
+return out
+"""
+_WAKE = b'\x00tether-agents-wake:'
+_BLOCK = 5.0
+_BATCH = 256
+_DEFAULT_THRESHOLD = 100_000
+
+
+class _RedisListener(Listener):
+    def __init__(self, transport: _RedisTransport, mailbox_id: str, deliver: Deliver) -> None:
+        self.transport = transport
+        self.key = transport.k('mb', mailbox_id)
+        self.taken = transport.k('taken', mailbox_id)
+        self.deliver = deliver
+        self.token = _WAKE + uuid.uuid4().hex.encode()
+        self.stopping = threading.Event()
+        self.drained = threading.Event()
+        self.conn = transport.redis.connect(timeout=_BLOCK + 10)
+        self.thread = threading.Thread(
+            target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        failures = 0
+        batch_next = True  # first drain what is queued, then block
+        recovered = False
+        while not self.stopping.is_set():
+            try:
+                if not recovered:
+                    # Messages a previous listener took but never handed over (its process
+                    # died in between) go back to the head of the mailbox.
+                    self.transport._recover(keys=[self.taken, self.key])
+                    recovered = True
+                if batch_next:
+                    batch = list(self.transport._take(keys=[self.key, self.taken], args=[_BATCH]))
+                else:
+                    if self.conn.broken:
+                        self.conn.close()
+                        self.conn = self.transport.redis.connect(timeout=_BLOCK + 10)
+                    item = self.conn.execute(
+                        'BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK
+                    )
+                    batch = [] if item is None else [item]
+                # After a message, drain what else is queued without blocking; once the
+                # list is empty, block again.
+                if batch_next and not batch:
+                    self.drained.set()
+                batch_next = bool(batch)
+                failures = 0
+            except AgentError as e:
+                if self.stopping.is_set():
+                    break
+                failures += 1
+                logger.warning('mailbox listener on %s: %s (retrying)', self.key, e)
+                self.stopping.wait(min(0.1 * 2**failures, 5.0))
+                continue
+            for data in batch:
+                if data.startswith(_WAKE):
+                    continue
+                try:
+                    self.deliver(decode_bytes(data, self.transport.codec))
+                except Exception:
+                    logger.exception('delivering a message from %s failed', self.key)
+            if batch:
+                # Handed over: the agent has them now.
+                try:
+                    self.conn.execute('DEL', self.taken)
+                except AgentError:
+                    logger.warning('could not clear %s', self.taken)
+
+    def close(self) -> None:
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        try:
+            self.transport.redis.execute('LPUSH', self.key, self.token)
+        except Exception:
+            logger.debug('could not wake the listener of %s', self.key, exc_info=True)
+        self.thread.join(_BLOCK + 1)
+        try:
+            self.transport.redis.execute('LREM', self.key, 0, self.token)
+        except Exception:
+            logger.debug('could not remove the wake token of %s', self.key, exc_info=True)
+        self.conn.close()
+
+
+class _RedisTransport(Transport):
+    def __init__(self, exchange: RedisExchange) -> None:
+        super().__init__(exchange._codec())
+        self.exchange = exchange
+        self.prefix = exchange.prefix
+        self.redis = RespClient(
+            exchange.hostname,
+            exchange.port,
+            db=exchange.db,
+            password=exchange._password(),
+            timeout=exchange.timeout,
+        )
+        self._send_script = self.redis.script(_SEND)
+        self._recover = self.redis.script(_RECOVER)
+        self._take = self.redis.script(_TAKE)
+        self._listeners: set[_RedisListener] = set()
+
+    def k(self, kind: str, mailbox_id: str = '') -> str:
+        return f'{self.prefix}{kind}:{mailbox_id}' if mailbox_id else f'{self.prefix}{kind}'
+
+    def register(self, mailbox_id: str, mro: list[str] | None) -> None:
+        commands: list[list[Any]] = [['SET', self.k('st', mailbox_id), 'active']]
+        if mro is not None:
+            commands.append(['HSET', self.k('beh'), mailbox_id, json.dumps(mro)])
+        _check(self.redis.pipeline(commands))
+
+    def terminate(self, mailbox_id: str) -> None:
+        _check(
+            self.redis.pipeline(
+                [
+                    ['SET', self.k('st', mailbox_id), 'terminated'],
+                    ['HDEL', self.k('beh'), mailbox_id],
+                    [
+                        'DEL',
+                        self.k('mb', mailbox_id),
+                        self.k('taken', mailbox_id),
+                        self.k('addr', mailbox_id),
+                    ],
+                ],
+            ),
+        )
+
+    def status(self, mailbox_id: str) -> MailboxStatus:
+        raw = self.redis.execute('GET', self.k('st', mailbox_id))
+        if raw is None:
+            return MailboxStatus.MISSING
+        return MailboxStatus.ACTIVE if raw == b'active' else MailboxStatus.TERMINATED
+
+    def discover(self, type_name: str, allow_subclasses: bool) -> list[str]:
+        flat = self.redis.execute('HGETALL', self.k('beh'))
+        found = []
+        for raw_id, raw_mro in zip(flat[::2], flat[1::2], strict=True):
+            try:
+                mro = json.loads(raw_mro)
+            except ValueError:
+                continue
+            if not isinstance(mro, list) or not mro:
+                continue
+            if mro[0] == type_name or (allow_subclasses and type_name in mro):
+                found.append(raw_id.decode())
+        return found
+
+    def push(self, dest: str, data: bytes) -> None:
+        rc = self._send_script(keys=[self.k('st', dest), self.k('mb', dest)], args=[data])
+        if rc == -1:
+            raise UnknownMailboxError(f'no mailbox {dest!r} in {self.exchange!r}')
+        if rc == -2:
+            raise MailboxClosedError(f'mailbox {dest!r} is terminated')
+
+    def send(self, msg: Message) -> None:
+        self.push(msg.dest, encode_bytes(msg, self.codec))
+
+    def send_raw(self, dest: str, data: bytes) -> None:
+        self.push(dest, data)
+
+    def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
+        return self._listen_redis(mailbox_id, deliver)
+
+    def _listen_redis(self, mailbox_id: str, deliver: Deliver) -> _RedisListener:
+        state = self.status(mailbox_id)
+        if state is MailboxStatus.MISSING:
+            raise UnknownMailboxError(f'no mailbox {mailbox_id!r} in {self.exchange!r}')
+        if state is MailboxStatus.TERMINATED:
+            raise MailboxClosedError(f'mailbox {mailbox_id!r} is terminated')
+        listener = _RedisListener(self, mailbox_id, deliver)
+        self._listeners.add(listener)
+        return listener
+
+    def close(self) -> None:
+        super().close()
+        for listener in list(self._listeners):
+            listener.close()
+        self._listeners.clear()
+        self.redis.close()
+
+
+def _check(replies: list[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+class RedisExchange(Exchange):
+    """An exchange whose mailboxes are Redis lists (persistent while agents are offline).
+
+    Args:
+        hostname: Host of the Redis server.
+        port: Its port.
+        prefix: Prefix of every key the exchange writes (one prefix, one exchange).
+        db: Redis database number.
+        password_env: Name of an environment variable holding the Redis password (the
+            password itself is never stored in the exchange, so it never travels when
+            a handle or a launcher pickles the exchange).
+        password: The password, for this process only (not pickled).
+        timeout: Seconds a Redis command may take.
+        allow_pickle: Accept pickled values in messages this process receives.
+        store: Values larger than ``threshold`` bytes travel through this store
+            (default: a store over the same Redis server, under this prefix).
+        threshold: Size in bytes above which values go through ``store`` (``None``:
+            never; values then travel inside the messages).
+    """
+
+    def __init__(
+        self,
+        hostname: str = '127.0.0.1',
+        port: int = 6379,
+        *,
+        prefix: str = 'tether-agents:',
+        db: int = 0,
+        password_env: str | None = None,
+        password: str | None = None,
+        timeout: float = 10.0,
+        allow_pickle: bool = False,
+        store: Any = None,
+        threshold: int | None = _DEFAULT_THRESHOLD,
+    ) -> None:
+        super().__init__(allow_pickle=allow_pickle)
+        self.hostname = hostname
+        self.port = port
+        self.prefix = prefix
+        self.db = db
+        self.password_env = password_env
+        self._password_value = password
+        self.timeout = timeout
+        self.threshold = threshold
+        self._store = store
+        self._store_config = store.config() if store is not None else None
+
+    def key(self) -> str:
+        return f'redis:{self.hostname}:{self.port}/{self.db}/{self.prefix}'
+
+    def _password(self) -> str | None:
+        if self._password_value is not None:
+            return self._password_value
+        if self.password_env:
+            return os.environ.get(self.password_env)
+        return None
+
+    def store(self) -> Any:
+        """The store large values travel through (built in this process on first use)."""
+        if self.threshold is None:
+            return None
+        if self._store is not None and not self._store.closed:
+            return self._store
+        from tether.store import get_or_create_store
+
+        if self._store_config is None:
+            from tether.connectors.redis import RedisConnector
+            from tether.store import StoreConfig
+
+            self._store_config = StoreConfig.for_connector(
+                f'tether-agents:{self.key()}',
+                RedisConnector(self.hostname, self.port, db=self.db, prefix=f'{self.prefix}obj:'),
+            )
+        self._store = get_or_create_store(self._store_config)
+        return self._store
+
+    def close(self) -> None:
+        """Close this process's transport, and the default store if this process built it."""
+        super().close()
+        store, self._store = self._store, None
+        if (
+            store is not None
+            and self._store_config is not None
+            and self._store_config.name.startswith('tether-agents:')
+        ):
+            store.close()
+            self._store_config = None
+
+    def _codec(self) -> Codec:
+        return Codec(
+            allow_pickle=self.allow_pickle,
+            store_getter=self.store if self.threshold is not None else None,
+            threshold=self.threshold,
+            exchange=self,
+        )
+
+    def _make_transport(self) -> Transport:
+        return _RedisTransport(self)
+
+    def config(self) -> dict[str, Any]:
+        """What rebuilds this exchange elsewhere (no password: see ``password_env``)."""
+        return {
+            'hostname': self.hostname,
+            'port': self.port,
+            'prefix': self.prefix,
+            'db': self.db,
+            'password_env': self.password_env,
+            'timeout': self.timeout,
+            'allow_pickle': self.allow_pickle,
+            'threshold': self.threshold,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state['_password_value'] = None
+        state['_store'] = None
+        return state

@@ -1,0 +1,284 @@
+"""Handles: references to agents whose method calls become action requests.
+
+``handle.square(2)`` sends a request to the agent's mailbox and returns an
+:class:`ActionFuture` at once; ``.result(timeout)`` waits for the response and ``await``
+works too (academy-py 1.0's style). Every handle in a process shares one client mailbox
+per exchange, and one listener, which matches responses to futures by their tag.
+
+A timeout at the caller (``future.result(timeout)`` or ``asyncio.wait_for``) and
+``future.cancel()`` send a cancel message: the agent cancels the action (an ``async``
+action is cancelled where it awaits; a synchronous one that has not started never runs,
+and one that runs sees :func:`tether.agents.current_action` ``.cancelled`` become true).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tether.agents._message import (
+    CANCEL,
+    DESCRIBE,
+    PING,
+    RESPONSE,
+    SHUTDOWN,
+    Message,
+    Rejected,
+    rebuild_error,
+)
+from tether.agents.behavior import ActionInfo, Behavior
+from tether.exceptions import ActionTimeoutError, AgentError, TetherError
+
+if TYPE_CHECKING:
+    from tether.agents.exchange import Exchange, MailboxStatus
+    from tether.agents.exchange._base import Transport
+
+__all__ = ['ActionFuture', 'Handle', 'Seconds']
+
+logger = logging.getLogger(__name__)
+
+B = TypeVar('B', bound=Behavior)
+T = TypeVar('T')
+
+
+class Seconds(float):
+    """A duration in seconds that can also be awaited (``await handle.ping()``)."""
+
+    def __await__(self) -> Generator[Any, None, Seconds]:
+        return self
+        yield  # pragma: no cover - makes this a generator
+
+
+class ActionFuture(concurrent.futures.Future[T]):
+    """The future result of a request to an agent.
+
+    A :class:`concurrent.futures.Future` (usable with ``wait``/``as_completed``) that is
+    also awaitable. ``result(timeout)`` that times out cancels the request at the agent
+    and raises :class:`~tether.exceptions.ActionTimeoutError`.
+    """
+
+    def __init__(self, mailbox: _ClientMailbox, dest: str, tag: int, action: str) -> None:
+        super().__init__()
+        self._mailbox = mailbox
+        self.agent_id = dest
+        self.tag = tag
+        self.action = action
+
+    def cancel(self) -> bool:
+        """Cancel the request here and at the agent (False if it already finished)."""
+        if not super().cancel():
+            return False
+        self._mailbox._cancelled(self)
+        return True
+
+    def result(self, timeout: float | None = None) -> T:
+        """Wait for the result; on timeout, cancel the action and raise ActionTimeoutError."""
+        try:
+            return super().result(timeout)
+        except TimeoutError:
+            if self.done():
+                raise  # the action itself raised a TimeoutError
+            self.cancel()
+            raise ActionTimeoutError(
+                f'action {self.action!r} of agent {self.agent_id} gave no result within '
+                f'{timeout} s; it was cancelled at the agent',
+            ) from None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return asyncio.wrap_future(self).__await__()
+
+
+class _ClientMailbox:
+    """This process's mailbox for responses, shared by every handle of one exchange."""
+
+    def __init__(self, transport: Transport) -> None:
+        from tether.agents.exchange._base import new_mailbox_id
+
+        self.transport = transport
+        self.id = new_mailbox_id('client')
+        self._tags = itertools.count(1)
+        self._pending: dict[int, ActionFuture[Any]] = {}
+        self._lock = threading.Lock()
+        transport.register(self.id, None)
+        self._listener = transport.listen(self.id, self._deliver)
+        self.closed = False
+        self.pid = os.getpid()
+
+    def request(
+        self,
+        dest: str,
+        kind: str,
+        action: str = '',
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> ActionFuture[Any]:
+        if self.closed:
+            raise AgentError('this process closed its client mailbox for the exchange')
+        tag = next(self._tags)
+        future: ActionFuture[Any] = ActionFuture(self, dest, tag, action or kind)
+        with self._lock:
+            self._pending[tag] = future
+        msg = Message(kind, self.id, dest, tag, action, args, kwargs or {})
+        try:
+            self.transport.send(msg)
+        except BaseException:
+            with self._lock:
+                self._pending.pop(tag, None)
+            raise
+        return future
+
+    def _deliver(self, item: Message | Rejected) -> None:
+        if isinstance(item, Rejected):
+            logger.warning('client mailbox %s refused a message: %s', self.id, item.error)
+            if item.kind == RESPONSE and item.tag is not None:
+                with self._lock:
+                    future = self._pending.pop(item.tag, None)
+                if future is not None:
+                    _settle(future, exception=item.error)
+            return
+        if item.kind != RESPONSE:
+            logger.warning('client mailbox %s got a %s message; ignored', self.id, item.kind)
+            return
+        with self._lock:
+            future = self._pending.pop(item.tag, None)
+        if future is None:
+            return  # cancelled, timed out, or a duplicate
+        if item.error is not None:
+            _settle(
+                future,
+                exception=rebuild_error(
+                    item.error, allow_pickle=self.transport.codec.allow_pickle
+                ),
+            )
+        else:
+            _settle(future, result=item.result)
+
+    def _cancelled(self, future: ActionFuture[Any]) -> None:
+        with self._lock:
+            self._pending.pop(future.tag, None)
+        try:
+            self.transport.send(Message(CANCEL, self.id, future.agent_id, future.tag))
+        except TetherError as e:
+            logger.debug('could not send a cancel to %s: %s', future.agent_id, e)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            _settle(future, exception=AgentError('the client mailbox was closed'))
+        try:
+            self._listener.close()
+            self.transport.terminate(self.id)
+        except TetherError:
+            logger.debug('closing client mailbox %s failed', self.id, exc_info=True)
+
+
+def _settle(
+    future: concurrent.futures.Future[Any],
+    *,
+    result: Any = None,
+    exception: BaseException | None = None,
+) -> None:
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass  # cancelled meanwhile
+
+
+class _ActionMethod:
+    __slots__ = ('handle', 'name')
+
+    def __init__(self, handle: Handle[Any], name: str) -> None:
+        self.handle = handle
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ActionFuture[Any]:
+        return self.handle.action(self.name, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f'<action {self.name!r} of {self.handle!r}>'
+
+
+class Handle(Generic[B]):
+    """A reference to an agent: calling one of its actions returns an :class:`ActionFuture`.
+
+    Handles pickle as their agent id and exchange (a few hundred bytes, no secret) and
+    work in any process that can reach the exchange.
+
+    Args:
+        agent_id: The agent's mailbox id.
+        exchange: The exchange the agent is registered with.
+    """
+
+    def __init__(self, agent_id: str, exchange: Exchange) -> None:
+        self.agent_id = agent_id
+        self.exchange = exchange
+
+    def __repr__(self) -> str:
+        return f'Handle({self.agent_id!r}, {self.exchange!r})'
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Handle)
+            and other.agent_id == self.agent_id
+            and other.exchange.key() == self.exchange.key()
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.agent_id)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Handle, (self.agent_id, self.exchange))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith('_') or name in ('agent_id', 'exchange'):
+            raise AttributeError(name)
+        return _ActionMethod(self, name)
+
+    def _mailbox(self) -> _ClientMailbox:
+        cached = self.__dict__.get('_cached')
+        if cached is not None and not cached.closed and cached.pid == os.getpid():
+            return cached  # type: ignore[no-any-return]
+        mailbox = self.exchange.transport().client()
+        self.__dict__['_cached'] = mailbox
+        return mailbox
+
+    def action(self, name: str, /, *args: Any, **kwargs: Any) -> ActionFuture[Any]:
+        """Request action ``name`` with these arguments; returns its future at once."""
+        return self._mailbox().request(self.agent_id, 'request', name, args, kwargs)
+
+    def ping(self, *, timeout: float | None = None) -> Seconds:
+        """Round-trip time to the agent, in seconds (also awaitable).
+
+        Raises:
+            ActionTimeoutError: if the agent does not answer within ``timeout``.
+        """
+        start = time.perf_counter()
+        self._mailbox().request(self.agent_id, PING).result(timeout)
+        return Seconds(time.perf_counter() - start)
+
+    def shutdown(self) -> ActionFuture[None]:
+        """Ask the agent to shut down for good; the future is done once it accepted."""
+        return self._mailbox().request(self.agent_id, SHUTDOWN)
+
+    def describe(self, *, timeout: float | None = None) -> dict[str, ActionInfo]:
+        """The agent's actions: names, signatures and docstrings."""
+        raw = self._mailbox().request(self.agent_id, DESCRIBE).result(timeout)
+        return {name: ActionInfo.from_json(info) for name, info in raw.items()}
+
+    def status(self) -> MailboxStatus:
+        """The state of the agent's mailbox."""
+        return self.exchange.status(self.agent_id)

@@ -1,0 +1,23 @@
+"""Launchers run agents: in threads, in processes, on a Parsl pool, or as daemons.
+
+Every launcher restarts an agent that fails, after a back-off and up to a limit
+(:class:`RestartPolicy`); a restarted agent keeps its mailbox (and the messages waiting
+in it) and restores its :class:`~tether.agents.state.State`.
+"""
+
+from __future__ import annotations
+
+from tether.agents.launcher._base import Launcher, RestartPolicy
+from tether.agents.launcher.daemon import DaemonLauncher
+from tether.agents.launcher.parsl import ParslLauncher
+from tether.agents.launcher.process import ProcessLauncher
+from tether.agents.launcher.thread import ThreadLauncher
+
+__all__ = [
+    'DaemonLauncher',
+    'Launcher',
+    'ParslLauncher',
+    'ProcessLauncher',
+    'RestartPolicy',
+    'ThreadLauncher',
+]

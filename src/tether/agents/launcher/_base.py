@@ -1,0 +1,183 @@
+"""The launcher protocol and the supervision shared by every launcher.
+
+A launcher runs agents somewhere (threads, processes, a Parsl pool ...). Each launched
+agent gets a supervisor thread in the launching process that runs it once and, when it
+fails (an exception, a killed process, a lost worker), runs it again after a back-off,
+up to the restart policy's limit. An agent that stops because it was asked to is not
+restarted. An agent that fails for good has its mailbox terminated, so that callers get
+:class:`~tether.exceptions.MailboxClosedError` instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from tether.exceptions import AgentLaunchError, TetherError
+
+if TYPE_CHECKING:
+    from tether.agents._runtime import AgentSpec
+
+__all__ = ['Launcher', 'RestartPolicy']
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """When a failed agent is started again.
+
+    Attributes:
+        max_restarts: Restarts allowed after the first start (0: never restart).
+        backoff: Seconds before the first restart; doubled for each further one.
+        max_backoff: Longest wait between restarts.
+    """
+
+    max_restarts: int = 0
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before restart number ``attempt`` (from 1)."""
+        return float(min(self.backoff * 2 ** max(attempt - 1, 0), self.max_backoff))
+
+
+class _Supervised:
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.restarts = 0
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+
+class Launcher(ABC):
+    """Runs agents and restarts them when they fail.
+
+    Args:
+        restart: The restart policy, or a number of restarts (default: never restart).
+    """
+
+    detached = False
+    """Agents of a detached launcher outlive the process (a Manager leaves them running)."""
+
+    def __init__(self, *, restart: RestartPolicy | int | None = None) -> None:
+        if isinstance(restart, int):
+            restart = RestartPolicy(max_restarts=restart)
+        self.restart = restart or RestartPolicy()
+        self._agents: dict[str, _Supervised] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    # To implement ---------------------------------------------------------------------
+
+    @abstractmethod
+    def _run_once(self, entry: _Supervised) -> None:
+        """Run the agent until it stops; return if it stopped cleanly, raise if it failed."""
+
+    def _kill(self, entry: _Supervised) -> None:  # noqa: B027 - optional for subclasses
+        """Stop a running agent at once (used by :meth:`close` after asking nicely)."""
+
+    # API --------------------------------------------------------------------------------
+
+    def launch(self, spec: AgentSpec) -> None:
+        """Start the agent of ``spec`` (its mailbox must already be registered)."""
+        if self.closed:
+            raise AgentLaunchError(f'{type(self).__name__} is closed')
+        entry = _Supervised(spec)
+        with self._lock:
+            if spec.agent_id in self._agents and not self._agents[spec.agent_id].done.is_set():
+                raise AgentLaunchError(f'agent {spec.agent_id} is already running here')
+            self._agents[spec.agent_id] = entry
+        entry.thread = threading.Thread(
+            target=self._supervise,
+            args=(entry,),
+            name=f'tether-supervise-{spec.agent_id[6:14]}',
+            daemon=True,
+        )
+        entry.thread.start()
+
+    def _supervise(self, entry: _Supervised) -> None:
+        agent_id = entry.spec.agent_id
+        try:
+            while True:
+                try:
+                    self._run_once(entry)
+                    return
+                except BaseException as e:
+                    if entry.stopping or self.closed:
+                        return
+                    if entry.restarts >= self.restart.max_restarts:
+                        entry.error = e
+                        logger.error('agent %s failed for good: %r', agent_id, e)
+                        self._give_up(entry)
+                        return
+                    entry.restarts += 1
+                    delay = self.restart.delay(entry.restarts)
+                    logger.warning(
+                        'agent %s failed (%r); restart %d of %d in %.2f s',
+                        agent_id,
+                        e,
+                        entry.restarts,
+                        self.restart.max_restarts,
+                        delay,
+                    )
+                    threading.Event().wait(delay)
+        finally:
+            entry.done.set()
+
+    def _give_up(self, entry: _Supervised) -> None:
+        try:
+            entry.spec.exchange.terminate(entry.spec.agent_id)
+        except TetherError:
+            logger.debug('could not terminate %s', entry.spec.agent_id, exc_info=True)
+
+    def running(self) -> list[str]:
+        """Ids of the agents this launcher runs now."""
+        with self._lock:
+            return [aid for aid, e in self._agents.items() if not e.done.is_set()]
+
+    def restarts(self, agent_id: str) -> int:
+        """How often the agent was restarted."""
+        return self._entry(agent_id).restarts
+
+    def failure(self, agent_id: str) -> BaseException | None:
+        """The error an agent failed with for good (``None`` if it did not)."""
+        return self._entry(agent_id).error
+
+    def _entry(self, agent_id: str) -> _Supervised:
+        with self._lock:
+            entry = self._agents.get(agent_id)
+        if entry is None:
+            raise AgentLaunchError(f'agent {agent_id} was not launched by this launcher')
+        return entry
+
+    def wait(self, agent_id: str, timeout: float | None = None) -> bool:
+        """Wait until the agent stopped for good; False if ``timeout`` passed first."""
+        return self._entry(agent_id).done.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop every agent still running (asking them first) and release resources."""
+        self.closed = True
+        with self._lock:
+            entries = list(self._agents.values())
+        for entry in entries:
+            if not entry.done.is_set():
+                entry.stopping = True
+                with contextlib.suppress(TetherError):
+                    entry.spec.exchange.get_handle(entry.spec.agent_id).shutdown()
+        for entry in entries:
+            if not entry.done.wait(timeout):
+                self._kill(entry)
+                entry.done.wait(5)
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

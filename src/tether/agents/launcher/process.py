@@ -1,0 +1,79 @@
+"""ProcessLauncher: each agent runs in a process of its own on this machine.
+
+Processes come from a fork server that has already imported the agent runtime, so
+starting an agent costs a ``fork`` rather than a new interpreter and its imports.
+Behaviors defined in a script's ``__main__`` work as with :mod:`multiprocessing`: guard
+the script's top level with ``if __name__ == '__main__':``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from typing import Any
+
+from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
+from tether.exceptions import AgentLaunchError
+
+__all__ = ['ProcessLauncher']
+
+# What every agent process needs, imported once by the fork server; children share these
+# pages. (The store, and redis-py for the default store, are imported only by agents that
+# receive a large value.)
+_PRELOAD = [
+    'tether.agents',
+    'tether.agents._worker',
+    'tether.agents.exchange',
+]
+
+
+class ProcessLauncher(Launcher):
+    """Runs each agent in its own process, restarted when it dies (per the policy).
+
+    Args:
+        restart: The restart policy, or a number of restarts (default: never).
+        start_method: ``'forkserver'`` (default: fast starts, small processes),
+            ``'spawn'`` or ``'fork'``.
+    """
+
+    def __init__(
+        self, *, restart: RestartPolicy | int | None = None, start_method: str = 'forkserver'
+    ) -> None:
+        super().__init__(restart=restart)
+        self.start_method = start_method
+        self._ctx: Any = multiprocessing.get_context(start_method)
+        if start_method == 'forkserver':
+            self._ctx.set_forkserver_preload(_PRELOAD)
+        self._procs: dict[str, Any] = {}
+        self._plock = threading.Lock()
+
+    def _run_once(self, entry: _Supervised) -> None:
+        from tether.agents._worker import run_agent_process
+
+        agent_id = entry.spec.agent_id
+        proc = self._ctx.Process(
+            target=run_agent_process,
+            args=(entry.spec,),
+            name=f'tether-agent-{agent_id[6:14]}',
+            daemon=False,
+        )
+        with self._plock:
+            if entry.stopping:
+                return
+            proc.start()
+            self._procs[agent_id] = proc
+        proc.join()
+        if proc.exitcode != 0:
+            raise AgentLaunchError(f'agent {agent_id} process exited with code {proc.exitcode}')
+
+    def pid(self, agent_id: str) -> int | None:
+        """The pid of the agent's current process (``None`` if it has none)."""
+        with self._plock:
+            proc = self._procs.get(agent_id)
+        return None if proc is None else proc.pid
+
+    def _kill(self, entry: _Supervised) -> None:
+        with self._plock:
+            proc = self._procs.get(entry.spec.agent_id)
+        if proc is not None and proc.is_alive():
+            proc.kill()

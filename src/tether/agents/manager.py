@@ -1,0 +1,209 @@
+"""Manager: one exchange and one or more launchers behind a single interface.
+
+``launch`` registers the agent's mailbox and starts it with a launcher, returning a
+handle at once (messages sent before the agent runs wait in its mailbox); ``shutdown``
+stops an agent; ``wait`` waits for agents to stop; leaving the ``with`` block shuts down
+every agent the manager launched (except those of a detached launcher: daemons).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from tether.agents._runtime import AgentSpec
+from tether.agents.behavior import Behavior
+from tether.agents.exchange import Exchange, MailboxStatus
+from tether.agents.handle import Handle
+from tether.agents.launcher import Launcher, ThreadLauncher
+from tether.exceptions import AgentError, AgentLaunchError, TetherError
+
+__all__ = ['Manager']
+
+logger = logging.getLogger(__name__)
+
+B = TypeVar('B', bound=Behavior)
+
+
+class Manager:
+    """Launch, use and shut down agents over one exchange.
+
+    Args:
+        exchange: The exchange every agent of this manager registers with.
+        launcher: The default launcher (default: a :class:`ThreadLauncher`).
+        launchers: More launchers, by name (``launch(..., launcher='name')``).
+        default_launcher: Name of the default launcher among ``launchers``.
+    """
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        launcher: Launcher | None = None,
+        *,
+        launchers: Mapping[str, Launcher] | None = None,
+        default_launcher: str | None = None,
+    ) -> None:
+        self.exchange = exchange
+        self.launchers: dict[str, Launcher] = dict(launchers or {})
+        if launcher is not None:
+            self.launchers.setdefault('default', launcher)
+            self.default_launcher = launcher
+        elif default_launcher is not None:
+            self.default_launcher = self.launchers[default_launcher]
+        elif self.launchers:
+            self.default_launcher = next(iter(self.launchers.values()))
+        else:
+            self.default_launcher = ThreadLauncher()
+            self.launchers['default'] = self.default_launcher
+        self._launched: dict[str, Launcher] = {}
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f'Manager({self.exchange!r}, {len(self._launched)} agents)'
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # Launching --------------------------------------------------------------------------
+
+    def _launcher(self, launcher: Launcher | str | None) -> Launcher:
+        if launcher is None:
+            return self.default_launcher
+        if isinstance(launcher, str):
+            try:
+                return self.launchers[launcher]
+            except KeyError:
+                raise AgentLaunchError(
+                    f'no launcher named {launcher!r}; known: {sorted(self.launchers)}',
+                ) from None
+        return launcher
+
+    def launch(
+        self,
+        behavior: B | type[B],
+        *,
+        args: Iterable[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        launcher: Launcher | str | None = None,
+        agent_id: str | None = None,
+        max_concurrency: int | None = None,
+        state_dir: str | None = None,
+    ) -> Handle[B]:
+        """Start an agent running ``behavior`` and return a handle to it.
+
+        Args:
+            behavior: A behavior object, or a behavior class (built with ``args`` and
+                ``kwargs``, as academy-py 1.0 allows).
+            launcher: The launcher (or its name); default: the manager's.
+            agent_id: Reuse an existing agent id (its mailbox and queued messages), for
+                example to restart an agent that was shut down on another launcher.
+            max_concurrency: Overrides the behavior's ``max_concurrency``.
+            state_dir: Directory of the agent's persistent state.
+        """
+        if self.closed:
+            raise AgentError('this manager is closed')
+        if isinstance(behavior, type):
+            behavior = behavior(*args, **(kwargs or {}))
+        if not isinstance(behavior, Behavior):
+            raise TypeError(f'expected a Behavior, got {type(behavior).__name__}')
+        chosen = self._launcher(launcher)
+        agent_id = self.exchange.register_agent(type(behavior), agent_id)
+        spec = AgentSpec(
+            behavior=behavior,
+            agent_id=agent_id,
+            exchange=self.exchange,
+            max_concurrency=max_concurrency,
+            state_dir=state_dir,
+        )
+        chosen.launch(spec)
+        self._launched[agent_id] = chosen
+        return Handle(agent_id, self.exchange)
+
+    def get_handle(self, agent_id: str) -> Handle[Any]:
+        """A handle to any agent of the exchange."""
+        return Handle(agent_id, self.exchange)
+
+    # Stopping ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _id(agent: str | Handle[Any]) -> str:
+        return agent.agent_id if isinstance(agent, Handle) else agent
+
+    def shutdown(
+        self,
+        agent: str | Handle[Any],
+        *,
+        blocking: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        """Shut an agent down for good (a second call is harmless).
+
+        Args:
+            agent: Its id or handle.
+            blocking: Wait until it has stopped.
+            timeout: Longest wait, in seconds.
+
+        Raises:
+            TimeoutError: if ``blocking`` and the agent did not stop in time.
+        """
+        agent_id = self._id(agent)
+        if self.exchange.status(agent_id) is MailboxStatus.ACTIVE:
+            try:
+                self.exchange.get_handle(agent_id).shutdown()
+            except TetherError as e:
+                logger.debug('shutdown of %s: %s', agent_id, e)
+        if blocking:
+            self.wait([agent_id], timeout=timeout)
+
+    def wait(
+        self,
+        agents: str | Handle[Any] | Iterable[str | Handle[Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Wait until these agents (default: all of this manager's) have stopped.
+
+        Raises:
+            TimeoutError: if an agent is still running after ``timeout`` seconds.
+        """
+        if agents is None:
+            ids = list(self._launched)
+        elif isinstance(agents, str | Handle):
+            ids = [self._id(agents)]
+        else:
+            ids = [self._id(a) for a in agents]  # type: ignore[union-attr]
+        for agent_id in ids:
+            launcher = self._launched.get(agent_id)
+            if launcher is None:
+                raise AgentError(f'agent {agent_id} was not launched by this manager')
+            if not launcher.wait(agent_id, timeout):
+                raise TimeoutError(f'agent {agent_id} still runs after {timeout} s')
+
+    def running(self) -> list[str]:
+        """Ids of this manager's agents that are still running."""
+        return [a for a, launcher in self._launched.items() if a in launcher.running()]
+
+    def close(self) -> None:
+        """Shut down every agent launched here (not daemons) and close the launchers."""
+        if self.closed:
+            return
+        self.closed = True
+        for agent_id, launcher in list(self._launched.items()):
+            if launcher.detached or agent_id not in launcher.running():
+                continue
+            with contextlib.suppress(TetherError):
+                self.exchange.get_handle(agent_id).shutdown()
+        for launcher in {id(x): x for x in self.launchers.values()}.values():
+            if not launcher.detached:
+                launcher.close()

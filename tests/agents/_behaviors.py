@@ -1,0 +1,222 @@
+"""Behaviors used by the agent tests (importable by agent processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from tether.agents import Behavior, action, current_action, event, loop, timer
+
+
+class Echo(Behavior):
+    """Echoes, fails and sleeps on request."""
+
+    @action
+    def echo(self, value: Any) -> Any:
+        """Return the value."""
+        return value
+
+    @action
+    async def aecho(self, value: Any) -> Any:
+        await asyncio.sleep(0)
+        return value
+
+    @action
+    def fail(self, message: str) -> None:
+        raise ValueError(message)
+
+    @action
+    def fail_custom(self) -> None:
+        raise CustomError('custom failure')
+
+    @action
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    @action
+    def nbytes(self, data: Any) -> int:
+        return len(data)
+
+    @action
+    def make_bytes(self, n: int) -> bytes:
+        return b'x' * n
+
+
+class CustomError(Exception):
+    """An exception type the caller does not rebuild without pickle."""
+
+
+class SubEcho(Echo):
+    """A subclass, for discovery."""
+
+
+class Other(Behavior):
+    @action
+    def hello(self) -> str:
+        return 'hello'
+
+
+class Slow(Behavior):
+    """Records concurrency and cancellation."""
+
+    max_concurrency = 3
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+        self.done = 0
+        self.cancelled: list[str] = []
+
+    @action
+    def work(self, seconds: float) -> int:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(seconds)
+        with self.lock:
+            self.now -= 1
+            self.done += 1
+        return self.peak
+
+    @action
+    async def asleep(self, seconds: float) -> str:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            self.cancelled.append('async')
+            raise
+        return 'slept'
+
+    @action
+    def cooperative(self, seconds: float) -> str:
+        ctx = current_action()
+        if ctx.cancel_event.wait(seconds):
+            self.cancelled.append('sync')
+            return 'cancelled'
+        return 'finished'
+
+    @action
+    def stats(self) -> dict[str, Any]:
+        return {'peak': self.peak, 'done': self.done, 'cancelled': list(self.cancelled)}
+
+
+class Counter(Behavior):
+    """Persistent counter (its state survives restarts); one action at a time."""
+
+    max_concurrency = 1
+
+    def on_setup(self) -> None:
+        self.state = self.agent_state
+
+    @action
+    def incr(self) -> int:
+        self.state['n'] = self.state.get('n', 0) + 1
+        self.state.checkpoint()
+        return int(self.state['n'])
+
+    @action
+    def value(self) -> int:
+        return int(self.state.get('n', 0))
+
+    @action
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+class Looper(Behavior):
+    """Loops, timers and events, sync and async."""
+
+    def __init__(self) -> None:
+        self.sync_ticks = 0
+        self.async_ticks = 0
+        self.timer_ticks = 0
+        self.atimer_ticks = 0
+        self.event_calls = 0
+        self.aevent_calls = 0
+        self.setup = False
+        self.trigger = threading.Event()
+        self.atrigger: asyncio.Event | None = None
+
+    async def on_setup(self) -> None:
+        self.setup = True
+        self.atrigger = asyncio.Event()
+
+    @loop
+    def spin(self, shutdown: threading.Event) -> None:
+        while not shutdown.wait(0.01):
+            self.sync_ticks += 1
+
+    @loop
+    async def aspin(self, shutdown: asyncio.Event) -> None:
+        while not shutdown.is_set():
+            self.async_ticks += 1
+            await asyncio.sleep(0.01)
+
+    @timer(0.02)
+    def tick(self) -> None:
+        self.timer_ticks += 1
+
+    @timer(0.02)
+    async def atick(self) -> None:
+        self.atimer_ticks += 1
+
+    @event('trigger')
+    def on_trigger(self) -> None:
+        self.event_calls += 1
+
+    @event('atrigger')
+    async def on_atrigger(self) -> None:
+        self.aevent_calls += 1
+
+    @action
+    def fire(self) -> None:
+        self.trigger.set()
+
+    @action
+    async def afire(self) -> None:
+        assert self.atrigger is not None
+        self.atrigger.set()
+
+    @action
+    def counts(self) -> dict[str, int]:
+        return {
+            'sync': self.sync_ticks,
+            'async': self.async_ticks,
+            'timer': self.timer_ticks,
+            'atimer': self.atimer_ticks,
+            'event': self.event_calls,
+            'aevent': self.aevent_calls,
+        }
+
+
+class BadLoop(Behavior):
+    @loop
+    def crash(self, shutdown: threading.Event) -> None:
+        raise RuntimeError('loop crashed')
+
+    @action
+    def ok(self) -> bool:
+        return True
+
+
+class Parent(Behavior):
+    """Launches a child agent and relays to it."""
+
+    def __init__(self) -> None:
+        self.child: Any = None
+
+    @action
+    def spawn(self) -> str:
+        self.child = self.agent_context.launch(Echo())
+        return str(self.child.agent_id)
+
+    @action
+    def relay(self, value: Any) -> Any:
+        return self.child.echo(value).result(30)

@@ -1,0 +1,142 @@
+"""Behaviors as plain objects, and their loops, timers, events and callbacks as agents."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from tests.agents._behaviors import BadLoop, Echo, Looper, Parent
+from tether.agents import Agent, Behavior, Manager, action, current_action
+from tether.agents.exchange import ThreadExchange
+from tether.agents.launcher import ThreadLauncher
+from tether.exceptions import AgentError, MailboxClosedError
+
+
+def test_behavior_is_a_plain_object() -> None:
+    echo = Echo()
+    assert echo.echo(3) == 3
+    assert asyncio.run(echo.aecho(4)) == 4
+    with pytest.raises(AgentError, match='not running as an agent'):
+        echo.agent_id
+    with pytest.raises(AgentError, match='only available inside a running action'):
+        current_action()
+    assert Agent is Behavior
+
+
+def test_describe_and_members() -> None:
+    info = Echo.describe()
+    assert set(info) >= {'echo', 'aecho', 'fail'}
+    assert info['echo'].doc == 'Return the value.'
+    assert set(Looper.behavior_loops()) == {
+        'spin',
+        'aspin',
+        'tick',
+        'atick',
+        'on_trigger',
+        'on_atrigger',
+    }
+    assert Echo.behavior_mro()[0].endswith('_behaviors.Echo')
+
+
+def test_named_action_and_override() -> None:
+    class Base(Behavior):
+        @action(name='renamed')
+        def f(self) -> int:
+            return 1
+
+        @action
+        def g(self) -> int:
+            return 2
+
+    class Child(Base):
+        def g(self) -> int:  # no longer an action
+            return 3
+
+    assert set(Base.behavior_actions()) == {'renamed', 'g'}
+    assert set(Child.behavior_actions()) == {'renamed'}
+
+
+def test_loops_timers_events_and_setup() -> None:
+    looper = Looper()
+    with Manager(ThreadExchange(), ThreadLauncher()) as manager:
+        handle = manager.launch(looper)
+        handle.fire().result(30)
+        handle.afire().result(30)
+        deadline = time.monotonic() + 30
+        counts: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            counts = handle.counts().result(30)
+            if all(counts.values()):
+                break
+            time.sleep(0.05)
+        assert all(counts.values()), counts
+        assert looper.setup
+        manager.shutdown(handle, timeout=30)
+    before = looper.sync_ticks
+    time.sleep(0.1)
+    assert looper.sync_ticks == before  # the loops stopped
+
+
+def test_loop_error_shuts_the_agent_down() -> None:
+    exchange = ThreadExchange()
+    launcher = ThreadLauncher()
+    with Manager(exchange, launcher) as manager:
+        handle = manager.launch(BadLoop())
+        manager.wait(handle, timeout=30)
+        failure = launcher.failure(handle.agent_id)
+        assert failure is not None
+        assert 'loop crashed' in repr(failure.__cause__)
+        with pytest.raises(MailboxClosedError):  # failed for good: callers do not hang
+            handle.ok()
+
+
+def test_restart_policy_restarts_a_failing_agent() -> None:
+    class Flaky(Behavior):
+        starts = 0
+
+        def on_setup(self) -> None:
+            type(self).starts += 1
+            if type(self).starts < 3:
+                raise RuntimeError('not yet')
+
+        @action
+        def ok(self) -> int:
+            return type(self).starts
+
+    launcher = ThreadLauncher(restart=3)
+    with Manager(ThreadExchange(), launcher) as manager:
+        handle = manager.launch(Flaky())
+        assert handle.ok().result(30) == 3
+        assert launcher.restarts(handle.agent_id) == 2
+
+
+def test_child_agents() -> None:
+    with Manager(ThreadExchange(), ThreadLauncher()) as manager:
+        parent = manager.launch(Parent())
+        child_id = parent.spawn().result(30)
+        assert parent.relay('hi').result(30) == 'hi'
+        child = manager.get_handle(child_id)
+        assert child.echo(1).result(30) == 1
+        manager.shutdown(parent, timeout=30)
+        # The child stopped with its parent.
+        assert child.status().value == 'terminated'
+
+
+def test_launch_a_class_with_arguments() -> None:
+    class Greeter(Behavior):
+        def __init__(self, greeting: str) -> None:
+            self.greeting = greeting
+
+        @action
+        async def greet(self, name: str) -> str:
+            return f'{self.greeting}, {name}'
+
+    async def main(manager: Manager) -> Any:
+        handle = manager.launch(Greeter, args=('hello',))
+        return await handle.greet('world')
+
+    with Manager(ThreadExchange()) as manager:
+        assert asyncio.run(main(manager)) == 'hello, world'
