@@ -1,0 +1,113 @@
+"""Tiled Cholesky factorisation: POTRF, TRSM, SYRK and GEMM tasks over a block matrix.
+
+Given a random ``N x N`` matrix ``B``, factorises ``A = (B + B^T) + N I`` (positive
+definite) into ``L`` with ``A = L L^T``; tiles are ``block_size`` square. The result is
+checked against ``A`` and the error logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import pydantic
+
+from tether.bench.apps import AppConfig
+from tether.bench.plugins import register
+
+if TYPE_CHECKING:
+    from tether.bench.engine import Engine
+
+__all__ = ['CholeskyApp', 'CholeskyAppConfig', 'gemm', 'potrf', 'syrk', 'trsm']
+
+logger = logging.getLogger(__name__)
+
+
+def potrf(tile: np.ndarray) -> np.ndarray:
+    """Cholesky factor of a diagonal tile."""
+    return cast('np.ndarray', np.linalg.cholesky(tile))
+
+
+def trsm(lower: np.ndarray, tile: np.ndarray) -> np.ndarray:
+    """Solve ``X L^T = tile`` for ``X``."""
+    return cast('np.ndarray', np.linalg.solve(lower, tile.T).T)
+
+
+def syrk(tile: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Symmetric rank-k update ``tile - L L^T``."""
+    return cast('np.ndarray', tile - lower @ lower.T)
+
+
+def gemm(tile: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``tile - a b^T``."""
+    return cast('np.ndarray', tile - a @ b.T)
+
+
+class CholeskyApp:
+    """Tiled Cholesky factorisation of a random positive-definite matrix.
+
+    Args:
+        matrix_size: Side of the matrix.
+        block_size: Side of a tile (the last row and column of tiles may be smaller).
+        seed: Random seed of the matrix.
+    """
+
+    def __init__(self, matrix_size: int, block_size: int, seed: int = 0) -> None:
+        if matrix_size < 1 or block_size < 1:
+            raise ValueError('matrix_size and block_size must be positive')
+        self.matrix_size = matrix_size
+        self.block_size = block_size
+        self.seed = seed
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
+        """Factorise; write ``cholesky.npy`` (L) to ``run_dir`` and log the error."""
+        n, b = self.matrix_size, self.block_size
+        rng = np.random.default_rng(self.seed)
+        m = rng.random((n, n))
+        matrix = (m + m.T) + n * np.eye(n)
+        edges = [*range(0, n, b), n]
+        nt = len(edges) - 1
+
+        def tile(i: int, j: int) -> np.ndarray:
+            return np.ascontiguousarray(matrix[edges[i] : edges[i + 1], edges[j] : edges[j + 1]])
+
+        tiles: dict[tuple[int, int], Any] = {
+            (i, j): tile(i, j) for i in range(nt) for j in range(i + 1)
+        }
+        for k in range(nt):
+            tiles[k, k] = engine.submit(potrf, tiles[k, k])
+            for i in range(k + 1, nt):
+                tiles[i, k] = engine.submit(trsm, tiles[k, k], tiles[i, k])
+            for i in range(k + 1, nt):
+                for j in range(k + 1, i):
+                    tiles[i, j] = engine.submit(gemm, tiles[i, j], tiles[i, k], tiles[j, k])
+                tiles[i, i] = engine.submit(syrk, tiles[i, i], tiles[i, k])
+        lower = np.zeros_like(matrix)
+        for (i, j), value in tiles.items():
+            result = value.result() if hasattr(value, 'result') else value
+            lower[edges[i] : edges[i + 1], edges[j] : edges[j + 1]] = result
+        error = float(np.abs(lower @ lower.T - matrix).max())
+        logger.info('cholesky %dx%d (blocks %d): max |LL^T - A| = %.3g', n, n, b, error)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        np.save(run_dir / 'cholesky.npy', lower)
+        if not error < 1e-6 * n:
+            raise ArithmeticError(f'cholesky result is wrong: max |LL^T - A| = {error}')
+
+
+@register('app')
+class CholeskyAppConfig(AppConfig):
+    """Tiled Cholesky factorisation (linear algebra; a DAG that grows with the tiles)."""
+
+    name: str = 'cholesky'
+    matrix_size: int = pydantic.Field(default=100, ge=1, description='side of the matrix')
+    block_size: int = pydantic.Field(default=25, ge=1, description='side of a tile')
+    seed: int = pydantic.Field(default=0, description='random seed')
+
+    def get_app(self) -> CholeskyApp:
+        """Build the app."""
+        return CholeskyApp(self.matrix_size, self.block_size, self.seed)

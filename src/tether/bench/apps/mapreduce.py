@@ -1,0 +1,152 @@
+"""MapReduce word count over a generated corpus or the user's text files.
+
+Map tasks count the words of their share of the corpus (a string, or a list of files the
+task reads); one reduce task sums the counts; the ``most_common`` words and their counts
+are written to ``output_file`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import logging
+import pathlib
+import random
+import re
+import string
+from typing import TYPE_CHECKING, Literal
+
+import pydantic
+
+from tether.bench.apps import AppConfig
+from tether.bench.plugins import register
+
+if TYPE_CHECKING:
+    from tether.bench.engine import Engine
+
+__all__ = ['MapReduceApp', 'MapReduceAppConfig', 'generate_text', 'map_task', 'reduce_task']
+
+logger = logging.getLogger(__name__)
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def generate_text(words: int, vocabulary: int, seed: int) -> str:
+    """Return ``words`` random words drawn (Zipf-like) from a vocabulary of that size."""
+    rng = random.Random(seed)
+    vocab = [
+        ''.join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 10)))
+        for _ in range(vocabulary)
+    ]
+    weights = [1.0 / (rank + 1) for rank in range(vocabulary)]
+    return ' '.join(rng.choices(vocab, weights=weights, k=words))
+
+
+def map_task(text: str | None = None, paths: list[str] | None = None) -> collections.Counter[str]:
+    """Count the words of ``text`` and of the files ``paths``."""
+    counts: collections.Counter[str] = collections.Counter()
+    if text:
+        counts.update(_WORD.findall(text.lower()))
+    for path in paths or []:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for line in f:
+                counts.update(_WORD.findall(line.lower()))
+    return counts
+
+
+def reduce_task(*counts: collections.Counter[str]) -> collections.Counter[str]:
+    """Sum word counts."""
+    total: collections.Counter[str] = collections.Counter()
+    for c in counts:
+        total.update(c)
+    return total
+
+
+class MapReduceApp:
+    """Word count with ``map_tasks`` map tasks and one reduce task."""
+
+    def __init__(
+        self,
+        *,
+        mode: Literal['random', 'files'] = 'random',
+        map_tasks: int = 8,
+        words_per_task: int = 10_000,
+        vocabulary: int = 1000,
+        files: str | None = None,
+        most_common: int = 10,
+        output_file: str = 'mapreduce.txt',
+        seed: int = 0,
+    ) -> None:
+        if mode == 'files' and not files:
+            raise ValueError("mode 'files' needs a glob pattern in files")
+        self.mode = mode
+        self.map_tasks = map_tasks
+        self.words_per_task = words_per_task
+        self.vocabulary = vocabulary
+        self.files = files
+        self.most_common = most_common
+        self.output_file = output_file
+        self.seed = seed
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
+        """Count, then write the most common words."""
+        if self.mode == 'random':
+            futures = [
+                engine.submit(
+                    map_task,
+                    generate_text(self.words_per_task, self.vocabulary, self.seed + i),
+                )
+                for i in range(self.map_tasks)
+            ]
+        else:
+            assert self.files is not None
+            paths = sorted(glob.glob(self.files, recursive=True))
+            if not paths:
+                raise FileNotFoundError(f'no file matches {self.files!r}')
+            shares = [paths[i :: self.map_tasks] for i in range(self.map_tasks)]
+            futures = [engine.submit(map_task, paths=share) for share in shares if share]
+        total = engine.submit(reduce_task, *futures).result()
+        top = total.most_common(self.most_common)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / self.output_file, 'w', encoding='utf-8') as f:
+            for word, count in top:
+                f.write(f'{word} {count}\n')
+        logger.info('mapreduce: %d words, %d distinct', sum(total.values()), len(total))
+
+
+@register('app')
+class MapReduceAppConfig(AppConfig):
+    """Word count (text analysis) over a generated corpus or text files."""
+
+    name: str = 'mapreduce'
+    mode: Literal['random', 'files'] = pydantic.Field(
+        default='random',
+        description="'random' (generated corpus) or 'files' (the files glob)",
+    )
+    map_tasks: int = pydantic.Field(default=8, ge=1, description='number of map tasks')
+    words_per_task: int = pydantic.Field(
+        default=10_000, ge=1, description='random: words per task'
+    )
+    vocabulary: int = pydantic.Field(default=1000, ge=1, description='random: distinct words')
+    files: str | None = pydantic.Field(
+        default=None, description="files: glob of text files ('**')"
+    )
+    most_common: int = pydantic.Field(default=10, ge=1, description='words written to the output')
+    output_file: str = pydantic.Field(default='mapreduce.txt', description='output in the run dir')
+    seed: int = pydantic.Field(default=0, description='random seed')
+
+    def get_app(self) -> MapReduceApp:
+        """Build the app."""
+        return MapReduceApp(
+            mode=self.mode,
+            map_tasks=self.map_tasks,
+            words_per_task=self.words_per_task,
+            vocabulary=self.vocabulary,
+            files=self.files,
+            most_common=self.most_common,
+            output_file=self.output_file,
+            seed=self.seed,
+        )

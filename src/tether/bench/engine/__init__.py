@@ -1,0 +1,30 @@
+"""The engine: submit tasks, pass their futures on, wait for them, record them.
+
+::
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tether.bench.engine import Engine
+
+    with Engine(ThreadPoolExecutor(2)) as engine:
+        a = engine.submit(sum, [1, 2])
+        b = engine.submit(pow, a, 2)        # runs after a, with a's value
+        assert b.result() == 9
+"""
+
+from __future__ import annotations
+
+from tether.bench.engine._engine import Engine, EngineStats
+from tether.bench.engine._future import TaskFuture, as_completed, wait
+from tether.bench.engine._task import ExecutionInfo, TaskResult, TaskWrapper
+
+__all__ = [
+    'Engine',
+    'EngineStats',
+    'ExecutionInfo',
+    'TaskFuture',
+    'TaskResult',
+    'TaskWrapper',
+    'as_completed',
+    'wait',
+]

@@ -1,0 +1,192 @@
+"""What runs on the worker: the task wrapper and the result it sends back."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from tether.bench.transformer._protocol import TaskDataTransformer
+
+__all__ = ['ExecutionInfo', 'TaskResult', 'TaskWrapper', 'execution_info_of', 'unwrap']
+
+_HOSTNAME = socket.gethostname()
+_INFO_ATTR = '_tether_bench_info'
+_TB_ATTR = '_tether_bench_traceback'
+_TASK_ATTR = '_tether_bench_task_id'
+
+
+class ExecutionInfo:
+    """How one task ran on its worker (times are UNIX timestamps, durations seconds)."""
+
+    __slots__ = (
+        'execution_end_time',
+        'execution_start_time',
+        'function_time',
+        'hostname',
+        'input_resolve_time',
+        'pid',
+        'result_transform_time',
+    )
+
+    def __init__(  # noqa: PLR0917 (rebuilt positionally when unpickled)
+        self,
+        hostname: str,
+        pid: int,
+        execution_start_time: float,
+        execution_end_time: float = 0.0,
+        input_resolve_time: float = 0.0,
+        function_time: float = 0.0,
+        result_transform_time: float = 0.0,
+    ) -> None:
+        self.hostname = hostname
+        self.pid = pid
+        self.execution_start_time = execution_start_time
+        self.execution_end_time = execution_end_time
+        self.input_resolve_time = input_resolve_time
+        self.function_time = function_time
+        self.result_transform_time = result_transform_time
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ExecutionInfo, tuple(getattr(self, s) for s in _INFO_ORDER))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the fields as a dict (for the task record)."""
+        return {s: getattr(self, s) for s in _INFO_ORDER}
+
+
+_INFO_ORDER = (
+    'hostname',
+    'pid',
+    'execution_start_time',
+    'execution_end_time',
+    'input_resolve_time',
+    'function_time',
+    'result_transform_time',
+)
+
+
+class TaskResult:
+    """A task's (possibly transformed) return value and its :class:`ExecutionInfo`."""
+
+    __slots__ = ('info', 'value')
+
+    def __init__(self, value: Any, info: ExecutionInfo) -> None:
+        self.value = value
+        self.info = info
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TaskResult, (self.value, self.info))
+
+    def __repr__(self) -> str:
+        return f'TaskResult({type(self.value).__name__})'
+
+
+def unwrap(obj: Any, transformer: TaskDataTransformer | None) -> Any:
+    """Replace parent results (:class:`TaskResult`) by their values and resolve identifiers.
+
+    Looks inside lists, tuples and dicts (where futures passed as arguments may sit).
+    """
+    cls = type(obj)
+    if cls is TaskResult:
+        obj = obj.value
+    elif cls is list or cls is tuple:
+        items = [unwrap(o, transformer) for o in obj]
+        return items if cls is list else tuple(items)
+    elif cls is dict:
+        return {k: unwrap(v, transformer) for k, v in obj.items()}
+    if transformer is not None:
+        return transformer.resolve(obj)
+    return obj
+
+
+def _needs_unwrap(args: tuple[Any, ...]) -> bool:
+    for a in args:
+        cls = type(a)
+        if cls is TaskResult or cls is list or cls is tuple or cls is dict:
+            return True
+    return False
+
+
+class TaskWrapper:
+    """Runs a task on the worker: resolves its inputs, calls it, transforms its result.
+
+    Returns a :class:`TaskResult`. On failure the exception is re-raised (so executors
+    that retry can retry) carrying the execution info and the formatted traceback.
+    """
+
+    __slots__ = ('__name__', 'function', 'task_id', 'transformer')
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        task_id: str,
+        transformer: TaskDataTransformer | None,
+    ) -> None:
+        self.function = function
+        self.task_id = task_id
+        self.transformer = transformer
+        self.__name__ = getattr(function, '__name__', type(function).__name__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TaskWrapper, (self.function, self.task_id, self.transformer))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> TaskResult:
+        info = ExecutionInfo(_HOSTNAME, os.getpid(), time.time())
+        start = time.perf_counter()
+        try:
+            transformer = self.transformer
+            if transformer is not None or _needs_unwrap(args):
+                args = tuple(unwrap(a, transformer) for a in args)
+            if kwargs and (transformer is not None or _needs_unwrap(tuple(kwargs.values()))):
+                kwargs = {k: unwrap(v, transformer) for k, v in kwargs.items()}
+            resolved = time.perf_counter()
+            info.input_resolve_time = resolved - start
+            value = self.function(*args, **kwargs)
+            done = time.perf_counter()
+            info.function_time = done - resolved
+            if transformer is not None:
+                value = transformer.transform(value)
+            info.result_transform_time = time.perf_counter() - done
+        except BaseException as e:
+            info.execution_end_time = time.time()
+            _attach(e, info, self.task_id)
+            raise
+        info.execution_end_time = time.time()
+        return TaskResult(value, info)
+
+
+def _attach(error: BaseException, info: ExecutionInfo, task_id: str) -> None:
+    try:
+        setattr(error, _TASK_ATTR, task_id)
+        setattr(error, _INFO_ATTR, info)
+        setattr(error, _TB_ATTR, ''.join(traceback.format_exception(error)))
+    except (AttributeError, TypeError):  # pragma: no cover - exceptions with __slots__
+        pass
+
+
+def execution_info_of(
+    error: BaseException,
+    task_id: str | None = None,
+) -> tuple[ExecutionInfo | None, str | None]:
+    """Return the execution info and worker traceback a failed task attached to ``error``.
+
+    Looks through ``__cause__`` and a ``cause`` attribute (executors that wrap errors).
+    With ``task_id``, the execution info is returned only if that task raised the error
+    (not a parent whose error was passed on); the traceback is returned either way.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        info = getattr(current, _INFO_ATTR, None)
+        if isinstance(info, ExecutionInfo):
+            if task_id is not None and getattr(current, _TASK_ATTR, None) != task_id:
+                info = None
+            return info, getattr(current, _TB_ATTR, None)
+        nxt = getattr(current, 'cause', None)
+        current = nxt if isinstance(nxt, BaseException) else current.__cause__
+    return None, None
