@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv services lint typecheck pytest bench clean
+.PHONY: demo test venv services lint typecheck pytest bench clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,11 +36,18 @@ typecheck: $(STAMP)
 pytest: $(STAMP) services
 	$(BIN)/pytest
 
-test: $(STAMP) services lint typecheck pytest
+test: $(STAMP) services lint typecheck docs pytest
+
+# The documentation site (mkdocs.yml): strict, so a broken link or reference fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(STAMP) services
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,bench]'
 	bash benchmarks/run_all.sh $(ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site

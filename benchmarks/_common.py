@@ -20,7 +20,6 @@ import gc
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -123,40 +122,11 @@ def redis_server(shared: bool) -> Iterator[int]:
         os.environ['BENCH_REDIS_PORT'] = '6379'
         yield 6379
         return
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            'redis-server',
-            '--port',
-            str(port),
-            '--bind',
-            '127.0.0.1',
-            '--save',
-            '',
-            '--appendonly',
-            'no',
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(('127.0.0.1', port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(
-                        f'private redis-server on port {port} did not start'
-                    ) from None
-                time.sleep(0.05)
-        os.environ['BENCH_REDIS_PORT'] = str(port)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    from tether.testing import RedisServer
+
+    with RedisServer() as server:
+        os.environ['BENCH_REDIS_PORT'] = str(server.port)
+        yield server.port
 
 
 def peer_python() -> str:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
-import socket
 import statistics
-import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -16,38 +12,13 @@ from typing import Any
 RESULTS = pathlib.Path(__file__).parent / 'results'
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def private_redis() -> Iterator[tuple[int, int]]:
     """Start a Redis server of our own on a free loopback port; yield (port, pid)."""
-    exe = shutil.which('redis-server')
-    if exe is None:
-        raise SystemExit('redis-server is not installed')
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-        stdout=subprocess.DEVNULL,
-    )
-    import redis
+    from tether.testing import RedisServer
 
-    client = redis.Redis('127.0.0.1', port)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    try:
-        yield port, proc.pid
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=30)
+    with RedisServer() as server:
+        yield server.port, server.pid
 
 
 @contextmanager

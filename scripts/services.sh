@@ -57,5 +57,17 @@ if ! up 5432; then
     wait_up 5432 postgresql || status=1
 fi
 
+# Network-namespace tests (tests/endpoint/test_netns.py): iptables inside the namespaces,
+# and the NFQUEUE delay helper they compile (gcc, libnetfilter-queue-dev).
+need_pkg iptables-legacy iptables || status=1
+need_pkg ping iputils-ping || status=1
+need_pkg gcc gcc || status=1
+if [ ! -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]; then
+    need_pkg /nonexistent/libnetfilter_queue libnetfilter-queue-dev || status=1
+fi
+# Headless Chromium and its driver, for the function service's web page test.
+need_pkg chromium chromium || status=1
+need_pkg chromedriver chromium-driver || status=1
+
 [ $status = 0 ] && echo "services: redis, nats, mosquitto, rabbitmq, postgresql are up"
 exit $status

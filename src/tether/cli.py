@@ -15,8 +15,13 @@ import click
 __all__ = ['cli', 'main']
 
 _SUBCOMMANDS: dict[str, str] = {
+    'agents': 'tether.agents.cli:agents',
+    'bench': 'tether.bench.run.cli:bench',
     'demo': 'tether.demo:demo_command',
+    'endpoint': 'tether.endpoint.cli:endpoint',
+    'faas': 'tether.faas.cli:faas',
     'node': 'tether.node.cli:node',
+    'relay': 'tether.relay.cli:relay',
     'shm': 'tether.connectors._shm_cli:shm',
 }
 

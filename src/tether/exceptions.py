@@ -8,7 +8,7 @@ one of these classes, with the original error chained as ``__cause__``.
 TetherError
  +-- ProxyError
  |    +-- ProxyResolveError              the factory of a proxy failed
- |         +-- ProxyResolveMissingKeyError   the object behind a store proxy is gone
+ |         +-- ProxyResolveMissingKeyError  the object behind a store proxy is gone
  +-- SerializationError                  bytes could not become an object, or back
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
@@ -23,6 +23,7 @@ TetherError
  |    +-- OwnershipError                 an ownership or borrowing rule was broken
  |    +-- LifetimeError                  a lifetime was used after it ended
  +-- ConfigError                         a configuration is invalid or cannot be read
+ |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
  |    +-- WireConnectionError            the peer is unreachable or the connection dropped
  |    +-- ProtocolError                  the peer sent bytes that are not valid framing
@@ -31,11 +32,41 @@ TetherError
  |    +-- AuthenticationError            the challenge-response handshake failed
  |    +-- RemoteError                    the peer answered a request with an error frame
  +-- StreamError                         a stream (tether.stream) failed
-      +-- EventDecodeError               a broker message is not a valid stream event
-      +-- TopicClosedError               send() on a topic the producer already closed
-      +-- StreamBrokerError              the broker is unreachable or dropped the connection
-      +-- StreamTimeoutError             no message (or no room) within the timeout
-           +-- StreamBackpressureError   the broker or a bounded buffer stayed full
+ |    +-- EventDecodeError               a broker message is not a valid stream event
+ |    |    +-- EventRefusedError         a valid event the consumer must not act on
+ |    |         +-- UntrustedStoreError  the event names a store the consumer does not accept
+ |    |         +-- EventAuthenticationError  unsigned, altered, or signed with another key
+ |    |              +-- EventReplayError  seen before, or outside the time window
+ |    +-- TopicClosedError               send() on a topic the producer already closed
+ |    +-- StreamBrokerError              the broker is unreachable or dropped the connection
+ |    +-- StreamTimeoutError             no message (or no room) within the timeout
+ |         +-- StreamBackpressureError   the broker or a bounded buffer stayed full
+ +-- EndpointError                       an endpoint or the relay is misconfigured or failed
+ |    +-- PeeringError                   no path to a peer endpoint could be opened
+ +-- AgentError                          an agent, handle, exchange or launcher failed
+ |    +-- MailboxClosedError             the mailbox was terminated (the agent shut down)
+ |    +-- UnknownMailboxError            the exchange has no mailbox of that id
+ |    +-- MessageRejectedError           a message was refused (version, invalid, pickle)
+ |    +-- ActionError                    a remote action raised an error not rebuilt here
+ |    +-- ActionTimeoutError             no result within the caller's timeout (also a
+ |    |                                  TimeoutError); the action was cancelled
+ |    +-- AgentLaunchError               an agent could not be launched, or failed for good
+ |    +-- AgentStateError                an agent's persistent state cannot be read
+ +-- BenchError                          the benchmark suite (tether.bench) failed
+ |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
+ |    +-- TaskDependencyError            a task's input task failed, so it never ran
+ +-- HarnessError                        a test helper of tether.testing failed
+ |    +-- ServerStartError               a throwaway server did not start (also a RuntimeError)
+ |    +-- HammerError                    calls from many threads failed (also an AssertionError)
+ +-- FaasError                           the function service (tether.faas) failed or refused
+      +-- FaasConnectionError            the service is unreachable (gave up retrying)
+      +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
+      +-- FaasNotFoundError              no such function, endpoint or task for this user
+      +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
+      +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
+      +-- TaskPending                    get_result() before the task finished
+      +-- TaskExecutionFailed            the function raised on the endpoint
+           +-- WorkerLostError           workers kept dying; the retry limit was reached
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -44,19 +75,41 @@ Every message says what failed (the store, key or address) and, where it can, wh
 from __future__ import annotations
 
 __all__ = [
+    'ActionError',
+    'ActionTimeoutError',
+    'AgentError',
+    'AgentLaunchError',
+    'AgentStateError',
     'AuthenticationError',
+    'BenchError',
     'ConfigError',
     'ConnectorClosedError',
     'ConnectorError',
+    'EndpointError',
+    'EventAuthenticationError',
     'EventDecodeError',
+    'EventRefusedError',
+    'EventReplayError',
+    'FaasAuthenticationError',
+    'FaasConnectionError',
+    'FaasError',
+    'FaasNotFoundError',
+    'FaasPayloadTooLargeError',
     'FrameTooLargeError',
+    'FunctionNotAllowedError',
     'FutureAlreadySetError',
     'FutureError',
     'FutureTimeoutError',
+    'HammerError',
+    'HarnessError',
     'LifetimeError',
+    'MailboxClosedError',
+    'MessageRejectedError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
     'OwnershipError',
+    'PeeringError',
+    'PluginNotFoundError',
     'ProtocolError',
     'ProtocolVersionError',
     'ProxyError',
@@ -64,6 +117,7 @@ __all__ = [
     'ProxyResolveMissingKeyError',
     'RemoteError',
     'SerializationError',
+    'ServerStartError',
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
@@ -71,10 +125,17 @@ __all__ = [
     'StreamBrokerError',
     'StreamError',
     'StreamTimeoutError',
+    'TaskDependencyError',
+    'TaskExecutionFailed',
+    'TaskPending',
     'TetherError',
     'TopicClosedError',
+    'UnknownMailboxError',
+    'UntrustedStoreError',
+    'UntrustedTypeError',
     'WireConnectionError',
     'WireError',
+    'WorkerLostError',
 ]
 
 
@@ -147,6 +208,15 @@ class ConfigError(TetherError):
     """A configuration is invalid, incomplete, or cannot be read."""
 
 
+class UntrustedTypeError(ConfigError):
+    """Data from outside this process names a type or function that is not allowlisted.
+
+    Raised before anything is imported or called. Connector, key and serializer types
+    are allowlisted in :mod:`tether.store.allowlist` (tether's own, plus those the
+    application registers).
+    """
+
+
 # Wire protocol and node servers (tether._wire, tether.node, issue 3) -----------------
 
 
@@ -204,6 +274,27 @@ class EventDecodeError(StreamError):
     """A message read from a broker is not a valid stream event (garbage, wrong version)."""
 
 
+class EventRefusedError(EventDecodeError):
+    """A well-formed stream event that the consumer refuses to act on.
+
+    For example its key type is not allowlisted, or its key does not belong to its
+    store's connector. Nothing the event names was imported or called. The consumer
+    stays usable: the next call reads the next message.
+    """
+
+
+class UntrustedStoreError(EventRefusedError):
+    """A stream event names a store the consumer does not accept (see store pinning)."""
+
+
+class EventAuthenticationError(EventRefusedError):
+    """A stream message is unsigned, altered, or signed with another stream key."""
+
+
+class EventReplayError(EventAuthenticationError):
+    """A signed stream message was seen before, or is outside the accepted time window."""
+
+
 class TopicClosedError(StreamError):
     """An object was sent to a topic that the producer already closed."""
 
@@ -248,3 +339,204 @@ class OwnershipError(StoreError):
 
 class LifetimeError(StoreError):
     """A lifetime of :mod:`tether.store.lifetimes` was used after it ended."""
+
+
+# Agents (tether.agents, issue 11) -------------------------------------------------------
+
+
+class AgentError(TetherError):
+    """Base class for errors of :mod:`tether.agents`."""
+
+
+class MailboxClosedError(AgentError):
+    """The mailbox was terminated: its agent shut down for good and takes no messages."""
+
+
+class UnknownMailboxError(AgentError):
+    """The exchange has no mailbox with that id (never registered, or another exchange)."""
+
+
+class MessageRejectedError(AgentError):
+    """A message was refused by its receiver.
+
+    Reasons: another protocol version, a message that is not valid, an unknown action, or
+    a pickled value sent to a receiver that does not accept pickles.
+    """
+
+
+class ActionError(AgentError):
+    """A remote action raised an exception whose type is not rebuilt at the caller.
+
+    Attributes:
+        type_name: Import path of the remote exception's type.
+        remote_traceback: The traceback formatted where the action ran.
+    """
+
+    def __init__(self, type_name: str, message: str, remote_traceback: str = '') -> None:
+        self.type_name = type_name
+        self.remote_traceback = remote_traceback
+        super().__init__(f'{type_name}: {message}')
+
+    def __reduce__(self) -> tuple[object, ...]:
+        text = str(self).partition(': ')[2]
+        return (type(self), (self.type_name, text, self.remote_traceback))
+
+
+class ActionTimeoutError(AgentError, TimeoutError):
+    """No result arrived within the caller's timeout; the action was cancelled at the agent."""
+
+
+class AgentLaunchError(AgentError):
+    """An agent could not be launched, or failed more often than its restart limit."""
+
+
+class AgentStateError(AgentError):
+    """An agent's persistent state cannot be read or written."""
+
+
+# Test helpers (tether.testing) ----------------------------------------------------------
+
+
+class HarnessError(TetherError):
+    """Base class for errors of the test helpers in :mod:`tether.testing`."""
+
+
+class ServerStartError(HarnessError, RuntimeError):
+    """A throwaway server (:class:`tether.testing.ServerProcess`) did not start.
+
+    The message names the program, the port and the last lines the program printed.
+    """
+
+
+class HammerError(HarnessError, AssertionError):
+    """Calls made from many threads by :func:`tether.testing.hammer` failed or hung.
+
+    Attributes:
+        report: The :class:`tether.testing.HammerReport` of the run.
+    """
+
+    def __init__(self, report: object) -> None:
+        self.report = report
+        super().__init__(str(report))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.report,))
+
+
+# Endpoints and the relay (tether.endpoint, tether.relay, issue 10) ------------------------
+
+
+class EndpointError(TetherError):
+    """An endpoint or the relay is misconfigured, not running, or refused an operation."""
+
+
+class PeeringError(EndpointError):
+    """No path (direct, hole-punched or relayed) to a peer endpoint could be opened."""
+
+
+# Function service (tether.faas, issue 13) ----------------------------------------------
+
+
+class FaasError(TetherError):
+    """Base class for errors of :mod:`tether.faas` (service, endpoints, SDK)."""
+
+
+class FaasConnectionError(FaasError):
+    """The function service could not be reached (the SDK retried until its deadline)."""
+
+
+class FaasAuthenticationError(FaasError):
+    """The service refused the token (missing, wrong or revoked): HTTP 401."""
+
+
+class FaasNotFoundError(FaasError):
+    """No function, endpoint, task or task group with that id is visible to this user.
+
+    Another user's objects are reported exactly like missing ones (HTTP 404), so ids
+    cannot be probed.
+    """
+
+
+class FaasPayloadTooLargeError(FaasError):
+    """A task's arguments or result exceed the service's payload limit.
+
+    Pass large objects by reference instead: ``Executor(endpoint_id, store=store)``
+    proxies arguments above a threshold through a tether Store.
+    """
+
+
+class FunctionNotAllowedError(FaasError):
+    """The endpoint's allowlist does not list the function: it was not run."""
+
+
+class TaskPending(FaasError):  # noqa: N818 (the funcX SDK's name)
+    """``get_result`` was called before the task finished; try again later.
+
+    Attributes:
+        task_id: The task asked about.
+        status: Its current status (``'waiting-for-ep'``, ``'running'`` ...).
+    """
+
+    def __init__(self, task_id: str, status: str) -> None:
+        self.task_id = task_id
+        self.status = status
+        super().__init__(f'task {task_id} is not finished yet (status {status!r})')
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.task_id, self.status))
+
+
+class TaskExecutionFailed(FaasError):  # noqa: N818 (the Globus Compute SDK's name)
+    """The function raised on the endpoint (or could not be run there).
+
+    The remote exception is not unpickled: its type name, message and formatted
+    traceback travel as text.
+
+    Attributes:
+        remote_type: The qualified name of the remote exception's class.
+        remote_traceback: The formatted remote traceback.
+    """
+
+    def __init__(self, remote_type: str, message: str, remote_traceback: str = '') -> None:
+        self.remote_type = remote_type
+        self.remote_traceback = remote_traceback
+        super().__init__(f'{remote_type}: {message}' if remote_type else message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        text = str(self)
+        prefix = f'{self.remote_type}: '
+        message = text[len(prefix) :] if text.startswith(prefix) else text
+        return (type(self), (self.remote_type, message, self.remote_traceback))
+
+
+class WorkerLostError(TaskExecutionFailed):
+    """The worker running the task died (killed, crashed, out of memory) more times than
+    the endpoint's retry limit allows."""
+
+
+# Benchmark suite (tether.bench, issue 12) --------------------------------------------
+
+
+class BenchError(TetherError):
+    """Base class for errors of :mod:`tether.bench`."""
+
+
+class PluginNotFoundError(BenchError, ConfigError):
+    """No registered app, executor, transformer or filter has the requested name."""
+
+
+class TaskDependencyError(BenchError):
+    """A task never ran because a task whose result it takes as input failed.
+
+    The parent's error is chained as ``__cause__``.
+
+    Attributes:
+        task_id: The id of the task that failed first (``None`` if unknown).
+    """
+
+    def __init__(self, message: str, task_id: str | None = None) -> None:
+        self.task_id = task_id
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.task_id))

@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     'tether.steer': 7,
     'tether.bench': 7,
     'tether.demo': 8,
+    'tether.testing': 8,
     'tether.cli': 9,
 }
 

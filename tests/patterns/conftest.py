@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import pathlib
-import shutil
-import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REDIS_HOST, REDIS_PORT, count_keys
+from tests.parsl_env import parsl_environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -77,19 +74,17 @@ def process_pool() -> Iterator[Any]:
 @pytest.fixture(scope='session')
 def parsl_pool() -> Iterator[Any]:
     """A Parsl HighThroughputExecutor (local provider, loopback) behind a pool executor."""
+    with parsl_environment() as run_dir:
+        yield from _parsl_pool(run_dir)
+
+
+def _parsl_pool(run_dir: pathlib.Path) -> Iterator[Any]:
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
 
     from tether.plugins.parsl import ParslPoolExecutor
 
-    run_dir = pathlib.Path(tempfile.mkdtemp(prefix='tether-parsl-'))
-    # Parsl workers are started by a shell command: they import the test tasks from here.
-    # Its interchange and worker commands live next to this interpreter.
-    old = os.environ.get('PYTHONPATH')
-    old_path = os.environ.get('PATH', '')
-    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (str(ROOT), old) if p)
-    os.environ['PATH'] = os.pathsep.join((str(pathlib.Path(sys.executable).parent), old_path))
     config = Config(
         executors=[
             HighThroughputExecutor(
@@ -117,9 +112,3 @@ def parsl_pool() -> Iterator[Any]:
         for name in ('parsl', 'concurrent.futures'):
             logging.getLogger(name).removeHandler(handler)
         handler.close()
-    os.environ['PATH'] = old_path
-    if old is None:
-        os.environ.pop('PYTHONPATH', None)
-    else:
-        os.environ['PYTHONPATH'] = old
-    shutil.rmtree(run_dir, ignore_errors=True)

@@ -6,6 +6,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import uuid
 from typing import Any
 
 import pytest
@@ -17,6 +18,16 @@ DOCS = pathlib.Path(__file__).resolve().parents[2] / 'docs' / 'patterns'
 def test_doc_example_runs(page: str, tmp_path: pathlib.Path, redis_client: Any) -> None:
     text = (DOCS / f'{page}.md').read_text()
     code = re.findall(r'```python\n(.*?)```', text, re.S)[0]
+    prefix = {
+        'futures': 'futures-example:',
+        'ownership': 'own-example:',
+        'lifetimes': 'lifetime-example:',
+    }.get(page, f'{page}-example:')
+    assert prefix in code, f'the {page} example no longer uses the {prefix!r} prefix'
+    # A private prefix per run: other runs on the same Redis (a killed earlier
+    # run, another checkout's suite) cannot make this check fail or pass.
+    prefix_here = f'{prefix[:-1]}-{uuid.uuid4().hex[:8]}:'
+    code = code.replace(prefix, prefix_here)
     script = tmp_path / f'{page}.py'
     script.write_text(code)
     out = subprocess.run(
@@ -28,12 +39,4 @@ def test_doc_example_runs(page: str, tmp_path: pathlib.Path, redis_client: Any) 
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    prefix = {
-        'futures': 'futures-example:',
-        'ownership': 'own-example:',
-        'lifetimes': 'lifetime-example:',
-    }.get(
-        page,
-        f'{page}-example:',
-    )
-    assert list(redis_client.scan_iter(match=f'{prefix}*')) == []
+    assert list(redis_client.scan_iter(match=f'{prefix_here}*')) == []

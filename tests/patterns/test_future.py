@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
-import shutil
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +18,7 @@ from tether.exceptions import (
 from tether.proxy import Proxy, is_resolved
 from tether.store import Store
 from tether.store.future import Future
+from tether.testing import RedisServer, redis_server_fixture
 
 from . import _tasks
 
@@ -117,45 +114,17 @@ def test_file_connector_polls_with_backoff(tmp_path: Any) -> None:
         assert future.result(timeout=5) == [7]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return int(sock.getsockname()[1])
+# A Redis server of our own (its command counters are ours alone).
+private_redis = redis_server_fixture()
 
 
-@pytest.fixture
-def private_redis() -> Iterator[int]:
-    """A Redis server of our own (its command counters are ours alone)."""
-    exe = shutil.which('redis-server')
-    if exe is None:
-        pytest.fail('redis-server is not installed')
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-        stdout=subprocess.DEVNULL,
-    )
-    import redis
-
-    client = redis.Redis('127.0.0.1', port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield port
-    client.close()
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-def test_waiting_does_not_hammer_redis(private_redis: int) -> None:
+def test_waiting_does_not_hammer_redis(private_redis: RedisServer) -> None:
     import redis
 
     from tether.connectors.redis import RedisConnector
 
-    client = redis.Redis('127.0.0.1', private_redis)
-    with Store('quiet', RedisConnector('127.0.0.1', private_redis)) as s:
+    client = redis.Redis(private_redis.host, private_redis.port)
+    with Store('quiet', RedisConnector(private_redis.host, private_redis.port)) as s:
         future = s.future()
         client.config_resetstat()
         threading.Timer(1.5, future.set_result, args=('done',)).start()

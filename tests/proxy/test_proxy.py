@@ -25,6 +25,7 @@ from tether.proxy import (
     trace_resolution,
     where_resolved,
 )
+from tether.testing import hammer
 
 
 class CountingFactory:
@@ -102,18 +103,8 @@ def test_lazy_until_first_use() -> None:
 def test_factory_runs_once_under_threads() -> None:
     f = CountingFactory(list(range(100)))
     p = Proxy(f)
-    barrier = threading.Barrier(8)
     results: list[int] = []
-
-    def use() -> None:
-        barrier.wait()
-        results.append(sum(p))
-
-    threads = [threading.Thread(target=use) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    hammer(lambda thread, call: results.append(sum(p)), threads=8, calls=1)
     assert f.calls == 1
     assert results == [4950] * 8
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,70 +20,14 @@ from tether.connectors.shared_memory import SHM_DIR, SharedMemoryConnector, clea
 from tether.exceptions import ConnectorError, ProxyResolveMissingKeyError, SerializationError
 from tether.serialize import deserialize
 from tether.store import Store
+from tether.testing import RedisServer, free_port, redis_server_fixture
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f'nothing listening on {port}')
-
-
-class PrivateRedis:
-    """A redis-server of this test's own, on a free port (never the shared one)."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.tmp = tmp
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                'redis-server',
-                '--port',
-                str(self.port),
-                '--bind',
-                '127.0.0.1',
-                '--save',
-                '',
-                '--appendonly',
-                'no',
-                '--dir',
-                str(self.tmp),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(tmp_path)
-    server.start()
-    yield server
-    server.stop()
+# A redis-server of the test's own, on a free port (never the shared one).
+private_redis = redis_server_fixture()
 
 
 def test_redis_down_raises_connector_error_promptly_and_recovers(
-    private_redis: PrivateRedis,
+    private_redis: RedisServer,
 ) -> None:
     connector = RedisConnector('127.0.0.1', private_redis.port, retries=2, connect_timeout=1)
     store = Store('faulty', connector, cache_size=0)
@@ -108,7 +50,7 @@ def test_redis_down_raises_connector_error_promptly_and_recovers(
     connector.close()
 
 
-def test_redis_down_during_resolve_raises_connector_error(private_redis: PrivateRedis) -> None:
+def test_redis_down_during_resolve_raises_connector_error(private_redis: RedisServer) -> None:
     connector = RedisConnector('127.0.0.1', private_redis.port, retries=1, connect_timeout=1)
     store = Store('faulty2', connector, cache_size=0)
     p = store.proxy([1, 2], populate_target=False)
@@ -188,6 +130,7 @@ def test_file_invalid_key_rejected(tmp_path: Path) -> None:
 WRITER = """
 import sys, numpy as np
 from tether.store import Store
+from tether.testing import RedisServer, free_port, redis_server_fixture
 {make}
 store = Store('killed', connector)
 data = np.ones(400 * 1024 * 1024 // 8)
