@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tether.serialize import BytesLike
 
-__all__ = ['new_id', 'total_size']
+__all__ = ['glob_escape', 'new_id', 'total_size']
 
 
 def new_id() -> str:
@@ -18,3 +18,11 @@ def new_id() -> str:
 def total_size(parts: Sequence[BytesLike]) -> int:
     """Return the number of bytes in ``parts``."""
     return sum(memoryview(p).nbytes for p in parts)
+
+
+def glob_escape(text: str) -> str:
+    """Escape the glob characters of ``text`` (``* ? [ ] \\``) for Redis ``MATCH``/``KEYS``.
+
+    ``glob_escape(prefix) + '*'`` matches the keys that start with ``prefix`` literally.
+    """
+    return ''.join('\\' + c if c in '*?[]\\' else c for c in text)

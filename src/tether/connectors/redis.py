@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
-from tether.connectors._util import new_id, total_size
-from tether.exceptions import ConnectorClosedError, ConnectorError
+from tether.connectors._util import glob_escape, new_id, total_size
+from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
 from tether.serialize import BytesLike, _new_buffer
 
 __all__ = ['RedisConnector', 'RedisKey']
@@ -55,7 +55,8 @@ class RedisConnector:
         max_connections: Size of the connection pool (default: unbounded).
         chunk_size: Values larger than this are split into chunks (Redis refuses
             strings over 512 MB).
-        clear: Delete every key with ``prefix`` when :meth:`close` is called.
+        clear: Delete every key that starts with ``prefix`` (literally, never as a glob)
+            when :meth:`close` is called; refused with an empty prefix.
     """
 
     def __init__(
@@ -96,6 +97,8 @@ class RedisConnector:
         self.max_connections = max_connections
         self.chunk_size = chunk_size
         self.clear = clear
+        if clear:
+            _check_clear_prefix(prefix)
         self._redis_mod = redis
         kwargs: dict[str, Any] = {
             'host': hostname,
@@ -143,15 +146,32 @@ class RedisConnector:
             ) from e
 
     def close(self, clear: bool | None = None) -> None:
-        """Disconnect the pool; delete this prefix's keys first if ``clear``."""
+        """Disconnect the pool; delete this prefix's keys first if ``clear``.
+
+        Clearing deletes only the keys that start with ``prefix`` literally (glob
+        characters in the prefix match themselves only).
+
+        Raises:
+            ConfigError: if asked to clear with an empty prefix (that would delete every
+                key of the database, other applications' included); nothing is deleted
+                and the connector stays open.
+        """
         if self._closed:
             return
         if self.clear if clear is None else clear:
+            _check_clear_prefix(self.prefix)
             with self._errors('clear'):
-                for batch in _batched(self._client.scan_iter(match=f'{self.prefix}*'), 1000):
-                    self._client.delete(*batch)
+                self._clear_prefix()
         self._closed = True
         self._pool.disconnect()
+
+    def _clear_prefix(self) -> None:
+        prefix = self.prefix.encode()
+        pattern = glob_escape(self.prefix) + '*'
+        scan = self._client.scan_iter(match=pattern, count=1000)
+        keys = (k for k in scan if k.startswith(prefix))  # the server's glob, double-checked
+        for batch in _batched(keys, 1000):
+            self._client.delete(*batch)
 
     def config(self) -> dict[str, Any]:
         """Return the configuration of this connector."""
@@ -405,6 +425,14 @@ def _read_bulk(conn: Any, redis: Any) -> memoryview | None:
     while trailer < 2:
         trailer += _recv_into(sock, hview[: 2 - trailer], redis)
     return view
+
+
+def _check_clear_prefix(prefix: str) -> None:
+    if not prefix:
+        raise ConfigError(
+            'RedisConnector(clear=True) needs a non-empty prefix: clearing an empty prefix '
+            "would delete every key of the database, other applications' keys included",
+        )
 
 
 def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
