@@ -8,7 +8,12 @@ wins. Keys remember which connector holds the object, so ``get`` goes back to it
 
 Connectors whose policy does not match this host stay *dormant*: only their
 configuration is kept (and travels with the store's config), and they are built on the
-hosts where they apply, or on first ``get`` of a key that names them.
+hosts where they apply, or on first ``get`` of a key that names them. Setting a connector
+aside never deletes anything: a dormant connector is never closed with its own ``clear``
+(its data belongs to the hosts where it is active), and one built here only to read a key
+is closed without clearing. A connector that fails to build on a host is set aside with
+its error: the others stay usable, and using that one raises
+:class:`~tether.exceptions.ConnectorError` saying why it could not be built.
 
 Example:
     ```python
@@ -32,6 +37,7 @@ low-priority policy without constraints as a fallback if you prefer never to fai
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import socket
@@ -132,6 +138,27 @@ def _path_of(obj: Any) -> str:
     return f'{cls.__module__}.{cls.__qualname__}'
 
 
+def _release(connector: Any) -> None:
+    """Let go of a connector without deleting anything it stores.
+
+    A connector whose ``close`` takes ``clear`` is closed with ``clear=False``; any other
+    is left to the garbage collector, since its ``close`` may clear (connectors connect
+    lazily, so one that was never used holds nothing).
+    """
+    close = getattr(connector, 'close', None)
+    if close is None:
+        return
+    try:
+        params = inspect.signature(close).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
+        return
+    if 'clear' in params:
+        try:
+            close(clear=False)
+        except Exception:
+            logger.warning('closing set-aside connector %r failed', connector, exc_info=True)
+
+
 def _import(path: str) -> Any:
     import importlib
 
@@ -147,7 +174,8 @@ class MultiConnector:
 
     Args:
         connectors: Name to ``(connector, policy)``. Connectors whose policy does not
-            match this host are closed and kept as configuration (dormant).
+            match this host are kept as configuration (dormant); the instance is let go
+            of without being cleared.
         dormant: Name to ``{'type', 'config', 'policy'}`` of connectors not built here
             (as found in :meth:`config`).
         hostname: Host name matched against ``host_pattern`` (default: this host's).
@@ -164,6 +192,8 @@ class MultiConnector:
         self._specs: dict[str, dict[str, Any]] = {}
         self._policies: dict[str, Policy] = {}
         self._active: dict[str, Any] = {}
+        self._borrowed: set[str] = set()  # dormant here, built only to read their keys
+        self._failed: dict[str, Exception] = {}
         self._lock = threading.Lock()
         for name, (connector, policy) in connectors.items():
             if not isinstance(policy, Policy):
@@ -178,11 +208,17 @@ class MultiConnector:
                 self._active[name] = connector
             else:
                 logger.info('connector %r does not apply on this host: dormant', name)
-                connector.close()
+                _release(connector)
         for name, spec in (dormant or {}).items():
             self._add_spec(name, spec)
         if not self._specs:
             raise ConfigError('a MultiConnector needs at least one connector')
+        if len(self._failed) == len(self._specs):
+            first = next(iter(self._failed.values()))
+            raise ConfigError(
+                'no connector of the MultiConnector can be built on this host: '
+                + '; '.join(f'{n}: {e}' for n, e in self._failed.items()),
+            ) from first
 
     def _add_spec(self, name: str, spec: Mapping[str, Any]) -> None:
         try:
@@ -196,11 +232,25 @@ class MultiConnector:
             raise ConfigError(f'connector {name!r} of a MultiConnector: bad spec: {e}') from e
         self._policies[name] = policy
         if policy.valid_on_host(self.hostname):
-            self._active[name] = self._build(name)
+            try:
+                self._active[name] = self._build(name)
+            except Exception as e:
+                logger.warning(
+                    'connector %r of a MultiConnector cannot be built on this host; the '
+                    'others stay usable: %s',
+                    name,
+                    e,
+                )
+                self._failed[name] = e
 
     def _build(self, name: str) -> Any:
         spec = self._specs[name]
         return _import(spec['type']).from_config(spec['config'])
+
+    def _build_error(self, name: str, error: Exception, why: str) -> ConnectorError:
+        return ConnectorError(
+            f'connector {name!r} of {self!r} {why}: {type(error).__name__}: {error}',
+        )
 
     def __repr__(self) -> str:
         return f'MultiConnector(active={sorted(self._active)}, dormant={sorted(self.dormant)})'
@@ -214,6 +264,11 @@ class MultiConnector:
     def dormant(self) -> list[str]:
         """Names of the connectors not built on this host."""
         return [n for n in self._specs if n not in self._active]
+
+    @property
+    def failed(self) -> dict[str, Exception]:
+        """The connectors that apply on this host but could not be built, with the error."""
+        return dict(self._failed)
 
     def policy(self, name: str) -> Policy:
         """The policy of connector ``name``."""
@@ -233,7 +288,11 @@ class MultiConnector:
         best: str | None = None
         reasons: list[str] = []
         for name in self._specs:
-            if name not in self._active:
+            if name in self._failed:
+                error = self._failed[name]
+                reasons.append(f'{name}: cannot be built on this host ({error})')
+                continue
+            if name not in self._active or name in self._borrowed:
                 reasons.append(f'{name}: not available on this host')
                 continue
             policy = self._policies[name]
@@ -261,28 +320,45 @@ class MultiConnector:
             raise ConnectorError(f'key names connector {name!r}, unknown to {self!r}')
         with self._lock:
             if name not in self._active:
-                logger.info('building dormant connector %r to read a key it holds', name)
+                failed = self._failed.get(name)
+                logger.info('building connector %r to read a key it holds', name)
                 try:
-                    self._active[name] = self._build(name)
-                except ConfigError:
-                    raise
+                    connector = self._build(name)
                 except Exception as e:
-                    raise ConnectorError(
-                        f'connector {name!r} is dormant on this host and cannot be built '
-                        f'here to read its key: {e}',
-                    ) from e
+                    why = (
+                        'could not be built on this host'
+                        if failed is not None
+                        else 'is dormant on this host and cannot be built here to read its key'
+                    )
+                    raise self._build_error(name, e, why) from e
+                self._active[name] = connector
+                if failed is None:
+                    self._borrowed.add(name)
+                else:
+                    logger.info('connector %r built on a second attempt', name)
+                    self._failed.pop(name, None)
             return self._active[name]
 
     # Connector protocol ----------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every connector built on this host."""
-        for connector in self._active.values():
-            connector.close()
+        """Close every connector active on this host.
+
+        Connectors that are dormant here but were built to read a key are let go of
+        without clearing (their data belongs to the hosts where they are active).
+        """
+        for name, connector in self._active.items():
+            if name in self._borrowed:
+                _release(connector)
+            else:
+                connector.close()
 
     def config(self) -> dict[str, Any]:
-        """Type, configuration and policy of every connector (active or dormant)."""
-        return {'connectors': {n: dict(s) for n, s in self._specs.items()}}
+        """Type, configuration and policy of every connector, and the ``hostname`` override."""
+        return {
+            'connectors': {n: dict(s) for n, s in self._specs.items()},
+            'hostname': self.hostname,
+        }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Self:
