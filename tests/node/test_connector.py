@@ -25,8 +25,11 @@ from tether.store import Store
 
 
 @pytest.fixture
-def node_config(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def node_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Connector config with a unique server name and run directory; server stopped after."""
+    # The secret never travels in a proxy: the processes that resolve one (this one and
+    # the children, which inherit the environment) find it in the environment.
+    monkeypatch.setenv('TETHER_NODE_SECRET', SECRET)
     config: dict[str, Any] = {
         'name': f'test-{uuid.uuid4().hex[:10]}',
         'address': '127.0.0.1',

@@ -17,13 +17,17 @@ Example:
     # ship `p` to a task on another host: resolving it fetches from this host directly
     ```
 
-Every host must share the secret (``secret=``, ``$TETHER_NODE_SECRET``, or the secret
-file ``~/.config/tether/node.secret``, which hosts with a shared home share).
+Every host must share the secret (``secret=``, ``$TETHER_NODE_SECRET``, the file named
+by ``secret_file=`` or ``$TETHER_NODE_SECRET_FILE``, or the secret file
+``~/.config/tether/node.secret``, which hosts with a shared home share). The secret is
+never part of :meth:`NodeConnector.config`, so it never travels in a proxy, a store
+config or a stream event: a connector rebuilt in another process resolves it there.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -33,7 +37,13 @@ from typing import Any, NamedTuple, Self
 
 from tether._wire import SyncClient
 from tether.connectors._util import new_id
-from tether.exceptions import ConnectorClosedError, ConnectorError, WireConnectionError, WireError
+from tether.exceptions import (
+    ConfigError,
+    ConnectorClosedError,
+    ConnectorError,
+    WireConnectionError,
+    WireError,
+)
 from tether.node import _protocol as proto
 from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
 from tether.node._state import NodeState, default_run_dir
@@ -42,6 +52,33 @@ from tether.serialize import BytesLike
 __all__ = ['NodeConnector', 'NodeKey']
 
 logger = logging.getLogger(__name__)
+
+
+# Secrets given to connectors of this process, by node name: a connector rebuilt here
+# from a config (which never holds the secret) finds it again.
+_secrets: dict[str, str] = {}
+_secrets_lock = threading.Lock()
+
+
+def _resolve_node_secret(name: str, secret: str | None, secret_file: str | None) -> str:
+    if secret:
+        with _secrets_lock:
+            _secrets[name] = secret
+        return secret
+    with _secrets_lock:
+        remembered = _secrets.get(name)
+    if remembered is not None:
+        return remembered
+    if secret_file and not os.environ.get('TETHER_NODE_SECRET'):
+        try:
+            with open(secret_file) as f:
+                value = f.read().strip()
+        except OSError as e:
+            raise ConfigError(f'cannot read the node secret file {secret_file!r}: {e}') from e
+        if not value:
+            raise ConfigError(f'the node secret file {secret_file!r} is empty')
+        return value
+    return resolve_secret(None)
 
 
 class NodeKey(NamedTuple):
@@ -67,8 +104,12 @@ class NodeConnector:
         spill_dir: Where a spawned server spills objects past its budget.
         idle_timeout: A spawned server stops after this many seconds without clients
             or requests (``None``: never). Its objects are lost when it stops.
-        secret: Shared secret of the node servers (default: ``$TETHER_NODE_SECRET`` or
-            the secret file); kept in :meth:`config` only if given here.
+        secret: Shared secret of the node servers, for this process only: never in
+            :meth:`config`; connectors of the same ``name`` rebuilt in this process use
+            it too. Default: ``$TETHER_NODE_SECRET``, else ``secret_file``, else
+            ``$TETHER_NODE_SECRET_FILE`` or ``~/.config/tether/node.secret`` (created
+            on first use, mode 0600).
+        secret_file: A file holding the secret (kept in :meth:`config` by path).
         run_dir: Directory of the discovery files (default: ``$TETHER_NODE_RUN_DIR``,
             ``$XDG_RUNTIME_DIR/tether-node`` or ``/tmp/tether-node-<uid>``).
         timeout: Seconds any network wait may take.
@@ -85,6 +126,7 @@ class NodeConnector:
         spill_dir: str | None = None,
         idle_timeout: float | None = 3600.0,
         secret: str | None = None,
+        secret_file: str | None = None,
         run_dir: str | None = None,
         timeout: float = 30.0,
     ) -> None:
@@ -95,10 +137,10 @@ class NodeConnector:
         self.memory = memory
         self.spill_dir = spill_dir
         self.idle_timeout = idle_timeout
-        self.secret = secret
+        self.secret_file = secret_file
         self.run_dir = run_dir
         self.timeout = timeout
-        self._secret = resolve_secret(secret)
+        self._secret = _resolve_node_secret(name, secret, secret_file)
         self._local: tuple[str, int] | None = None
         self._clients: dict[tuple[str, int], SyncClient] = {}
         self._lock = threading.Lock()
@@ -106,6 +148,12 @@ class NodeConnector:
 
     def __repr__(self) -> str:
         return f'NodeConnector(name={self.name!r})'
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            'a NodeConnector is not pickled (it holds connections and the node secret): '
+            'pickle a proxy or a StoreConfig, which rebuild it',
+        )
 
     # Servers and clients ---------------------------------------------------------------
 
@@ -201,7 +249,7 @@ class NodeConnector:
         return stop_server(self._run_dir, self.name, timeout=self.timeout)
 
     def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector (the secret only if given)."""
+        """Return the configuration of this connector (never the secret)."""
         return {
             'name': self.name,
             'address': self.address,
@@ -210,7 +258,7 @@ class NodeConnector:
             'memory': self.memory,
             'spill_dir': self.spill_dir,
             'idle_timeout': self.idle_timeout,
-            'secret': self.secret,
+            'secret_file': self.secret_file,
             'run_dir': self.run_dir,
             'timeout': self.timeout,
         }

@@ -5,6 +5,12 @@ batches are one round trip; large values are written from their own memory with 
 vectored send. A single Redis string holds at most 512 MB, so larger values are stored as
 a Redis list of chunks written in one transaction (readers see all of it or nothing).
 
+Credentials are never part of :meth:`RedisConnector.config`, so they never travel in a
+proxy, a store config or a stream event. A connector rebuilt from a config finds its
+password (see :class:`RedisConnector`) in the environment variable or secret file the
+config names (``password_env``, ``password_file``), else in a connector of this process
+that was given the password for the same server and user.
+
 A server that is down or stops answering gives a :class:`~tether.exceptions.ConnectorError`
 after a bounded number of retries (``retries`` attempts with exponential back-off, each
 bounded by ``connect_timeout``/``socket_timeout``); once the server is back, the same
@@ -13,8 +19,10 @@ connector works again without being rebuilt.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
@@ -45,7 +53,13 @@ class RedisConnector:
         port: Port of the Redis server.
         db: Database number.
         username: User for ``AUTH`` (Redis 6 ACLs), if any.
-        password: Password for ``AUTH``, if any.
+        password: Password for ``AUTH``, for this process only: it is never in
+            :meth:`config`, and it is remembered (in memory) for connectors rebuilt in
+            this process for the same server and user.
+        password_env: Name of an environment variable holding the password (kept in
+            :meth:`config`, so rebuilt connectors read it in their own process).
+        password_file: A file holding the password (surrounding whitespace ignored; kept
+            in :meth:`config` by path).
         ssl: Connect with TLS.
         prefix: Prefix of every key this connector writes (handy for counting or
             clearing a run's keys with ``SCAN``).
@@ -67,6 +81,8 @@ class RedisConnector:
         db: int = 0,
         username: str | None = None,
         password: str | None = None,
+        password_env: str | None = None,
+        password_file: str | None = None,
         ssl: bool = False,
         prefix: str = 'tether:',
         socket_timeout: float = 30.0,
@@ -88,7 +104,8 @@ class RedisConnector:
         self.port = port
         self.db = db
         self.username = username
-        self.password = password
+        self.password_env = password_env
+        self.password_file = password_file
         self.ssl = ssl
         self.prefix = prefix
         self.socket_timeout = socket_timeout
@@ -100,12 +117,15 @@ class RedisConnector:
         if clear:
             _check_clear_prefix(prefix)
         self._redis_mod = redis
+        self._password = _resolve_password(
+            (hostname, port, db, username), password, password_env, password_file
+        )
         kwargs: dict[str, Any] = {
             'host': hostname,
             'port': port,
             'db': db,
             'username': username,
-            'password': password,
+            'password': self._password,
             'socket_timeout': socket_timeout,
             'socket_connect_timeout': connect_timeout,
             'retry': Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
@@ -123,6 +143,39 @@ class RedisConnector:
 
     def __repr__(self) -> str:
         return f'RedisConnector(hostname={self.hostname!r}, port={self.port})'
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            'a RedisConnector is not pickled (it holds a connection pool and maybe a '
+            'password): pickle a proxy or a StoreConfig, which rebuild it',
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Self:
+        """Build a connector from a ``redis://[user:password@]host[:port][/db]`` URL.
+
+        ``rediss://`` turns TLS on. The URL's password is used in this process only, as
+        with ``password=``: :meth:`config` never contains it.
+        """
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ('redis', 'rediss'):
+            raise ConfigError(f'not a redis:// or rediss:// URL: {_redact_url(url)!r}')
+        db = parts.path.strip('/')
+        try:
+            options: dict[str, Any] = {
+                'hostname': parts.hostname or 'localhost',
+                'port': parts.port or 6379,
+                'db': int(db) if db else 0,
+            }
+        except ValueError as e:
+            raise ConfigError(f'bad Redis URL {_redact_url(url)!r}: {e}') from e
+        if parts.username:
+            options['username'] = urllib.parse.unquote(parts.username)
+        if parts.password is not None:
+            options['password'] = urllib.parse.unquote(parts.password)
+        if parts.scheme == 'rediss':
+            options['ssl'] = True
+        return cls(**(options | kwargs))
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -174,13 +227,14 @@ class RedisConnector:
             self._client.delete(*batch)
 
     def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector."""
+        """Return the configuration of this connector (never a password: see the class)."""
         return {
             'hostname': self.hostname,
             'port': self.port,
             'db': self.db,
             'username': self.username,
-            'password': self.password,
+            'password_env': self.password_env,
+            'password_file': self.password_file,
             'ssl': self.ssl,
             'prefix': self.prefix,
             'socket_timeout': self.socket_timeout,
@@ -425,6 +479,55 @@ def _read_bulk(conn: Any, redis: Any) -> memoryview | None:
     while trailer < 2:
         trailer += _recv_into(sock, hview[: 2 - trailer], redis)
     return view
+
+
+# Passwords given to connectors of this process, by (host, port, db, user): a connector
+# rebuilt here from a config (which never holds the password) finds it again.
+_ServerId = tuple[str, int, int, str | None]
+_passwords: dict[_ServerId, str] = {}
+_passwords_lock = threading.Lock()
+
+
+def _resolve_password(
+    server: _ServerId,
+    password: str | None,
+    password_env: str | None,
+    password_file: str | None,
+) -> str | None:
+    """The password: argument, else ``$password_env``, else the file, else remembered."""
+    if password is not None:
+        with _passwords_lock:
+            _passwords[server] = password
+        return password
+    if password_env:
+        value = os.environ.get(password_env)
+        if value:
+            return value
+    if password_file:
+        try:
+            with open(password_file) as f:
+                return f.read().strip()
+        except OSError as e:
+            raise ConfigError(
+                f'cannot read the Redis password file {password_file!r}: {e}'
+            ) from e
+    with _passwords_lock:
+        remembered = _passwords.get(server)
+    if remembered is None and password_env:
+        raise ConfigError(
+            f'the Redis password for {server[0]}:{server[1]} is expected in '
+            f'${password_env}, which is not set in this process',
+        )
+    return remembered
+
+
+def _redact_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit('@', 1)[-1]
+    user = f'{parts.username}:***@' if parts.username else ':***@'
+    return urllib.parse.urlunsplit(parts._replace(netloc=user + netloc))
 
 
 def _check_clear_prefix(prefix: str) -> None:
