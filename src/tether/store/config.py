@@ -77,6 +77,29 @@ def _drop_defaults(cls: type, config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_SECRET_FIELDS = frozenset({'password', 'passwd', 'secret', 'token', 'api_key', 'credentials'})
+"""Connector config fields that hold secrets: a config with one set is refused."""
+
+
+def _refuse_secrets(config: Any, where: str, depth: int = 0) -> None:
+    """Raise if a (nested) connector config holds a value under a secret's field name."""
+    if depth > 8:
+        return
+    if isinstance(config, dict):
+        for k, v in config.items():
+            if isinstance(k, str) and k.lower() in _SECRET_FIELDS and v not in (None, ''):
+                raise ConfigError(
+                    f'the config of {where} holds a secret ({k!r}): secrets are never '
+                    'serialized into store configs, proxies or messages. The connector '
+                    'must keep it in the process and resolve it when rebuilt (environment, '
+                    'secret file, or a connector of this process)',
+                )
+            _refuse_secrets(v, where, depth + 1)
+    elif isinstance(config, list | tuple):
+        for v in config:
+            _refuse_secrets(v, where, depth + 1)
+
+
 class StoreConfig(pydantic.BaseModel):
     """Everything needed to rebuild a :class:`~tether.store.Store` in another process.
 
@@ -109,10 +132,12 @@ class StoreConfig(pydantic.BaseModel):
     ) -> StoreConfig:
         """Build the config of a store over ``connector``."""
         ctype = type(connector)
+        connector_config = connector.config()
+        _refuse_secrets(connector_config, path_of(ctype))
         return cls(
             name=name,
             connector_type=path_of(ctype),
-            connector_config=_drop_defaults(ctype, connector.config()),
+            connector_config=_drop_defaults(ctype, connector_config),
             serializer=None if serializer is None else path_of(serializer),
             deserializer=None if deserializer is None else path_of(deserializer),
             cache_size=cache_size,
