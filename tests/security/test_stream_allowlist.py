@@ -141,7 +141,7 @@ def test_registered_application_types_are_accepted(registered_app_types: None) -
         {'type': 'tether.connectors.local.LocalKey', 'fields': list(key)},
     )
     with pytest.raises(EventRefusedError, match='AppKey'):
-        StreamConsumer(queue_of(message), timeout=1).next()
+        StreamConsumer(queue_of(message), key=False, timeout=1).next()
     path = 'tests.security.test_stream_allowlist.AppKey'
     assert ev.decode_key({'type': path, 'fields': ['n']}) == AppKey('n')
 

@@ -269,7 +269,10 @@ def test_key_is_resolved_from_argument_environment_or_file(
 ) -> None:
     monkeypatch.delenv(ENV_KEY, raising=False)
     monkeypatch.delenv(ENV_KEY_FILE, raising=False)
-    assert resolve_key(None) is None
+    monkeypatch.setenv('XDG_CONFIG_HOME', str(tmp_path / 'config'))
+    default = resolve_key(None)  # the user's key file, created on first use
+    assert default is not None
+    assert (tmp_path / 'config' / 'tether' / 'stream.key').exists()
     path = tmp_path / 'stream.key'
     path.write_text(OTHER_KEY + '\n')
     monkeypatch.setenv(ENV_KEY_FILE, str(path))

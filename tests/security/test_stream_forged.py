@@ -4,6 +4,10 @@ Whoever can publish to a topic (a broker, anyone on an unauthenticated broker) w
 these. None of them may make the consumer import, call, connect to, create or delete
 anything: each is refused with a ``tether.exceptions`` error, and the consumer stays
 usable for the next message.
+
+These consumers run without a stream key (``key=False``), in the unsigned modes (pinned,
+open), where the checks below are all that stands; with a key (the default: the user's
+key file) a forged message is refused as unsigned before any of them.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def test_key_type_naming_a_function_is_not_called(callable_path: str, tmp_path: 
     message = event_message(
         store.config().model_dump(), {'type': callable_path, 'fields': [command]}
     )
-    consumer = StreamConsumer(queue_of(message), timeout=1)
+    consumer = StreamConsumer(queue_of(message), key=False, timeout=1)
     with pytest.raises(EventRefusedError, match='not an allowlisted key type'):
         _use(consumer)
     assert not marker.exists()
@@ -75,7 +79,7 @@ def test_key_type_naming_a_module_does_not_import_it(
         store.config().model_dump(), {'type': tattle.key_type, 'fields': ['x']}
     )
     with pytest.raises(EventRefusedError):
-        _use(StreamConsumer(queue_of(message), timeout=1))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
     assert not tattle.imported
 
 
@@ -99,7 +103,7 @@ def test_store_config_naming_a_module_does_not_import_it(
         store[field] = tattle.function
     message = event_message(store, {'type': 'tether.connectors.local.LocalKey', 'fields': ['k']})
     options = {} if accept_unknown_stores is None else {'accept_unknown_stores': True}
-    consumer = StreamConsumer(queue_of(message), timeout=1, **options)
+    consumer = StreamConsumer(queue_of(message), key=False, timeout=1, **options)
     expected = EventRefusedError if accept_unknown_stores else UntrustedStoreError
     with pytest.raises(expected):
         _use(consumer)
@@ -114,7 +118,7 @@ def test_deserializer_eval_is_refused_even_when_accepting_unknown_stores() -> No
         config, {'type': 'tether.connectors.local.LocalKey', 'fields': [key.id]}
     )
     with pytest.raises(EventRefusedError, match=r"'builtins\.eval' is not an allowlisted"):
-        _use(StreamConsumer(queue_of(message), timeout=1, accept_unknown_stores=True))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1, accept_unknown_stores=True))
 
 
 # A host the attacker chooses -----------------------------------------------------------
@@ -159,7 +163,7 @@ def test_store_config_pointing_at_another_host_is_refused() -> None:
         message = event_message(
             forged, {'type': 'tether.connectors.redis.RedisKey', 'fields': ['k']}
         )
-        consumer = StreamConsumer(queue_of(message), timeout=1)
+        consumer = StreamConsumer(queue_of(message), key=False, timeout=1)
         with pytest.raises(UntrustedStoreError, match="store 'elsewhere'"):
             _use(consumer)
     finally:
@@ -193,7 +197,7 @@ def test_attackers_redis_with_a_pickled_payload_is_never_read(
         message = event_message(
             forged, {'type': 'tether.connectors.redis.RedisKey', 'fields': list(key)}
         )
-        consumer = StreamConsumer(queue_of(message), timeout=1)
+        consumer = StreamConsumer(queue_of(message), key=False, timeout=1)
         with pytest.raises(UntrustedStoreError):
             _use(consumer)
         assert not marker.exists()
@@ -219,7 +223,9 @@ def test_filtered_item_with_evict_cannot_delete_a_file_elsewhere(tmp_path: Path)
         metadata={'kind': 'dropped'},
         evict=True,
     )
-    consumer = StreamConsumer(queue_of(message), filter_=MetadataFilter(kind='kept'), timeout=1)
+    consumer = StreamConsumer(
+        queue_of(message), filter_=MetadataFilter(kind='kept'), key=False, timeout=1
+    )
     with pytest.raises(UntrustedStoreError):
         consumer.next()
     assert precious.read_text() == 'keep me'
@@ -235,7 +241,9 @@ def test_evict_with_a_path_in_the_key_stays_in_the_store_directory(tmp_path: Pat
         metadata={'kind': 'dropped'},
         evict=True,
     )
-    consumer = StreamConsumer(queue_of(message), filter_=MetadataFilter(kind='kept'), timeout=1)
+    consumer = StreamConsumer(
+        queue_of(message), filter_=MetadataFilter(kind='kept'), key=False, timeout=1
+    )
     with pytest.raises(ConnectorError, match='invalid file key'):
         consumer.next()
     assert precious.read_text() == 'keep me'
@@ -246,7 +254,7 @@ def test_store_config_cannot_create_directories(tmp_path: Path) -> None:
     forged = store_dict('files', FILE, store_dir=str(target))
     message = event_message(forged, {'type': 'tether.connectors.file.FileKey', 'fields': ['k']})
     with pytest.raises(UntrustedStoreError):
-        _use(StreamConsumer(queue_of(message), timeout=1))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
     assert not (tmp_path / 'made').exists()
 
 
@@ -260,7 +268,7 @@ def test_store_registered_under_the_same_name_but_another_config_is_not_used(
     forged = store_dict('frames', FILE, store_dir=str(tmp_path / 'theirs'))
     message = event_message(forged, {'type': 'tether.connectors.file.FileKey', 'fields': ['k']})
     with pytest.raises(UntrustedStoreError, match='identical config'):
-        _use(StreamConsumer(queue_of(message), timeout=1))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
     assert not (tmp_path / 'theirs').exists()
 
 
@@ -271,7 +279,7 @@ def test_key_of_another_connector_type_is_refused() -> None:
         {'type': 'tether.connectors.file.FileKey', 'fields': ['k']},
     )
     with pytest.raises(EventRefusedError, match=r'is not a tether\.connectors\.local\.LocalKey'):
-        _use(StreamConsumer(queue_of(message), timeout=1))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
 
 
 def test_given_and_registered_stores_are_accepted() -> None:
@@ -281,7 +289,9 @@ def test_given_and_registered_stores_are_accepted() -> None:
     with StreamProducer(QueuePublisher({'a': q, 'b': q}), {'a': given, 'b': registered}) as p:
         p.send('a', 'from given')
         p.send('b', 'from registered')
-    consumer = StreamConsumer(QueueSubscriber(q, 'a'), stores=[given], end_events=2, timeout=1)
+    consumer = StreamConsumer(
+        QueueSubscriber(q, 'a'), stores=[given], end_events=2, key=False, timeout=1
+    )
     assert list(consumer.iter_objects()) == ['from given', 'from registered']
 
 
@@ -294,8 +304,8 @@ def test_unknown_allowlisted_store_is_rebuilt_only_when_asked(tmp_path: Path) ->
         config, {'type': 'tether.connectors.file.FileKey', 'fields': list(key)}
     )
     with pytest.raises(UntrustedStoreError):
-        _use(StreamConsumer(queue_of(message), timeout=1))
-    consumer = StreamConsumer(queue_of(message), timeout=1, accept_unknown_stores=True)
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
+    consumer = StreamConsumer(queue_of(message), key=False, timeout=1, accept_unknown_stores=True)
     assert consumer.next() == 'value'
 
 
@@ -307,7 +317,7 @@ def test_consumer_stays_usable_after_a_refusal_and_can_skip() -> None:
     q.put(b'\x80\x04garbage')
     with StreamProducer(QueuePublisher({'t': q}), store) as producer:
         producer.send('t', 'good item')
-    consumer = StreamConsumer(QueueSubscriber(q, 't'), timeout=1)
+    consumer = StreamConsumer(QueueSubscriber(q, 't'), key=False, timeout=1)
     with pytest.raises(EventRefusedError):
         consumer.next()
     with pytest.raises(EventDecodeError):
@@ -319,7 +329,7 @@ def test_consumer_stays_usable_after_a_refusal_and_can_skip() -> None:
     q.put(forged)
     q.put(b'\x80\x04garbage')
     q.put(end_message())
-    skipping = StreamConsumer(QueueSubscriber(q, 't'), timeout=1, skip_invalid=True)
+    skipping = StreamConsumer(QueueSubscriber(q, 't'), key=False, timeout=1, skip_invalid=True)
     assert list(skipping) == []
 
 
@@ -336,13 +346,13 @@ def test_key_shape_is_checked_before_the_class_is_called() -> None:
         {'type': 'tether.connectors.local.LocalKey', 'fields': ['a', 'b', 'c']},
     )
     with pytest.raises(EventDecodeError, match='has 1 fields'):
-        _use(StreamConsumer(queue_of(message), timeout=1))
+        _use(StreamConsumer(queue_of(message), key=False, timeout=1))
 
 
 def test_refusal_does_not_repeat_secret_looking_values() -> None:
     forged = store_dict('elsewhere', REDIS, hostname='10.0.0.1', password='hunter2-secret')
     message = event_message(forged, {'type': 'tether.connectors.redis.RedisKey', 'fields': ['k']})
     with pytest.raises(UntrustedStoreError) as info:
-        StreamConsumer(queue_of(message), timeout=1).next()
+        StreamConsumer(queue_of(message), key=False, timeout=1).next()
     assert 'hunter2' not in str(info.value)
     assert '10.0.0.1' in str(info.value)

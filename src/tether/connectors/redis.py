@@ -508,9 +508,7 @@ def _resolve_password(
             with open(password_file) as f:
                 return f.read().strip()
         except OSError as e:
-            raise ConfigError(
-                f'cannot read the Redis password file {password_file!r}: {e}'
-            ) from e
+            raise ConfigError(f'cannot read the Redis password file {password_file!r}: {e}') from e
     with _passwords_lock:
         remembered = _passwords.get(server)
     if remembered is None and password_env:

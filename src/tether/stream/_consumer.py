@@ -5,13 +5,14 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Self
 
 from tether.exceptions import (
     EventDecodeError,
     EventRefusedError,
+    EventReplayError,
     StreamError,
     UntrustedStoreError,
     UntrustedTypeError,
@@ -46,6 +47,24 @@ def _describe(config: StoreConfig) -> str:
     return text if len(text) <= 300 else text[:297] + '...'
 
 
+def _topic_check(subscriber: Any, topics: Iterable[str] | None) -> Callable[[str], bool] | None:
+    """How to tell whether a signed message's topic is one ``subscriber`` reads."""
+    if topics is not None:
+        return set(topics).__contains__
+    accepts = getattr(subscriber, 'accepts_topic', None)
+    if callable(accepts):
+        return lambda topic: bool(accepts(topic))
+    known = getattr(subscriber, 'topics', None)
+    if known is None:
+        known = getattr(subscriber, 'topic', None)
+    if isinstance(known, str):
+        known = [known]
+    if not isinstance(known, list | tuple | set | frozenset) or not known:
+        return None
+    names = set(known)
+    return names.__contains__ if all(isinstance(t, str) for t in names) else None
+
+
 class StreamConsumer:
     """Iterates over a stream, yielding a proxy per object (no bulk data read yet).
 
@@ -59,11 +78,14 @@ class StreamConsumer:
     (:mod:`tether.store.allowlist`): a store config says which host to connect to and
     which directory to use, so this trusts whoever can publish to the topic.
 
-    With a stream key (``key=`` or ``$TETHER_STREAM_KEY``, see :mod:`tether.stream.auth`)
-    every message must be signed by a producer with that key: unsigned, altered and
-    replayed messages raise :class:`~tether.exceptions.EventAuthenticationError`, and
-    since authenticated producers vouch for their stores, ``accept_unknown_stores``
-    defaults to true.
+    With a stream key (by default the user's key file, see :mod:`tether.stream.auth`;
+    ``key=False`` for none) every message must be signed by a producer with that key:
+    unsigned, altered and replayed messages raise
+    :class:`~tether.exceptions.EventAuthenticationError`, and since authenticated
+    producers vouch for their stores, ``accept_unknown_stores`` defaults to true. A signed
+    message must also name a topic that the subscriber reads (its ``topic``, ``topics`` or
+    ``accepts_topic``, or the ``topics`` given here): one replayed onto another topic
+    raises :class:`~tether.exceptions.EventReplayError`.
 
     A refused message raises, and the consumer stays usable: the next call reads the
     next message (``skip_invalid=True`` logs refused messages and skips them instead).
@@ -75,7 +97,8 @@ class StreamConsumer:
         stores: Stores whose events are accepted (a store or an iterable of them).
         accept_unknown_stores: Rebuild stores of allowlisted types that the consumer was
             not given (default: only when events are authenticated by a stream key).
-        key: The stream key (default: from the environment; ``False``: none).
+        key: The stream key (default: the environment, else the user's key file;
+            ``False``: none).
         max_age: With a key: the oldest message accepted, in seconds (None: any).
         skip_invalid: Log and skip refused or undecodable messages instead of raising.
         filter_: Called with each item's metadata; ``True`` drops the item (its object
@@ -84,6 +107,8 @@ class StreamConsumer:
             :class:`~tether.exceptions.StreamTimeoutError` (None: wait forever, still
             raising :class:`~tether.exceptions.StreamBrokerError` if the broker goes).
         end_events: End-of-stream events to see before stopping (one per producer).
+        topics: The topics the subscriber reads, for checking signed messages (default:
+            what the subscriber says; a shim that says nothing is not checked).
     """
 
     def __init__(
@@ -98,6 +123,7 @@ class StreamConsumer:
         filter_: Filter | None = None,
         timeout: float | None = None,
         end_events: int = 1,
+        topics: Iterable[str] | None = None,
     ) -> None:
         if end_events < 1:
             raise ValueError(f'end_events must be at least 1, not {end_events}')
@@ -108,6 +134,7 @@ class StreamConsumer:
         self.skip_invalid = skip_invalid
         stream_key = resolve_key(key)
         self._verifier = None if stream_key is None else Verifier(stream_key, max_age=max_age)
+        self._accepts_topic = _topic_check(subscriber, topics)
         self.accept_unknown_stores = (
             self._verifier is not None if accept_unknown_stores is None else accept_unknown_stores
         )
@@ -172,7 +199,16 @@ class StreamConsumer:
     def _step(self) -> tuple[ev.NewObjectEvent, Store[Any]] | None:
         if not self._pending:
             message = self.subscriber.next_message(self.timeout)
-            self._pending.extend(ev.decode(message, verifier=self._verifier))
+            events = ev.decode(message, verifier=self._verifier)
+            if self._verifier is not None and events and self._accepts_topic is not None:
+                topic = events[0].topic  # a signed message carries one topic, under its MAC
+                if not self._accepts_topic(topic):
+                    raise EventReplayError(
+                        f'refused a stream message signed for topic {topic!r}: it arrived '
+                        f'on {self.subscriber!r}, which does not read that topic (a message '
+                        'replayed onto another topic)',
+                    )
+            self._pending.extend(events)
             return None
         event = self._pending.popleft()
         if isinstance(event, ev.EndOfStreamEvent):

@@ -9,7 +9,16 @@ of at least 16 bytes, resolved where it is used and never serialized:
    the environment has one);
 2. else ``$TETHER_STREAM_KEY`` (the key itself);
 3. else ``$TETHER_STREAM_KEY_FILE`` (a file holding the key; surrounding whitespace is
-   ignored).
+   ignored);
+4. else the user's key file, ``$XDG_CONFIG_HOME/tether/stream.key`` (by default
+   ``~/.config/tether/stream.key``), created on first use with a random key (mode 0600,
+   written atomically, so processes racing to create it all end up with the same key).
+   Every process of the same user on a host (and on hosts that share the home directory)
+   therefore signs and verifies with the same key without any configuration; the file is
+   refused if other users can read or write it.
+
+A consumer also checks that a message arrived on a topic its subscriber reads: the topic
+is covered by the MAC, so a message replayed onto another topic is refused.
 
 A signed message is the JSON document of :mod:`tether.stream.events` with an ``auth``
 object (producer id, topic, sequence number, time, key id) and, last, a ``mac`` field:
@@ -30,6 +39,7 @@ rules:
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import hmac
 import json
@@ -37,8 +47,11 @@ import math
 import os
 import re
 import secrets
+import stat
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 from tether.exceptions import ConfigError, EventAuthenticationError, EventReplayError
@@ -51,6 +64,7 @@ __all__ = [
     'Signer',
     'StreamKey',
     'Verifier',
+    'default_key_file',
     'resolve_key',
 ]
 
@@ -122,7 +136,59 @@ def resolve_key(key: KeySpec | StreamKey) -> StreamKey | None:
             raise ConfigError(
                 f'cannot read the stream key file {path!r} (${ENV_KEY_FILE}): {e}'
             ) from e
-    return None
+    return StreamKey(_user_key(default_key_file()))
+
+
+def default_key_file() -> Path:
+    """The user's stream key file: ``$XDG_CONFIG_HOME/tether/stream.key``.
+
+    ``$XDG_CONFIG_HOME`` defaults to ``~/.config`` (as the XDG base directory
+    specification says, a relative value is ignored).
+    """
+    xdg = os.environ.get('XDG_CONFIG_HOME', '')
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / '.config'
+    return base / 'tether' / 'stream.key'
+
+
+def _user_key(path: Path) -> bytes:
+    """Read the user's key file, creating it (0600, atomically) with a random key."""
+    try:
+        return _read_private(path)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix='.stream.key.', dir=path.parent)  # mode 0600
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(secrets.token_hex(32) + '\n')
+                f.flush()
+                os.fsync(f.fileno())
+            # Atomic, and never replaces a key that another process made meanwhile.
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        return _read_private(path)
+    except OSError as e:
+        raise ConfigError(
+            f'cannot create the stream key file {path} ({e}): set ${ENV_KEY} or '
+            f'${ENV_KEY_FILE}, or pass key=False to run without signed events',
+        ) from e
+
+
+def _read_private(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0))
+    with os.fdopen(fd, 'rb') as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise ConfigError(
+                f'refusing the stream key file {path}: it must belong to you and be '
+                f'readable by you only (mode 0600; it has {stat.filemode(st.st_mode)}, '
+                f'owner uid {st.st_uid}). Fix it with `chmod 600 {path}`, or remove it to '
+                'get a new key',
+            )
+        return f.read().strip()
 
 
 class Signer:

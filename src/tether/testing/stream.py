@@ -45,10 +45,18 @@ from typing import Any, Self
 
 import pytest
 
-from tether.exceptions import EventDecodeError, ProxyResolveMissingKeyError, StreamTimeoutError
+from tether.exceptions import (
+    EventAuthenticationError,
+    EventDecodeError,
+    EventReplayError,
+    ProxyResolveMissingKeyError,
+    StreamTimeoutError,
+)
 from tether.proxy import Proxy, is_resolved
 from tether.store import Store
 from tether.stream import Publisher, StreamConsumer, StreamProducer, Subscriber
+from tether.stream import events as ev
+from tether.stream.auth import Signer, resolve_key
 from tether.testing._child import consume_and_die
 
 __all__ = ['ShimConformance', 'ShimHarness', 'ShimRestartConformance', 'drain']
@@ -249,7 +257,27 @@ class ShimConformance:
         pub = shim.publisher()
         shim.ready(topic)
         pub.send_message(topic, b'\x80garbage')
+        pub.send_message(topic, b'\x80garbage')
+        with pytest.raises(EventAuthenticationError, match='unsigned'):
+            consumer.next()  # with a stream key (the default), refused before parsing
+        consumer.close(close_subscriber=False)
+        unsigned: StreamConsumer = StreamConsumer(consumer.subscriber, key=False, timeout=10)
         with pytest.raises(EventDecodeError, match='not a tether stream event'):
+            unsigned.next()
+
+    def test_message_replayed_onto_another_topic_is_refused(self, shim: ShimHarness) -> None:
+        topic, other = shim.topic('signed-for'), shim.topic('replayed-on')
+        consumer: StreamConsumer = StreamConsumer(shim.subscriber(other), timeout=10)
+        pub = shim.publisher()
+        shim.ready(other)
+        key = resolve_key(None)
+        assert key is not None
+        signer = Signer(key)
+        pub.send_message(other, ev.encode([ev.EndOfStreamEvent(topic)], signer=signer))
+        pub.send_message(other, ev.encode([ev.EndOfStreamEvent(other)], signer=signer))
+        with pytest.raises(EventReplayError, match='replayed onto another topic'):
+            consumer.next()
+        with pytest.raises(StopIteration):  # its own topic's message is accepted
             consumer.next()
 
     def test_timeout_when_nothing_comes(self, shim: ShimHarness) -> None:

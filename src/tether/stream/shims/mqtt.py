@@ -30,7 +30,7 @@ from typing import Any
 
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 
-__all__ = ['MQTTPublisher', 'MQTTSubscriber']
+__all__ = ['MQTTPublisher', 'MQTTSubscriber', 'mqtt_topic_matches']
 
 _POLL = 0.5
 
@@ -233,6 +233,10 @@ class MQTTSubscriber(_Base):
         while out and time.monotonic() < deadline and self._lost is None:
             time.sleep(0.0005)
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` matches this subscriber's topic filter (``+`` and ``#``)."""
+        return mqtt_topic_matches(self.topic, topic)
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._ack()
@@ -284,3 +288,14 @@ class MQTTSubscriber(_Base):
                 f'cannot reach the MQTT broker at {self.hostname}:{self.port} to drop a '
                 f'session: {e}',
             ) from e
+
+
+def mqtt_topic_matches(pattern: str, topic: str) -> bool:
+    """Whether the MQTT topic filter ``pattern`` (``+`` one level, ``#`` the rest) matches."""
+    want, have = pattern.split('/'), topic.split('/')
+    for i, level in enumerate(want):
+        if level == '#':
+            return True
+        if i >= len(have) or (level != '+' and level != have[i]):
+            return False
+    return len(want) == len(have)

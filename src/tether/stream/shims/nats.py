@@ -34,6 +34,7 @@ __all__ = [
     'JetStreamSubscriber',
     'NatsPublisher',
     'NatsSubscriber',
+    'nats_subject_matches',
     'stream_name',
 ]
 
@@ -244,6 +245,10 @@ class NatsSubscriber(_Base):
             self._client.close()
             raise
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` matches this subscriber's subject (``*`` and ``>``)."""
+        return nats_subject_matches(self.topic, topic)
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the subject."""
         self._check_open()
@@ -398,3 +403,14 @@ class JetStreamSubscriber(_Base):
                 self._ack()
         finally:
             super().close()
+
+
+def nats_subject_matches(pattern: str, subject: str) -> bool:
+    """Whether the NATS subject ``pattern`` (``*`` one token, ``>`` the rest) matches."""
+    want, have = pattern.split('.'), subject.split('.')
+    for i, token in enumerate(want):
+        if token == '>':
+            return len(have) > i
+        if i >= len(have) or (token != '*' and token != have[i]):
+            return False
+    return len(want) == len(have)

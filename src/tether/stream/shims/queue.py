@@ -81,16 +81,17 @@ class QueueSubscriber:
 
     Args:
         queue: The queue of the topic to read.
-        topic: The topic's name (for messages).
+        topic: The topic's name (for messages; with signed events, a consumer refuses
+            messages signed for any other topic). ``None``: unknown, not checked.
     """
 
-    def __init__(self, queue: QueueLike, topic: str = '?') -> None:
+    def __init__(self, queue: QueueLike, topic: str | None = None) -> None:
         self.queue = queue
         self.topic = topic
         self._closed = False
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}({self.topic!r})'
+        return f'{type(self).__name__}({self.topic or "?"!r})'
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the queue."""
@@ -100,7 +101,7 @@ class QueueSubscriber:
             return bytes(self.queue.get(timeout=timeout))
         except queue.Empty as e:
             raise StreamTimeoutError(
-                f'no message on topic {self.topic!r} within {timeout} s'
+                f'no message on topic {self.topic or "?"!r} within {timeout} s'
             ) from e
 
     def close(self) -> None:
