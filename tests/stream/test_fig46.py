@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from typing import Any
 
 import pytest
@@ -18,9 +17,11 @@ def test_figure_4_6_program(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(PREFIX_ENV, unique_prefix)  # inherited by the spawned workers
-    # The deployment's stream key: the producer signs its events, and the consumer (which
-    # has no store of its own) accepts the store that the authenticated producer names.
-    monkeypatch.setenv('TETHER_STREAM_KEY', secrets.token_hex(32))
+    # No stream key is configured: both workers use the user's key file (created on first
+    # use), so the producer signs its events and the consumer (which has no store of its
+    # own) accepts the store that the authenticated producer names.
+    for name in ('TETHER_STREAM_KEY', 'TETHER_STREAM_KEY_FILE'):
+        monkeypatch.delenv(name, raising=False)
     from tests.stream import fig46_program
 
     try:
