@@ -102,7 +102,9 @@ def test_store_config_naming_a_module_does_not_import_it(
     else:
         store[field] = tattle.function
     message = event_message(store, {'type': 'tether.connectors.local.LocalKey', 'fields': ['k']})
-    options = {} if accept_unknown_stores is None else {'accept_unknown_stores': True}
+    options: dict[str, Any] = (
+        {} if accept_unknown_stores is None else {'accept_unknown_stores': True}
+    )
     consumer = StreamConsumer(queue_of(message), key=False, timeout=1, **options)
     expected = EventRefusedError if accept_unknown_stores else UntrustedStoreError
     with pytest.raises(expected):

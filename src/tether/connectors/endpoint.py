@@ -18,11 +18,18 @@ Example:
     ```
 
 Clients authenticate to their endpoint with its client token (the file ``client.token``
-in the endpoint's folder, readable by its user only).
+in the endpoint's folder, readable by its user only). The token is never part of the
+connector's config. The config does name ``home``, the directory where the endpoint's
+address and token are looked up, so a config from someone else could point a connector
+at their endpoint: a connector uses an endpoint folder (and a ``home`` given in its
+config) only if it belongs to the current user and others cannot write to it, and stream
+consumers accept such configs only as they accept any other (see ``docs/security.md``).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -45,6 +52,24 @@ from tether.exceptions import (
 from tether.serialize import BytesLike
 
 __all__ = ['EndpointConnector', 'EndpointKey']
+
+
+def _check_owned(path: Path, what: str) -> None:
+    """Refuse a directory of another user, or one that others can write to."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return  # nothing configured there: reported as such by the caller
+    except OSError as e:
+        raise ConnectorError(f'cannot inspect the endpoint {what} {path}: {e}') from e
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise ConnectorError(
+            f'refusing the endpoint {what} {path}: it must belong to you and be writable '
+            f'by you only (owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}). The '
+            'endpoint address and client token found there decide which server this '
+            "connector trusts, so a store config naming someone else's directory is "
+            'refused',
+        )
 
 
 class EndpointKey(NamedTuple):
@@ -88,6 +113,8 @@ class EndpointConnector:
 
     def _find_local(self) -> tuple[EndpointConfig, SyncClient]:
         home = Path(self.home) if self.home else None
+        if home is not None:
+            _check_owned(home, 'home')
         configured = []
         here = list_configs(home)
         # The first endpoint of the list that runs on this host, in the list's order.
@@ -96,6 +123,7 @@ class EndpointConnector:
             if config is None:
                 continue
             configured.append(config.name)
+            _check_owned(config.folder(home), f'folder of endpoint {config.name!r}')
             state = read_state(config.folder(home))
             if state is None:
                 continue
