@@ -42,8 +42,10 @@ def redis_client(redis_available: None) -> Iterator[Any]:
 
 
 def count_keys(client: Any, prefix: str) -> int:
-    """Count the Redis keys that start with ``prefix``."""
-    return sum(1 for _ in client.scan_iter(match=f'{prefix}*', count=1000))
+    """Count the Redis keys that start with ``prefix`` (literally: globs escaped)."""
+    from tether.connectors._util import glob_escape
+
+    return sum(1 for _ in client.scan_iter(match=f'{glob_escape(prefix)}*', count=1000))
 
 
 @pytest.fixture

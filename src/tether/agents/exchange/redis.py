@@ -306,9 +306,17 @@ class RedisExchange(Exchange):
             from tether.connectors.redis import RedisConnector
             from tether.store import StoreConfig
 
+            password = self._password()
+            connector = RedisConnector(
+                self.hostname,
+                self.port,
+                db=self.db,
+                prefix=f'{self.prefix}obj:',
+                password=password,  # kept in this process, never in the store's config
+                password_env=self.password_env if password is not None else None,
+            )
             self._store_config = StoreConfig.for_connector(
-                f'tether-agents:{self.key()}',
-                RedisConnector(self.hostname, self.port, db=self.db, prefix=f'{self.prefix}obj:'),
+                f'tether-agents:{self.key()}', connector
             )
         self._store = get_or_create_store(self._store_config)
         return self._store
