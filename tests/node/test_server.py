@@ -113,7 +113,7 @@ def test_bad_requests_get_clear_errors(start_node: StartNode) -> None:
         conn.request(200, {'ids': []})
     with pytest.raises(RemoteError, match='2 ids for 1 objects'):
         conn.request(proto.PUT, {'ids': ['a', 'b']}, [b'x'])
-    assert conn.request(proto.EXISTS, {'ids': ['a']}).header == {'exists': [False]}
+    assert conn.request(proto.EXISTS, {'ids': ['a']}).header == {'ids': ['a'], 'exists': [False]}
     conn.close()
 
 

@@ -24,7 +24,9 @@ file ``~/.config/tether/node.secret``, which hosts with a shared home share).
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,7 +35,13 @@ from typing import Any, NamedTuple, Self
 
 from tether._wire import SyncClient
 from tether.connectors._util import new_id
-from tether.exceptions import ConnectorClosedError, ConnectorError, WireConnectionError, WireError
+from tether.exceptions import (
+    ConnectorClosedError,
+    ConnectorError,
+    ProtocolError,
+    WireConnectionError,
+    WireError,
+)
 from tether.node import _protocol as proto
 from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
 from tether.node._state import NodeState, default_run_dir
@@ -103,9 +111,15 @@ class NodeConnector:
         self._clients: dict[tuple[str, int], SyncClient] = {}
         self._lock = threading.Lock()
         self._closed = False
+        _CONNECTORS.add(self)
 
     def __repr__(self) -> str:
         return f'NodeConnector(name={self.name!r})'
+
+    def _after_fork(self) -> None:
+        # Another thread may have held the lock at the fork: the child gets a fresh one.
+        # The pooled clients drop the parent's sockets themselves (see SyncClient).
+        self._lock = threading.Lock()
 
     # Servers and clients ---------------------------------------------------------------
 
@@ -181,7 +195,14 @@ class NodeConnector:
     ) -> Any:
         host, port = server
         with self._errors(what, host, port):
-            return self._client(host, port).request(mtype, {'ids': ids}, payloads)
+            frame = self._client(host, port).request(mtype, {'ids': ids}, payloads)
+            if frame.header.get('ids') != ids:
+                # Never hand out data that answers another request.
+                raise ProtocolError(
+                    f'reply about objects {frame.header.get("ids")!r} to a {what} of '
+                    f'objects {ids!r}: the connection is out of step',
+                )
+            return frame
 
     # Connector protocol ----------------------------------------------------------------
 
@@ -296,6 +317,18 @@ class NodeConnector:
     def status(self) -> dict[str, Any]:
         """Statistics of this host's server (objects, memory, spills, clients)."""
         host, port = self._local_server()
-        frame = self._request('status', (host, port), proto.STATUS, [])
+        with self._errors('status', host, port):
+            frame = self._client(host, port).request(proto.STATUS)
         info: dict[str, Any] = frame.header
         return info
+
+
+_CONNECTORS: weakref.WeakSet[NodeConnector] = weakref.WeakSet()
+
+
+def _reset_connectors_after_fork() -> None:
+    for connector in list(_CONNECTORS):
+        connector._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_connectors_after_fork)

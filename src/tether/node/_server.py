@@ -16,11 +16,14 @@ from typing import Any
 from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
 from tether.node import _protocol as proto
 from tether.node._objects import BufferPool, ObjectTable
+from tether.node._requests import object_reply
 from tether.node._state import NodeState, remove_state, write_state
 
 __all__ = ['NodeServer']
 
 logger = logging.getLogger(__name__)
+
+_OBJECT_REQUESTS = frozenset({proto.GET, proto.PUT, proto.EXISTS, proto.EVICT})
 
 
 class NodeServer:
@@ -119,28 +122,8 @@ class NodeServer:
         ids = frame.header.get('ids', [])
         if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
             return error_reply('bad-request', 'ids must be a list of object ids')
-        table = self.table
-        if t == proto.GET:
-            datas = [table.get(i) for i in ids]
-            return (
-                proto.OK,
-                {'found': [d is not None for d in datas]},
-                [d for d in datas if d is not None],
-            )
-        if t == proto.PUT:
-            if len(ids) != len(frame.payloads):
-                return error_reply(
-                    'bad-request', f'{len(ids)} ids for {len(frame.payloads)} objects'
-                )
-            for oid, data in zip(ids, frame.payloads, strict=True):
-                table.put(oid, data)
-            return proto.OK, None, ()
-        if t == proto.EXISTS:
-            return proto.OK, {'exists': [i in table for i in ids]}, ()
-        if t == proto.EVICT:
-            for oid in ids:
-                table.evict(oid)
-            return proto.OK, None, ()
+        if t in _OBJECT_REQUESTS:
+            return object_reply(self.table, t, ids, frame.payloads)
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.SHUTDOWN:
