@@ -9,7 +9,6 @@ request's object. Every reply must answer its own request, or raise.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -18,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.security._node import RunningNode, StartNode, start_node
-from tether.connectors.node import NodeConnector
 from tether.connectors.redis import RedisConnector
 from tether.store import Store, register_store, unregister_store
 
