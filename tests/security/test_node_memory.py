@@ -163,4 +163,3 @@ def test_partial_frame_times_out_after_login(start_node: StartNode) -> None:
     assert idle.request(proto.EXISTS, {'ids': ['b' * 32]}).header['exists'] == [False]
     idle.close()
     assert _status(node)['frame_timeouts'] == 1
-
