@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import threading
 import weakref
 from collections import defaultdict
@@ -44,7 +45,7 @@ from tether.exceptions import (
 )
 from tether.node import _protocol as proto
 from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
-from tether.node._state import NodeState, default_run_dir
+from tether.node._state import NodeState, check_name, default_run_dir
 from tether.serialize import BytesLike
 
 __all__ = ['NodeConnector', 'NodeKey']
@@ -80,6 +81,21 @@ class NodeConnector:
         run_dir: Directory of the discovery files (default: ``$TETHER_NODE_RUN_DIR``,
             ``$XDG_RUNTIME_DIR/tether-node`` or ``/tmp/tether-node-<uid>``).
         timeout: Seconds any network wait may take.
+        tls: Speak TLS to the node servers (each server's certificate must be valid for
+            the address in its keys).
+        tls_ca: PEM file of the authority (or the self-signed certificate) that the
+            servers' certificates are checked against (default: the system's).
+        tls_cert: PEM certificate a server spawned by this connector presents (with
+            ``tls_key``); it then serves TLS only.
+        tls_key: PEM private key of ``tls_cert``.
+
+    Raises:
+        ConfigError: if ``name`` is not a valid node name (letters, digits, ``_``, ``-``
+            and ``.``; no path separators).
+
+    A server spawned without ``bind`` or ``address`` listens on every interface of the
+    host (so that other hosts reach it); this is logged as a warning and shown by
+    ``tether node status``. Pass ``bind='127.0.0.1'`` for a host-local store.
     """
 
     def __init__(
@@ -95,8 +111,12 @@ class NodeConnector:
         secret: str | None = None,
         run_dir: str | None = None,
         timeout: float = 30.0,
+        tls: bool = False,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
-        self.name = name
+        self.name = check_name(name)
         self.address = address
         self.bind = bind
         self.port = port
@@ -106,6 +126,11 @@ class NodeConnector:
         self.secret = secret
         self.run_dir = run_dir
         self.timeout = timeout
+        self.tls = tls or tls_cert is not None
+        self.tls_ca = tls_ca
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self._ssl: ssl.SSLContext | None = None
         self._secret = resolve_secret(secret)
         self._local: tuple[str, int] | None = None
         self._clients: dict[tuple[str, int], SyncClient] = {}
@@ -151,7 +176,21 @@ class NodeConnector:
             spill_dir=self.spill_dir,
             idle_timeout=self.idle_timeout,
             timeout=self.timeout,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
         )
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        if self._ssl is None:
+            try:
+                context = ssl.create_default_context(cafile=self.tls_ca)
+            except (OSError, ssl.SSLError) as e:
+                raise ConnectorError(f'{self!r}: cannot load tls_ca {self.tls_ca!r}: {e}') from e
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            self._ssl = context
+        return self._ssl
 
     def _client(self, host: str, port: int) -> SyncClient:
         if self._closed:
@@ -165,6 +204,7 @@ class NodeConnector:
                         host,
                         port,
                         secret=self._secret,
+                        ssl=self._ssl_context(),
                         timeout=self.timeout,
                         client=f'NodeConnector {self.name}',
                     )
@@ -234,6 +274,10 @@ class NodeConnector:
             'secret': self.secret,
             'run_dir': self.run_dir,
             'timeout': self.timeout,
+            'tls': self.tls,
+            'tls_ca': self.tls_ca,
+            'tls_cert': self.tls_cert,
+            'tls_key': self.tls_key,
         }
 
     @classmethod

@@ -185,6 +185,8 @@ def ensure_server(
     spill_dir: str | None = None,
     idle_timeout: float | None = None,
     timeout: float = 30.0,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> NodeState:
     """Return the state of server ``name`` on this host, starting it if it is not running.
 
@@ -223,6 +225,8 @@ def ensure_server(
                 spill_dir=spill_dir,
                 idle_timeout=idle_timeout,
                 timeout=timeout,
+                tls_cert=tls_cert,
+                tls_key=tls_key,
             )
     except TimeoutError as e:
         raise ConnectorError(f'cannot start node server {name!r}: {e}') from e
@@ -240,6 +244,8 @@ def _spawn(
     spill_dir: str | None,
     idle_timeout: float | None,
     timeout: float,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> NodeState:
     log = run_dir / f'{name}.log'
     cmd = [
@@ -251,6 +257,10 @@ def _spawn(
         cmd += ['--memory', str(memory)]
     if spill_dir is not None:
         cmd += ['--spill-dir', spill_dir]
+    if tls_cert is not None:
+        cmd += ['--tls-cert', tls_cert]
+        if tls_key is not None:
+            cmd += ['--tls-key', tls_key]
     env = {**os.environ, 'TETHER_NODE_SECRET': secret}
     out = subprocess.run(
         [sys.executable, '-c', _LAUNCHER, str(log), sys.executable, '-m', 'tether.node', *cmd],
