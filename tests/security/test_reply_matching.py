@@ -118,3 +118,37 @@ def test_request_ids_differ_between_connections(echo: ThreadServer) -> None:
     assert ids[0] != ids[1]
     first.close()
     second.close()
+
+
+def test_redis_connection_with_an_unread_reply_is_never_reused() -> None:
+    from tether.connectors.redis import RedisConnector
+
+    prefix = f'test-replies-{uuid.uuid4().hex}:'
+    connector = RedisConnector(prefix=prefix, max_connections=1)
+    try:
+        first = connector.put(b'first')
+        second = connector.put(b'second')
+        # A connection goes back to the pool with a reply nobody read (an interrupted
+        # caller): the next request must not take that reply for its own.
+        pool = connector._pool
+        conn = pool.get_connection()
+        conn.send_command('GET', first.redis_key)
+        pool.release(conn)
+        # Depending on whether the stale reply has arrived when the pool lends the
+        # connection, the pool reconnects or our check sees the reply out of step: either
+        # way, never another request's data.
+        try:
+            got: Any = connector.get(second)
+        except ConnectorError as e:
+            got = e
+        assert (
+            ('out of step' in str(got))
+            if isinstance(got, ConnectorError)
+            else (bytes(got) == b'second')
+        )
+        # Whatever happened, the connection is in step again.
+        assert bytes(connector.get(second)) == b'second'  # type: ignore[arg-type]
+        assert bytes(connector.get(first)) == b'first'  # type: ignore[arg-type]
+        assert connector.get_batch([second, first]) == [b'second', b'first']
+    finally:
+        connector.close(clear=True)
