@@ -12,6 +12,7 @@ import multiprocessing
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,9 +57,14 @@ def _check(store: Store[Any], method: str) -> None:
 
 
 @pytest.fixture
-def node_store(start_node: StartNode) -> Iterator[Store[Any]]:
+def node_store(start_node: StartNode, tmp_path: Path) -> Iterator[Store[Any]]:
     node: RunningNode = start_node()
-    store: Store[Any] = Store(f'fork-{uuid.uuid4().hex[:8]}', node.connector(), cache_size=0)
+    # The secret never travels in a proxy: the workers read it from the file the config
+    # names (a spawned or forkserver worker does not inherit this process's memory).
+    secret_file = tmp_path / 'node.secret'
+    secret_file.write_text(node.secret + '\n')
+    connector = node.connector(secret_file=str(secret_file))
+    store: Store[Any] = Store(f'fork-{uuid.uuid4().hex[:8]}', connector, cache_size=0)
     register_store(store)
     yield store
     unregister_store(store)

@@ -17,8 +17,8 @@ Example:
     # ship `p` to a task on another host: resolving it fetches from this host directly
     ```
 
-Every host must share the secret (``secret=``, ``$TETHER_NODE_SECRET``, the file named
-by ``secret_file=`` or ``$TETHER_NODE_SECRET_FILE``, or the secret file
+Every host must share the secret (``secret=``, the file named by ``secret_file=``,
+``$TETHER_NODE_SECRET``, the file ``$TETHER_NODE_SECRET_FILE``, or the secret file
 ``~/.config/tether/node.secret``, which hosts with a shared home share). The secret is
 never part of :meth:`NodeConnector.config`, so it never travels in a proxy, a store
 config or a stream event: a connector rebuilt in another process resolves it there.
@@ -72,7 +72,7 @@ def _resolve_node_secret(name: str, secret: str | None, secret_file: str | None)
         remembered = _secrets.get(name)
     if remembered is not None:
         return remembered
-    if secret_file and not os.environ.get('TETHER_NODE_SECRET'):
+    if secret_file:
         try:
             with open(secret_file) as f:
                 value = f.read().strip()
@@ -109,7 +109,7 @@ class NodeConnector:
             or requests (``None``: never). Its objects are lost when it stops.
         secret: Shared secret of the node servers, for this process only: never in
             :meth:`config`; connectors of the same ``name`` rebuilt in this process use
-            it too. Default: ``$TETHER_NODE_SECRET``, else ``secret_file``, else
+            it too. Default: ``secret_file``, else ``$TETHER_NODE_SECRET``, else
             ``$TETHER_NODE_SECRET_FILE`` or ``~/.config/tether/node.secret`` (created
             on first use, mode 0600).
         secret_file: A file holding the secret (kept in :meth:`config` by path).
