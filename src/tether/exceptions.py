@@ -59,14 +59,18 @@ TetherError
  |    +-- ServerStartError               a throwaway server did not start (also a RuntimeError)
  |    +-- HammerError                    calls from many threads failed (also an AssertionError)
  +-- FaasError                           the function service (tether.faas) failed or refused
-      +-- FaasConnectionError            the service is unreachable (gave up retrying)
-      +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
-      +-- FaasNotFoundError              no such function, endpoint or task for this user
-      +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
-      +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
-      +-- TaskPending                    get_result() before the task finished
-      +-- TaskExecutionFailed            the function raised on the endpoint
-           +-- WorkerLostError           workers kept dying; the retry limit was reached
+ |    +-- FaasConnectionError            the service is unreachable (gave up retrying)
+ |    +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
+ |    +-- FaasNotFoundError              no such function, endpoint or task for this user
+ |    +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
+ |    +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
+ |    +-- TaskPending                    get_result() before the task finished
+ |    +-- TaskExecutionFailed            the function raised on the endpoint
+ |         +-- WorkerLostError           workers kept dying; the retry limit was reached
+ +-- SteerError                          steering (tether.steer) failed
+      +-- SteerQueueError                a task queue's broker failed, restarted or was closed
+      +-- SteerTimeoutError              no result or task within the timeout (also a TimeoutError)
+      +-- KillSignalError                the queues were told to stop (kill signal)
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -102,6 +106,7 @@ __all__ = [
     'FutureTimeoutError',
     'HammerError',
     'HarnessError',
+    'KillSignalError',
     'LifetimeError',
     'MailboxClosedError',
     'MessageRejectedError',
@@ -118,6 +123,9 @@ __all__ = [
     'RemoteError',
     'SerializationError',
     'ServerStartError',
+    'SteerError',
+    'SteerQueueError',
+    'SteerTimeoutError',
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
@@ -540,3 +548,27 @@ class TaskDependencyError(BenchError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.task_id))
+
+
+# Steering (tether.steer, issue 14) ------------------------------------------------------
+
+
+class SteerError(TetherError):
+    """Base class for errors of :mod:`tether.steer`."""
+
+
+class SteerQueueError(SteerError):
+    """A task queue failed: its broker is unreachable, restarted, or the queue is closed.
+
+    Raised instead of reconnecting silently when the broker may have lost queued tasks or
+    results (for example a Redis server restarted without persistence). The broker
+    client's error, if any, is chained as ``__cause__``.
+    """
+
+
+class SteerTimeoutError(SteerError, TimeoutError):
+    """No result (or no task) arrived within the timeout."""
+
+
+class KillSignalError(SteerError):
+    """The queues received the kill signal: the campaign is shutting down."""
