@@ -112,7 +112,7 @@ def test_signed_queues_refuse_unsigned_messages(make_queues: Any) -> None:
     forged = b'TSQ1' + b'\0' * 32 + pickle.dumps(_tasks_result())
     with pytest.raises(SteerQueueError, match='signature'):
         signed._decode(forged, 'test')
-    with pytest.raises(SteerQueueError, match='not a tether.steer message'):
+    with pytest.raises(SteerQueueError, match=r'not a tether\.steer message'):
         signed._decode(b'junk', 'test')
 
 

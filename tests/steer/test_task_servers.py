@@ -40,6 +40,8 @@ def _htex_config(run_dir: pathlib.Path) -> Any:
                 max_workers_per_node=2,
                 provider=LocalProvider(init_blocks=1, max_blocks=1),
                 encrypted=False,
+                heartbeat_period=1,
+                heartbeat_threshold=4,
             ),
         ],
         run_dir=str(run_dir),
@@ -53,24 +55,23 @@ def task_server(kind: str, queues: Any) -> Iterator[Any]:
         with serving(LocalTaskServer(queues, METHODS, num_workers=2)) as server:
             yield server
         return
-    with parsl_environment('tether-steer-') as run_dir:
-        with serving(ParslTaskServer(METHODS, queues, _htex_config(run_dir))) as server:
-            yield server
+    with (
+        parsl_environment('tether-steer-') as run_dir,
+        serving(ParslTaskServer(METHODS, queues, _htex_config(run_dir))) as server,
+    ):
+        yield server
 
 
 KINDS = ['local', pytest.param('parsl', marks=pytest.mark.slow)]
 
 
-@pytest.mark.parametrize('kind', KINDS)
-def test_failed_task_is_retried(kind: str, tmp_path: pathlib.Path) -> None:
-    queues = PipeQueues()
-    with task_server(kind, queues):
-        queues.send_inputs(str(tmp_path / 'a'), method='fail_once', max_retries=1)
-        ok = queues.get_result(timeout=100)
-        queues.send_inputs(str(tmp_path / 'b'), method='fail_once')
-        failed = queues.get_result(timeout=100)
-        queues.send_inputs(1, method='rm_rf')
-        unknown = queues.get_result(timeout=100)
+def _check_retries(queues: Any, tmp_path: pathlib.Path) -> None:
+    queues.send_inputs(str(tmp_path / 'a'), method='fail_once', max_retries=1)
+    ok = queues.get_result(timeout=100)
+    queues.send_inputs(str(tmp_path / 'b'), method='fail_once')
+    failed = queues.get_result(timeout=100)
+    queues.send_inputs(1, method='rm_rf')
+    unknown = queues.get_result(timeout=100)
     assert ok.success, ok.failure_info
     assert ok.value == 'second attempt'
     assert ok.retries == 1
@@ -81,26 +82,43 @@ def test_failed_task_is_retried(kind: str, tmp_path: pathlib.Path) -> None:
     assert 'unknown method' in unknown.failure_info.exception
 
 
-@pytest.mark.parametrize('kind', KINDS)
-def test_worker_killed_mid_task(kind: str, tmp_path: pathlib.Path) -> None:
-    queues = PipeQueues()
-    with task_server(kind, queues) as server:
-        queues.send_inputs(str(tmp_path / 'm'), method='die_once', max_retries=2)
-        survived = queues.get_result(timeout=100)
-        queues.send_inputs(method='die_always', max_retries=1)
-        lost = queues.get_result(timeout=100)
-        # The server still runs tasks afterwards.
-        queues.send_inputs(2, 3, method='add')
-        after = queues.get_result(timeout=100)
-        assert server.is_alive()
+def _check_worker_lost(queues: Any, server: Any, tmp_path: pathlib.Path) -> None:
+    queues.send_inputs(str(tmp_path / 'm'), method='die_once', max_retries=2)
+    survived = queues.get_result(timeout=100)
+    queues.send_inputs(method='die_always', max_retries=1)
+    lost = queues.get_result(timeout=100)
+    # The server still runs tasks afterwards.
+    queues.send_inputs(2, 3, method='add')
+    after = queues.get_result(timeout=100)
+    assert server.is_alive()
     assert survived.success, survived.failure_info
     assert survived.value == 'survived'
     assert survived.retries >= 1
     assert lost.success is False
     assert lost.retries == 1
     assert lost.failure_info is not None
-    assert 'WorkerLost' in lost.failure_info.exception or 'Lost' in lost.failure_info.exception
+    assert 'Lost' in lost.failure_info.exception, lost.failure_info.exception
     assert after.value == 5
+
+
+def test_failed_task_is_retried(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('local', queues):
+        _check_retries(queues, tmp_path)
+
+
+def test_worker_killed_mid_task(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('local', queues) as server:
+        _check_worker_lost(queues, server, tmp_path)
+
+
+@pytest.mark.slow
+def test_parsl_retries_and_lost_workers(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('parsl', queues) as server:
+        _check_retries(queues, tmp_path)
+        _check_worker_lost(queues, server, tmp_path)
 
 
 @pytest.fixture
