@@ -86,6 +86,7 @@ class RedisQueues(BaseQueues):
                 f'the Redis server at {self.hostname}:{self.port} restarted (run_id changed) '
                 f'while queues {self.prefix!r} were in use: tasks and results it held are lost'
             )
+            connection.disconnect()
             raise SteerQueueError(self._lost_message())
 
     def _lost_message(self) -> str:
