@@ -164,6 +164,7 @@ class ActiveLearner(BaseThinker):
 
 def run(
     simulations: int = 64,
+    *,
     workers: int = 2,
     retrain_every: int = 8,
     redis: str | None = None,
@@ -215,8 +216,9 @@ def run(
             queues.close()
             store.close()
     best = np.maximum.accumulate(thinker.outputs)
-    random_part = [y for y, m in zip(thinker.outputs, thinker.picked_by_model) if not m]
-    model_part = [y for y, m in zip(thinker.outputs, thinker.picked_by_model) if m]
+    pairs = list(zip(thinker.outputs, thinker.picked_by_model, strict=True))
+    random_part = [y for y, by_model in pairs if not by_model]
+    model_part = [y for y, by_model in pairs if by_model]
     summary = {
         'simulations': len(thinker.outputs),
         'retrains': thinker.retrains,
@@ -268,11 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     summary = run(
         args.simulations,
-        args.workers,
-        args.retrain_every,
-        args.redis,
-        args.plot,
-        args.seed,
+        workers=args.workers,
+        retrain_every=args.retrain_every,
+        redis=args.redis,
+        plot=args.plot,
+        seed=args.seed,
     )
     json.dump(summary, sys.stdout, indent=2)
     print()
