@@ -71,6 +71,7 @@ TetherError
       +-- SteerQueueError                a task queue's broker failed, restarted or was closed
       +-- SteerTimeoutError              no result or task within the timeout (also a TimeoutError)
       +-- KillSignalError                the queues were told to stop (kill signal)
+      +-- ExecutableMethodError          an executable method's program failed or is missing
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -94,6 +95,7 @@ __all__ = [
     'EventDecodeError',
     'EventRefusedError',
     'EventReplayError',
+    'ExecutableMethodError',
     'FaasAuthenticationError',
     'FaasConnectionError',
     'FaasError',
@@ -572,3 +574,10 @@ class SteerTimeoutError(SteerError, TimeoutError):
 
 class KillSignalError(SteerError):
     """The queues received the kill signal: the campaign is shutting down."""
+
+
+class ExecutableMethodError(SteerError):
+    """The program of an executable method could not start or exited with an error.
+
+    The message gives the command, the exit status and the end of its standard error.
+    """

@@ -12,6 +12,7 @@ See ``docs/steer.md``.
 from __future__ import annotations
 
 from tether.exceptions import KillSignalError, SteerTimeoutError
+from tether.steer.methods import ExecutableMethod
 from tether.steer.models import FailureInformation, ResourceRequirements, Result
 from tether.steer.queue import PipeQueues, RedisQueues
 from tether.steer.task_server import LocalTaskServer, ParslTaskServer
@@ -30,6 +31,7 @@ KillSignalException = KillSignalError
 
 __all__ = [
     'BaseThinker',
+    'ExecutableMethod',
     'FailureInformation',
     'KillSignalException',
     'LocalTaskServer',

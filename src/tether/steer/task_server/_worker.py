@@ -46,6 +46,8 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
         result.timing.deserialize_inputs = time.perf_counter() - start
         start = time.perf_counter()
         try:
+            if getattr(method, 'wants_resources', False):
+                kwargs = {**kwargs, '_resources': result.resources}
             value = method(*args, **kwargs)
         finally:
             runtime = time.perf_counter() - start
