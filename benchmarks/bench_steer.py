@@ -62,7 +62,7 @@ def _components(r: Any) -> dict[str, float]:
         'lifetime': lifetime,
         'overhead': lifetime - running,
         'thinker_serialize': (s.serialize_inputs or 0.0) + (s.deserialize_results or 0.0),
-        'thinker_to_server': t.input_received - t.start_task_submission,
+        'thinker_to_server': t.input_received - t.created - (s.serialize_inputs or 0.0),
         'server_to_worker': t.compute_started - t.input_received,
         'on_worker': t.compute_ended - t.compute_started,
         'worker_to_thinker': t.result_received - t.compute_ended,

@@ -26,7 +26,8 @@ def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:
     assert result.kwargs == {'y': 2}
     t = result.time
     assert t.created <= t.input_received <= t.compute_started <= t.compute_ended
-    assert t.compute_ended <= t.result_sent <= t.result_received
+    assert t.input_received <= t.start_task_submission <= t.compute_started
+    assert t.compute_ended <= t.task_received <= t.result_sent <= t.result_received
     assert result.timing.running is not None
     assert result.timing.serialize_inputs is not None
     assert result.timing.deserialize_results is not None

@@ -60,7 +60,13 @@ class FailureInformation:
 
 @dataclasses.dataclass
 class Timestamps:
-    """Wall-clock times (``time.time()``) of the stages of a task's life cycle."""
+    """Wall-clock times (``time.time()``) of the stages of a task's life cycle.
+
+    ``created`` (Thinker), ``input_received`` (task server), ``start_task_submission``
+    (task server hands it to its executor), ``compute_started`` and ``compute_ended``
+    (worker), ``task_received`` (task server gets it back), ``result_sent`` (task
+    server), ``result_received`` (Thinker).
+    """
 
     created: float = dataclasses.field(default_factory=time.time)
     input_received: float | None = None

@@ -202,7 +202,6 @@ class BaseQueues(abc.ABC):
         # The time to serialize (and proxy) the inputs; the pickle of the small envelope
         # that follows is not included.
         result.timing.serialize_inputs = time.perf_counter() - start
-        result.time.start_task_submission = time.time()
         message = self._encode(result)
         if packed.proxied and not result.keep_inputs:
             self._made_proxies[result.task_id] = (store, [packed.items[i] for i in packed.proxied])

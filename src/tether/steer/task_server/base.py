@@ -11,6 +11,7 @@ import abc
 import logging
 import multiprocessing
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,6 +75,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
     # Loop ------------------------------------------------------------------------------
 
     def _finish(self, original: Result, result: Result) -> None:
+        result.time.task_received = time.time()
         if not result.success and result.retries < result.max_retries:
             original.retries += 1
             logger.info(
@@ -107,6 +109,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             return
         import copy
 
+        result.time.start_task_submission = time.time()
         attempt = copy.copy(result)
         attempt.time = copy.copy(result.time)
         attempt.timing = copy.deepcopy(result.timing)
