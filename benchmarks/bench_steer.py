@@ -55,7 +55,7 @@ def _tasks_for(size: int, quick: bool) -> int:
 
 
 def _components(r: Any) -> dict[str, float]:
-    t, s = r.time, r.timing
+    t, s = r.timestamp, r.time
     running = s.running or 0.0
     lifetime = t.result_received - t.created
     return {

@@ -24,13 +24,13 @@ def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:
     assert result.value == 3
     assert result.args == (1,)
     assert result.kwargs == {'y': 2}
-    t = result.time
+    t = result.timestamp
     assert t.created <= t.input_received <= t.compute_started <= t.compute_ended
     assert t.input_received <= t.start_task_submission <= t.compute_started
     assert t.compute_ended <= t.task_received <= t.result_sent <= t.result_received
-    assert result.timing.running is not None
-    assert result.timing.serialize_inputs is not None
-    assert result.timing.deserialize_results is not None
+    assert result.time.running is not None
+    assert result.time.serialize_inputs is not None
+    assert result.time.deserialize_results is not None
     assert result.worker_info['pid'] > 0
     assert queues.active_count == 0
     assert queues.wait_until_done(timeout=0)

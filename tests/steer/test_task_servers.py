@@ -195,7 +195,7 @@ def test_over_threshold_travels_by_proxy(
     # The big input travelled by reference: the task server saw a small message.
     assert by_proxy.value == 1_000_000
     assert by_proxy.message_sizes['inputs'] < 10_000
-    assert by_proxy.timing.proxy.get('store.proxy', 0) > 0
+    assert by_proxy.time.proxy.get('store.proxy', 0) > 0
     assert isinstance(by_proxy.args[0], Proxy)
     # A big result also came back by reference, and resolves on the Thinker.
     assert value_proxy.message_sizes['value'] < 10_000

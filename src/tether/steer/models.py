@@ -119,7 +119,7 @@ class Result:
         worker_info: Where the task ran (host name, process id).
         message_sizes: Bytes of the messages that carried the task (``inputs``, ``value``)
             through the queues and the task server.
-        time: Timestamps; ``timing``: durations.
+        timestamp: When each stage happened; ``time``: how long stages took (as Colmena).
     """
 
     inputs: Any = ((), {})
@@ -137,8 +137,8 @@ class Result:
     retries: int = 0
     worker_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     message_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
-    time: Timestamps = dataclasses.field(default_factory=Timestamps)
-    timing: TimeSpans = dataclasses.field(default_factory=TimeSpans)
+    timestamp: Timestamps = dataclasses.field(default_factory=Timestamps)
+    time: TimeSpans = dataclasses.field(default_factory=TimeSpans)
     # Where over-threshold values go: the topic's store config and threshold (bytes).
     proxystore_config: Any = None
     proxystore_threshold: int | None = None
@@ -161,8 +161,8 @@ class Result:
         if isinstance(self.inputs, _pack.Packed):
             start = time.perf_counter()
             self.inputs = self.inputs.unpack()
-            self.timing.deserialize_inputs = (
-                (self.timing.deserialize_inputs or 0.0) + time.perf_counter() - start
+            self.time.deserialize_inputs = (
+                (self.time.deserialize_inputs or 0.0) + time.perf_counter() - start
             )
 
     # Value -----------------------------------------------------------------------------
@@ -174,8 +174,8 @@ class Result:
         self.complete = True
         self.failure_info = None
         if runtime is not None:
-            self.timing.running = runtime
-        self.time.compute_ended = time.time()
+            self.time.running = runtime
+        self.timestamp.compute_ended = time.time()
 
     def set_failure(self, exc: BaseException | str, runtime: float | None = None) -> None:
         """Record a failed run (an exception, or a message for failures outside the task)."""
@@ -187,8 +187,8 @@ class Result:
         self.success = False
         self.complete = True
         if runtime is not None:
-            self.timing.running = runtime
-        self.time.compute_ended = time.time()
+            self.time.running = runtime
+        self.timestamp.compute_ended = time.time()
 
     def __repr__(self) -> str:
         state = 'pending' if not self.complete else ('ok' if self.success else 'failed')

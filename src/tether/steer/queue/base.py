@@ -193,7 +193,7 @@ class BaseQueues(abc.ABC):
             dict(input_kwargs or {}),
             store,
             threshold,
-            result.timing.proxy,
+            result.time.proxy,
         )
         result.inputs = packed
         if store is not None:
@@ -201,7 +201,7 @@ class BaseQueues(abc.ABC):
             result.proxystore_threshold = threshold
         # The time to serialize (and proxy) the inputs; the pickle of the small envelope
         # that follows is not included.
-        result.timing.serialize_inputs = time.perf_counter() - start
+        result.time.serialize_inputs = time.perf_counter() - start
         message = self._encode(result)
         if packed.proxied and not result.keep_inputs:
             self._made_proxies[result.task_id] = (store, [packed.items[i] for i in packed.proxied])
@@ -233,13 +233,13 @@ class BaseQueues(abc.ABC):
         received = time.time()
         start = time.perf_counter()
         result = self._decode(message, f'result topic {topic!r}')
-        result.time.result_received = received
+        result.timestamp.result_received = received
         result.message_sizes['value'] = len(message)
         if isinstance(result.value, _pack.Packed):
             result.value = result.value.unpack()
         if isinstance(result.inputs, _pack.Packed):
             result.inputs = result.inputs.unpack()
-        result.timing.deserialize_results = time.perf_counter() - start
+        result.time.deserialize_results = time.perf_counter() - start
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
             self._evict(*made)
@@ -287,13 +287,13 @@ class BaseQueues(abc.ABC):
             raise KillSignalError('the Thinker sent the kill signal')
         received = time.time()
         result = self._decode(message, 'the request queue')
-        result.time.input_received = received
+        result.timestamp.input_received = received
         result.message_sizes['inputs'] = len(message)
         return result
 
     def send_result(self, result: Result) -> None:
         """Send a finished task's result to its topic."""
-        result.time.result_sent = time.time()
+        result.timestamp.result_sent = time.time()
         self._send_result(self._encode(result), result.topic or 'default')
 
     def send_kill_to_thinker(self) -> None:

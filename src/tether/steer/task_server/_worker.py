@@ -30,7 +30,7 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
     into the topic's store if it is over the topic's threshold. Never raises for an error
     of the method: the failure is recorded in the result.
     """
-    result.time.compute_started = time.time()
+    result.timestamp.compute_started = time.time()
     result.worker_info = {'hostname': socket.gethostname(), 'pid': os.getpid()}
     packed = result.inputs
     runtime = None
@@ -38,12 +38,12 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
         start = time.perf_counter()
         if isinstance(packed, _pack.Packed):
             packed.resolve_async()
-            result.timing.async_resolve_proxies = time.perf_counter() - start
+            result.time.async_resolve_proxies = time.perf_counter() - start
             start = time.perf_counter()
             args, kwargs = packed.unpack()
         else:
             args, kwargs = packed
-        result.timing.deserialize_inputs = time.perf_counter() - start
+        result.time.deserialize_inputs = time.perf_counter() - start
         start = time.perf_counter()
         try:
             if getattr(method, 'wants_resources', False):
@@ -56,9 +56,9 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
             value,
             _store(result.proxystore_config),
             result.proxystore_threshold,
-            result.timing.proxy,
+            result.time.proxy,
         )
-        result.timing.serialize_results = time.perf_counter() - start
+        result.time.serialize_results = time.perf_counter() - start
         result.set_result(packed_value, runtime)
     except Exception as e:
         result.set_failure(e, runtime)

@@ -75,7 +75,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
     # Loop ------------------------------------------------------------------------------
 
     def _finish(self, original: Result, result: Result) -> None:
-        result.time.task_received = time.time()
+        result.timestamp.task_received = time.time()
         if not result.success and result.retries < result.max_retries:
             original.retries += 1
             logger.info(
@@ -109,10 +109,10 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             return
         import copy
 
-        result.time.start_task_submission = time.time()
+        result.timestamp.start_task_submission = time.time()
         attempt = copy.copy(result)
-        attempt.time = copy.copy(result.time)
-        attempt.timing = copy.deepcopy(result.timing)
+        attempt.timestamp = copy.copy(result.timestamp)
+        attempt.time = copy.deepcopy(result.time)
         self._submit(method, attempt, lambda r: self._finish(result, r))
 
     def run(self) -> None:
