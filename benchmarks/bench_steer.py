@@ -193,6 +193,8 @@ def _pct(base: float | None, new: float | None) -> str:
 
 def main() -> None:
     args = parse_args(__doc__)
+    # Parsl's interchange and worker commands live next to this interpreter.
+    os.environ['PATH'] = os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']])
     sides = ['tether-local', 'tether-parsl']
     if not args.no_peer:
         sides.append('colmena')

@@ -213,3 +213,28 @@ def test_over_threshold_travels_by_proxy(
 
 def _forbidden(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError('a value was serialized a second time')
+
+
+def test_a_server_that_cannot_start_stops_the_thinker(tmp_path: pathlib.Path) -> None:
+    from tether.exceptions import KillSignalError
+    from tether.steer import BaseThinker, Result, result_processor
+
+    class Waits(BaseThinker):
+        @result_processor
+        def results(self, result: Result) -> None:
+            pass
+
+    queues = PipeQueues()
+    # A Parsl config whose run directory cannot be created: the executor never starts.
+    (tmp_path / 'file').write_text('')
+    bad = ParslTaskServer(METHODS, queues, _htex_config(tmp_path / 'file' / 'run'))
+    with serving(bad):
+        bad.join(120)
+        assert bad.exitcode not in (0, None)
+        with pytest.raises(KillSignalError):
+            queues.get_result(timeout=60)
+    thinker = Waits(queues)
+    queues.send_inputs(1, method='add')
+    bad.queues.send_kill_to_thinker()
+    thinker.run()
+    assert thinker.error is None

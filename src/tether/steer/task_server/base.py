@@ -8,6 +8,7 @@ packed bytes or proxies, so it never serializes a user's object.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import multiprocessing
 import threading
@@ -116,7 +117,22 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         self._submit(method, attempt, lambda r: self._finish(result, r))
 
     def run(self) -> None:
-        """Serve until the kill signal (or ``timeout`` idle seconds)."""
+        """Serve until the kill signal (or ``timeout`` idle seconds).
+
+        If the executor cannot start, or serving fails, the Thinker's result processors
+        get the kill signal (so they stop instead of waiting forever) and the error is
+        raised (the process exits with a non-zero status).
+        """
+        try:
+            self._serve()
+        except BaseException:
+            logger.exception('the task server failed: telling the Thinker')
+            with contextlib.suppress(Exception):
+                self.queues.send_kill_to_thinker()
+            raise
+        self.queues.send_kill_to_thinker()
+
+    def _serve(self) -> None:
         self._setup()
         try:
             while True:
@@ -135,4 +151,3 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 self._cond.wait_for(lambda: self._outstanding <= 0)
         finally:
             self._cleanup()
-        self.queues.send_kill_to_thinker()
