@@ -121,3 +121,21 @@ def _tasks_result() -> Any:
     from tether.steer import Result
 
     return Result(method='add')
+
+
+def test_inputs_proxied_by_the_queues_are_evicted_when_not_kept(
+    make_queues: Any,
+    store: Any,
+) -> None:
+    from tether.store import get_key
+
+    queues = make_queues(keep_inputs=False, proxystore_name=store.name, proxystore_threshold=10)
+    with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
+        queues.send_inputs(b'q' * 1000, method='nbytes')
+        (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
+        key = get_key(proxy)
+        assert store.exists(key)
+        result = queues.get_result(timeout=60)
+    assert result.value == 1000
+    assert not store.exists(key)
+    assert queues._made_proxies == {}
