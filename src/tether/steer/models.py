@@ -82,9 +82,10 @@ class Timestamps:
 class TimeSpans:
     """Durations (seconds) of the stages of a task's life cycle.
 
-    ``proxy`` maps a stage (``store.proxy`` on the sending side, ``store.resolve`` on
-    the worker) to the seconds spent storing or fetching proxied values; ``additional``
-    is free for the task server and user code.
+    ``proxy`` maps a store operation (``store.proxy``: storing values over the threshold,
+    on the Thinker for inputs and on the worker for values) to its seconds; fetching
+    proxied inputs overlaps the method (``async_resolve_proxies`` is the time to start
+    it). ``additional`` is free for the task server and user code.
     """
 
     running: float | None = None
