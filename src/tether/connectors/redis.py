@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
+from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id, total_size
 from tether.exceptions import ConnectorClosedError, ConnectorError
 from tether.serialize import BytesLike, _new_buffer
@@ -37,7 +38,7 @@ class RedisKey(NamedTuple):
     redis_key: str
 
 
-class RedisConnector:
+class RedisConnector(ClosingContext):
     """A connector that stores objects in a Redis server.
 
     Args:
@@ -308,11 +309,8 @@ class RedisConnector:
         return keys
 
     def new_key(self, data: BytesLike | None = None) -> RedisKey:
-        """Return a fresh key, storing ``data`` if given."""
-        key = self._key()
-        if data is not None:
-            self.set(key, data)
-        return key
+        """Reserve a fresh key (``data`` is not stored: :meth:`set` stores it)."""
+        return self._key()
 
     def set(self, key: RedisKey, data: BytesLike) -> None:
         """Store ``data`` under ``key`` and wake the processes blocked in :meth:`wait`."""

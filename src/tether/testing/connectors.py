@@ -148,6 +148,9 @@ class DeferrableConformance:
         assert later is not None
         assert bytes(later) == b'later'
         key2 = connector.new_key(b'now')
+        assert not connector.exists(key2), 'new_key(data) must reserve the key, not store data'
+        assert connector.get(key2) is None
+        connector.set(key2, b'now')
         now = connector.get(key2)
         assert now is not None
         assert bytes(now) == b'now'
