@@ -619,7 +619,7 @@ def _serve_own_names(cls: type) -> None:
         def __getattribute__(self: Proxy[Any], name: str) -> Any:  # noqa: N807
             if name in own:
                 return object.__getattribute__(self, name)
-            return super(cls, self).__getattribute__(name)  # type: ignore[misc,arg-type]
+            return super(cls, self).__getattribute__(name)  # type: ignore[arg-type]
 
         cls.__getattribute__ = __getattribute__  # type: ignore[method-assign,assignment]
     if '__setattr__' not in namespace:
@@ -628,7 +628,7 @@ def _serve_own_names(cls: type) -> None:
             if name in own:
                 object.__setattr__(self, name, value)
             else:
-                super(cls, self).__setattr__(name, value)  # type: ignore[misc,arg-type]
+                super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
 
         cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
     if '__delattr__' not in namespace:
@@ -637,7 +637,7 @@ def _serve_own_names(cls: type) -> None:
             if name in own:
                 object.__delattr__(self, name)
             else:
-                super(cls, self).__delattr__(name)  # type: ignore[misc,arg-type]
+                super(cls, self).__delattr__(name)  # type: ignore[arg-type]
 
         cls.__delattr__ = __delattr__  # type: ignore[method-assign,assignment]
 
