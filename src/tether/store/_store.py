@@ -150,7 +150,7 @@ class Store(Generic[ConnectorT]):
 
     def _record(self, op: str, key: Any, start: int, nbytes: int = 0) -> None:
         if self.metrics is not None:
-            self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e9, nbytes)
+            self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e6, nbytes)
 
     def serialize(self, obj: Any, serializer: Serializer | None = None) -> BytesLike:
         """Serialize ``obj`` with ``serializer``, the store's, or the default."""
@@ -232,7 +232,9 @@ class Store(Generic[ConnectorT]):
         start = time.perf_counter_ns()
         datas = [self.serialize(o, serializer) for o in objs]
         keys: list[Any] = self.connector.put_batch(datas, **kwargs)  # type: ignore[attr-defined]
-        self._record('store.put_batch', None, start, sum(memoryview(d).nbytes for d in datas))
+        self._record(
+            'store.put_batch', tuple(keys), start, sum(memoryview(d).nbytes for d in datas)
+        )
         return keys
 
     def get(
