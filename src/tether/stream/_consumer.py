@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from tether.exceptions import (
     EventDecodeError,
@@ -28,6 +28,8 @@ __all__ = ['StreamConsumer']
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar('T')
+
 
 def _marker(config: StoreConfig) -> str:
     return json.dumps(config.model_dump(), sort_keys=True, default=repr)
@@ -46,8 +48,11 @@ def _describe(config: StoreConfig) -> str:
     return text if len(text) <= 300 else text[:297] + '...'
 
 
-class StreamConsumer:
+class StreamConsumer(Generic[T]):
     """Iterates over a stream, yielding a proxy per object (no bulk data read yet).
+
+    Generic in the type of the objects (``StreamConsumer[np.ndarray]`` yields
+    ``Proxy[np.ndarray]``), for type checkers only.
 
     Each event names the store that holds its object (by config). The consumer acts only
     on events whose store it accepts: by default the ``stores`` it was given and the
@@ -248,7 +253,7 @@ class StreamConsumer:
 
     # Single items ----------------------------------------------------------------------
 
-    def next_with_metadata(self) -> tuple[dict[str, Any], Proxy[Any]]:
+    def next_with_metadata(self) -> tuple[dict[str, Any], Proxy[T]]:
         """Return the next item's metadata and proxy.
 
         Raises:
@@ -260,15 +265,15 @@ class StreamConsumer:
         event, store = found
         return event.metadata, self._proxy(event, store)
 
-    def next(self) -> Proxy[Any]:
+    def next(self) -> Proxy[T]:
         """Return a proxy of the next item (raises ``StopIteration`` at the end)."""
         return self.next_with_metadata()[1]
 
-    def next_object(self) -> Any:
+    def next_object(self) -> T:
         """Return the next item itself (read from its store now)."""
         return self.next_object_with_metadata()[1]
 
-    def next_object_with_metadata(self) -> tuple[dict[str, Any], Any]:
+    def next_object_with_metadata(self) -> tuple[dict[str, Any], T]:
         """Return the next item's metadata and the item itself."""
         found = self._next_event()
         if found is None:
@@ -285,13 +290,13 @@ class StreamConsumer:
 
     # Iteration -------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Proxy[Any]]:
+    def __iter__(self) -> Iterator[Proxy[T]]:
         return self
 
-    def __next__(self) -> Proxy[Any]:
+    def __next__(self) -> Proxy[T]:
         return self.next()
 
-    def iter_with_metadata(self) -> Iterator[tuple[dict[str, Any], Proxy[Any]]]:
+    def iter_with_metadata(self) -> Iterator[tuple[dict[str, Any], Proxy[T]]]:
         """Yield ``(metadata, proxy)`` for each item until the end of the stream."""
         while True:
             try:
@@ -299,12 +304,12 @@ class StreamConsumer:
             except StopIteration:
                 return
 
-    def iter_objects(self) -> Iterator[Any]:
+    def iter_objects(self) -> Iterator[T]:
         """Yield each item itself (resolved) until the end of the stream."""
         for _, obj in self.iter_objects_with_metadata():
             yield obj
 
-    def iter_objects_with_metadata(self) -> Iterator[tuple[dict[str, Any], Any]]:
+    def iter_objects_with_metadata(self) -> Iterator[tuple[dict[str, Any], T]]:
         """Yield ``(metadata, item)`` for each item until the end of the stream."""
         while True:
             try:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from tether.exceptions import StreamError, TopicClosedError
 from tether.store import Store
@@ -18,9 +18,14 @@ __all__ = ['StreamProducer']
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar('T')
 
-class StreamProducer:
+
+class StreamProducer(Generic[T]):
     """Sends objects to a stream: each object goes to a store, an event to the broker.
+
+    Generic in the type of the objects sent (``StreamProducer[np.ndarray]``), for type
+    checkers only.
 
     ``send(topic, obj)`` (1) puts ``obj`` in the store mapped to ``topic``, (2) makes an
     event with the store's config, the key, the metadata and the evict flag and (3)
@@ -112,7 +117,7 @@ class StreamProducer:
     def send(
         self,
         topic: str,
-        obj: Any,
+        obj: T,
         *,
         metadata: Mapping[str, Any] | None = None,
         evict: bool = True,
@@ -196,6 +201,9 @@ class StreamProducer:
         close_topics: bool = True,
         close_publisher: bool = True,
         close_stores: bool = False,
+        topics: Iterable[str] | None = None,
+        publisher: bool | None = None,
+        stores: bool | None = None,
     ) -> None:
         """Flush, end the topics, and close the publisher.
 
@@ -204,11 +212,22 @@ class StreamProducer:
                 (those in ``stores`` and those sent to).
             close_publisher: Close the publisher.
             close_stores: Close the stores too (their objects stay in the channel).
+            topics: End only these topics (ProxyStore's ``close(topics=[...])``); the
+                others are flushed but not ended.
+            publisher: ProxyStore's name for ``close_publisher``.
+            stores: ProxyStore's name for ``close_stores``.
         """
         if self._closed:
             return
+        if publisher is not None:
+            close_publisher = publisher
+        if stores is not None:
+            close_stores = stores
         try:
-            if close_topics:
+            if topics is not None:
+                self.close_topics(*topics)
+                self.flush()
+            elif close_topics:
                 topics = sorted(set(self.stores) | self._topics)
                 self.close_topics(*topics)
             else:
@@ -218,8 +237,8 @@ class StreamProducer:
             if close_publisher:
                 self.publisher.close()
             if close_stores:
-                stores = [*self.stores.values(), self.default_store]
-                for store in {id(s): s for s in stores if s is not None}.values():
+                known = [*self.stores.values(), self.default_store]
+                for store in {id(s): s for s in known if s is not None}.values():
                     store.close()
 
     def _check_open(self) -> None:
