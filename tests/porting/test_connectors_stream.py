@@ -90,7 +90,7 @@ def test_close_topics_ends_only_those_named() -> None:
     assert list(StreamConsumer(subs['a'], stores=store)) == [1]
     events = decode(subs['b'].next_message(timeout=5))
     assert [type(e) for e in events] == [NewObjectEvent]
-    with pytest.raises(Exception, match='[Tt]imeout|no message'):
+    with pytest.raises(Exception, match=r'[Tt]imeout|no message'):
         subs['b'].next_message(timeout=0.01)  # no end-of-stream for b
     with pytest.raises(StreamError):
         publisher.send_message('b', b'x')  # the publisher was closed

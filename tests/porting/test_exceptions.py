@@ -11,8 +11,7 @@ import pytest
 from tether import exceptions as ex
 from tether.connectors.file import FileConnector
 from tether.connectors.local import LocalConnector
-from tether.store import Store
-from tether.store import ref
+from tether.store import Store, ref
 from tether.store.lifetimes import ContextLifetime
 
 
@@ -93,7 +92,7 @@ def test_serializer_returning_text_is_a_type_error(store: Store[Any]) -> None:
 
 
 def test_evict_and_lifetime_is_a_value_error(store: Store[Any]) -> None:
-    with pytest.raises(ValueError), ContextLifetime(store) as lt:
+    with pytest.raises(ValueError, match='lifetime'), ContextLifetime(store) as lt:
         store.proxy(1, evict=True, lifetime=lt)
 
 
@@ -119,7 +118,7 @@ def test_borrow_errors(store: Store[Any]) -> None:
     shared = ref.borrow(shared_owner)
     with pytest.raises(ref.ReferenceNotOwnedError):
         ref.update(shared)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match='into_owned'):
         ref.into_owned(owned)
     del mut, shared
     gc.collect()

@@ -108,7 +108,7 @@ def test_static_lifetime_close_takes_close_stores() -> None:
 
 
 def test_static_lifetime_without_store_is_a_value_error() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match='store='):
         StaticLifetime().add_key('k')
     with pytest.raises(LifetimeError):
         StaticLifetime().add_key('k')

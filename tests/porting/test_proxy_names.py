@@ -74,7 +74,7 @@ def test_proxy_locker_hides_the_proxy_until_unlocked() -> None:
     p: Proxy[list[int]] = Proxy(SimpleFactory([1]))
     locker = ProxyLocker(p)
     with pytest.raises(AttributeError):
-        locker._proxy  # noqa: B018
+        locker._proxy
     assert locker.unlock() is p
     assert not is_resolved(p)
     again = pickle.loads(pickle.dumps(locker))
@@ -108,7 +108,7 @@ def test_proxy_subclass_serves_its_own_attributes_and_methods() -> None:
     assert extract(p) == [1, 2, 3, 4]
     del p.tag
     with pytest.raises(AttributeError):
-        p.tag  # noqa: B018
+        p.tag
 
 
 def test_index_uses_the_target() -> None:

@@ -186,6 +186,8 @@ def test_metrics_api(store: Store[Any]) -> None:
     assert batch is not None
     assert batch.times['store.put_batch'].count == 1
     assert metrics.get_metrics([get_key(p) for p in proxies]) == batch
+    listed = store.proxy([1, 2])  # a proxy of a list is a proxy, not a list of keys
+    assert metrics.get_metrics(listed) is not None
     key = store.put('x')
     metrics.add_time('my.op', key, 5.0)
     metrics.add_counter('my.count', key, 2)

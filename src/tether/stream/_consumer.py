@@ -7,7 +7,9 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self
+
+from typing_extensions import TypeVar
 
 from tether.exceptions import (
     EventDecodeError,
@@ -28,7 +30,7 @@ __all__ = ['StreamConsumer']
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar('T')
+T = TypeVar('T', default=Any)
 
 
 def _marker(config: StoreConfig) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self
+
+from typing_extensions import TypeVar
 
 from tether.exceptions import StreamError, TopicClosedError
 from tether.store import Store
@@ -18,7 +20,7 @@ __all__ = ['StreamProducer']
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar('T')
+T = TypeVar('T', default=Any)
 
 
 class StreamProducer(Generic[T]):
