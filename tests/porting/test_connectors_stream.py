@@ -165,3 +165,58 @@ def test_event_batch_api() -> None:
         dict_to_event({'type': 'event_batch', 'topic': 't', 'events': [{'type': 'x'}]})
     with pytest.raises(EventDecodeError):
         bytes_to_event(encode([EndOfStreamEvent('a'), EndOfStreamEvent('b')]))
+
+
+def test_topic_mapped_to_no_store_sends_objects_inline() -> None:
+    publisher, subs = _pair('inline', 'stored')
+    store = Store('porting-inline', LocalConnector())
+    producer: StreamProducer[Any] = StreamProducer(
+        publisher, {'inline': None, 'stored': store}
+    )
+    producer.send('inline', {'small': [1, 2]}, metadata={'i': 0})
+    producer.send('stored', 'big')
+    producer.close()
+    raw = subs['inline'].next_message(timeout=5)
+    assert b'"inline_object"' in raw
+    # Back on the queue for the consumer (the queue shim has no replay).
+    q: queue.Queue[bytes] = queue.Queue()
+    q.put(raw)
+    q.put(subs['inline'].next_message(timeout=5))
+    consumer: StreamConsumer[Any] = StreamConsumer(QueueSubscriber(q), accept_inline=True)
+    meta, item = consumer.next_with_metadata()
+    assert meta == {'i': 0}
+    assert isinstance(item, Proxy)
+    assert item == {'small': [1, 2]}
+    assert list(consumer) == []
+    assert list(StreamConsumer(subs['stored'], stores=store)) == ['big']
+
+
+def test_inline_objects_are_refused_unless_accepted() -> None:
+    from tether.exceptions import EventRefusedError
+
+    publisher, subs = _pair('t')
+    producer: StreamProducer[Any] = StreamProducer(publisher, {'t': None})
+    producer.send('t', 1)
+    producer.close()
+    consumer: StreamConsumer[Any] = StreamConsumer(subs['t'])
+    with pytest.raises(EventRefusedError, match='accept_inline'):
+        consumer.next()
+    assert list(consumer) == []  # the consumer stays usable: the next event ends it
+
+
+def test_inline_objects_with_a_stream_key_are_accepted() -> None:
+    import secrets
+
+    key = secrets.token_bytes(32)
+    publisher, subs = _pair('t')
+    producer: StreamProducer[Any] = StreamProducer(publisher, {'t': None}, key=key)
+    producer.send('t', [3])
+    producer.close()
+    assert list(StreamConsumer(subs['t'], key=key)) == [[3]]
+
+
+def test_a_topic_without_any_store_still_raises() -> None:
+    publisher, _ = _pair('t')
+    producer: StreamProducer[Any] = StreamProducer(publisher, {'a': None})
+    with pytest.raises(StreamError, match="'t'"):
+        producer.send('t', 1)

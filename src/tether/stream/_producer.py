@@ -10,6 +10,7 @@ from typing import Any, Generic, Self
 from typing_extensions import TypeVar
 
 from tether.exceptions import StreamError, TopicClosedError
+from tether.serialize import serialize
 from tether.store import Store
 from tether.stream import events as ev
 from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key
@@ -45,7 +46,9 @@ class StreamProducer(Generic[T]):
     Args:
         publisher: The broker shim (see :mod:`tether.stream.shims`).
         stores: The store of each topic: a ``{topic: Store}`` mapping, or one store for
-            every topic.
+            every topic. A topic mapped to ``None`` sends its objects inside the events
+            (serialized, base64 in the JSON): for small objects, and only to consumers
+            that accept them (``accept_inline``, or a stream key).
         default_store: The store of topics missing from ``stores``.
         batch_size: Items per topic gathered before they are stored (one ``put_batch``)
             and published (one broker message).
@@ -61,7 +64,7 @@ class StreamProducer(Generic[T]):
     def __init__(
         self,
         publisher: Publisher,
-        stores: Mapping[str, Store[Any]] | Store[Any] | None = None,
+        stores: Mapping[str, Store[Any] | None] | Store[Any] | None = None,
         *,
         default_store: Store[Any] | None = None,
         batch_size: int = 1,
@@ -75,7 +78,7 @@ class StreamProducer(Generic[T]):
         if isinstance(stores, Store):
             default_store, stores = stores, None
         self.publisher = publisher
-        self.stores: dict[str, Store[Any]] = dict(stores or {})
+        self.stores: dict[str, Store[Any] | None] = dict(stores or {})
         self.default_store = default_store
         self.batch_size = batch_size
         self.filter_ = filter_
@@ -107,8 +110,15 @@ class StreamProducer(Generic[T]):
     ) -> None:
         self.close()
 
+    def _inline(self, topic: str) -> bool:
+        return topic in self.stores and self.stores[topic] is None
+
     def store_for(self, topic: str) -> Store[Any]:
-        """Return the store that holds the objects of ``topic``."""
+        """Return the store that holds the objects of ``topic``.
+
+        Raises:
+            StreamError: if the topic has no store (or is mapped to ``None``: inline).
+        """
         store = self.stores.get(topic, self.default_store)
         if store is None:
             raise StreamError(
@@ -142,7 +152,8 @@ class StreamProducer(Generic[T]):
         if topic in self._closed_topics:
             raise TopicClosedError(f'topic {topic!r} was closed by this producer')
         meta = ev.check_metadata(metadata)
-        self.store_for(topic)
+        if not self._inline(topic):
+            self.store_for(topic)
         self._topics.add(topic)
         if self.filter_ is not None and self.filter_(meta):
             return
@@ -157,7 +168,6 @@ class StreamProducer(Generic[T]):
         buffer = self._buffers.pop(topic, [])
         if not buffer:
             return
-        store = self.store_for(topic)
         objs = [b[0] for b in buffer]
         metas = [b[1] for b in buffer]
         evicts = [b[2] for b in buffer]
@@ -166,6 +176,14 @@ class StreamProducer(Generic[T]):
             for m in metas:
                 merged.update(m)
             objs, metas, evicts = [self.aggregator(objs)], [merged], [all(evicts)]
+        if self._inline(topic):
+            inline: list[ev.Event] = [
+                ev.InlineObjectEvent(topic, serialize(obj), meta)
+                for obj, meta in zip(objs, metas, strict=True)
+            ]
+            self.publisher.send_message(topic, ev.encode(inline, signer=self._signer))
+            return
+        store = self.store_for(topic)
         keys = [store.put(objs[0])] if len(objs) == 1 else store.put_batch(objs)
         config = store.config().model_dump()
         events: list[ev.Event] = [

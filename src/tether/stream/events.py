@@ -49,6 +49,7 @@ consumer does with them, and what to configure, is in ``docs/security.md``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
@@ -71,6 +72,7 @@ __all__ = [
     'Event',
     'EventBatch',
     'FORMAT',
+    'InlineObjectEvent',
     'NewObjectEvent',
     'NewObjectKeyEvent',
     'VERSION',
@@ -117,7 +119,27 @@ class EndOfStreamEvent:
     type: Literal['end_of_stream'] = 'end_of_stream'
 
 
-Event = NewObjectEvent | EndOfStreamEvent
+@dataclasses.dataclass(frozen=True)
+class InlineObjectEvent:
+    """An object sent inside the event (its topic is mapped to no store).
+
+    Decoding the object runs the deserializer (pickle) on bytes from the broker, so a
+    consumer accepts these events only when told to (``accept_inline=True``) or when
+    messages are signed with a stream key (see :class:`~tether.stream.StreamConsumer`).
+
+    Attributes:
+        topic: The topic it was sent to.
+        data: The object, serialized with :func:`tether.serialize.serialize`.
+        metadata: The user's metadata.
+    """
+
+    topic: str
+    data: bytes
+    metadata: dict[str, Any]
+    type: Literal['inline_object'] = 'inline_object'
+
+
+Event = NewObjectEvent | EndOfStreamEvent | InlineObjectEvent
 
 
 def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -216,6 +238,13 @@ def decode_key(data: Any, *, _depth: int = 0) -> Any:
 def _event_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, EndOfStreamEvent):
         return {'type': event.type, 'topic': event.topic}
+    if isinstance(event, InlineObjectEvent):
+        return {
+            'type': event.type,
+            'topic': event.topic,
+            'data': base64.b64encode(event.data).decode('ascii'),
+            'metadata': event.metadata,
+        }
     return {
         'type': event.type,
         'topic': event.topic,
@@ -281,6 +310,12 @@ def _decode_event(d: Any) -> Event:
     topic = _field(d, 'topic', str)
     if kind == 'end_of_stream':
         return EndOfStreamEvent(topic)
+    if kind == 'inline_object':
+        try:
+            data = base64.b64decode(_field(d, 'data', str), validate=True)
+        except ValueError as e:
+            raise EventDecodeError(f'inline object of stream event is not base64: {e}') from e
+        return InlineObjectEvent(topic=topic, data=data, metadata=_field(d, 'metadata', dict))
     if kind == 'new_object':
         store = _field(d, 'store', dict)
         _check_store(store)
@@ -292,7 +327,8 @@ def _decode_event(d: Any) -> Event:
             evict=_field(d, 'evict', bool),
         )
     raise EventDecodeError(
-        f'unknown stream event type {kind!r} (this tether knows new_object, end_of_stream)'
+        f'unknown stream event type {kind!r} (this tether knows new_object, inline_object, '
+        'end_of_stream)'
     )
 
 
