@@ -170,9 +170,7 @@ def test_event_batch_api() -> None:
 def test_topic_mapped_to_no_store_sends_objects_inline() -> None:
     publisher, subs = _pair('inline', 'stored')
     store = Store('porting-inline', LocalConnector())
-    producer: StreamProducer[Any] = StreamProducer(
-        publisher, {'inline': None, 'stored': store}
-    )
+    producer: StreamProducer[Any] = StreamProducer(publisher, {'inline': None, 'stored': store})
     producer.send('inline', {'small': [1, 2]}, metadata={'i': 0})
     producer.send('stored', 'big')
     producer.close()
