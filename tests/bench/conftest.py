@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import REDIS_HOST, REDIS_PORT
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl')  # Ray: see docs/bench.md
+EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray')
 
 
 class Borrowed(concurrent.futures.Executor):

@@ -23,7 +23,7 @@ from tether.bench.plugins import get_plugin
 from tether.bench.record import JSONRecordLogger
 from tether.bench.transformer.store import StoreTransformerConfig
 
-EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl')  # Ray: see docs/bench.md
+EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray')
 
 SMALL: dict[str, dict[str, Any]] = {
     'cholesky': {'matrix_size': 60, 'block_size': 20},
