@@ -16,7 +16,7 @@ from tests.bench._helpers import check_records
 from tether.bench.engine import Engine, TaskFuture, as_completed, wait
 from tether.bench.executor.utils import FutureDependencyExecutor, find_futures
 from tether.bench.record import JSONRecordLogger, read_records
-from tether.exceptions import TaskDependencyError
+from tether.exceptions import TaskDependencyError, TaskExecutionFailed
 
 
 def add(*values: int) -> int:
@@ -205,7 +205,7 @@ def test_weakly_held_executor_futures_complete_dependent_tasks() -> None:
         assert c.result(timeout=60) == 4
 
 
-@pytest.mark.parametrize('name', ['thread-pool', 'process-pool', 'dask', 'parsl', 'ray'])
+@pytest.mark.parametrize('name', ['thread-pool', 'process-pool', 'dask', 'parsl', 'ray', 'faas'])
 def test_dependencies_on_each_executor(
     name: str,
     make_executor: Callable[[str], concurrent.futures.Executor],
@@ -219,13 +219,15 @@ def test_dependencies_on_each_executor(
         bad = engine.submit(operator.truediv, 1, 0)
         after_bad = engine.submit(add, bad, 1)
         assert c.result(timeout=60) == 9
-        with pytest.raises(ZeroDivisionError):
+        # The function service sends remote exceptions as text (TaskExecutionFailed).
+        error = TaskExecutionFailed if name == 'faas' else ZeroDivisionError
+        with pytest.raises(error, match='division'):
             bad.result(timeout=60)
         # Dask passes the parent's own error on; the others raise TaskDependencyError.
         with pytest.raises((TaskDependencyError, ZeroDivisionError)):
             after_bad.result(timeout=60)
     rows = {r['task_id']: r for r in read_records(records)}
-    assert rows[bad.task_id]['exception']['type'] == 'ZeroDivisionError'
+    assert rows[bad.task_id]['exception']['type'] == error.__name__
     assert 'ZeroDivisionError' in rows[bad.task_id]['exception']['traceback']
     ok = [r for r in rows.values() if r['success']]
     assert len(ok) == 3
