@@ -13,6 +13,11 @@ listener also drains. So nothing is lost while an agent is offline or unreachabl
 Connections are authenticated with a shared secret: the ``secret`` argument (this process
 only), else the environment variable ``secret_env``, else the file ``secret_file``, else
 a random secret the exchange keeps in Redis (so Redis stays the one thing to protect).
+With ``tls_cert`` and ``tls_key`` every direct connection also runs inside TLS: servers
+present that certificate, and senders verify it against ``tls_ca`` (default: the
+certificate itself, the usual set-up of one self-signed certificate per site) before the
+challenge-response starts, so the frames are encrypted and a sender never talks to a
+server that cannot show the site's certificate.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import asyncio
 import logging
 import os
 import secrets
+import ssl
 import threading
 import time
 from typing import Any
@@ -30,7 +36,7 @@ from tether._wire import Frame, Limits, Server, SyncClient, error_reply
 from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener, Transport
 from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange, _RedisTransport
-from tether.exceptions import AgentError, RemoteError, WireError
+from tether.exceptions import AgentError, AuthenticationError, RemoteError, WireError
 
 __all__ = ['HybridExchange']
 
@@ -58,8 +64,15 @@ class _HybridTransport(_RedisTransport):
     exchange: HybridExchange
 
     def __init__(self, exchange: HybridExchange) -> None:
+        # TLS files are checked before any connection is opened.
+        self._server_tls = exchange._server_tls()
+        self._client_tls = exchange._client_tls()
         super().__init__(exchange)
-        self.secret = exchange._secret(self.redis)
+        try:
+            self.secret = exchange._secret(self.redis)
+        except BaseException:
+            self.redis.close()
+            raise
         self._served: dict[str, Deliver] = {}
         self._addresses: dict[str, tuple[str, int] | float] = {}
         self._clients: dict[tuple[str, int], SyncClient] = {}
@@ -84,6 +97,7 @@ class _HybridTransport(_RedisTransport):
                 host=self.exchange.host,
                 port=0,
                 secret=self.secret,
+                ssl=self._server_tls,
                 limits=Limits(max_frame=self.exchange.max_message),
                 name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}',
             )
@@ -174,6 +188,8 @@ class _HybridTransport(_RedisTransport):
                         address[0],
                         address[1],
                         secret=self.secret,
+                        ssl=self._client_tls,
+                        server_hostname=self.exchange.tls_server_name,
                         timeout=self.exchange.timeout,
                         client=f'agents pid {os.getpid()}',
                     )
@@ -204,8 +220,18 @@ class _HybridTransport(_RedisTransport):
             except RemoteError as e:
                 logger.debug('direct send to %s refused (%s): falling back to Redis', dest, e)
                 self._addresses.pop(dest, None)
+            except AuthenticationError as e:
+                logger.warning(
+                    'direct send to %s at %s:%d refused authentication (%s): falling back '
+                    'to Redis; check that both sides use the same secret',
+                    dest,
+                    *address,
+                    e,
+                )
+                self._forget(dest, address)
             except WireError as e:
-                logger.debug('direct send to %s failed (%s): falling back to Redis', dest, e)
+                level = logging.WARNING if isinstance(e.__cause__, ssl.SSLError) else logging.DEBUG
+                logger.log(level, 'direct send to %s failed (%s): falling back to Redis', dest, e)
                 self._forget(dest, address)
         from tether._wire import encode_head
         from tether._wire._frame import flatten
@@ -241,6 +267,13 @@ class HybridExchange(RedisExchange):
         secret_file: File holding the secret (checked next); otherwise a random secret
             kept in Redis under the prefix is used.
         max_message: Largest direct message accepted, in bytes.
+        tls_cert: PEM certificate this process's server presents (with ``tls_key``):
+            direct connections then run inside TLS.
+        tls_key: PEM private key of ``tls_cert`` (a file readable by this user only).
+        tls_ca: PEM file of the certificates senders accept from servers (default:
+            ``tls_cert``, for one self-signed certificate shared by a site's processes).
+        tls_server_name: Name checked against a server's certificate (default: the host
+            part of its published address).
         kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
     """
 
@@ -257,6 +290,10 @@ class HybridExchange(RedisExchange):
         secret_file: str | None = None,
         max_message: int = 1 << 30,
         threshold: int | None = _DEFAULT_THRESHOLD,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls_ca: str | None = None,
+        tls_server_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(hostname, port, prefix=prefix, threshold=threshold, **kwargs)
@@ -266,6 +303,46 @@ class HybridExchange(RedisExchange):
         self.secret_env = secret_env
         self.secret_file = secret_file
         self.max_message = max_message
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError('tls_cert and tls_key go together: give both or neither')
+        if tls_ca is not None and tls_cert is None:
+            raise ValueError('tls_ca needs tls_cert and tls_key (every process serves too)')
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.tls_ca = tls_ca
+        self.tls_server_name = tls_server_name
+
+    @property
+    def tls(self) -> bool:
+        """Whether direct connections run inside TLS."""
+        return self.tls_cert is not None
+
+    def _server_tls(self) -> ssl.SSLContext | None:
+        if self.tls_cert is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            raise AgentError(
+                f'cannot load the exchange certificate {self.tls_cert!r} and key '
+                f'{self.tls_key!r}: {e}',
+            ) from e
+        return context
+
+    def _client_tls(self) -> ssl.SSLContext | None:
+        if self.tls_cert is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_verify_locations(self.tls_ca or self.tls_cert)
+        except (OSError, ssl.SSLError) as e:
+            raise AgentError(
+                f'cannot load the exchange CA file {self.tls_ca or self.tls_cert!r}: {e}'
+            ) from e
+        return context
 
     def key(self) -> str:
         return 'hybrid:' + super().key()
@@ -299,6 +376,10 @@ class HybridExchange(RedisExchange):
             secret_env=self.secret_env,
             secret_file=self.secret_file,
             max_message=self.max_message,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            tls_ca=self.tls_ca,
+            tls_server_name=self.tls_server_name,
         )
         return out
 
