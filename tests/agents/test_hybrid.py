@@ -224,7 +224,7 @@ def test_the_redis_hop_needs_the_redis_password(monkeypatch: pytest.MonkeyPatch)
                 prefix=f'bad-{uuid.uuid4().hex[:8]}:',
                 password_env='TETHER_TEST_AGENTS_REDIS_PW',
             )
-            with pytest.raises(AgentError, match='WRONGPASS|NOAUTH'):
+            with pytest.raises(AgentError, match=r'WRONGPASS|NOAUTH'):
                 bad.register_agent(Echo)
             bad.close()
     finally:
