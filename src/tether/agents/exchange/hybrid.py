@@ -4,11 +4,13 @@ Every process that listens on a mailbox runs one authenticated :mod:`tether._wir
 (on its own event-loop thread) for all of its mailboxes. A mailbox's address is written
 to Redis (``addr:<id>``) only once that server is listening and the mailbox is served
 there, and it is removed before the mailbox stops being served. A sender looks the
-address up once (and caches it), sends the envelope over a pooled connection and waits
-for the receiver's acknowledgement; if there is no address, the connection fails, or the
-receiver no longer serves that mailbox, the message goes to the mailbox's Redis list
-instead (exactly as with :class:`~tether.agents.exchange.RedisExchange`), which every
-listener also drains. So nothing is lost while an agent is offline or unreachable.
+address up once (and caches it) and writes the envelope on one pipelined link per peer
+process (:mod:`tether.agents.exchange._link`): it does not wait for the receiver's
+acknowledgement, a reader thread collects them. If there is no address, the link cannot
+be opened, the receiver no longer serves that mailbox, or the link breaks before the
+message was acknowledged, the message goes to the mailbox's Redis list instead (exactly
+as with :class:`~tether.agents.exchange.RedisExchange`), which every listener also
+drains. So nothing is lost while an agent is offline or unreachable.
 
 Connections are authenticated with a shared secret: the ``secret`` argument (this process
 only), else the environment variable ``secret_env``, else the file ``secret_file``, else
@@ -32,11 +34,19 @@ import time
 from typing import Any
 
 from tether._wire import Connection as WireConnection
-from tether._wire import Frame, Limits, Server, SyncClient, error_reply
+from tether._wire import Frame, Limits, Server, encode_head, error_reply
+from tether._wire._frame import flatten
 from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener, Transport
+from tether.agents.exchange._link import Link, open_link
 from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange, _RedisTransport
-from tether.exceptions import AgentError, AuthenticationError, RemoteError, WireError
+from tether.exceptions import (
+    AgentError,
+    AuthenticationError,
+    MailboxClosedError,
+    UnknownMailboxError,
+    WireError,
+)
 
 __all__ = ['HybridExchange']
 
@@ -75,7 +85,7 @@ class _HybridTransport(_RedisTransport):
             raise
         self._served: dict[str, Deliver] = {}
         self._addresses: dict[str, tuple[str, int] | float] = {}
-        self._clients: dict[tuple[str, int], SyncClient] = {}
+        self._links: dict[tuple[str, int], Link] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
@@ -178,30 +188,54 @@ class _HybridTransport(_RedisTransport):
         self._addresses[dest] = address
         return address
 
-    def _client_for(self, address: tuple[str, int]) -> SyncClient:
-        client = self._clients.get(address)
-        if client is None:
+    def _link_for(self, address: tuple[str, int]) -> Link:
+        link = self._links.get(address)
+        if link is None or link.broken:
             with self._lock:
-                client = self._clients.get(address)
-                if client is None:
-                    client = SyncClient(
+                link = self._links.get(address)
+                if link is None or link.broken:
+                    link = open_link(
                         address[0],
                         address[1],
+                        AGENT_MESSAGE,
+                        self._reroute,
+                        self._link_broken,
                         secret=self.secret,
                         ssl=self._client_tls,
                         server_hostname=self.exchange.tls_server_name,
                         timeout=self.exchange.timeout,
                         client=f'agents pid {os.getpid()}',
                     )
-                    self._clients[address] = client
-        return client
+                    self._links[address] = link
+        return link
 
-    def _forget(self, dest: str, address: tuple[str, int] | None) -> None:
+    def _link_broken(self, link: Link) -> None:
+        with self._lock:
+            for address, known in list(self._links.items()):
+                if known is link:
+                    del self._links[address]
+                    # Mailboxes served there may have moved (a restarted agent).
+                    for dest, cached in list(self._addresses.items()):
+                        if cached == address:
+                            self._addresses.pop(dest, None)
+
+    def _reroute(self, dest: str, header: dict[str, Any], payloads: list[Any], why: str) -> None:
+        """A direct message that was refused or not acknowledged goes through Redis."""
+        logger.debug('direct message to %s rerouted through Redis: %s', dest, why)
         self._addresses.pop(dest, None)
-        if address is not None:
-            client = self._clients.pop(address, None)
-            if client is not None:
-                client.close()
+        self._push_envelope(dest, header, payloads)
+
+    def _push_envelope(self, dest: str, header: dict[str, Any], payloads: list[Any]) -> None:
+        sizes, buffers = flatten(payloads)
+        self.fallback_sends += 1
+        data = b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers])
+        try:
+            self.push(dest, data)
+        except (MailboxClosedError, UnknownMailboxError):
+            # The sender already returned: tell it here instead of raising.
+            self.answer_dropped(
+                dest, [decode(header, [memoryview(b) for b in buffers], self.codec)]
+            )
 
     def send(self, msg: Message) -> None:
         dest = msg.dest
@@ -214,12 +248,9 @@ class _HybridTransport(_RedisTransport):
         address = self._address(dest)
         if address is not None:
             try:
-                self._client_for(address).request(AGENT_MESSAGE, header, payloads, retry=False)
-                self.direct_sends += 1
-                return
-            except RemoteError as e:
-                logger.debug('direct send to %s refused (%s): falling back to Redis', dest, e)
-                self._addresses.pop(dest, None)
+                if self._link_for(address).send(dest, header, payloads):
+                    self.direct_sends += 1
+                    return
             except AuthenticationError as e:
                 logger.warning(
                     'direct send to %s at %s:%d refused authentication (%s): falling back '
@@ -228,14 +259,11 @@ class _HybridTransport(_RedisTransport):
                     *address,
                     e,
                 )
-                self._forget(dest, address)
+                self._addresses.pop(dest, None)
             except WireError as e:
                 level = logging.WARNING if isinstance(e.__cause__, ssl.SSLError) else logging.DEBUG
                 logger.log(level, 'direct send to %s failed (%s): falling back to Redis', dest, e)
-                self._forget(dest, address)
-        from tether._wire import encode_head
-        from tether._wire._frame import flatten
-
+                self._addresses.pop(dest, None)
         sizes, buffers = flatten(payloads)
         self.fallback_sends += 1
         self.push(dest, b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers]))
@@ -244,9 +272,11 @@ class _HybridTransport(_RedisTransport):
         for mailbox_id in list(self._served):
             self.unserve(mailbox_id)
         super().close()
-        for client in list(self._clients.values()):
-            client.close()
-        self._clients.clear()
+        with self._lock:
+            links = list(self._links.values())
+            self._links.clear()
+        for link in links:
+            link.close()
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
