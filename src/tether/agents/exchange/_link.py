@@ -2,11 +2,13 @@
 
 A sender writes each envelope and returns at once; it does not wait for the receiver's
 acknowledgement. A reader thread per link takes the acknowledgements as they come and
-forgets the messages they acknowledge. Whatever is not acknowledged when the link breaks
-(the receiver died, the network failed, an acknowledgement is overdue) or is refused by
-the receiver (it no longer serves that mailbox) is handed to ``reroute`` (the Redis
-mailbox), so a message is never lost between the two: at worst it arrives twice, and a
-receiver drops a request it has already seen (same sender and tag).
+forgets the messages they acknowledge (the receiver acknowledges a burst of messages
+with one frame naming the last of them; a refusal names its message). Whatever is not
+acknowledged when the link breaks (the receiver died, the network failed, an
+acknowledgement is overdue) or is refused by the receiver (it no longer serves that
+mailbox) is handed to ``reroute`` (the Redis mailbox), so a message is never lost
+between the two: at worst it arrives twice, and a receiver drops a request it has
+already seen (same sender and tag).
 
 At most ``window`` messages are in flight per link; a sender waits for room beyond that.
 """
@@ -113,10 +115,18 @@ class Link:
                             self._check_overdue()
                         continue
                 frame = conn.recv()
+                rid = frame.request_id
                 with self._room:
-                    item = self._inflight.pop(frame.request_id, None)
-                    self._room.notify()
-                if frame.type == ERROR and item is not None:
+                    if frame.type == ERROR:
+                        item = self._inflight.pop(rid, None)
+                    else:
+                        # An acknowledgement of N covers every message up to N.
+                        item = None
+                        inflight = self._inflight
+                        while inflight and next(iter(inflight)) <= rid:
+                            inflight.popitem(last=False)
+                    self._room.notify_all()
+                if item is not None:
                     why = str(frame.header.get('message', frame.header.get('code')))
                     self.reroute(item[0], item[1], item[2], why)
         except (OSError, ValueError, WireError) as e:

@@ -86,6 +86,7 @@ class _HybridTransport(_RedisTransport):
         self._served: dict[str, Deliver] = {}
         self._addresses: dict[str, tuple[str, int] | float] = {}
         self._links: dict[tuple[str, int], Link] = {}
+        self._acks: dict[WireConnection, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
@@ -151,7 +152,19 @@ class _HybridTransport(_RedisTransport):
         if deliver is None:
             return error_reply('not-here', f'mailbox {dest!r:.80} is not served here')
         deliver(decode(frame.header, frame.payloads, self.codec))
-        return (ACK, None, ())
+        # One acknowledgement per burst: frames of a connection are handled in order, so
+        # an ACK of request id N acknowledges every frame up to N. It is written once the
+        # loop has handled what the connection had buffered.
+        pending = self._acks.get(conn)
+        self._acks[conn] = frame.request_id
+        if pending is None:
+            asyncio.get_running_loop().call_soon(self._send_ack, conn)
+        return None
+
+    def _send_ack(self, conn: WireConnection) -> None:
+        rid = self._acks.pop(conn, None)
+        if rid is not None and not conn.transport.is_closing():
+            conn.transport.write(encode_head(ACK, None, (), rid))
 
     def unserve(self, mailbox_id: str) -> None:
         try:
