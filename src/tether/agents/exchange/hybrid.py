@@ -56,7 +56,10 @@ _UNPUBLISH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
-_NEGATIVE_TTL = 0.5
+# How long "no address" is believed: short, because an agent answers what waited in Redis
+# (a first ping ...) just before it publishes its address, and senders should switch to
+# the direct link soon after; one Redis GET per 50 ms per unreachable mailbox at most.
+_NEGATIVE_TTL = 0.05
 
 
 class _HybridListener(Listener):
