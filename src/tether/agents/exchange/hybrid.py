@@ -31,6 +31,7 @@ import secrets
 import ssl
 import threading
 import time
+import uuid
 from typing import Any
 
 from tether._wire import Connection as WireConnection
@@ -39,7 +40,12 @@ from tether._wire._frame import flatten
 from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener, Transport
 from tether.agents.exchange._link import Link, open_link
-from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange, _RedisTransport
+from tether.agents.exchange.redis import (
+    _DEFAULT_THRESHOLD,
+    _WAKE,
+    RedisExchange,
+    _RedisTransport,
+)
 from tether.exceptions import (
     AgentError,
     AuthenticationError,
@@ -62,15 +68,51 @@ return 1
 _NEGATIVE_TTL = 0.05
 
 
+class _Gate:
+    """Holds direct deliveries to a mailbox until its Redis listener reached a barrier.
+
+    Messages pushed to Redis before the mailbox was served directly are handed over
+    first; those that came directly meanwhile follow, in order.
+    """
+
+    def __init__(self, deliver: Deliver) -> None:
+        self.deliver = deliver
+        self.open = False
+        self.held: list[Any] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, item: Any) -> None:
+        if not self.open:
+            with self.lock:
+                if not self.open:
+                    self.held.append(item)
+                    return
+        self.deliver(item)
+
+    def release(self) -> None:
+        while True:
+            with self.lock:
+                if not self.held:
+                    self.open = True
+                    return
+                held, self.held = self.held, []
+            for item in held:
+                self.deliver(item)
+
+
 class _HybridListener(Listener):
-    def __init__(self, transport: _HybridTransport, mailbox_id: str, redis_listener: Any) -> None:
+    def __init__(
+        self, transport: _HybridTransport, mailbox_id: str, redis_listener: Any, gate: _Gate
+    ) -> None:
         self.transport = transport
         self.mailbox_id = mailbox_id
         self.redis_listener = redis_listener
+        self.gate = gate
 
     def close(self) -> None:
         self.transport.unserve(self.mailbox_id)
         self.redis_listener.close()
+        self.gate.release()  # nothing held is dropped (a stopping agent answers it)
 
 
 class _HybridTransport(_RedisTransport):
@@ -182,10 +224,16 @@ class _HybridTransport(_RedisTransport):
         # What waited in the mailbox is handed over before direct messages are taken, so
         # that messages sent before and after the agent came back keep their order.
         redis_listener.drained.wait(self.exchange.timeout)
+        # Direct deliveries wait behind a barrier at the tail of the Redis mailbox, so that
+        # what was sent through Redis before is handed over first (order is kept).
+        gate = _Gate(deliver)
+        token = _WAKE + b'barrier:' + uuid.uuid4().hex.encode()
+        redis_listener.barriers[token] = gate.release
         # Served first, published second: an address is never visible before it works.
-        self._served[mailbox_id] = deliver
+        self._served[mailbox_id] = gate
+        self.redis.execute('RPUSH', self.k('mb', mailbox_id), token)
         self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
-        return _HybridListener(self, mailbox_id, redis_listener)
+        return _HybridListener(self, mailbox_id, redis_listener, gate)
 
     # Sending ---------------------------------------------------------------------------
 

@@ -75,6 +75,9 @@ class _RedisListener(Listener):
         self.token = _WAKE + uuid.uuid4().hex.encode()
         self.stopping = threading.Event()
         self.drained = threading.Event()
+        # Marker entries pushed into the mailbox, and what to call when the listener
+        # reaches one (everything pushed before it has then been handed over).
+        self.barriers: dict[bytes, Any] = {}
         self.conn = transport.redis.connect(timeout=_BLOCK + 10)
         self.thread = threading.Thread(
             target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
@@ -117,6 +120,9 @@ class _RedisListener(Listener):
                 continue
             for data in batch:
                 if data.startswith(_WAKE):
+                    reached = self.barriers.pop(data, None)
+                    if reached is not None:
+                        reached()
                     continue
                 try:
                     self.deliver(decode_bytes(data, self.transport.codec))
