@@ -10,6 +10,7 @@ TetherError
  |    +-- ProxyResolveError              the factory of a proxy failed
  |         +-- ProxyResolveMissingKeyError  the object behind a store proxy is gone
  +-- SerializationError                  bytes could not become an object, or back
+ |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
  |    +-- NoConnectorMatchError          no MultiConnector policy accepts the object
@@ -21,7 +22,17 @@ TetherError
  |    |    +-- FutureAlreadySetError     set_result was called on a future already set
  |    |    +-- FutureTimeoutError        no result within the timeout (also a TimeoutError)
  |    +-- OwnershipError                 an ownership or borrowing rule was broken
- |    +-- LifetimeError                  a lifetime was used after it ended
+ |    |    |                             (also a RuntimeError)
+ |    |    +-- MutableBorrowError        a borrow conflicts with a mutable borrow
+ |    |    +-- ReferenceNotOwnedError    the call needs the owner, got a borrow
+ |    |    +-- ReferenceInvalidError     the proxy was moved to another process or dropped
+ |    |    +-- AlreadyOwnedError         into_owned() of an ownership proxy (also ValueError)
+ |    +-- LifetimeError                  a lifetime was used after it ended (also a
+ |    |    |                             RuntimeError)
+ |    |    +-- LifetimeArgumentError     invalid arguments to a lifetime (also ValueError)
+ |    +-- MissingCapabilityError         the connector lacks what the call needs (also a
+ |                                       NotImplementedError)
+ +-- InvalidArgumentError                arguments that cannot go together (also ValueError)
  +-- ConfigError                         a configuration is invalid or cannot be read
  |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
@@ -82,6 +93,7 @@ __all__ = [
     'AgentError',
     'AgentLaunchError',
     'AgentStateError',
+    'AlreadyOwnedError',
     'AuthenticationError',
     'BenchError',
     'ConfigError',
@@ -104,9 +116,13 @@ __all__ = [
     'FutureTimeoutError',
     'HammerError',
     'HarnessError',
+    'InvalidArgumentError',
+    'LifetimeArgumentError',
     'LifetimeError',
     'MailboxClosedError',
     'MessageRejectedError',
+    'MissingCapabilityError',
+    'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
     'OwnershipError',
@@ -117,8 +133,11 @@ __all__ = [
     'ProxyError',
     'ProxyResolveError',
     'ProxyResolveMissingKeyError',
+    'ReferenceInvalidError',
+    'ReferenceNotOwnedError',
     'RemoteError',
     'SerializationError',
+    'SerializerOutputError',
     'ServerStartError',
     'StoreError',
     'StoreExistsError',
@@ -335,12 +354,63 @@ class FutureTimeoutError(FutureError, TimeoutError):
     """A future's result was not set within the timeout (the producer may have died)."""
 
 
-class OwnershipError(StoreError):
-    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken."""
+class OwnershipError(StoreError, RuntimeError):
+    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken.
+
+    Also a :class:`RuntimeError` (what ProxyStore raised when an owner went out of scope
+    while borrowed).
+    """
 
 
-class LifetimeError(StoreError):
-    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended."""
+class LifetimeError(StoreError, RuntimeError):
+    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended.
+
+    Also a :class:`RuntimeError`, as ProxyStore's was.
+    """
+
+
+# ProxyStore compatibility (issue 9): finer classes, each also the builtin ProxyStore
+# raised in its place, so ported ``except`` clauses keep catching them. --------------------
+
+
+class InvalidArgumentError(TetherError, ValueError):
+    """Arguments that cannot go together or are out of range (also a :class:`ValueError`).
+
+    For example ``store.proxy(obj, evict=True, lifetime=lt)``, or a sampling filter's
+    probability outside ``[0, 1]``.
+    """
+
+
+class MissingCapabilityError(StoreError, NotImplementedError):
+    """The store's connector lacks what the call needs (also a :class:`NotImplementedError`).
+
+    For example :meth:`Store.future() <tether.store.Store.future>` over a connector that
+    cannot reserve keys (``new_key``/``set``).
+    """
+
+
+class SerializerOutputError(SerializationError, TypeError):
+    """A custom serializer returned something other than bytes (also a :class:`TypeError`)."""
+
+
+class MutableBorrowError(OwnershipError):
+    """A borrow conflicts with a mutable borrow (or a mutable borrow with any borrow)."""
+
+
+class ReferenceNotOwnedError(OwnershipError):
+    """The call needs the owner (an ``OwnedProxy``) and got a borrow or a plain proxy."""
+
+
+class ReferenceInvalidError(OwnershipError):
+    """The ownership proxy is no longer valid: it was moved to another process or dropped."""
+
+
+class AlreadyOwnedError(OwnershipError, ValueError):
+    """``into_owned()`` of a proxy that already is an ownership proxy (also a ValueError)."""
+
+
+class LifetimeArgumentError(LifetimeError, ValueError):
+    """A lifetime was called with invalid arguments (also a :class:`ValueError`)."""
 
 
 # Agents (tether.agents, issue 11) -------------------------------------------------------

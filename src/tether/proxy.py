@@ -43,6 +43,7 @@ from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
     'Proxy',
+    'ProxyLocker',
     'ProxyOr',
     'extract',
     'get_factory',
@@ -109,6 +110,14 @@ class Proxy(Generic[T]):
         target_class: The class of the target, if known, so that ``isinstance`` and
             ``__class__`` do not resolve the proxy.
         target_hash: The hash of the target, if known, so that ``hash`` does not resolve.
+        target: The target, if already at hand: the proxy starts resolved (the factory
+            still travels when it is pickled).
+        cache_defaults: With ``target``, take ``target_class`` and ``target_hash`` from
+            it, so that an unpickled copy answers ``isinstance`` and ``hash`` unresolved.
+
+    A subclass may define its own methods, properties, class attributes and slots: those
+    names are served by the proxy, every other name is forwarded to the target. (The
+    pickled form of a proxy is a plain :class:`Proxy`.)
 
     Raises:
         ProxyResolveError: (on first use) when the factory raises; the factory's error
@@ -125,6 +134,8 @@ class Proxy(Generic[T]):
         *,
         target_class: type | None = None,
         target_hash: int | None = None,
+        target: Any = _MISSING,
+        cache_defaults: bool = False,
     ) -> None:
         if not callable(factory):
             raise TypeError(f'Proxy factory must be callable, got {type(factory).__name__}')
@@ -135,6 +146,12 @@ class Proxy(Generic[T]):
         _set(self, '__proxy_lock__', threading.Lock())
         _set(self, '__proxy_pending__', None)
         _set(self, '__proxy_trace__', None)
+        if target is not _MISSING:
+            _preset_target(self, target, cache_defaults)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _serve_own_names(cls)
 
     # Attribute access ------------------------------------------------------------------
 
@@ -566,3 +583,94 @@ def _target_hash(obj: Any) -> Any:
         return hash(obj)
     except TypeError:
         return _UNHASHABLE
+
+
+def _preset_target(proxy: Proxy[Any], target: Any, cache_defaults: bool) -> None:
+    _set(proxy, '__proxy_target__', target)
+    if cache_defaults:
+        if _get_class(proxy) is None:
+            _set(proxy, '__proxy_class__', type(target))
+        if _get_hash(proxy) is None:
+            _set(proxy, '__proxy_hash__', _target_hash(target))
+
+
+def _own_names(cls: type) -> frozenset[str]:
+    """The non-dunder names a proxy subclass (and its proxy bases) define themselves."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is Proxy or not (isinstance(klass, type) and issubclass(klass, Proxy)):
+            continue
+        names.update(n for n in vars(klass) if not (n.startswith('__') and n.endswith('__')))
+    return frozenset(names)
+
+
+def _serve_own_names(cls: type) -> None:
+    """Let a proxy subclass serve its own attributes instead of forwarding them.
+
+    Plain proxies pay nothing: the lookup is installed only on subclasses that define
+    names of their own and do not define ``__getattribute__``/``__setattr__`` themselves.
+    """
+    own = _own_names(cls)
+    if not own:
+        return
+    namespace = vars(cls)
+    if '__getattribute__' not in namespace:
+
+        def __getattribute__(self: Proxy[Any], name: str) -> Any:  # noqa: N807
+            if name in own:
+                return object.__getattribute__(self, name)
+            return super(cls, self).__getattribute__(name)  # type: ignore[arg-type]
+
+        cls.__getattribute__ = __getattribute__  # type: ignore[method-assign,assignment]
+    if '__setattr__' not in namespace:
+
+        def __setattr__(self: Proxy[Any], name: str, value: Any) -> None:  # noqa: N807
+            if name in own:
+                object.__setattr__(self, name, value)
+            else:
+                super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+        cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+    if '__delattr__' not in namespace:
+
+        def __delattr__(self: Proxy[Any], name: str) -> None:  # noqa: N807
+            if name in own:
+                object.__delattr__(self, name)
+            else:
+                super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+        cls.__delattr__ = __delattr__  # type: ignore[method-assign,assignment]
+
+
+class ProxyLocker(Generic[T]):
+    """Holds a proxy so that nothing can use (and so resolve) it by accident.
+
+    Every attribute of the locker is refused except :meth:`unlock`, which hands the proxy
+    back. Pickling a locker pickles the proxy (never its target).
+
+    Args:
+        proxy: The proxy to lock.
+    """
+
+    __slots__ = ('_proxy',)
+
+    def __init__(self, proxy: Proxy[T]) -> None:
+        object.__setattr__(self, '_proxy', proxy)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == '_proxy':
+            raise AttributeError('a ProxyLocker hides its proxy: call unlock() to get it')
+        return object.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        return 'ProxyLocker(<locked proxy>)'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProxyLocker, (self.unlock(),))
+
+    def unlock(self) -> Proxy[T]:
+        """Return the locked proxy (unresolved if it was)."""
+        return cast(Proxy[T], _locker_proxy(self))
+
+
+_locker_proxy = cast(Callable[[ProxyLocker[Any]], Any], ProxyLocker._proxy.__get__)  # type: ignore[attr-defined]

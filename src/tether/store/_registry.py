@@ -21,11 +21,12 @@ def register_store(store: Store[Any], exist_ok: bool = False) -> None:
     """Register ``store`` in this process under its name.
 
     Raises:
-        StoreExistsError: if another store has that name and ``exist_ok`` is false.
+        StoreExistsError: if a store of that name (this one included: registering twice
+            is a mistake, as in ProxyStore) is registered and ``exist_ok`` is false.
     """
     with _lock:
         current = _stores.get(store.name)
-        if current is not None and current is not store and not exist_ok:
+        if current is not None and not exist_ok:
             raise StoreExistsError(
                 f'a store named {store.name!r} is already registered in this process; '
                 'unregister it first or pick another name',

@@ -29,7 +29,15 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tether.exceptions import OwnershipError, StoreError
+from tether.exceptions import (
+    AlreadyOwnedError,
+    MissingCapabilityError,
+    MutableBorrowError,
+    OwnershipError,
+    ReferenceInvalidError,
+    ReferenceNotOwnedError,
+    StoreError,
+)
 from tether.proxy import (
     _LOCAL_NAMES,
     Proxy,
@@ -51,9 +59,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     'BaseRefProxy',
+    'BaseRefProxyError',
+    'MutableBorrowError',
     'OwnedProxy',
     'RefMutProxy',
     'RefProxy',
+    'ReferenceInvalidError',
+    'ReferenceNotOwnedError',
     'borrow',
     'clone',
     'drop',
@@ -61,6 +73,9 @@ __all__ = [
     'mut_borrow',
     'update',
 ]
+
+BaseRefProxyError = OwnershipError
+"""ProxyStore's name for the base of the ownership errors."""
 
 logger = logging.getLogger(__name__)
 
@@ -293,12 +308,12 @@ def _rebuild(
 
 def _check_state(proxy: Proxy[Any], state: _OwnerState, what: str) -> None:
     if state.moved:
-        raise OwnershipError(
+        raise ReferenceInvalidError(
             f'cannot {what} {_describe(proxy)}: its ownership was moved to another process '
             '(it was pickled); use the copy that was sent',
         )
     if state.dropped:
-        raise OwnershipError(f'cannot {what} {_describe(proxy)}: it was dropped')
+        raise ReferenceInvalidError(f'cannot {what} {_describe(proxy)}: it was dropped')
 
 
 def _check_usable(proxy: OwnedProxy[Any], what: str) -> None:
@@ -311,7 +326,7 @@ def _check_mutable(proxy: OwnedProxy[Any]) -> None:
     state: _OwnerState = _get_state(proxy)
     _check_state(proxy, state, 'mutate')
     if state.refs or state.mut:
-        raise OwnershipError(
+        raise MutableBorrowError(
             f'cannot mutate {_describe(proxy)} while it is borrowed ({state.refs} shared, '
             f'{int(state.mut)} mutable borrows)',
         )
@@ -326,7 +341,7 @@ def _read_only(proxy: RefProxy[Any]) -> None:
 
 def _owner_state(proxy: Any, fn: str) -> _OwnerState:
     if not isinstance(proxy, OwnedProxy):
-        raise OwnershipError(
+        raise ReferenceNotOwnedError(
             f'{fn}() needs an OwnedProxy, got {type(proxy).__name__} '
             '(make one with store.owned_proxy() or into_owned())',
         )
@@ -397,7 +412,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
     with state.lock:
         _check_state(proxy, state, 'borrow')
         if state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot borrow {_describe(proxy)}: it is mutably borrowed (a RefMutProxy '
                 'exists); wait until that borrow ends',
             )
@@ -416,7 +431,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
     with state.lock:
         _check_state(proxy, state, 'mutably borrow')
         if state.refs or state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot mutably borrow {_describe(proxy)}: it is already borrowed '
                 f'({state.refs} shared, {int(state.mut)} mutable borrows)',
             )
@@ -434,19 +449,22 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     state = _owner_state(proxy, 'clone')
     _check_state(proxy, state, 'clone')
     if state.mut:
-        raise OwnershipError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
+        raise MutableBorrowError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
     return _make_owned(_store_of(proxy), extract(proxy))
 
 
-def into_owned(proxy: Proxy[T]) -> OwnedProxy[T]:
+def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T]:
     """Turn a plain store proxy into the owner of its object.
+
+    With ``populate_target`` (the default) the owner shares the proxy's target if that
+    is resolved; with ``False`` the owner starts unresolved.
 
     Raises:
         OwnershipError: if ``proxy`` is already an ownership proxy.
         StoreError: if it is not a store proxy.
     """
     if isinstance(proxy, BaseRefProxy):
-        raise OwnershipError(
+        raise AlreadyOwnedError(
             f'into_owned() needs a plain store proxy, got a {type(proxy).__name__} '
             '(borrows cannot become owners; clone() the owner instead)',
         )
@@ -460,7 +478,10 @@ def into_owned(proxy: Proxy[T]) -> OwnedProxy[T]:
         store=factory.get_store(),
     )
     owned: OwnedProxy[T] = OwnedProxy(owned_factory, target_class=_get_class(proxy))
-    _copy_metadata(proxy, owned)
+    if populate_target:
+        _copy_metadata(proxy, owned)
+    else:
+        _set_target_metadata(owned, _MISSING_TARGET, _get_hash(proxy))
     return owned
 
 
@@ -475,7 +496,7 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
     if isinstance(proxy, OwnedProxy):
         _check_mutable(proxy)
     elif not isinstance(proxy, RefMutProxy):
-        raise OwnershipError(
+        raise ReferenceNotOwnedError(
             f'update() needs an OwnedProxy or a RefMutProxy, got {type(proxy).__name__}',
         )
     if not is_resolved(proxy):
@@ -484,7 +505,7 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
     store = _store_of(proxy)
     setter = getattr(store.connector, 'set', None)
     if setter is None:
-        raise StoreError(
+        raise MissingCapabilityError(
             f'store {store.name!r} ({store.connector!r}) cannot overwrite objects: its '
             'connector has no set()',
         )
@@ -503,7 +524,7 @@ def drop(proxy: OwnedProxy[Any]) -> None:
     with state.lock:
         _check_state(proxy, state, 'drop')
         if state.refs or state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot drop {_describe(proxy)} while it is borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows)',
             )
