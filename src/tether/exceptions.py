@@ -63,6 +63,7 @@ TetherError
  |    |                                  TimeoutError); the action was cancelled
  |    +-- AgentLaunchError               an agent could not be launched, or failed for good
  |    +-- AgentStateError                an agent's persistent state cannot be read
+ |    +-- AgentCrashedError              the agent's process died while it held the request
  +-- BenchError                          the benchmark suite (tether.bench) failed
  |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
  |    +-- TaskDependencyError            a task's input task failed, so it never ran
@@ -93,6 +94,7 @@ from __future__ import annotations
 __all__ = [
     'ActionError',
     'ActionTimeoutError',
+    'AgentCrashedError',
     'AgentError',
     'AgentLaunchError',
     'AgentStateError',
@@ -472,6 +474,14 @@ class AgentLaunchError(AgentError):
 
 class AgentStateError(AgentError):
     """An agent's persistent state cannot be read or written."""
+
+
+class AgentCrashedError(AgentError):
+    """The agent's process died while it held the request (the action may have partly run).
+
+    Sent to the caller by the agent's launcher (or by the restarted agent) for every
+    request the dead process had accepted and not answered; it is never re-run.
+    """
 
 
 # Test helpers (tether.testing) ----------------------------------------------------------
