@@ -54,6 +54,10 @@ class FutureFactory(StoreFactory[T]):
 
     __slots__ = ('poll_interval', 'poll_max', 'timeout')
 
+    resolve_may_block = True
+    """Resolving waits for the producer: metadata queries on an unresolved proxy of
+    unknown class answer for the proxy instead of waiting (see :mod:`tether.proxy`)."""
+
     def __init__(
         self,
         key: Any,
@@ -228,8 +232,11 @@ class Future(Generic[T]):
         """Return a proxy that, on first use, waits for the result and becomes it.
 
         Args:
-            target_class: The class the result will have, if known. Engines that inspect
-                task arguments at submission (Dask calls ``isinstance`` on them) then do
-                not wait for the result while submitting.
+            target_class: The class the result will have, if known, so that
+                ``isinstance`` answers for it before the result is set. Without it,
+                nothing waits for the result before the proxy is used: while it is
+                unresolved, ``isinstance(p, C)`` answers for a :class:`~tether.proxy.Proxy`
+                (false for the result's class), so engines that inspect task arguments
+                at submission (Dask's ``tokenize`` calls ``isinstance``) never block.
         """
         return Proxy(self._factory, target_class=target_class)

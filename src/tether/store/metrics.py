@@ -86,11 +86,16 @@ class StoreMetrics:
         return m
 
     def get_metrics(self, key_or_proxy: Any) -> Metrics | None:
-        """Return the metrics of a key (or of the key behind a store proxy)."""
+        """Return the metrics of a key (or of the key behind a store proxy of any target).
+
+        Does not resolve a proxy.
+        """
+        from tether.proxy import Proxy
         from tether.store.utils import get_key
 
         key = key_or_proxy
-        if not isinstance(key, tuple):
+        # Proxy first, by type(): a proxy of a tuple is not a key (and must not resolve).
+        if issubclass(type(key_or_proxy), Proxy):
             key = get_key(key_or_proxy)
         with self._lock:
             m = self._keys.get(key)
