@@ -612,3 +612,5 @@ def _target_hash(obj: Any) -> Any:
         return hash(obj)
     except TypeError:
         return _UNHASHABLE
+    except Exception:
+        return None  # hashing failed for another reason: unknown, hash() resolves

@@ -149,15 +149,19 @@ def _make_proxy(
     *,
     owned: bool,
     lifetime: Any = None,
+    populate_target: bool | None = None,
 ) -> Proxy[Any]:
     if parts is not None and store.serializer is None:
         proxy: Proxy[Any] = store.proxy_serialized(
-            obj, parts, lifetime=None if owned else lifetime
+            obj,
+            parts,
+            lifetime=None if owned else lifetime,
+            populate_target=populate_target,
         )
         return into_owned(proxy) if owned else proxy
     if owned:
-        return store.owned_proxy(obj)  # type: ignore[no-any-return]
-    return store.proxy(obj, lifetime=lifetime)
+        return store.owned_proxy(obj, populate_target=populate_target)  # type: ignore[no-any-return]
+    return store.proxy(obj, lifetime=lifetime, populate_target=populate_target)
 
 
 def _walk(obj: Any, nested: bool, visit: Callable[[Any], Any]) -> Any:
@@ -197,16 +201,24 @@ class _TaskWrapper:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.function(*args, **kwargs)
         store = get_or_create_store(self.store_config)
+        populate: bool | None = None
         if self.ownership:
             # A borrow of an argument in the result would outlive its object (evicted
             # when the task completes): hand back an owned copy instead.
-            result = _own_borrows(result, store)
+            owned = _own_borrows(result, store)
+            if owned is not result:
+                # Storing a result that holds those owners moves them into the store:
+                # the local object then holds moved owners, so it must not be the
+                # proxy's target; the proxy resolves from the store.
+                result, populate = owned, False
 
         def visit(obj: Any) -> Any:
             proxy, parts = _decide(self.should_proxy, obj)
             if not proxy:
                 return obj
-            return _make_proxy(store, obj, parts, owned=self.ownership)
+            return _make_proxy(
+                store, obj, parts, owned=self.ownership, populate_target=populate
+            )
 
         return _walk(result, self.nested, visit)
 

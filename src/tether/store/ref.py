@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
@@ -512,6 +513,8 @@ def _store_of(proxy: Proxy[Any]) -> Store[Any]:
 
 
 def _evict_target(proxy: Proxy[Any]) -> None:
+    if sys.is_finalizing():
+        return  # interpreter shutdown: modules are going away, nothing can be reached
     try:
         factory = get_factory(proxy)
         if isinstance(factory, StoreFactory):
