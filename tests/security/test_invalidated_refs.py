@@ -32,8 +32,8 @@ USES: list[tuple[str, Callable[[Any], Any]]] = [
     ('iter', lambda p: list(iter(p))),
     ('contains', lambda p: 1 in p),
     ('getitem', lambda p: p[0]),
-    ('add', lambda p: p + [4]),
-    ('radd', lambda p: [0] + p),
+    ('add', lambda p: operator.add(p, [4])),
+    ('radd', lambda p: operator.add([0], p)),
     ('mul', lambda p: p * 2),
     ('bool', bool),
     ('str', str),
@@ -91,9 +91,7 @@ def test_sent_mutable_borrow_cannot_mutate(store: Store[Any]) -> None:
 
 
 @pytest.mark.parametrize(('name', 'use'), USES, ids=[u[0] for u in USES])
-def test_borrow_after_its_task_finished_raises(
-    store: Store[Any], name: str, use: Any
-) -> None:
+def test_borrow_after_its_task_finished_raises(store: Store[Any], name: str, use: Any) -> None:
     owner = store.owned_proxy([1, 2, 3])
     ref = borrow(owner)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

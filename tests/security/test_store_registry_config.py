@@ -59,4 +59,5 @@ def test_difference_is_described(tmp_path: Path, redis_connector: Any) -> None:
     ):
         text = _describe_difference(f.config(), r.config())
         assert 'connector_type' in text
-        assert 'FileConnector' in text and 'RedisConnector' in text
+        assert 'FileConnector' in text
+        assert 'RedisConnector' in text

@@ -216,9 +216,7 @@ class _TaskWrapper:
             proxy, parts = _decide(self.should_proxy, obj)
             if not proxy:
                 return obj
-            return _make_proxy(
-                store, obj, parts, owned=self.ownership, populate_target=populate
-            )
+            return _make_proxy(store, obj, parts, owned=self.ownership, populate_target=populate)
 
         return _walk(result, self.nested, visit)
 
