@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tether.exceptions import NonProxiableTypeError
+from tether.exceptions import NonProxiableTypeError, SerializationError
 from tether.proxy import Proxy, extract, get_factory
 from tether.serialize import BytesLike, serialize_parts
 from tether.store._registry import get_or_create_store
@@ -216,7 +216,12 @@ class _TaskWrapper:
             proxy, parts = _decide(self.should_proxy, obj)
             if not proxy:
                 return obj
-            return _make_proxy(store, obj, parts, owned=self.ownership, populate_target=populate)
+            try:
+                return _make_proxy(
+                    store, obj, parts, owned=self.ownership, populate_target=populate
+                )
+            except SerializationError:
+                return obj  # not proxiable: returned as it is, as for arguments
 
         return _walk(result, self.nested, visit)
 
@@ -329,7 +334,9 @@ class StoreExecutor(concurrent.futures.Executor):
                 task.borrows.append(ref)
                 return ref
             return _make_proxy(self.store, obj, parts, owned=False, lifetime=task.lifetime)
-        except NonProxiableTypeError:
+        except (NonProxiableTypeError, SerializationError):
+            # Not proxiable (cannot be serialized): pass it as it is; a thread pool takes
+            # it, an engine that must pickle it says why it cannot.
             return obj
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Any:
