@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from typing import Any
 
 from tether.connectors.local import LocalConnector
 from tether.store import Store
@@ -38,8 +37,10 @@ def test_unpicklable_arguments_with_a_thread_pool() -> None:
 
 
 def test_large_arguments_are_still_proxied() -> None:
-    with Store('size-policy-large', LocalConnector()) as store:
-        with StoreExecutor(
+    with (
+        Store('size-policy-large', LocalConnector()) as store,
+        StoreExecutor(
             concurrent.futures.ThreadPoolExecutor(1), store, ProxySize(100), close_store=False
-        ) as executor:
-            assert executor.submit(sum, list(range(1000))).result() == 499500
+        ) as executor,
+    ):
+        assert executor.submit(sum, list(range(1000))).result() == 499500
