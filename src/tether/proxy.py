@@ -21,9 +21,10 @@ What resolves a proxy, and what does not (this is a tested contract):
   ``p.__module__`` (store proxies know the target's class), ``hash(p)`` (store proxies know
   the hash of hashable targets; unhashable targets raise ``TypeError`` without resolving);
   a proxy whose factory may wait on another task (``resolve_may_block``: a future's
-  proxy) never resolves for ``isinstance``/``__class__``/``__module__``: while its class
-  is unknown and it is unresolved, it answers as what it is, a :class:`Proxy` (so
-  ``isinstance(p, str)`` is false until it resolves, and ``isinstance(p, Proxy)`` true);
+  proxy, in the process that made the future) never waits for ``isinstance``,
+  ``__class__`` or ``__module__``: while its class is unknown and resolving would wait,
+  it answers as what it is, a :class:`Proxy` (``isinstance(p, str)`` false,
+  ``isinstance(p, Proxy)`` true); once the result is set it resolves and answers for it;
 * always resolve: attribute access, method calls, operators, ``str``, ``format``, ``bool``,
   ``len``, iteration, comparisons, ``dir``.
 
@@ -420,14 +421,19 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
 
 
 def _may_block(proxy: Proxy[Any]) -> bool:
-    """Whether resolving ``proxy`` may wait on another task (a future not set yet).
+    """Whether resolving ``proxy`` now would wait on another task (a future not set yet).
 
-    Factories say so with a true ``resolve_may_block`` attribute (the factories of
-    :meth:`tether.store.future.Future.proxy` do). Metadata queries (``__class__``,
-    ``isinstance``, ``__module__``) on such an unresolved proxy of unknown class answer
-    for the proxy itself instead of waiting.
+    Factories say that resolving may wait with a true ``resolve_may_block`` attribute,
+    and may offer ``ready()`` (true once resolving would not wait). The factories of
+    :meth:`tether.store.future.Future.proxy` do, in the process that made the future.
+    Metadata queries (``__class__``, ``isinstance``, ``__module__``) on such an
+    unresolved proxy of unknown class answer for the proxy itself instead of waiting.
     """
-    return bool(getattr(_get_factory(proxy), 'resolve_may_block', False))
+    factory = _get_factory(proxy)
+    if not getattr(factory, 'resolve_may_block', False):
+        return False
+    ready = getattr(factory, 'ready', None)
+    return ready is None or not ready()
 
 
 def _binary(op: Callable[[Any, Any], Any]) -> tuple[Any, Any]:

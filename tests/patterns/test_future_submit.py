@@ -1,9 +1,11 @@
 """Issue 8 item 13: nothing an engine does at submit time blocks on a future's proxy.
 
 Dask's ``tokenize`` (an ``isinstance`` on each argument), ``type()``, ``sizeof`` and
-pickling must not wait for a result that a task not yet submitted would set. Decision: an
-unresolved proxy of a future whose class was not given answers ``isinstance`` for what it
-is, a ``Proxy``; once resolved, for the result's class (docs/patterns/futures.md).
+pickling must not wait for a result that a task not yet submitted would set. Decision: in
+the process that made the future, an unresolved proxy whose class was not given answers
+``isinstance`` for what it is, a ``Proxy``, while the result is not set, and for the
+result once it is; a copy unpickled elsewhere (a consumer's) waits for the result, as any
+proxy of unknown class does (docs/patterns/futures.md).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import pickle
 import sys
 from typing import Any
+
+import pytest
 
 from tests.patterns import _tasks
 from tether.proxy import Proxy, is_resolved
@@ -33,18 +37,26 @@ def test_metadata_queries_do_not_wait(store: Store[Any]) -> None:
     assert sizeof(proxy) > 0
     assert sys.getsizeof(proxy) > 0
     assert 'unresolved' in repr(proxy)
-    copy = pickle.loads(pickle.dumps(proxy))
-    assert not isinstance(copy, str)
+    data = pickle.dumps(proxy)
     assert not is_resolved(proxy)
     future.set_result('value')
-    # Still unresolved: the answer does not depend on timing, only on resolution.
-    assert not isinstance(proxy, str)
-    assert proxy == 'value'
+    # Resolving no longer waits: the proxy answers for the result.
     assert isinstance(proxy, str)
     assert proxy.__class__ is str
-    assert isinstance(copy, Proxy)
-    assert copy.upper() == 'VALUE'
-    assert isinstance(copy, str)
+    assert proxy == 'value'
+    # A consumer's copy resolves to answer (it would wait if the result were not set).
+    received = pickle.loads(data)
+    assert isinstance(received, str)
+    assert received.upper() == 'VALUE'
+
+
+def test_a_consumer_copy_waits_for_isinstance(store: Store[Any]) -> None:
+    from tether.exceptions import FutureTimeoutError
+
+    future = store.future(timeout=0.2)
+    received = pickle.loads(pickle.dumps(future.proxy()))
+    with pytest.raises(FutureTimeoutError):
+        isinstance(received, str)
 
 
 def test_consumer_submitted_before_producer_on_dask(store: Store[Any], dask_client: Any) -> None:

@@ -513,8 +513,6 @@ def _store_of(proxy: Proxy[Any]) -> Store[Any]:
 
 
 def _evict_target(proxy: Proxy[Any]) -> None:
-    if sys.is_finalizing():
-        return  # interpreter shutdown: modules are going away, nothing can be reached
     try:
         factory = get_factory(proxy)
         if isinstance(factory, StoreFactory):
@@ -522,6 +520,8 @@ def _evict_target(proxy: Proxy[Any]) -> None:
             if not store.closed:
                 store.evict(factory.key)
     except Exception:  # pragma: no cover - backend gone, interpreter shutdown
+        if sys.is_finalizing():
+            return  # modules are being torn down: nothing more can be reached
         logger.exception('could not evict the object of %s', _describe(proxy))
 
 
