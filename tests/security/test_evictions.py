@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -137,4 +138,24 @@ def test_task_returning_its_argument(
         assert value == [1, 2, 3]
         del result, value
         gc.collect()
+    assert count_keys(redis_client, unique_prefix) == 0
+
+
+@pytest.mark.parametrize('pool_kind', ['thread', 'process'])
+def test_task_returning_its_argument_without_ownership(
+    redis_store: Store[Any],
+    redis_client: Any,
+    unique_prefix: str,
+    pool_kind: str,
+) -> None:
+    pool: concurrent.futures.Executor = (
+        concurrent.futures.ThreadPoolExecutor(1)
+        if pool_kind == 'thread'
+        else concurrent.futures.ProcessPoolExecutor(1)
+    )
+    with StoreExecutor(pool, redis_store, ProxyType(list), ownership=False) as executor:
+        result = executor.submit(_identity, [1, 2, 3]).result()
+        assert isinstance(result, Proxy)
+        # A fresh copy reads from the store: the object must still be there.
+        assert pickle.loads(pickle.dumps(result)) == [1, 2, 3]
     assert count_keys(redis_client, unique_prefix) == 0

@@ -246,6 +246,12 @@ def _own_borrows(obj: Any, store: Store[Any], depth: int = 0) -> Any:
     return obj
 
 
+def _keep_out_of(lifetime: ContextLifetime, keys: list[Any]) -> None:
+    """Detach ``keys`` from ``lifetime`` (it will not evict them when it ends)."""
+    with lifetime._lock:
+        lifetime._keys = [(s, k) for s, k in lifetime._keys if k not in keys]
+
+
 class _Task:
     """What the executor keeps for one task until its future completes."""
 
@@ -383,11 +389,11 @@ class StoreExecutor(concurrent.futures.Executor):
 
     def _done(self, future: Any, task: _Task) -> None:
         try:
-            self._record_results(future)
+            self._record_results(future, task)
         finally:
             self._finish(task)
 
-    def _record_results(self, future: Any) -> None:
+    def _record_results(self, future: Any, task: _Task) -> None:
         if self.ownership or not self.proxy_results:
             return
         try:
@@ -397,6 +403,8 @@ class StoreExecutor(concurrent.futures.Executor):
         except Exception:  # pragma: no cover - engine-specific failure
             return
 
+        keys: list[Any] = []
+
         def visit(obj: Any) -> Any:
             if isinstance(obj, Proxy):
                 factory = get_factory(obj)
@@ -404,11 +412,18 @@ class StoreExecutor(concurrent.futures.Executor):
                     isinstance(factory, StoreFactory)
                     and factory.store_config.name == self.store.name
                 ):
-                    self._results.add_key(factory.key, store=self.store)
+                    keys.append(factory.key)
             return obj
 
+        _walk(result, self.proxy_nested, visit)
+        if not keys:
+            return
+        if task.lifetime is not None:
+            # A task that returned its argument: the object is a result now, evicted with
+            # the results (at shutdown), not when the task completes.
+            _keep_out_of(task.lifetime, keys)
         try:
-            _walk(result, self.proxy_nested, visit)
+            self._results.add_key(*keys, store=self.store)
         except Exception:  # pragma: no cover - lifetime already closed at shutdown
             logger.debug('result of %r arrived after shutdown', future)
 
