@@ -37,7 +37,7 @@ from tether._wire._handshake import (
     hello_header,
     parse_hello,
 )
-from tether._wire._proto import FrameProtocol
+from tether._wire._proto import FrameMemory, FrameProtocol
 from tether.exceptions import (
     AuthenticationError,
     FrameTooLargeError,
@@ -203,7 +203,7 @@ async def _server_handshake(
 
 class _ServerProtocol(FrameProtocol):
     def __init__(self, server: Server) -> None:
-        super().__init__(HANDSHAKE_LIMITS, None, server.alloc)
+        super().__init__(HANDSHAKE_LIMITS, None, server.alloc, server.memory)
         self.server = server
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -227,6 +227,9 @@ class Server:
         name: Name used in log and error messages.
         alloc: Allocates the buffer of each received payload (default ``bytearray``);
             pass a pool to reuse memory.
+        memory: Allocates each frame's payloads against a budget instead of ``alloc``,
+            and is told when each frame is done with, including frames of connections
+            that died midway (see :class:`~tether._wire._proto.FrameMemory`).
     """
 
     def __init__(
@@ -240,9 +243,12 @@ class Server:
         limits: Limits | None = None,
         name: str = 'tether server',
         alloc: Callable[[int], bytearray] = bytearray,
+        memory: FrameMemory | None = None,
     ) -> None:
         self.handler = handler
         self.alloc = alloc
+        self.memory = memory
+        self.frame_timeouts = 0
         self.host = host
         self.port = port
         self.secret = secret if callable(secret) else _auth.as_secret(secret)
@@ -321,6 +327,14 @@ class Server:
         finally:
             self.connections.discard(conn)
             conn.transport.close()
+            # Frames received but never handled, and a partial one, are given back now:
+            # a connection that died mid-frame leaves nothing allocated behind.
+            conn.protocol.release_all()
+            if conn.protocol.stalled:
+                self.frame_timeouts += 1
+                logger.info(
+                    '%s: dropped %s, stalled in the middle of a frame', self.name, conn.peer
+                )
 
     async def _serve(self, conn: Connection) -> None:
         while True:
@@ -340,6 +354,9 @@ class Server:
             except Exception as e:
                 logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
                 reply = error_reply('internal', f'{self.name} failed: {e!r}')
+            finally:
+                if self.memory is not None:
+                    self.memory.release(frame.payloads)
             rid = frame.request_id
             # Drop our references to the request and reply buffers before waiting for the
             # next frame, so that the application sees when it holds the last reference.

@@ -61,12 +61,16 @@ class Limits:
         max_payloads: Most payloads in one frame.
         max_frame: Largest sum of payload lengths in one frame, in bytes.
         handshake_timeout: Seconds the whole handshake may take.
+        frame_timeout: Seconds a partly received frame may go without any new byte
+            before the connection is dropped (``None``: no limit). Waiting between frames
+            is not bounded by it.
     """
 
     max_header: int = 1 << 20
     max_payloads: int = 1 << 16
     max_frame: int = 1 << 36
     handshake_timeout: float = 10.0
+    frame_timeout: float | None = 60.0
 
 
 @dataclasses.dataclass(slots=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from tether._wire._frame import (
     PREFIX,
@@ -27,10 +27,41 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = ['FrameProtocol']
+__all__ = ['FrameMemory', 'FrameProtocol', 'PayloadSink']
 
 _SCRATCH = 64 * 1024
+_STAGE = 1 << 20
 _MAX_QUEUED = 8
+
+
+class PayloadSink(Protocol):
+    """Where a payload too large for memory is written as it arrives (a spill file)."""
+
+    def __len__(self) -> int:
+        """The payload's size."""
+
+    def write(self, data: memoryview) -> None:
+        """Append the next received bytes."""
+
+
+class FrameMemory(Protocol):
+    """Accounts for the memory of frames being received (a server's budget).
+
+    :meth:`allocate` is called once per frame, as soon as its payload sizes are known and
+    before anything is allocated; every payload list it returned is given back to
+    :meth:`release` exactly once: when the frame has been handled, or when its connection
+    died first.
+    """
+
+    def allocate(self, sizes: Sequence[int]) -> list[Any]:
+        """Return one buffer (or :class:`PayloadSink`) per size; may refuse the frame.
+
+        Raises:
+            FrameTooLargeError: if the frame cannot be taken.
+        """
+
+    def release(self, payloads: list[Any]) -> None:
+        """The frame is done with: stop counting its payloads as in flight."""
 
 
 class FrameProtocol(asyncio.BufferedProtocol):
@@ -42,6 +73,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
             first frame of a handshake; :meth:`expect` changes it).
         alloc: Returns a writable buffer of exactly ``n`` bytes for a payload (default:
             ``bytearray``); servers pass a pool so that memory is reused.
+        memory: If given, allocates each frame's payloads instead of ``alloc`` and is
+            told when each frame is released (see :class:`FrameMemory`).
     """
 
     def __init__(
@@ -49,10 +82,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
         limits: Limits,
         version: int | None,
         alloc: Callable[[int], bytearray] = bytearray,
+        memory: FrameMemory | None = None,
     ) -> None:
         self.limits = limits
         self.version = version
         self.alloc = alloc
+        self.memory = memory
+        self.stalled = False
+        self._progress = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._stage: bytearray | None = None
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(_SCRATCH)
         self._have = 0
@@ -77,6 +116,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._error is None:
             reason = f': {exc!r}' if exc else ''
             mid = ' in the middle of a frame' if self._frame or self._have else ''
@@ -93,7 +135,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> Any:
         frame = self._frame
         if frame is not None:
-            return memoryview(frame.payloads[self._index])[self._pos :]
+            target = frame.payloads[self._index]
+            if isinstance(target, bytearray | memoryview):
+                return memoryview(target)[self._pos :]
+            # A sink: bytes land in a bounded staging buffer, then go to the sink.
+            if self._stage is None:
+                self._stage = bytearray(_STAGE)
+            return memoryview(self._stage)[: min(_STAGE, len(target) - self._pos)]
         if self._have == len(self._scratch):
             self._grow(2 * len(self._scratch))
         return memoryview(self._scratch)[self._have :]
@@ -106,8 +154,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._scratch = bigger
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._progress += 1
         try:
-            if self._frame is not None:
+            frame = self._frame
+            if frame is not None:
+                target = frame.payloads[self._index]
+                if not isinstance(target, bytearray | memoryview):
+                    assert self._stage is not None
+                    try:
+                        target.write(memoryview(self._stage)[:nbytes])
+                    except OSError as e:
+                        raise FrameTooLargeError(f'cannot write a payload to disk: {e}') from e
                 self._pos += nbytes
                 self._advance()
             else:
@@ -115,6 +172,49 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 self._parse()
         except WireError as e:
             self._fail(e)
+        else:
+            self._watch()
+
+    # Stalled frames --------------------------------------------------------------------
+
+    def _partial(self) -> bool:
+        return self._frame is not None or self._have > 0
+
+    def _watch(self) -> None:
+        """Arm the stall timer while a frame is partly received."""
+        timeout = self.limits.frame_timeout
+        if timeout is None or self._timer is not None or self._closed or not self._partial():
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(timeout, self._check_stall, self._progress)
+
+    def _check_stall(self, seen: int) -> None:
+        self._timer = None
+        if self._closed or not self._partial():
+            return
+        if self._progress != seen:
+            self._watch()
+            return
+        self.stalled = True
+        self._error = WireConnectionError(
+            f'no data for {self.limits.frame_timeout} s in the middle of a frame: dropped',
+        )
+        self._wake()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def release_all(self) -> None:
+        """Give back every frame not handed out by :meth:`recv` (the connection is gone)."""
+        frames = list(self._frames)
+        self._frames.clear()
+        if self._frame is not None:
+            frames.append(self._frame)
+            self._frame = None
+        self._stage = None
+        for frame in frames:
+            if self.memory is not None:
+                self.memory.release(frame.payloads)
+            frame.payloads.clear()
 
     def eof_received(self) -> bool | None:
         return None
@@ -123,7 +223,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def _fail(self, error: WireError) -> None:
         self._error = error
-        self._frame = None
+        frame, self._frame = self._frame, None
+        if frame is not None and self.memory is not None:
+            self.memory.release(frame.payloads)
         self._have = 0
         self._wake()
         if self.transport is not None:
@@ -176,7 +278,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
             )
             header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
             try:
-                buffers = [self.alloc(n) for n in sizes]
+                if self.memory is not None:
+                    buffers = self.memory.allocate(sizes)
+                else:
+                    buffers = [self.alloc(n) for n in sizes]
             except MemoryError as e:
                 raise FrameTooLargeError(
                     f'cannot allocate {sum(sizes)} bytes for a frame: out of memory',
@@ -187,7 +292,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
             taken = 0
             for buf in frame.payloads:
                 n = min(len(buf), extra.nbytes - taken)
-                buf[:n] = extra[taken : taken + n]
+                if isinstance(buf, bytearray | memoryview):
+                    buf[:n] = extra[taken : taken + n]
+                elif n:
+                    try:
+                        buf.write(extra[taken : taken + n])
+                    except OSError as e:
+                        extra.release()
+                        if self.memory is not None:
+                            self.memory.release(frame.payloads)
+                        raise FrameTooLargeError(f'cannot write a payload to disk: {e}') from e
                 taken += n
                 if n < len(buf):
                     break

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import secrets
 import socket
 import ssl as _ssl
 import struct
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -99,7 +102,10 @@ class SyncConnection:
         self.limits = limits or Limits()
         self.version = version
         self.reply_started = False
-        self._next_id = 0
+        self.pid = os.getpid()
+        # Request ids start at a random point: a reply to another connection's (or another
+        # process's) request can then never pass for the reply to this one.
+        self._next_id = secrets.randbits(48)
         self._rbuf = bytearray(_READ_AHEAD)
         self._rstart = self._rend = 0
         self._vectored = ssl is None
@@ -231,6 +237,13 @@ class SyncConnection:
                 then unusable and closed).
             RemoteError: (or a subclass of WireError) if the server answered with an error.
         """
+        if self.pid != os.getpid():
+            # A connection inherited across fork: its socket is shared with the parent,
+            # which would read our replies (and we its). Never use it.
+            raise WireConnectionError(
+                f'connection to {self.peer} was opened by process {self.pid}, not by this '
+                f'process ({os.getpid()}): each process opens its own',
+            )
         self._next_id += 1
         rid = self._next_id
         self.reply_started = False
@@ -253,7 +266,7 @@ class SyncConnection:
             raise
 
     def close(self) -> None:
-        """Close the socket."""
+        """Close the socket (in a forked child: only this process's descriptor)."""
         sock = getattr(self, 'sock', None)
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -272,6 +285,10 @@ class SyncClient:
     idle connection) is retried once on a fresh one, so requests must be idempotent or
     the caller passes ``retry=False``. A failure in the middle of a reply is not retried.
 
+    The pool is fork-safe: a child process (``fork`` start method, or ``os.fork``) never
+    uses a connection its parent opened; it drops the inherited ones (without touching
+    the parent's sessions) and opens its own.
+
     Args:
         host: Server address.
         port: Server port.
@@ -285,11 +302,24 @@ class SyncClient:
         self._idle: list[SyncConnection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
+        _CLIENTS.add(self)
 
     def __repr__(self) -> str:
         return f'SyncClient({self.host!r}, {self.port})'
 
+    def _after_fork(self) -> None:
+        """In a new child process: forget the parent's connections and lock."""
+        self._lock = threading.Lock()
+        idle, self._idle = self._idle, []
+        self._pid = os.getpid()
+        for conn in idle:
+            # Closing our descriptor leaves the parent's socket open and its session intact.
+            conn.close()
+
     def _take(self) -> tuple[SyncConnection, bool]:
+        if self._pid != os.getpid():
+            self._after_fork()
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
@@ -297,7 +327,7 @@ class SyncClient:
 
     def _give(self, conn: SyncConnection) -> None:
         with self._lock:
-            if not self._closed:
+            if not self._closed and conn.pid == self._pid:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -344,3 +374,14 @@ class SyncClient:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+_CLIENTS: weakref.WeakSet[SyncClient] = weakref.WeakSet()
+
+
+def _reset_clients_after_fork() -> None:
+    for client in list(_CLIENTS):
+        client._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_clients_after_fork)

@@ -24,7 +24,10 @@ file ``~/.config/tether/node.secret``, which hosts with a shared home share).
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +36,16 @@ from typing import Any, NamedTuple, Self
 
 from tether._wire import SyncClient
 from tether.connectors._util import new_id
-from tether.exceptions import ConnectorClosedError, ConnectorError, WireConnectionError, WireError
+from tether.exceptions import (
+    ConnectorClosedError,
+    ConnectorError,
+    ProtocolError,
+    WireConnectionError,
+    WireError,
+)
 from tether.node import _protocol as proto
 from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
-from tether.node._state import NodeState, default_run_dir
+from tether.node._state import NodeState, check_name, default_run_dir
 from tether.serialize import BytesLike
 
 __all__ = ['NodeConnector', 'NodeKey']
@@ -72,6 +81,21 @@ class NodeConnector:
         run_dir: Directory of the discovery files (default: ``$TETHER_NODE_RUN_DIR``,
             ``$XDG_RUNTIME_DIR/tether-node`` or ``/tmp/tether-node-<uid>``).
         timeout: Seconds any network wait may take.
+        tls: Speak TLS to the node servers (each server's certificate must be valid for
+            the address in its keys).
+        tls_ca: PEM file of the authority (or the self-signed certificate) that the
+            servers' certificates are checked against (default: the system's).
+        tls_cert: PEM certificate a server spawned by this connector presents (with
+            ``tls_key``); it then serves TLS only.
+        tls_key: PEM private key of ``tls_cert``.
+
+    Raises:
+        ConfigError: if ``name`` is not a valid node name (letters, digits, ``_``, ``-``
+            and ``.``; no path separators).
+
+    A server spawned without ``bind`` or ``address`` listens on every interface of the
+    host (so that other hosts reach it); this is logged as a warning and shown by
+    ``tether node status``. Pass ``bind='127.0.0.1'`` for a host-local store.
     """
 
     def __init__(
@@ -87,8 +111,12 @@ class NodeConnector:
         secret: str | None = None,
         run_dir: str | None = None,
         timeout: float = 30.0,
+        tls: bool = False,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
-        self.name = name
+        self.name = check_name(name)
         self.address = address
         self.bind = bind
         self.port = port
@@ -98,14 +126,25 @@ class NodeConnector:
         self.secret = secret
         self.run_dir = run_dir
         self.timeout = timeout
+        self.tls = tls or tls_cert is not None
+        self.tls_ca = tls_ca
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self._ssl: ssl.SSLContext | None = None
         self._secret = resolve_secret(secret)
         self._local: tuple[str, int] | None = None
         self._clients: dict[tuple[str, int], SyncClient] = {}
         self._lock = threading.Lock()
         self._closed = False
+        _CONNECTORS.add(self)
 
     def __repr__(self) -> str:
         return f'NodeConnector(name={self.name!r})'
+
+    def _after_fork(self) -> None:
+        # Another thread may have held the lock at the fork: the child gets a fresh one.
+        # The pooled clients drop the parent's sockets themselves (see SyncClient).
+        self._lock = threading.Lock()
 
     # Servers and clients ---------------------------------------------------------------
 
@@ -137,7 +176,21 @@ class NodeConnector:
             spill_dir=self.spill_dir,
             idle_timeout=self.idle_timeout,
             timeout=self.timeout,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
         )
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        if self._ssl is None:
+            try:
+                context = ssl.create_default_context(cafile=self.tls_ca)
+            except (OSError, ssl.SSLError) as e:
+                raise ConnectorError(f'{self!r}: cannot load tls_ca {self.tls_ca!r}: {e}') from e
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            self._ssl = context
+        return self._ssl
 
     def _client(self, host: str, port: int) -> SyncClient:
         if self._closed:
@@ -151,6 +204,7 @@ class NodeConnector:
                         host,
                         port,
                         secret=self._secret,
+                        ssl=self._ssl_context(),
                         timeout=self.timeout,
                         client=f'NodeConnector {self.name}',
                     )
@@ -181,7 +235,14 @@ class NodeConnector:
     ) -> Any:
         host, port = server
         with self._errors(what, host, port):
-            return self._client(host, port).request(mtype, {'ids': ids}, payloads)
+            frame = self._client(host, port).request(mtype, {'ids': ids}, payloads)
+            if frame.header.get('ids') != ids:
+                # Never hand out data that answers another request.
+                raise ProtocolError(
+                    f'reply about objects {frame.header.get("ids")!r} to a {what} of '
+                    f'objects {ids!r}: the connection is out of step',
+                )
+            return frame
 
     # Connector protocol ----------------------------------------------------------------
 
@@ -213,6 +274,10 @@ class NodeConnector:
             'secret': self.secret,
             'run_dir': self.run_dir,
             'timeout': self.timeout,
+            'tls': self.tls,
+            'tls_ca': self.tls_ca,
+            'tls_cert': self.tls_cert,
+            'tls_key': self.tls_key,
         }
 
     @classmethod
@@ -296,6 +361,18 @@ class NodeConnector:
     def status(self) -> dict[str, Any]:
         """Statistics of this host's server (objects, memory, spills, clients)."""
         host, port = self._local_server()
-        frame = self._request('status', (host, port), proto.STATUS, [])
+        with self._errors('status', host, port):
+            frame = self._client(host, port).request(proto.STATUS)
         info: dict[str, Any] = frame.header
         return info
+
+
+_CONNECTORS: weakref.WeakSet[NodeConnector] = weakref.WeakSet()
+
+
+def _reset_connectors_after_fork() -> None:
+    for connector in list(_CONNECTORS):
+        connector._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_connectors_after_fork)

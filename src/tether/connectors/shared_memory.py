@@ -27,7 +27,7 @@ from tether.connectors._util import new_id, total_size
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
 
-__all__ = ['SharedMemoryConnector', 'SharedMemoryKey', 'cleanup']
+__all__ = ['SharedMemoryConnector', 'SharedMemoryKey', 'check_namespace', 'cleanup', 'segments']
 
 SHM_DIR = '/dev/shm'
 _PREFIX = 'tether-'
@@ -54,8 +54,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             raise ConnectorError(
                 f'SharedMemoryConnector needs {SHM_DIR} (Linux); it was not found',
             )
-        if not namespace or not all(c.isalnum() or c in '_.' for c in namespace):
-            raise ValueError(f'invalid shared-memory namespace {namespace!r}')
+        check_namespace(namespace)
         self.namespace = namespace
         self.clear = clear
 
@@ -141,15 +140,45 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             ) from e
 
 
-def cleanup(namespace: str | None = None) -> int:
-    """Remove tether shared-memory segments (of ``namespace``, or all); return how many."""
-    prefix = _PREFIX if namespace is None else f'{_PREFIX}{namespace}-'
-    n = 0
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it is valid (letters, digits, ``_`` and ``.``), else raise.
+
+    Raises:
+        ValueError: if it is empty or has any other character (``-``, ``/``, ``*`` ...).
+    """
+    if not namespace or not all(c.isalnum() or c in '_.' for c in namespace):
+        raise ValueError(
+            f'invalid shared-memory namespace {namespace!r}: use letters, digits, "_" and "."',
+        )
+    return namespace
+
+
+def segments(namespace: str | None = None) -> list[tuple[str, int]]:
+    """Return ``(name, size)`` of tether's shared-memory segments (of ``namespace``, or all).
+
+    Raises:
+        ValueError: if ``namespace`` is not a valid namespace.
+    """
+    prefix = _PREFIX if namespace is None else f'{_PREFIX}{check_namespace(namespace)}-'
+    out: list[tuple[str, int]] = []
     for entry in os.scandir(SHM_DIR):
         if entry.name.startswith(prefix):
-            try:
-                os.remove(entry.path)
-                n += 1
-            except FileNotFoundError:
-                pass
+            with contextlib.suppress(FileNotFoundError):
+                out.append((entry.name, entry.stat().st_size))
+    return sorted(out)
+
+
+def cleanup(namespace: str | None = None) -> int:
+    """Remove tether shared-memory segments (of ``namespace``, or all); return how many.
+
+    Raises:
+        ValueError: if ``namespace`` is not a valid namespace.
+    """
+    n = 0
+    for name, _ in segments(namespace):
+        try:
+            os.remove(os.path.join(SHM_DIR, name))
+            n += 1
+        except FileNotFoundError:
+            pass
     return n

@@ -33,7 +33,13 @@ def run_foreground(name: str, home: str | None = None) -> None:
     )
     config = find_config(name, Path(home) if home else None)
     endpoint = Endpoint(config, Path(home) if home else None)
-    run(endpoint.serve())
+    try:
+        run(endpoint.serve())
+    except OSError as e:
+        raise EndpointError(
+            f'endpoint {config.name} cannot listen on {config.host}:{config.port} (or its '
+            f'peering port {config.peering.bind}:{config.peering.port}): {e.strerror or e}',
+        ) from e
 
 
 def start_endpoint(name: str, home: Path | None = None, timeout: float = 30.0) -> dict[str, Any]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import sys
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
-__all__ = ['BufferPool', 'ObjectTable']
+__all__ = ['BufferPool', 'ObjectTable', 'SpillFile']
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,63 @@ class BufferPool:
         self.size = 0
 
 
+class SpillFile:
+    """A payload written to a file in the spill directory as it arrives.
+
+    Used for payloads that the memory budget cannot take: their bytes never sit in
+    memory. :meth:`ObjectTable.put` moves the file into place; a file that is never put
+    (its connection died) is removed by :meth:`discard`.
+
+    Args:
+        directory: The spill directory (a private one: see :class:`ObjectTable`).
+        size: Size of the payload.
+    """
+
+    def __init__(self, directory: Path, size: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.size = size
+        self.path = directory / f'.inflight-{secrets.token_hex(8)}'
+        self._fd: int | None = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+        )
+        self.written = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def write(self, data: memoryview) -> None:
+        """Append received bytes."""
+        assert self._fd is not None
+        view = data
+        while view.nbytes:
+            view = view[os.write(self._fd, view) :]
+        self.written += data.nbytes
+
+    def commit(self, path: Path) -> None:
+        """Close the file and move it to ``path``."""
+        self._close()
+        os.replace(self.path, path)
+        self.path = path
+
+    def discard(self) -> None:
+        """Close and remove the file (no error if it was committed or is gone)."""
+        if self._fd is None:
+            return
+        self._close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def committed(self) -> bool:
+        """Whether the file was closed (moved into place or discarded)."""
+        return self._fd is None
+
+
 class ObjectTable:
     """Objects by id, within a memory budget; least recently used objects spill to disk.
 
@@ -134,18 +193,32 @@ class ObjectTable:
         self.spills += 1
         logger.debug('spilled %s (%d bytes) to %s', oid, len(data), path)
 
-    def put(self, oid: str, data: bytes | bytearray) -> None:
-        """Store ``data`` under ``oid`` (replacing any previous object)."""
-        self.evict(oid)
-        size = len(data)
-        if size > self.memory_limit:
-            self._spill(oid, data)
-            return
+    def make_room(self, size: int) -> None:
+        """Spill least recently used objects until ``size`` more bytes fit the budget."""
         while self.memory_used + size > self.memory_limit and self._memory:
             old, old_data = self._memory.popitem(last=False)
             self.memory_used -= len(old_data)
             self._spill(old, old_data)
             self._recycle(old_data)
+
+    def put(self, oid: str, data: Any) -> None:
+        """Store ``data`` under ``oid`` (replacing any previous object).
+
+        ``data`` is a bytes-like object, or a :class:`SpillFile` (already on disk).
+        """
+        self.evict(oid)
+        size = len(data)
+        if isinstance(data, SpillFile):
+            self.spill_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            data.commit(self._path(oid))
+            self._disk[oid] = size
+            self.disk_used += size
+            self.spills += 1
+            return
+        if size > self.memory_limit:
+            self._spill(oid, data)
+            return
+        self.make_room(size)
         self._memory[oid] = data
         self.memory_used += size
 

@@ -17,12 +17,16 @@ __all__ = ['object_reply']
 
 
 def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Sequence[Any]) -> Reply:
-    """Apply one object request to ``table`` and return the reply."""
+    """Apply one object request to ``table`` and return the reply.
+
+    Every reply names the object ids it answers for (``'ids'``), so that a client checks
+    that the reply is about the objects it asked for before it uses any payload.
+    """
     if mtype == proto.GET:
         datas = [table.get(i) for i in ids]
         return (
             proto.OK,
-            {'found': [d is not None for d in datas]},
+            {'ids': ids, 'found': [d is not None for d in datas]},
             [d for d in datas if d is not None],
         )
     if mtype == proto.PUT:
@@ -30,11 +34,11 @@ def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Seque
             return error_reply('bad-request', f'{len(ids)} ids for {len(payloads)} objects')
         for oid, data in zip(ids, payloads, strict=True):
             table.put(oid, data)
-        return proto.OK, None, ()
+        return proto.OK, {'ids': ids}, ()
     if mtype == proto.EXISTS:
-        return proto.OK, {'exists': [i in table for i in ids]}, ()
+        return proto.OK, {'ids': ids, 'exists': [i in table for i in ids]}, ()
     if mtype == proto.EVICT:
         for oid in ids:
             table.evict(oid)
-        return proto.OK, None, ()
+        return proto.OK, {'ids': ids}, ()
     return error_reply('bad-request', f'unknown message type {mtype}')

@@ -15,12 +15,16 @@ from typing import Any
 
 from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
 from tether.node import _protocol as proto
+from tether.node._memory import NodeMemory
 from tether.node._objects import BufferPool, ObjectTable
-from tether.node._state import NodeState, remove_state, write_state
+from tether.node._requests import object_reply
+from tether.node._state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
 
 __all__ = ['NodeServer']
 
 logger = logging.getLogger(__name__)
+
+_OBJECT_REQUESTS = frozenset({proto.GET, proto.PUT, proto.EXISTS, proto.EVICT})
 
 
 class NodeServer:
@@ -32,8 +36,11 @@ class NodeServer:
         port: Port (0: a free one).
         address: Address clients on other hosts use to reach this server (written into
             keys); defaults to ``bind``.
-        memory_limit: Bytes of objects kept in memory before spilling.
-        spill_dir: Where spilled objects go (default: a fresh temporary directory).
+        memory_limit: Bytes of objects kept in memory before spilling; bytes of requests
+            still being received count against it too.
+        spill_dir: Where spilled objects go: a private subdirectory is made in it (so an
+            object id never names a file of yours) and removed when the server stops
+            (default: a fresh temporary directory).
         secret: Shared secret clients must prove they know.
         idle_timeout: Stop after this many seconds without clients or requests
             (``None``: never).
@@ -41,6 +48,11 @@ class NodeServer:
             listening and remove it on exit.
         ssl: Server-side TLS context.
         max_frame: Largest request, in bytes.
+        frame_timeout: Seconds a partly received request may go without any new byte
+            before its connection is dropped (``None``: no limit).
+
+    Raises:
+        ValueError: if ``name`` is not a valid node name.
     """
 
     def __init__(
@@ -57,15 +69,23 @@ class NodeServer:
         run_dir: Path | None = None,
         ssl: _ssl.SSLContext | None = None,
         max_frame: int = 1 << 36,
+        frame_timeout: float | None = 60.0,
     ) -> None:
+        check_name(name)
         self.name = name
+        self.bind = bind
         self.address = address or bind
         self.idle_timeout = idle_timeout
         self.run_dir = run_dir
-        self._own_spill = spill_dir is None
-        spill = spill_dir or Path(tempfile.mkdtemp(prefix=f'tether-node-{name}-spill-'))
+        self.tls = ssl is not None
+        if spill_dir is not None:
+            spill_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Always a private directory, even inside a user-given one: object ids (chosen by
+        # clients) then never name a file the server did not create.
+        spill = Path(tempfile.mkdtemp(prefix=f'tether-node-{name}-spill-', dir=spill_dir))
         self.pool = BufferPool(min(memory_limit // 4, 1 << 30))
         self.table = ObjectTable(memory_limit, spill, self.pool)
+        self.memory = NodeMemory(self.table, self.pool)
         self._secret = secret
         self.server = Server(
             self._handle,
@@ -73,9 +93,9 @@ class NodeServer:
             port=port,
             secret=secret,
             ssl=ssl,
-            limits=Limits(max_frame=max_frame),
+            limits=Limits(max_frame=max_frame, frame_timeout=frame_timeout),
             name=f'node server {name!r}',
-            alloc=self.pool.take,
+            memory=self.memory,
         )
         self.started = time.time()
         self.requests = 0
@@ -95,6 +115,9 @@ class NodeServer:
             'name': self.name,
             'pid': os.getpid(),
             'address': self.address,
+            'bind': self.bind,
+            'all_interfaces': self.bind in ALL_INTERFACES,
+            'tls': self.tls,
             'port': self.port,
             'objects': len(t),
             'memory_used': t.memory_used,
@@ -102,6 +125,10 @@ class NodeServer:
             'spilled_objects': t.spilled,
             'disk_used': t.disk_used,
             'spills': t.spills,
+            'spill_dir': str(t.spill_dir),
+            'inflight': self.memory.inflight,
+            'disk_inflight': self.memory.disk_inflight,
+            'frame_timeouts': self.server.frame_timeouts,
             'pool_bytes': self.pool.size,
             'pool_hits': self.pool.hits,
             'clients': len(self.server.connections),
@@ -119,28 +146,8 @@ class NodeServer:
         ids = frame.header.get('ids', [])
         if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
             return error_reply('bad-request', 'ids must be a list of object ids')
-        table = self.table
-        if t == proto.GET:
-            datas = [table.get(i) for i in ids]
-            return (
-                proto.OK,
-                {'found': [d is not None for d in datas]},
-                [d for d in datas if d is not None],
-            )
-        if t == proto.PUT:
-            if len(ids) != len(frame.payloads):
-                return error_reply(
-                    'bad-request', f'{len(ids)} ids for {len(frame.payloads)} objects'
-                )
-            for oid, data in zip(ids, frame.payloads, strict=True):
-                table.put(oid, data)
-            return proto.OK, None, ()
-        if t == proto.EXISTS:
-            return proto.OK, {'exists': [i in table for i in ids]}, ()
-        if t == proto.EVICT:
-            for oid in ids:
-                table.evict(oid)
-            return proto.OK, None, ()
+        if t in _OBJECT_REQUESTS:
+            return object_reply(self.table, t, ids, frame.payloads)
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.SHUTDOWN:
@@ -164,7 +171,11 @@ class NodeServer:
     async def serve(self, ready: asyncio.Event | None = None) -> None:
         """Serve until :meth:`stop`, a ``SHUTDOWN`` request, a signal, or idleness."""
         self._stop = stop = asyncio.Event()
-        await self.server.start()
+        try:
+            await self.server.start()
+        except BaseException:
+            self.table.clear()
+            raise
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -178,6 +189,14 @@ class NodeServer:
             self.address,
             self.table.memory_limit,
         )
+        if self.bind in ALL_INTERFACES:
+            logger.warning(
+                'node server %r listens on every interface (%s:%d): any host that can reach '
+                'this one may connect (each connection must still prove the shared secret%s)',
+                self.name,
+                *self.server.address,
+                '' if self.tls else '; traffic is not encrypted, see --tls-cert',
+            )
         if ready is not None:
             ready.set()
         watcher = asyncio.create_task(self._watch_idle(stop)) if self.idle_timeout else None
@@ -189,8 +208,7 @@ class NodeServer:
             if self.run_dir is not None:
                 remove_state(self.run_dir, self.name, os.getpid())
             await self.server.close()
-            if self._own_spill:
-                self.table.clear()
+            self.table.clear()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.remove_signal_handler(sig)
@@ -211,4 +229,6 @@ class NodeServer:
             port=port,
             address=self.address,
             secret=secret.decode() if isinstance(secret, bytes) else secret,
+            bind=bind,
+            tls=self.tls,
         )

@@ -8,15 +8,33 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tether.exceptions import ConnectorError
-from tether.node._state import NodeState, locked, pid_alive, read_state
+from tether.node._state import (
+    ALL_INTERFACES,
+    NodeState,
+    check_name,
+    locked,
+    pid_alive,
+    read_state,
+    remove_stale_state,
+)
 
-__all__ = ['detect_address', 'ensure_server', 'resolve_secret', 'secret_file', 'stop_server']
+__all__ = [
+    'detect_address',
+    'ensure_server',
+    'find_server',
+    'resolve_secret',
+    'secret_file',
+    'stop_server',
+    'verify_server',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +108,71 @@ def _log_tail(path: Path) -> str:
         return '(no log)'
 
 
+def verify_server(
+    state: NodeState, secret: str | None = None, timeout: float = 5.0
+) -> dict[str, Any] | None:
+    """Ask the server a discovery file names for its status; ``None`` unless it is ours.
+
+    The server must answer an authenticated ``STATUS`` request (with ``secret``, else the
+    secret of the discovery file) with the name and pid the file gives: a stale file
+    whose pid now belongs to another process, or whose port another program took, does
+    not pass.
+    """
+    from tether._wire import SyncConnection
+    from tether.exceptions import WireError
+    from tether.node import _protocol as proto
+
+    if not pid_alive(state.pid):
+        return None
+    try:
+        conn = SyncConnection(
+            state.host,
+            state.port,
+            secret=secret or state.secret,
+            ssl=_control_tls() if state.tls else None,
+            timeout=timeout,
+            client='tether node control',
+        )
+        try:
+            info: dict[str, Any] = conn.request(proto.STATUS).header
+        finally:
+            conn.close()
+    except (WireError, OSError) as e:
+        logger.info(
+            'discovery file of %r (pid %d) does not lead to it: %s', state.name, state.pid, e
+        )
+        return None
+    if info.get('pid') != state.pid or info.get('name') != state.name:
+        logger.info(
+            'discovery file of %r names pid %d, the server there is %r (pid %s)',
+            state.name,
+            state.pid,
+            info.get('name'),
+            info.get('pid'),
+        )
+        return None
+    return info
+
+
+def _control_tls() -> ssl.SSLContext:
+    # Local control connections (status, stop) authenticate with the shared secret; the
+    # certificate is not what proves the server's identity here.
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def find_server(
+    run_dir: Path, name: str, secret: str | None = None, timeout: float = 5.0
+) -> NodeState | None:
+    """Return the state of server ``name`` if it runs and answers as itself, else ``None``."""
+    state = read_state(run_dir, name)
+    if state is None or verify_server(state, secret, timeout) is None:
+        return None
+    return state
+
+
 def ensure_server(
     name: str,
     run_dir: Path,
@@ -102,6 +185,8 @@ def ensure_server(
     spill_dir: str | None = None,
     idle_timeout: float | None = None,
     timeout: float = 30.0,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> NodeState:
     """Return the state of server ``name`` on this host, starting it if it is not running.
 
@@ -111,11 +196,24 @@ def ensure_server(
     Raises:
         ConnectorError: if the server cannot be started.
     """
+    check_name(name)
     try:
         with locked(run_dir, name, timeout):
-            state = read_state(run_dir, name)
-            if state is not None and pid_alive(state.pid):
+            # Checked with the discovery file's own secret: a caller with another secret
+            # gets the server's authentication error on its first request, not a second
+            # server under the same name.
+            state = find_server(run_dir, name, timeout=min(timeout, 5.0))
+            if state is not None:
                 return state
+            remove_stale_state(run_dir, name)
+            if bind in ALL_INTERFACES:
+                logger.warning(
+                    'starting node server %r listening on every interface (%s): other hosts '
+                    'can connect (with the shared secret). Pass bind= (or address=) to '
+                    'NodeConnector to choose an interface.',
+                    name,
+                    bind,
+                )
             return _spawn(
                 name,
                 run_dir,
@@ -127,6 +225,8 @@ def ensure_server(
                 spill_dir=spill_dir,
                 idle_timeout=idle_timeout,
                 timeout=timeout,
+                tls_cert=tls_cert,
+                tls_key=tls_key,
             )
     except TimeoutError as e:
         raise ConnectorError(f'cannot start node server {name!r}: {e}') from e
@@ -144,6 +244,8 @@ def _spawn(
     spill_dir: str | None,
     idle_timeout: float | None,
     timeout: float,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> NodeState:
     log = run_dir / f'{name}.log'
     cmd = [
@@ -155,6 +257,10 @@ def _spawn(
         cmd += ['--memory', str(memory)]
     if spill_dir is not None:
         cmd += ['--spill-dir', spill_dir]
+    if tls_cert is not None:
+        cmd += ['--tls-cert', tls_cert]
+        if tls_key is not None:
+            cmd += ['--tls-key', tls_key]
     env = {**os.environ, 'TETHER_NODE_SECRET': secret}
     out = subprocess.run(
         [sys.executable, '-c', _LAUNCHER, str(log), sys.executable, '-m', 'tether.node', *cmd],
@@ -185,33 +291,66 @@ def _spawn(
 def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
     """Stop server ``name`` on this host (``SHUTDOWN`` request, then SIGTERM, then SIGKILL).
 
+    Nothing is signalled unless the process answered an authenticated status request as
+    server ``name`` with that pid: a discovery file naming a dead process is removed, and
+    one naming a live process that is not this server is refused.
+
     Returns:
         Whether the server is gone (``True`` also when it was not running).
+
+    Raises:
+        ConnectorError: if the discovery file names a live process that does not answer
+            as this server (it is left alone).
     """
     from tether._wire import SyncConnection
     from tether.exceptions import WireError
     from tether.node import _protocol as proto
 
     state = read_state(run_dir, name)
-    if state is None or not pid_alive(state.pid):
+    if state is None:
         return True
+    if not pid_alive(state.pid):
+        remove_stale_state(run_dir, name)
+        return True
+    if verify_server(state, timeout=min(timeout, 5.0)) is None:
+        raise ConnectorError(
+            f'the discovery file of node server {name!r} names pid {state.pid}, which does '
+            f'not answer as that server: not signalling it (if it is a hung node server, '
+            f'stop it yourself; remove {run_dir / (name + ".json")} if it is stale)',
+        )
+    started = _start_time(state.pid)
     try:
-        conn = SyncConnection(state.host, state.port, secret=state.secret, timeout=5.0)
+        conn = SyncConnection(
+            state.host,
+            state.port,
+            secret=state.secret,
+            ssl=_control_tls() if state.tls else None,
+            timeout=5.0,
+        )
         try:
             conn.request(proto.SHUTDOWN)
         finally:
             conn.close()
     except WireError as e:
-        logger.info('node server %r does not answer (%s): sending SIGTERM', name, e)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(state.pid, signal.SIGTERM)
-    for sig in (None, signal.SIGKILL):
+        logger.info('node server %r did not take the shutdown request (%s)', name, e)
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
+            if _start_time(state.pid) != started:
+                return True  # gone, and the pid was reused: never signal the new process
             with contextlib.suppress(ProcessLookupError):
                 os.kill(state.pid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not pid_alive(state.pid):
+            if not pid_alive(state.pid) or _start_time(state.pid) != started:
                 return True
             time.sleep(0.01)
     return not pid_alive(state.pid)
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (tells a reused pid from the original)."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None

@@ -68,6 +68,12 @@ def node() -> None:
 @click.option('--tls-cert', default=None, help='PEM certificate: serve over TLS.')
 @click.option('--tls-key', default=None, help='PEM private key of --tls-cert.')
 @click.option('--max-frame', default='64GiB', show_default=True, help='Largest request accepted.')
+@click.option(
+    '--frame-timeout',
+    default=60.0,
+    show_default=True,
+    help='Drop a connection whose request stops arriving for this many seconds (0: never).',
+)
 @click.option('-v', '--verbose', is_flag=True, help='Log every connection.')
 def _start(  # noqa: PLR0917
     name: str,
@@ -81,6 +87,7 @@ def _start(  # noqa: PLR0917
     tls_cert: str | None,
     tls_key: str | None,
     max_frame: str,
+    frame_timeout: float,
     verbose: bool,
 ) -> None:
     """Run a node server in the foreground until stopped.
@@ -95,10 +102,16 @@ def _start(  # noqa: PLR0917
       TETHER_NODE_SECRET=... tether node start --port 7400 --memory 4GB
     """
     from tether._wire import run
+    from tether.exceptions import ConfigError
     from tether.node._server import NodeServer
     from tether.node._sizes import format_size, parse_size, physical_memory
-    from tether.node._spawn import detect_address, resolve_secret
-    from tether.node._state import default_run_dir, pid_alive, read_state
+    from tether.node._spawn import detect_address, find_server, resolve_secret
+    from tether.node._state import check_name, default_run_dir
+
+    try:
+        check_name(name)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint='--name') from e
 
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -107,8 +120,8 @@ def _start(  # noqa: PLR0917
     )
     logging.getLogger('tether.node').setLevel(logging.INFO)
     rdir = Path(run_dir) if run_dir else default_run_dir()
-    existing = read_state(rdir, name)
-    if existing is not None and pid_alive(existing.pid) and existing.pid != os.getpid():
+    existing = find_server(rdir, name)
+    if existing is not None and existing.pid != os.getpid():
         raise click.ClickException(
             f'node server {name!r} already runs on this host (pid {existing.pid}, port '
             f'{existing.port}): stop it with `tether node stop --name {name}` or pick --name',
@@ -121,7 +134,10 @@ def _start(  # noqa: PLR0917
     context = None
     if tls_cert:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(tls_cert, tls_key)
+        try:
+            context.load_cert_chain(tls_cert, tls_key)
+        except (OSError, ssl.SSLError) as e:
+            raise click.ClickException(f'cannot load --tls-cert/--tls-key: {e}') from e
     server = NodeServer(
         name,
         bind=bind,
@@ -134,19 +150,30 @@ def _start(  # noqa: PLR0917
         run_dir=rdir,
         ssl=context,
         max_frame=frame_limit,
+        frame_timeout=frame_timeout or None,
     )
     click.echo(
         f'node server {name!r} starting on {bind}:{port or "(any port)"}, '
         f'memory budget {format_size(budget)}',
         err=True,
     )
-    run(server.serve())
+    try:
+        run(server.serve())
+    except OSError as e:
+        raise click.ClickException(
+            f'node server {name!r} cannot listen on {bind}:{port}: {e.strerror or e}',
+        ) from e
     click.echo(f'node server {name!r} stopped', err=True)
 
 
 def _connect(name: str, run_dir: str | None) -> tuple[object, Path]:
-    from tether.node._state import default_run_dir, read_state
+    from tether.exceptions import ConfigError
+    from tether.node._state import check_name, default_run_dir, read_state
 
+    try:
+        check_name(name)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint='--name') from e
     rdir = Path(run_dir) if run_dir else default_run_dir()
     state = read_state(rdir, name)
     if state is None:
@@ -160,32 +187,31 @@ def _connect(name: str, run_dir: str | None) -> tuple[object, Path]:
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts.')
 def _status(name: str, run_dir: str | None, as_json: bool) -> None:
     """Show a running server's address, objects, memory and clients."""
-    from tether._wire import SyncConnection
-    from tether.exceptions import WireError
-    from tether.node import _protocol as proto
     from tether.node._sizes import format_size
+    from tether.node._spawn import verify_server
     from tether.node._state import NodeState
 
     state, _ = _connect(name, run_dir)
     assert isinstance(state, NodeState)
-    try:
-        conn = SyncConnection(state.host, state.port, secret=state.secret, timeout=5.0)
-        try:
-            info = conn.request(proto.STATUS).header
-        finally:
-            conn.close()
-    except WireError as e:
+    info = verify_server(state)
+    if info is None:
         raise click.ClickException(
-            f'node server {name!r} (pid {state.pid}) does not answer: {e}'
-        ) from e
+            f'node server {name!r} (pid {state.pid}) does not answer as itself: the '
+            'discovery file is stale, or the server is hung (see its log)',
+        )
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
+    bind = info.get('bind', '?')
+    where = 'every interface' if info.get('all_interfaces') else 'this interface only'
     click.echo(
         f'node server {name!r}: pid {info["pid"]}, {info["address"]}:{info["port"]}, '
         f'up {info["uptime"]:.0f} s\n'
+        f'  listens  {bind}:{info["port"]} ({where}), '
+        f'{"TLS" if info.get("tls") else "no TLS"}\n'
         f'  objects  {info["objects"]} ({info["spilled_objects"]} spilled to disk)\n'
-        f'  memory   {format_size(info["memory_used"])} of {format_size(info["memory_limit"])}\n'
+        f'  memory   {format_size(info["memory_used"])} of {format_size(info["memory_limit"])}'
+        f' ({format_size(info.get("inflight", 0))} in flight)\n'
         f'  disk     {format_size(info["disk_used"])}\n'
         f'  clients  {info["clients"]} connected, {info["requests"]} requests, '
         f'{info["refused"]} refused',
@@ -198,12 +224,17 @@ def _status(name: str, run_dir: str | None, as_json: bool) -> None:
 @click.option('--timeout', default=10.0, show_default=True, help='Seconds to wait for it to exit.')
 def _stop(name: str, run_dir: str | None, timeout: float) -> None:
     """Stop a running server (its objects are lost)."""
+    from tether.exceptions import ConnectorError
     from tether.node._spawn import stop_server
     from tether.node._state import NodeState
 
     state, rdir = _connect(name, run_dir)
     assert isinstance(state, NodeState)
-    if stop_server(rdir, name, timeout=timeout):
+    try:
+        stopped = stop_server(rdir, name, timeout=timeout)
+    except ConnectorError as e:
+        raise click.ClickException(str(e)) from e
+    if stopped:
         click.echo(f'node server {name!r} (pid {state.pid}) stopped')
     else:
         raise click.ClickException(f'node server {name!r} (pid {state.pid}) did not stop')

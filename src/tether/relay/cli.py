@@ -80,7 +80,12 @@ def relay(config_path: str | None, new_user: str | None, verbose: bool) -> None:
     async def main() -> None:
         ready = asyncio.Event()
         task = asyncio.create_task(server.serve(ready))
-        await ready.wait()
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            waiter.cancel()
+            await task  # it failed before serving: raise its error
+            return
         host, port = server.address
         click.echo(
             f'relay listening on {host}:{port} (data port {server.data_port}, udp ports '
@@ -90,4 +95,10 @@ def relay(config_path: str | None, new_user: str | None, verbose: bool) -> None:
         )
         await task
 
-    run(main())
+    try:
+        run(main())
+    except OSError as e:
+        raise click.ClickException(
+            f'relay cannot listen on {config.host}:{config.port} (or its data or UDP ports '
+            f'{config.data_port}, {config.udp_port}): {e.strerror or e}',
+        ) from e
