@@ -7,7 +7,7 @@ one of these classes, with the original error chained as ``__cause__``.
 ```
 TetherError
  +-- ProxyError
- |    +-- ProxyResolveError              the factory of a proxy failed
+ |    +-- ProxyResolveError              a proxy's factory raised a non-tether error
  |         +-- ProxyResolveMissingKeyError  the object behind a store proxy is gone
  +-- SerializationError                  bytes could not become an object, or back
  |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)

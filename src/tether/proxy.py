@@ -20,6 +20,11 @@ What resolves a proxy, and what does not (this is a tested contract):
 * resolve only when the metadata is unknown: ``isinstance(p, C)``, ``p.__class__`` and
   ``p.__module__`` (store proxies know the target's class), ``hash(p)`` (store proxies know
   the hash of hashable targets; unhashable targets raise ``TypeError`` without resolving);
+  a proxy whose factory may wait on another task (``resolve_may_block``: a future's
+  proxy, in the process that made the future) never waits for ``isinstance``,
+  ``__class__`` or ``__module__``: while its class is unknown and resolving would wait,
+  it answers as what it is, a :class:`Proxy` (``isinstance(p, str)`` false,
+  ``isinstance(p, Proxy)`` true); once the result is set it resolves and answers for it;
 * always resolve: attribute access, method calls, operators, ``str``, ``format``, ``bool``,
   ``len``, iteration, comparisons, ``dir``.
 
@@ -176,7 +181,12 @@ class Proxy(Generic[T]):
     def __class__(self) -> type:
         cls = _get_class(self)
         if cls is None:
-            return type(_target(self))
+            target = _get_target(self)
+            if target is _MISSING:
+                if _may_block(self):
+                    return type(self)
+                target = _resolve(self)
+            return type(target)
         return cast(type, cls)
 
     # Pickling --------------------------------------------------------------------------
@@ -286,6 +296,9 @@ class Proxy(Generic[T]):
 
     def __iter__(self) -> Any:
         return iter(_target(self))
+
+    def __next__(self) -> Any:
+        return next(_target(self))
 
     def __reversed__(self) -> Any:
         return reversed(_target(self))
@@ -418,8 +431,26 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
         cls = _get_class(proxy)
         if cls is not None:
             return cls.__module__
+        if _get_target(proxy) is _MISSING and _may_block(proxy):
+            return Proxy.__module__
         return _target(proxy).__module__
     return object.__getattribute__(proxy, name)
+
+
+def _may_block(proxy: Proxy[Any]) -> bool:
+    """Whether resolving ``proxy`` now would wait on another task (a future not set yet).
+
+    Factories say that resolving may wait with a true ``resolve_may_block`` attribute,
+    and may offer ``ready()`` (true once resolving would not wait). The factories of
+    :meth:`tether.store.future.Future.proxy` do, in the process that made the future.
+    Metadata queries (``__class__``, ``isinstance``, ``__module__``) on such an
+    unresolved proxy of unknown class answer for the proxy itself instead of waiting.
+    """
+    factory = _get_factory(proxy)
+    if not getattr(factory, 'resolve_may_block', False):
+        return False
+    ready = getattr(factory, 'ready', None)
+    return ready is None or not ready()
 
 
 def _binary(op: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
@@ -448,7 +479,6 @@ for _name, _op, _iop in (
     ('truediv', operator.truediv, operator.itruediv),
     ('floordiv', operator.floordiv, operator.ifloordiv),
     ('mod', operator.mod, operator.imod),
-    ('pow', operator.pow, operator.ipow),
     ('lshift', operator.lshift, operator.ilshift),
     ('rshift', operator.rshift, operator.irshift),
     ('and', operator.and_, operator.iand),
@@ -465,6 +495,28 @@ for _name, _op, _iop in (
         _ifn = _inplace(_iop)
         _ifn.__name__ = f'__i{_name}__'
         setattr(Proxy, f'__i{_name}__', _ifn)
+
+
+def _pow(self: Proxy[Any], other: Any, mod: Any = None) -> Any:
+    if mod is None:
+        return _target(self) ** other
+    return pow(_target(self), other, mod)
+
+
+def _rpow(self: Proxy[Any], other: Any, mod: Any = None) -> Any:
+    if mod is None:
+        return other ** _target(self)
+    return pow(other, _target(self), mod)
+
+
+def _ipow(self: Proxy[Any], other: Any, mod: Any = None) -> Proxy[Any]:
+    _set(self, '__proxy_target__', _pow(self, other, mod))
+    return self
+
+
+_pow.__name__, _rpow.__name__, _ipow.__name__ = '__pow__', '__rpow__', '__ipow__'
+for _name, _fn in (('__pow__', _pow), ('__rpow__', _rpow), ('__ipow__', _ipow)):
+    setattr(Proxy, _name, _fn)
 
 
 def _rebuild(factory: Callable[[], Any], cls: type | None, h: int | str | None) -> Proxy[Any]:
@@ -583,6 +635,8 @@ def _target_hash(obj: Any) -> Any:
         return hash(obj)
     except TypeError:
         return _UNHASHABLE
+    except Exception:
+        return None  # hashing failed for another reason: unknown, hash() resolves
 
 
 def _preset_target(proxy: Proxy[Any], target: Any, cache_defaults: bool) -> None:

@@ -76,6 +76,8 @@ class RedisConnector(ClosingContext):
         chunk_size: int = _DEFAULT_CHUNK,
         clear: bool = False,
     ) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+            raise ValueError(f'chunk_size must be a positive number of bytes, got {chunk_size!r}')
         try:
             import redis
             from redis.backoff import ExponentialBackoff

@@ -49,7 +49,10 @@ class Store(Generic[ConnectorT]):
         cache_size: How many deserialized objects this process keeps (LRU); 0 disables.
         metrics: Record timings and sizes (see :mod:`tether.store.metrics`).
         populate_target: Proxies returned by :meth:`proxy` start resolved in this process
-            (the object is at hand, so using the proxy here costs nothing).
+            (the object is at hand, so using the proxy here costs nothing). Not with a
+            custom ``deserializer`` (here or per call): what it returns is not known
+            until it runs, so such proxies start unresolved, of unknown class, and
+            report the class of what the deserializer returned once resolved.
         register: Register the store in this process's registry at once.
 
     Raises:
@@ -251,13 +254,15 @@ class Store(Generic[ConnectorT]):
         if obj is not _MISSING:
             self._record('store.get.cache_hit', key, start)
             return obj
+        generation = self.cache.generation
         data = self.connector.get(key)  # type: ignore[attr-defined]
         if data is None:
             self._record('store.get.missing', key, start)
             return default
         nbytes = memoryview(data).nbytes
         obj = self.deserialize(data, deserializer)
-        self.cache.set(key, obj)
+        # Not cached if an evict ran meanwhile: it would serve an evicted object again.
+        self.cache.set(key, obj, generation=generation)
         self._record('store.get', key, start, nbytes)
         return obj
 
@@ -276,6 +281,8 @@ class Store(Generic[ConnectorT]):
         start = time.perf_counter_ns()
         self.cache.evict(key)
         self.connector.evict(key)  # type: ignore[attr-defined]
+        # Again after the connector: a get that read before the evict may have cached.
+        self.cache.evict(key)
         self._record('store.evict', key, start)
 
     # Proxies ---------------------------------------------------------------------------
@@ -297,6 +304,10 @@ class Store(Generic[ConnectorT]):
             deserializer=deserializer,
             store=self,
         )
+        if deserializer is not None or self.deserializer is not None:
+            # A custom deserializer may return anything: the target's class, hash and
+            # value are not known until it runs, so the proxy takes none from ``obj``.
+            return proxy_type(factory)
         proxy = proxy_type(factory, target_class=type(obj))
         populate = self.populate_target if populate_target is None else populate_target
         _set_target_metadata(

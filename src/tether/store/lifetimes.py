@@ -113,8 +113,7 @@ class ContextLifetime:
             if not self._done:
                 self._keys.extend((target, k) for k in keys)
                 return
-        for key in keys:
-            _evict(target, key)
+        _evict_all([(target, k) for k in keys], self)
         raise LifetimeError(
             f'{self!r} has ended: objects cannot be attached to it (they were evicted)',
         )
@@ -149,20 +148,38 @@ class ContextLifetime:
                 return
             self._done = True
             keys, self._keys = self._keys, []
-        for store, key in keys:
-            _evict(store, key)
+        _evict_all(keys, self)
         logger.debug('%r ended, evicted %d objects', self, len(keys))
         if close_stores:
             _close_stores(store for store, _ in keys)
 
 
-def _evict(store: Store[Any], key: Any) -> None:
-    if store.closed:
-        return
+def _evict_all(keys: list[tuple[Store[Any], Any]], lifetime: Any) -> None:
+    """Evict every key; raise ``LifetimeError`` naming those of closed stores."""
+    left: dict[str, int] = {}
+    for store, key in keys:
+        if store.closed:
+            left[store.name] = left.get(store.name, 0) + 1
+            continue
+        try:
+            store.evict(key)
+        except Exception:  # pragma: no cover - depends on the backend's state
+            logger.exception('could not evict %r from store %r', key, store.name)
+    if left:
+        where = ', '.join(f'{n} in store {s!r}' for s, n in left.items())
+        message = (
+            f'{lifetime!r} ended after its store was closed: {where} could not be evicted '
+            'and stay in the channel; end lifetimes before closing their stores'
+        )
+        logger.warning(message)
+        raise LifetimeError(message)
+
+
+def _close_at_exit(lifetime: ContextLifetime) -> None:
     try:
-        store.evict(key)
-    except Exception:  # pragma: no cover - depends on the backend's state
-        logger.exception('could not evict %r from store %r', key, store.name)
+        lifetime.close()
+    except LifetimeError:
+        return  # logged as a warning: the program is exiting
 
 
 class LeaseLifetime(ContextLifetime):
@@ -204,7 +221,11 @@ class LeaseLifetime(ContextLifetime):
                 if remaining <= 0:
                     break
                 self._wake.wait(remaining)
-        self.close()
+        try:
+            self.close()
+        except LifetimeError:
+            # Already logged as a warning; nobody is there to catch it in this thread.
+            return
 
     def extend(self, expiry: float | datetime.timedelta | datetime.datetime) -> None:
         """Push the end of the lease further.
@@ -251,7 +272,7 @@ class StaticLifetime(ContextLifetime):
             if cls._instance is None:
                 instance = object.__new__(cls)
                 ContextLifetime.__init__(instance, None, name='static')  # type: ignore[arg-type]
-                atexit.register(instance.close)
+                atexit.register(_close_at_exit, instance)
                 cls._instance = instance
             return cls._instance
 

@@ -187,7 +187,8 @@ def _key_of(key_or_proxy: Any) -> Any:
     from tether.proxy import Proxy
     from tether.store.utils import get_key
 
-    if isinstance(key_or_proxy, Proxy):  # first: a proxy of a list is a list too
+    # A proxy first, by type() (never resolves): a proxy of a list or tuple is not a key.
+    if issubclass(type(key_or_proxy), Proxy):
         return get_key(key_or_proxy)
     if isinstance(key_or_proxy, list):
         return tuple(_key_of(k) for k in key_or_proxy)
