@@ -39,9 +39,19 @@ REPEATS = {1_000: 200, 100_000: 40, 1_000_000: 15, 10_000_000: 5}
 QUICK_REPEATS = {1_000: 50, 100_000: 10, 1_000_000: 5, 10_000_000: 3}
 
 
+WARMUP = 0.5
+"""Seconds of warm-up calls before each measured series (at least 2 calls), the same for
+every system (academy_backend.py does the same): the first calls after an agent starts
+pay for its imports, connections and, on tether's hybrid exchange, for finding the
+agent's direct address."""
+
+
 def _median_calls(fn: Callable[[], Any], n: int) -> float:
-    fn()
-    fn()
+    start = time.perf_counter()
+    calls = 0
+    while calls < 2 or time.perf_counter() - start < WARMUP:
+        fn()
+        calls += 1
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()

@@ -4,7 +4,9 @@ Submits N no-op tasks to a ThreadPoolExecutor directly, then through
 ``tether.bench.engine.Engine`` (without records, and with JSON records written to a
 file), waits for all of them, and reports the extra time per task. Target: under 50 us
 per task on the thread pool. The three variants alternate within each repeat, so that
-changes in the machine's load hit them alike; medians over repeats.
+changes in the machine's load hit them alike; medians over repeats. Both the wall time
+and this process's CPU time (all its threads) are measured: on a machine shared with
+other work the CPU time is the steadier measure of the engine's own work.
 
     .venv/bin/python benchmarks/bench_taps_overhead.py [--quick]
 """
@@ -26,23 +28,26 @@ def noop() -> None:
     return None
 
 
-def bare(pool: concurrent.futures.ThreadPoolExecutor, n: int) -> float:
-    start = time.perf_counter()
+def bare(pool: concurrent.futures.ThreadPoolExecutor, n: int) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), time.process_time()
     futures = [pool.submit(noop) for _ in range(n)]
     concurrent.futures.wait(futures)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def engine_run(pool: concurrent.futures.ThreadPoolExecutor, n: int, records: str | None) -> float:
+def engine_run(
+    pool: concurrent.futures.ThreadPoolExecutor,
+    n: int,
+    records: str | None,
+) -> tuple[float, float]:
     logger = JSONRecordLogger(records) if records else None
     engine = Engine(pool, record_logger=logger)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     futures = [engine.submit(noop) for _ in range(n)]
     concurrent.futures.wait(futures)
-    elapsed = time.perf_counter() - start
     if logger is not None:
-        logger.close()
-    return elapsed
+        logger.close()  # the last records reach the file: part of the cost
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main() -> None:
@@ -50,7 +55,10 @@ def main() -> None:
     n = 2_000 if args.quick else 20_000
     repeats = 3 if args.quick else 7
     workers = 2
-    samples: dict[str, list[float]] = {'bare': [], 'engine': [], 'engine+records': []}
+    names = ('bare', 'engine', 'engine+records')
+    wall: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    load_before = os.getloadavg()
     with (
         concurrent.futures.ThreadPoolExecutor(workers) as pool,
         tempfile.TemporaryDirectory() as tmp,
@@ -58,33 +66,54 @@ def main() -> None:
         bare(pool, 500)
         engine_run(pool, 500, None)
         for i in range(repeats):
-            samples['bare'].append(bare(pool, n) / n)
-            samples['engine'].append(engine_run(pool, n, None) / n)
             path = os.path.join(tmp, f'tasks{i}.jsonl')
-            samples['engine+records'].append(engine_run(pool, n, path) / n)
-    stats: dict[str, Any] = {k: summary(v) for k, v in samples.items()}
-    base = stats['bare']['median']
+            for name, (w, c) in (
+                ('bare', bare(pool, n)),
+                ('engine', engine_run(pool, n, None)),
+                ('engine+records', engine_run(pool, n, path)),
+            ):
+                wall[name].append(w / n)
+                cpu[name].append(c / n)
+    wall_stats: dict[str, Any] = {k: summary(v) for k, v in wall.items()}
+    cpu_stats: dict[str, Any] = {k: summary(v) for k, v in cpu.items()}
+    base_wall = wall_stats['bare']['median']
+    base_cpu = cpu_stats['bare']['median']
     rows = []
-    for name, s in stats.items():
-        extra = s['median'] - base
-        rows.append([name, fmt_time(s['median']), fmt_time(extra) if name != 'bare' else '-'])
+    for name in names:
+        w, c = wall_stats[name]['median'], cpu_stats[name]['median']
+        rows.append(
+            [
+                name,
+                fmt_time(w),
+                fmt_time(w - base_wall) if name != 'bare' else '-',
+                fmt_time(c),
+                fmt_time(c - base_cpu) if name != 'bare' else '-',
+            ],
+        )
+    load = os.getloadavg()
     md = print_table(
-        f'no-op tasks on a {workers}-thread pool (N={n}, {repeats} repeats, per task)',
-        ['variant', 'time per task', 'engine overhead per task'],
+        f'no-op tasks on a {workers}-thread pool (N={n}, {repeats} repeats, per task; '
+        f'load {load_before[0]:.1f} -> {load[0]:.1f})',
+        ['variant', 'wall', 'engine overhead (wall)', 'CPU', 'engine overhead (CPU)'],
         rows,
     )
-    load = os.getloadavg()
     write_json(
         'taps_overhead',
         {
             'tasks': n,
             'repeats': repeats,
             'workers': workers,
+            'load_average_before': load_before,
             'load_average': load,
-            'per_task_seconds': stats,
+            'per_task_seconds': wall_stats,
+            'per_task_cpu_seconds': cpu_stats,
             'overhead_seconds': {
-                'engine': stats['engine']['median'] - base,
-                'engine+records': stats['engine+records']['median'] - base,
+                'engine': wall_stats['engine']['median'] - base_wall,
+                'engine+records': wall_stats['engine+records']['median'] - base_wall,
+            },
+            'overhead_cpu_seconds': {
+                'engine': cpu_stats['engine']['median'] - base_cpu,
+                'engine+records': cpu_stats['engine+records']['median'] - base_cpu,
             },
         },
         md,

@@ -92,13 +92,17 @@ async def roundtrip(kind: str, port: int, sizes: list[int], repeats: dict[str, i
         for size in sizes:
             data = b'x' * size
             n = repeats[str(size)]
-            for _ in range(2):
+            # Warm-up as in bench_agents.py: at least 2 calls and 0.5 s.
+            warm_start, calls, failed = time.perf_counter(), 0, False
+            while calls < 2 or time.perf_counter() - warm_start < 0.5:
+                calls += 1
                 try:
                     await asyncio.wait_for(handle.echo(data), 120)
                 except Exception as e:
                     out[str(size)] = {'error': repr(e)[:200]}
+                    failed = True
                     break
-            else:
+            if not failed:
                 samples = []
                 for _ in range(n):
                     t0 = time.perf_counter()

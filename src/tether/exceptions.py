@@ -7,9 +7,10 @@ one of these classes, with the original error chained as ``__cause__``.
 ```
 TetherError
  +-- ProxyError
- |    +-- ProxyResolveError              the factory of a proxy failed
+ |    +-- ProxyResolveError              a proxy's factory raised a non-tether error
  |         +-- ProxyResolveMissingKeyError  the object behind a store proxy is gone
  +-- SerializationError                  bytes could not become an object, or back
+ |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
  |    +-- NoConnectorMatchError          no MultiConnector policy accepts the object
@@ -21,7 +22,17 @@ TetherError
  |    |    +-- FutureAlreadySetError     set_result was called on a future already set
  |    |    +-- FutureTimeoutError        no result within the timeout (also a TimeoutError)
  |    +-- OwnershipError                 an ownership or borrowing rule was broken
- |    +-- LifetimeError                  a lifetime was used after it ended
+ |    |    |                             (also a RuntimeError)
+ |    |    +-- MutableBorrowError        a borrow conflicts with a mutable borrow
+ |    |    +-- ReferenceNotOwnedError    the call needs the owner, got a borrow
+ |    |    +-- ReferenceInvalidError     the proxy was moved to another process or dropped
+ |    |    +-- AlreadyOwnedError         into_owned() of an ownership proxy (also ValueError)
+ |    +-- LifetimeError                  a lifetime was used after it ended (also a
+ |    |    |                             RuntimeError)
+ |    |    +-- LifetimeArgumentError     invalid arguments to a lifetime (also ValueError)
+ |    +-- MissingCapabilityError         the connector lacks what the call needs (also a
+ |                                       NotImplementedError)
+ +-- InvalidArgumentError                arguments that cannot go together (also ValueError)
  +-- ConfigError                         a configuration is invalid or cannot be read
  |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
@@ -52,6 +63,7 @@ TetherError
  |    |                                  TimeoutError); the action was cancelled
  |    +-- AgentLaunchError               an agent could not be launched, or failed for good
  |    +-- AgentStateError                an agent's persistent state cannot be read
+ |    +-- AgentCrashedError              the agent's process died while it held the request
  +-- BenchError                          the benchmark suite (tether.bench) failed
  |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
  |    +-- TaskDependencyError            a task's input task failed, so it never ran
@@ -59,14 +71,19 @@ TetherError
  |    +-- ServerStartError               a throwaway server did not start (also a RuntimeError)
  |    +-- HammerError                    calls from many threads failed (also an AssertionError)
  +-- FaasError                           the function service (tether.faas) failed or refused
-      +-- FaasConnectionError            the service is unreachable (gave up retrying)
-      +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
-      +-- FaasNotFoundError              no such function, endpoint or task for this user
-      +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
-      +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
-      +-- TaskPending                    get_result() before the task finished
-      +-- TaskExecutionFailed            the function raised on the endpoint
-           +-- WorkerLostError           workers kept dying; the retry limit was reached
+ |    +-- FaasConnectionError            the service is unreachable (gave up retrying)
+ |    +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
+ |    +-- FaasNotFoundError              no such function, endpoint or task for this user
+ |    +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
+ |    +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
+ |    +-- TaskPending                    get_result() before the task finished
+ |    +-- TaskExecutionFailed            the function raised on the endpoint
+ |         +-- WorkerLostError           workers kept dying; the retry limit was reached
+ +-- SteerError                          steering (tether.steer) failed
+      +-- SteerQueueError                a task queue's broker failed, restarted or was closed
+      +-- SteerTimeoutError              no result or task within the timeout (also a TimeoutError)
+      +-- KillSignalError                the queues were told to stop (kill signal)
+      +-- ExecutableMethodError          an executable method's program failed or is missing
 ```
 
 Every message says what failed (the store, key or address) and, where it can, what to do.
@@ -77,9 +94,11 @@ from __future__ import annotations
 __all__ = [
     'ActionError',
     'ActionTimeoutError',
+    'AgentCrashedError',
     'AgentError',
     'AgentLaunchError',
     'AgentStateError',
+    'AlreadyOwnedError',
     'AuthenticationError',
     'BenchError',
     'ConfigError',
@@ -90,6 +109,7 @@ __all__ = [
     'EventDecodeError',
     'EventRefusedError',
     'EventReplayError',
+    'ExecutableMethodError',
     'FaasAuthenticationError',
     'FaasConnectionError',
     'FaasError',
@@ -102,9 +122,14 @@ __all__ = [
     'FutureTimeoutError',
     'HammerError',
     'HarnessError',
+    'InvalidArgumentError',
+    'KillSignalError',
+    'LifetimeArgumentError',
     'LifetimeError',
     'MailboxClosedError',
     'MessageRejectedError',
+    'MissingCapabilityError',
+    'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
     'OwnershipError',
@@ -115,9 +140,15 @@ __all__ = [
     'ProxyError',
     'ProxyResolveError',
     'ProxyResolveMissingKeyError',
+    'ReferenceInvalidError',
+    'ReferenceNotOwnedError',
     'RemoteError',
     'SerializationError',
+    'SerializerOutputError',
     'ServerStartError',
+    'SteerError',
+    'SteerQueueError',
+    'SteerTimeoutError',
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
@@ -333,12 +364,63 @@ class FutureTimeoutError(FutureError, TimeoutError):
     """A future's result was not set within the timeout (the producer may have died)."""
 
 
-class OwnershipError(StoreError):
-    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken."""
+class OwnershipError(StoreError, RuntimeError):
+    """An ownership or borrowing rule of :mod:`tether.store.ref` was broken.
+
+    Also a :class:`RuntimeError` (what ProxyStore raised when an owner went out of scope
+    while borrowed).
+    """
 
 
-class LifetimeError(StoreError):
-    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended."""
+class LifetimeError(StoreError, RuntimeError):
+    """A lifetime of :mod:`tether.store.lifetimes` was used after it ended.
+
+    Also a :class:`RuntimeError`, as ProxyStore's was.
+    """
+
+
+# ProxyStore compatibility (issue 9): finer classes, each also the builtin ProxyStore
+# raised in its place, so ported ``except`` clauses keep catching them. --------------------
+
+
+class InvalidArgumentError(TetherError, ValueError):
+    """Arguments that cannot go together or are out of range (also a :class:`ValueError`).
+
+    For example ``store.proxy(obj, evict=True, lifetime=lt)``, or a sampling filter's
+    probability outside ``[0, 1]``.
+    """
+
+
+class MissingCapabilityError(StoreError, NotImplementedError):
+    """The store's connector lacks what the call needs (also a :class:`NotImplementedError`).
+
+    For example :meth:`Store.future() <tether.store.Store.future>` over a connector that
+    cannot reserve keys (``new_key``/``set``).
+    """
+
+
+class SerializerOutputError(SerializationError, TypeError):
+    """A custom serializer returned something other than bytes (also a :class:`TypeError`)."""
+
+
+class MutableBorrowError(OwnershipError):
+    """A borrow conflicts with a mutable borrow (or a mutable borrow with any borrow)."""
+
+
+class ReferenceNotOwnedError(OwnershipError):
+    """The call needs the owner (an ``OwnedProxy``) and got a borrow or a plain proxy."""
+
+
+class ReferenceInvalidError(OwnershipError):
+    """The ownership proxy is no longer valid: it was moved to another process or dropped."""
+
+
+class AlreadyOwnedError(OwnershipError, ValueError):
+    """``into_owned()`` of a proxy that already is an ownership proxy (also a ValueError)."""
+
+
+class LifetimeArgumentError(LifetimeError, ValueError):
+    """A lifetime was called with invalid arguments (also a :class:`ValueError`)."""
 
 
 # Agents (tether.agents, issue 11) -------------------------------------------------------
@@ -392,6 +474,14 @@ class AgentLaunchError(AgentError):
 
 class AgentStateError(AgentError):
     """An agent's persistent state cannot be read or written."""
+
+
+class AgentCrashedError(AgentError):
+    """The agent's process died while it held the request (the action may have partly run).
+
+    Sent to the caller by the agent's launcher (or by the restarted agent) for every
+    request the dead process had accepted and not answered; it is never re-run.
+    """
 
 
 # Test helpers (tether.testing) ----------------------------------------------------------
@@ -540,3 +630,34 @@ class TaskDependencyError(BenchError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.task_id))
+
+
+# Steering (tether.steer, issue 14) ------------------------------------------------------
+
+
+class SteerError(TetherError):
+    """Base class for errors of :mod:`tether.steer`."""
+
+
+class SteerQueueError(SteerError):
+    """A task queue failed: its broker is unreachable, restarted, or the queue is closed.
+
+    Raised instead of reconnecting silently when the broker may have lost queued tasks or
+    results (for example a Redis server restarted without persistence). The broker
+    client's error, if any, is chained as ``__cause__``.
+    """
+
+
+class SteerTimeoutError(SteerError, TimeoutError):
+    """No result (or no task) arrived within the timeout."""
+
+
+class KillSignalError(SteerError):
+    """The queues received the kill signal: the campaign is shutting down."""
+
+
+class ExecutableMethodError(SteerError):
+    """The program of an executable method could not start or exited with an error.
+
+    The message gives the command, the exit status and the end of its standard error.
+    """

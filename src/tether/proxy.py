@@ -20,6 +20,11 @@ What resolves a proxy, and what does not (this is a tested contract):
 * resolve only when the metadata is unknown: ``isinstance(p, C)``, ``p.__class__`` and
   ``p.__module__`` (store proxies know the target's class), ``hash(p)`` (store proxies know
   the hash of hashable targets; unhashable targets raise ``TypeError`` without resolving);
+  a proxy whose factory may wait on another task (``resolve_may_block``: a future's
+  proxy, in the process that made the future) never waits for ``isinstance``,
+  ``__class__`` or ``__module__``: while its class is unknown and resolving would wait,
+  it answers as what it is, a :class:`Proxy` (``isinstance(p, str)`` false,
+  ``isinstance(p, Proxy)`` true); once the result is set it resolves and answers for it;
 * always resolve: attribute access, method calls, operators, ``str``, ``format``, ``bool``,
   ``len``, iteration, comparisons, ``dir``.
 
@@ -43,6 +48,7 @@ from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
     'Proxy',
+    'ProxyLocker',
     'ProxyOr',
     'extract',
     'get_factory',
@@ -109,6 +115,14 @@ class Proxy(Generic[T]):
         target_class: The class of the target, if known, so that ``isinstance`` and
             ``__class__`` do not resolve the proxy.
         target_hash: The hash of the target, if known, so that ``hash`` does not resolve.
+        target: The target, if already at hand: the proxy starts resolved (the factory
+            still travels when it is pickled).
+        cache_defaults: With ``target``, take ``target_class`` and ``target_hash`` from
+            it, so that an unpickled copy answers ``isinstance`` and ``hash`` unresolved.
+
+    A subclass may define its own methods, properties, class attributes and slots: those
+    names are served by the proxy, every other name is forwarded to the target. (The
+    pickled form of a proxy is a plain :class:`Proxy`.)
 
     Raises:
         ProxyResolveError: (on first use) when the factory raises; the factory's error
@@ -125,6 +139,8 @@ class Proxy(Generic[T]):
         *,
         target_class: type | None = None,
         target_hash: int | None = None,
+        target: Any = _MISSING,
+        cache_defaults: bool = False,
     ) -> None:
         if not callable(factory):
             raise TypeError(f'Proxy factory must be callable, got {type(factory).__name__}')
@@ -135,6 +151,12 @@ class Proxy(Generic[T]):
         _set(self, '__proxy_lock__', threading.Lock())
         _set(self, '__proxy_pending__', None)
         _set(self, '__proxy_trace__', None)
+        if target is not _MISSING:
+            _preset_target(self, target, cache_defaults)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _serve_own_names(cls)
 
     # Attribute access ------------------------------------------------------------------
 
@@ -159,7 +181,12 @@ class Proxy(Generic[T]):
     def __class__(self) -> type:
         cls = _get_class(self)
         if cls is None:
-            return type(_target(self))
+            target = _get_target(self)
+            if target is _MISSING:
+                if _may_block(self):
+                    return type(self)
+                target = _resolve(self)
+            return type(target)
         return cast(type, cls)
 
     # Pickling --------------------------------------------------------------------------
@@ -269,6 +296,9 @@ class Proxy(Generic[T]):
 
     def __iter__(self) -> Any:
         return iter(_target(self))
+
+    def __next__(self) -> Any:
+        return next(_target(self))
 
     def __reversed__(self) -> Any:
         return reversed(_target(self))
@@ -401,8 +431,26 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
         cls = _get_class(proxy)
         if cls is not None:
             return cls.__module__
+        if _get_target(proxy) is _MISSING and _may_block(proxy):
+            return Proxy.__module__
         return _target(proxy).__module__
     return object.__getattribute__(proxy, name)
+
+
+def _may_block(proxy: Proxy[Any]) -> bool:
+    """Whether resolving ``proxy`` now would wait on another task (a future not set yet).
+
+    Factories say that resolving may wait with a true ``resolve_may_block`` attribute,
+    and may offer ``ready()`` (true once resolving would not wait). The factories of
+    :meth:`tether.store.future.Future.proxy` do, in the process that made the future.
+    Metadata queries (``__class__``, ``isinstance``, ``__module__``) on such an
+    unresolved proxy of unknown class answer for the proxy itself instead of waiting.
+    """
+    factory = _get_factory(proxy)
+    if not getattr(factory, 'resolve_may_block', False):
+        return False
+    ready = getattr(factory, 'ready', None)
+    return ready is None or not ready()
 
 
 def _binary(op: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
@@ -431,7 +479,6 @@ for _name, _op, _iop in (
     ('truediv', operator.truediv, operator.itruediv),
     ('floordiv', operator.floordiv, operator.ifloordiv),
     ('mod', operator.mod, operator.imod),
-    ('pow', operator.pow, operator.ipow),
     ('lshift', operator.lshift, operator.ilshift),
     ('rshift', operator.rshift, operator.irshift),
     ('and', operator.and_, operator.iand),
@@ -448,6 +495,28 @@ for _name, _op, _iop in (
         _ifn = _inplace(_iop)
         _ifn.__name__ = f'__i{_name}__'
         setattr(Proxy, f'__i{_name}__', _ifn)
+
+
+def _pow(self: Proxy[Any], other: Any, mod: Any = None) -> Any:
+    if mod is None:
+        return _target(self) ** other
+    return pow(_target(self), other, mod)
+
+
+def _rpow(self: Proxy[Any], other: Any, mod: Any = None) -> Any:
+    if mod is None:
+        return other ** _target(self)
+    return pow(other, _target(self), mod)
+
+
+def _ipow(self: Proxy[Any], other: Any, mod: Any = None) -> Proxy[Any]:
+    _set(self, '__proxy_target__', _pow(self, other, mod))
+    return self
+
+
+_pow.__name__, _rpow.__name__, _ipow.__name__ = '__pow__', '__rpow__', '__ipow__'
+for _name, _fn in (('__pow__', _pow), ('__rpow__', _rpow), ('__ipow__', _ipow)):
+    setattr(Proxy, _name, _fn)
 
 
 def _rebuild(factory: Callable[[], Any], cls: type | None, h: int | str | None) -> Proxy[Any]:
@@ -566,3 +635,96 @@ def _target_hash(obj: Any) -> Any:
         return hash(obj)
     except TypeError:
         return _UNHASHABLE
+    except Exception:
+        return None  # hashing failed for another reason: unknown, hash() resolves
+
+
+def _preset_target(proxy: Proxy[Any], target: Any, cache_defaults: bool) -> None:
+    _set(proxy, '__proxy_target__', target)
+    if cache_defaults:
+        if _get_class(proxy) is None:
+            _set(proxy, '__proxy_class__', type(target))
+        if _get_hash(proxy) is None:
+            _set(proxy, '__proxy_hash__', _target_hash(target))
+
+
+def _own_names(cls: type) -> frozenset[str]:
+    """The non-dunder names a proxy subclass (and its proxy bases) define themselves."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is Proxy or not (isinstance(klass, type) and issubclass(klass, Proxy)):
+            continue
+        names.update(n for n in vars(klass) if not (n.startswith('__') and n.endswith('__')))
+    return frozenset(names)
+
+
+def _serve_own_names(cls: type) -> None:
+    """Let a proxy subclass serve its own attributes instead of forwarding them.
+
+    Plain proxies pay nothing: the lookup is installed only on subclasses that define
+    names of their own and do not define ``__getattribute__``/``__setattr__`` themselves.
+    """
+    own = _own_names(cls)
+    if not own:
+        return
+    namespace = vars(cls)
+    if '__getattribute__' not in namespace:
+
+        def __getattribute__(self: Proxy[Any], name: str) -> Any:  # noqa: N807
+            if name in own:
+                return object.__getattribute__(self, name)
+            return super(cls, self).__getattribute__(name)  # type: ignore[arg-type]
+
+        cls.__getattribute__ = __getattribute__  # type: ignore[method-assign,assignment]
+    if '__setattr__' not in namespace:
+
+        def __setattr__(self: Proxy[Any], name: str, value: Any) -> None:  # noqa: N807
+            if name in own:
+                object.__setattr__(self, name, value)
+            else:
+                super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+        cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+    if '__delattr__' not in namespace:
+
+        def __delattr__(self: Proxy[Any], name: str) -> None:  # noqa: N807
+            if name in own:
+                object.__delattr__(self, name)
+            else:
+                super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+        cls.__delattr__ = __delattr__  # type: ignore[method-assign,assignment]
+
+
+class ProxyLocker(Generic[T]):
+    """Holds a proxy so that nothing can use (and so resolve) it by accident.
+
+    Every attribute of the locker is refused except :meth:`unlock`, which hands the proxy
+    back. Pickling a locker pickles the proxy (never its target).
+
+    Args:
+        proxy: The proxy to lock.
+    """
+
+    __slots__ = ('_proxy',)
+
+    def __init__(self, proxy: Proxy[T]) -> None:
+        object.__setattr__(self, '_proxy', proxy)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == '_proxy':
+            raise AttributeError('a ProxyLocker hides its proxy: call unlock() to get it')
+        return object.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        return 'ProxyLocker(<locked proxy>)'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProxyLocker, (self.unlock(),))
+
+    def unlock(self) -> Proxy[T]:
+        """Return the locked proxy (unresolved if it was)."""
+        return cast(Proxy[T], _locker_proxy(self))
+
+
+_locker_proxy = cast(Callable[[ProxyLocker[Any]], Any], ProxyLocker._proxy.__get__)  # type: ignore[attr-defined]

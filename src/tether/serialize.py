@@ -41,6 +41,7 @@ __all__ = [
     'Deserializer',
     'Serializer',
     'deserialize',
+    'is_bytes_like',
     'serialize',
     'serialize_parts',
 ]
@@ -325,3 +326,8 @@ _DECODERS: dict[int, Callable[[memoryview, memoryview], Any]] = {
 
 if sys.byteorder != 'little':  # pragma: no cover - every platform we support is little
     raise ImportError('tether.serialize supports little-endian platforms only')
+
+
+def is_bytes_like(obj: Any) -> bool:
+    """Return whether ``obj`` is :data:`BytesLike` (``bytes``, ``bytearray``, ``memoryview``)."""
+    return isinstance(obj, bytes | bytearray | memoryview)

@@ -220,3 +220,57 @@ class Parent(Behavior):
     @action
     def relay(self, value: Any) -> Any:
         return self.child.echo(value).result(30)
+
+
+class Stuck(Behavior):
+    """Holds requests until its process dies (requests in flight when an agent crashes).
+
+    Only its first process holds: a restarted one (``marker`` exists) answers at once.
+    Each request it holds creates a file ``<marker>.<n>``, so a test can see it without
+    asking the agent (whose slots the held requests take).
+    """
+
+    max_concurrency = 3
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.holding = 0
+
+    def on_setup(self) -> None:
+        import os
+
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        if os.path.exists(self.marker):
+            self.release.set()
+        else:
+            open(self.marker, 'w').close()
+
+    @action
+    def hold(self) -> None:
+        if self.release.is_set():
+            return
+        self._held()
+        self.release.wait(600)
+
+    @action
+    async def ahold(self) -> None:
+        if self.release.is_set():
+            return
+        self._held()
+        await asyncio.sleep(600)
+
+    def _held(self) -> None:
+        with self.lock:
+            self.holding += 1
+            open(f'{self.marker}.{self.holding}', 'w').close()
+
+    @action
+    def held(self) -> int:
+        return self.holding
+
+    @action
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()

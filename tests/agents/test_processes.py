@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents._behaviors import Counter, Echo
+from tests.agents._behaviors import Counter, Echo, Stuck
 from tests.parsl_env import parsl_environment
 from tether.agents import Manager
 from tether.agents.launcher import ProcessLauncher, RestartPolicy
@@ -67,6 +67,86 @@ def test_restart_limit_terminates_the_mailbox(make_exchange: Any) -> None:
         assert launcher.failure(handle.agent_id) is not None
         with pytest.raises(MailboxClosedError):
             handle.echo(1)
+
+
+def _kill_while_holding(handle: Any, marker: pathlib.Path) -> tuple[list[Any], int]:
+    """Start requests the agent will never answer, SIGKILL it once it holds them."""
+    pid = handle.pid().result(60)
+    held = [handle.hold(), handle.ahold()]
+    queued = [handle.hold()]  # over the cap of 2: accepted, waiting for a slot
+    handle.ping(timeout=60)  # answered in order, so the agent has taken the three
+    while not (marker.with_suffix('.1').exists() and marker.with_suffix('.2').exists()):
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    return held + queued, pid
+
+
+@pytest.mark.parametrize('kind', ['redis', 'hybrid'])
+def test_requests_in_flight_when_the_agent_dies_get_a_clear_error(
+    make_exchange: Any, kind: str, tmp_path: pathlib.Path
+) -> None:
+    from tether.exceptions import AgentCrashedError
+
+    launcher = ProcessLauncher(restart=RestartPolicy(max_restarts=1, backoff=0.1))
+    with Manager(make_exchange(kind), launcher) as manager:
+        handle = manager.launch(
+            Stuck(str(tmp_path / 'marker')), max_concurrency=2, state_dir=str(tmp_path)
+        )
+        futures, pid = _kill_while_holding(handle, tmp_path / 'marker')
+        for future in futures:
+            with pytest.raises(AgentCrashedError, match='died while running action'):
+                future.result(120)
+        # The restarted agent serves again and did not re-run what it held.
+        assert handle.pid().result(60) != pid
+        assert handle.held().result(60) == 0
+        assert launcher.restarts(handle.agent_id) == 1
+        assert not list(tmp_path.glob('*.inflight.tmp'))
+
+
+def test_requests_in_flight_get_an_error_when_the_agent_is_not_restarted(
+    make_exchange: Any, tmp_path: pathlib.Path
+) -> None:
+    from tether.exceptions import AgentCrashedError, MailboxClosedError
+
+    launcher = ProcessLauncher()  # no restarts
+    with Manager(make_exchange('hybrid'), launcher) as manager:
+        handle = manager.launch(
+            Stuck(str(tmp_path / 'marker')), max_concurrency=2, state_dir=str(tmp_path)
+        )
+        futures, _ = _kill_while_holding(handle, tmp_path / 'marker')
+        for future in futures:
+            with pytest.raises(AgentCrashedError):
+                future.result(120)
+        manager.wait(handle, timeout=60)
+        with pytest.raises(MailboxClosedError):
+            handle.held()
+
+
+def test_a_restarted_agent_answers_what_its_dead_process_left(
+    make_exchange: Any, tmp_path: pathlib.Path
+) -> None:
+    """When nobody supervised the dead process, the next incarnation answers instead."""
+    from tether.agents._journal import Journal
+    from tether.agents.handle import ActionFuture
+    from tether.exceptions import AgentCrashedError
+
+    exchange = make_exchange('redis')
+    agent_id = exchange.register_agent(Stuck)
+    client = exchange.transport().client()
+    tag = next(client._tags)
+    future: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'hold')
+    client._pending[tag] = future
+    journal = Journal(str(tmp_path / f'{agent_id}.inflight'))
+    journal.started(client.id, tag, 'hold')  # as if a process took it and died
+    journal.close()
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(
+            Stuck(str(tmp_path / 'marker')), agent_id=agent_id, state_dir=str(tmp_path)
+        )
+        with pytest.raises(AgentCrashedError, match="action 'hold'"):
+            future.result(120)
+        assert handle.held().result(60) == 0
+    assert not (tmp_path / f'{agent_id}.inflight').exists()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Every application runs to completion, at one small size, on every executor.
 
 Each run uses the Store transformer over Redis (so task data of every app crosses every
-executor as proxies) and leaves complete, consistent records.
+executor as proxies) and leaves complete, consistent records. On the thread pool, each
+app runs through ``tether bench run`` with TOML files and command-line options.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tether.bench.plugins import get_plugin
 from tether.bench.record import JSONRecordLogger
 from tether.bench.transformer.store import StoreTransformerConfig
 
-EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl')  # Ray: see docs/bench.md
+EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray', 'faas')
 
 SMALL: dict[str, dict[str, Any]] = {
     'cholesky': {'matrix_size': 60, 'block_size': 20},
@@ -73,15 +74,65 @@ def check_outputs(app: str, run_dir: pathlib.Path) -> None:
         assert report['base_app_completed'] is False
 
 
+def run_from_the_cli(
+    app: str,
+    redis_store_options: dict[str, Any],
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> pathlib.Path:
+    """``tether bench run -c app.toml store.toml --OPTION ...``: return the run directory."""
+    import tomli_w
+    from click.testing import CliRunner
+
+    from tether.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    app_toml = tmp_path / 'app.toml'
+    app_toml.write_text(tomli_w.dumps({'app': {'name': app, **SMALL[app]}}))
+    store_toml = tmp_path / 'store.toml'
+    store_toml.write_text(
+        tomli_w.dumps(
+            {
+                'engine': {
+                    'executor': {'name': 'process-pool'},  # replaced on the command line
+                    'transformer': {
+                        'name': 'store',
+                        'connector': {'kind': 'redis', 'options': redis_store_options},
+                    },
+                },
+            },
+        ),
+    )
+    result = CliRunner().invoke(
+        cli,
+        ['bench', 'run', '-c', str(app_toml), str(store_toml), '--executor', 'thread-pool',
+         '--engine.executor.max_threads', '2', '--run.dir_format', 'run', '--json'],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary['transformer'] == 'store'
+    assert summary['executor'] == 'thread-pool'
+    assert summary['app'] == app
+    return tmp_path / 'run'
+
+
 @pytest.mark.parametrize('executor', EXECUTORS)
 @pytest.mark.parametrize('app', sorted(SMALL))
-def test_app_on_executor(
+def test_app_on_executor(  # noqa: PLR0917 (pytest passes fixtures by name)
     app: str,
     executor: str,
     make_executor: Callable[[str], concurrent.futures.Executor],
     redis_store_options: dict[str, Any],
     tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if executor == 'thread-pool':
+        # On the thread pool, each app runs from the command line and TOML files.
+        run_dir = run_from_the_cli(app, redis_store_options, tmp_path, monkeypatch)
+        check_records(run_dir / 'tasks.jsonl', all_succeed=app != 'failures')
+        check_outputs(app, run_dir)
+        return
     config = get_plugin('app', app).model_validate({'name': app, **SMALL[app]})
     transformer = StoreTransformerConfig.model_validate(
         {'connector': {'kind': 'redis', 'options': redis_store_options}},

@@ -101,7 +101,12 @@ def test_pickle_file_missing(tmp_path: pathlib.Path) -> None:
         transformer.resolve(PickleFileIdentifier(str(tmp_path / 'gone.pkl')))
 
 
-def _connector_options(kind: str, tmp_path: pathlib.Path, redis_options: dict[str, Any]) -> Any:
+def _connector_options(
+    kind: str,
+    tmp_path: pathlib.Path,
+    redis_options: dict[str, Any],
+    request: pytest.FixtureRequest,
+) -> Any:
     tag = uuid.uuid4().hex[:8]
     if kind == 'redis':
         return redis_options
@@ -109,17 +114,20 @@ def _connector_options(kind: str, tmp_path: pathlib.Path, redis_options: dict[st
         return {'store_dir': str(tmp_path / 'store'), 'clear': True}
     if kind == 'shared-memory':
         return {'namespace': f'benchtest{tag}', 'clear': True}
+    if kind == 'endpoint':
+        return {'endpoints': ['bench'], 'home': str(request.getfixturevalue('bench_endpoint'))}
     if kind == 'node':
         return {'name': f'benchtest-{tag}', 'address': '127.0.0.1', 'idle_timeout': 30.0}
     return {}
 
 
-@pytest.mark.parametrize('kind', ['redis', 'file', 'shared-memory', 'node'])
+@pytest.mark.parametrize('kind', ['redis', 'file', 'shared-memory', 'node', 'endpoint'])
 def test_store_transformer_over_each_connector(
     kind: str,
     process_pool: Any,
     redis_store_options: dict[str, Any],
     tmp_path: pathlib.Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     from tests.bench.conftest import Borrowed
 
@@ -128,7 +136,7 @@ def test_store_transformer_over_each_connector(
             'name': 'store',
             'connector': {
                 'kind': kind,
-                'options': _connector_options(kind, tmp_path, redis_store_options),
+                'options': _connector_options(kind, tmp_path, redis_store_options, request),
             },
         },
     )

@@ -35,7 +35,7 @@ LAYERS: dict[str, int] = {
     'tether.plugins': 6,
     'tether.agents': 7,
     'tether.faas': 7,
-    'tether.steer': 7,
+    'tether.steer': 8,  # above faas (its FaaS task server) and store patterns
     'tether.bench': 7,
     'tether.demo': 8,
     'tether.testing': 8,

@@ -226,7 +226,9 @@ def test_register_twice_raises() -> None:
     a = Store('dup', LocalConnector(), register=True)
     with pytest.raises(StoreExistsError, match='dup'):
         Store('dup', LocalConnector(), register=True)
-    register_store(a)  # the same store again is fine
+    with pytest.raises(StoreExistsError):
+        register_store(a)  # the same store twice is a mistake, as in ProxyStore
+    register_store(a, exist_ok=True)
     b = Store('dup', LocalConnector())
     register_store(b, exist_ok=True)
     assert get_store('dup') is b

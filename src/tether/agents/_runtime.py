@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether.agents._journal import Journal, answer_lost
 from tether.agents._message import (
     CANCEL,
     DESCRIBE,
@@ -74,6 +75,8 @@ class AgentSpec:
         exchange: The exchange.
         max_concurrency: Overrides the behavior's ``max_concurrency``.
         state_dir: Directory of the agent's persistent state (default: the agents home).
+        journal: File of the in-flight journal (set by launchers that run agents in
+            processes of their own; see :mod:`tether.agents._journal`).
     """
 
     behavior: Behavior
@@ -81,6 +84,7 @@ class AgentSpec:
     exchange: Exchange
     max_concurrency: int | None = None
     state_dir: str | None = None
+    journal: str | None = None
 
 
 class ActionContext:
@@ -229,6 +233,7 @@ class AgentRuntime:
         self._stopping = False
         self._idle: asyncio.Event | None = None
         self._pending_stop: tuple[bool, BaseException | None] | None = None
+        self._journal: Journal | None = None
 
     # Control from other threads --------------------------------------------------------
 
@@ -275,6 +280,11 @@ class AgentRuntime:
         listener = None
         loops: list[Any] = []
         try:
+            if self.spec.journal is not None:
+                # Requests an earlier incarnation accepted and never answered (its
+                # launcher normally answers them first).
+                answer_lost(self.exchange, self.agent_id, self.spec.journal, 'found at restart')
+                self._journal = Journal(self.spec.journal)
             await self._call(self.behavior.on_setup)
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)
@@ -307,6 +317,8 @@ class AgentRuntime:
                 except TetherError:
                     logger.warning('could not terminate the mailbox of %s', self.agent_id)
             self.behavior.__dict__.pop('_tether_context', None)
+            if self._journal is not None:
+                self._journal.close()
             logger.info('agent %s stopped', self.agent_id)
 
     async def _call(self, fn: Callable[[], Any]) -> Any:
@@ -323,7 +335,7 @@ class AgentRuntime:
             self._waiting.clear()
             running = [c for c in self._active.values() if c.started]
             for ctx in waiting:
-                self._active.pop((ctx.caller, ctx.tag), None)
+                self._forget(ctx)
             busy = self._running > 0
             if busy:
                 self._idle = asyncio.Event()
@@ -509,6 +521,8 @@ class AgentRuntime:
             stopping = self._stopping
             if not stopping:
                 self._active[key] = ctx
+                if self._journal is not None:
+                    self._journal.started(msg.src, msg.tag, msg.action)
                 run_now = self.cap is None or self._running < self.cap
                 if run_now:
                     self._running += 1
@@ -541,7 +555,7 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
-            self._active.pop((ctx.caller, ctx.tag), None)
+            self._forget(ctx)
             while self._waiting:
                 candidate = self._waiting.popleft()
                 if not candidate.cancelled:
@@ -554,6 +568,11 @@ class AgentRuntime:
         if nxt is not None:
             self._start(nxt)
 
+    def _forget(self, ctx: ActionContext) -> None:
+        """Drop an answered (or abandoned) request; call with ``self._lock`` held."""
+        if self._active.pop((ctx.caller, ctx.tag), None) is not None and self._journal is not None:
+            self._journal.finished(ctx.caller, ctx.tag)
+
     def _cancel(self, key: tuple[str, int]) -> None:
         with self._lock:
             ctx = self._active.get(key)
@@ -564,7 +583,7 @@ class AgentRuntime:
                 return
             ctx.cancel_event.set()
             if not ctx.started:
-                self._active.pop(key, None)
+                self._forget(ctx)
                 return  # skipped when its turn comes
         if ctx.is_async:
             self._call_soon(self._cancel_task, ctx)

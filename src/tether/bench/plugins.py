@@ -60,12 +60,12 @@ BUILTIN: dict[str, dict[str, str]] = {
     },
     'executor': {
         'dask': _EX + 'dask',
+        'faas': _EX + 'faas',
         'parsl-htex': _EX + 'parsl',
         'parsl-local': _EX + 'parsl',
         'process-pool': _EX + 'python',
         'ray': _EX + 'ray',
         'thread-pool': _EX + 'python',
-        # 'faas': _EX + 'faas',  (tether's function service: one module, see docs/bench.md)
     },
     'filter': {
         'all': 'tether.bench.filter',

@@ -14,8 +14,10 @@ resolving transformed arguments), ``function_time`` and ``result_transform_time`
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
@@ -46,33 +48,66 @@ class NullRecordLogger:
 
 
 class JSONRecordLogger:
-    """Appends each record as one JSON line to a file (thread-safe, flushed per line).
+    """Appends each record as one JSON line to a file (thread-safe).
+
+    Lines are flushed to the file at most ``flush_interval`` seconds after they were
+    logged (the first record after a quiet spell is flushed at once), and all of them by
+    :meth:`close`: a flush per record would cost a system call per task.
 
     Args:
         filepath: The file (created with its directory; appended to if it exists).
+        flush_interval: Longest time, in seconds, a logged record waits in the buffer
+            (``0``: flush every record).
     """
 
-    def __init__(self, filepath: str | os.PathLike[str]) -> None:
+    def __init__(self, filepath: str | os.PathLike[str], *, flush_interval: float = 0.5) -> None:
+        if flush_interval < 0:
+            raise ValueError(f'flush_interval must be >= 0, not {flush_interval}')
         self.filepath = os.fspath(filepath)
+        self.flush_interval = flush_interval
         parent = os.path.dirname(self.filepath)
         if parent:
             os.makedirs(parent, exist_ok=True)
         self._file = open(self.filepath, 'a', encoding='utf-8')  # noqa: SIM115
         self._lock = threading.Lock()
+        self._flushed = -math.inf  # the first record is flushed at once
+        self._timer: threading.Timer | None = None
 
     def log(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one line."""
-        line = json.dumps(record, default=str) + '\n'
+        line = _dumps(record) + '\n'
         with self._lock:
             if self._file.closed:
                 return
             self._file.write(line)
-            self._file.flush()
+            now = time.monotonic()
+            if now - self._flushed >= self.flush_interval:
+                self._file.flush()
+                self._flushed = now
+            elif self._timer is None:
+                # Flush what is buffered later, even if no other record comes.
+                self._timer = threading.Timer(self.flush_interval, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        """Write the buffered records to the file now."""
+        with self._lock:
+            self._timer = None
+            if not self._file.closed:
+                self._file.flush()
+                self._flushed = time.monotonic()
 
     def close(self) -> None:
-        """Close the file (later records are dropped)."""
+        """Flush and close the file (later records are dropped)."""
         with self._lock:
+            timer, self._timer = self._timer, None
             self._file.close()
+        if timer is not None:
+            timer.cancel()
+
+
+_dumps = json.JSONEncoder(default=str).encode
 
 
 def read_records(filepath: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic, Self, TypeVar
 
+from tether.connectors._context import ClosingContext
 from tether.serialize import BytesLike
 
 __all__ = ['KeyedWrites']
@@ -12,7 +13,7 @@ __all__ = ['KeyedWrites']
 K = TypeVar('K')
 
 
-class KeyedWrites(Generic[K]):
+class KeyedWrites(ClosingContext, Generic[K]):
     """Mixin: ``put``/``put_parts``/``put_batch``/``new_key``/``set``/``get_batch``.
 
     A subclass provides ``_new_key()``, ``_write(key, parts)`` (atomic: a reader sees the
@@ -54,11 +55,12 @@ class KeyedWrites(Generic[K]):
         return [self.get(k) for k in keys]
 
     def new_key(self, data: BytesLike | None = None) -> K:
-        """Return a fresh key, storing ``data`` under it if given."""
-        key = self._new_key()
-        if data is not None:
-            self._write(key, [data])
-        return key
+        """Reserve a fresh key; nothing is stored under it until :meth:`set`.
+
+        ``data`` (the object the key will hold) is accepted for connectors that choose
+        where to put it by its size; it is not stored.
+        """
+        return self._new_key()
 
     def set(self, key: K, data: BytesLike) -> None:
         """Store ``data`` under ``key`` (atomically replacing what was there)."""

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Self
 
 from tether._wire import SyncClient
+from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, list_configs, read_state
@@ -79,7 +80,7 @@ class EndpointKey(NamedTuple):
     endpoint_id: str
 
 
-class EndpointConnector:
+class EndpointConnector(ClosingContext):
     """A connector whose objects live in the endpoint of each site.
 
     Args:
@@ -268,11 +269,8 @@ class EndpointConnector:
         self._request('evict', proto.EVICT, [key.object_id], key.endpoint_id)
 
     def new_key(self, data: BytesLike | None = None) -> EndpointKey:
-        """A key in the local endpoint, storing ``data`` if given."""
-        key = EndpointKey(new_id(), self.local_uuid)
-        if data is not None:
-            self.set(key, data)
-        return key
+        """Reserve a key in the local endpoint (``data`` is not stored: :meth:`set` does)."""
+        return EndpointKey(new_id(), self.local_uuid)
 
     def set(self, key: EndpointKey, data: BytesLike) -> None:
         """Store ``data`` under ``key`` (in the endpoint the key names)."""

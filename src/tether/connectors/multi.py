@@ -49,6 +49,7 @@ from typing import Any, NamedTuple, Self
 
 import pydantic
 
+from tether.connectors._context import ClosingContext
 from tether.exceptions import ConfigError, ConnectorError, NoConnectorMatchError
 from tether.serialize import BytesLike
 
@@ -169,7 +170,7 @@ def _import(path: str) -> Any:
         raise ConfigError(f'cannot import connector type {path!r}: {e}') from e
 
 
-class MultiConnector:
+class MultiConnector(ClosingContext):
     """Route each object to one of several connectors by policy.
 
     Args:
@@ -438,7 +439,10 @@ class MultiConnector:
         subset_tags: Iterable[str] = (),
         superset_tags: Iterable[str] = (),
     ) -> MultiKey:
-        """Return a key from the best matching deferrable connector."""
+        """Reserve a key in the deferrable connector whose policy ``data``'s size matches.
+
+        Nothing is stored until :meth:`set`.
+        """
         size = None if data is None else memoryview(data).nbytes
         name = self._choose(size, subset_tags, superset_tags, deferrable=True)
         return MultiKey(name, self._active[name].new_key(data))

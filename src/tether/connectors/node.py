@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Self
 
 from tether._wire import SyncClient
+from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
 from tether.exceptions import (
     ConfigError,
@@ -92,7 +93,7 @@ class NodeKey(NamedTuple):
     port: int
 
 
-class NodeConnector:
+class NodeConnector(ClosingContext):
     """A connector whose objects live in per-host in-memory node servers.
 
     Args:
@@ -389,12 +390,9 @@ class NodeConnector:
         self._request('evict', (key.host, key.port), proto.EVICT, [key.object_id])
 
     def new_key(self, data: BytesLike | None = None) -> NodeKey:
-        """Return a key in this host's server, storing ``data`` if given."""
+        """Reserve a key in this host's server (``data`` is not stored: :meth:`set` does)."""
         host, port = self._local_server()
-        key = NodeKey(new_id(), host, port)
-        if data is not None:
-            self.set(key, data)
-        return key
+        return NodeKey(new_id(), host, port)
 
     def set(self, key: NodeKey, data: BytesLike) -> None:
         """Store ``data`` under ``key`` (in the server the key names)."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
+from tether.connectors._context import ClosingContext
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
 from tether.serialize import BytesLike, _new_buffer
@@ -45,7 +46,7 @@ class RedisKey(NamedTuple):
     redis_key: str
 
 
-class RedisConnector:
+class RedisConnector(ClosingContext):
     """A connector that stores objects in a Redis server.
 
     Args:
@@ -92,6 +93,8 @@ class RedisConnector:
         chunk_size: int = _DEFAULT_CHUNK,
         clear: bool = False,
     ) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+            raise ValueError(f'chunk_size must be a positive number of bytes, got {chunk_size!r}')
         try:
             import redis
             from redis.backoff import ExponentialBackoff
@@ -421,11 +424,8 @@ class RedisConnector:
         return keys
 
     def new_key(self, data: BytesLike | None = None) -> RedisKey:
-        """Return a fresh key, storing ``data`` if given."""
-        key = self._key()
-        if data is not None:
-            self.set(key, data)
-        return key
+        """Reserve a fresh key (``data`` is not stored: :meth:`set` stores it)."""
+        return self._key()
 
     def set(self, key: RedisKey, data: BytesLike) -> None:
         """Store ``data`` under ``key`` and wake the processes blocked in :meth:`wait`."""

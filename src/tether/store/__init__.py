@@ -10,6 +10,7 @@ with Store('my-store', RedisConnector('localhost', 6379), register=True) as stor
 
 from __future__ import annotations
 
+from tether.store._registration import store_registration
 from tether.store._registry import (
     get_or_create_store,
     get_store,
@@ -29,5 +30,6 @@ __all__ = [
     'get_or_create_store',
     'get_store',
     'register_store',
+    'store_registration',
     'unregister_store',
 ]

@@ -25,6 +25,8 @@ class LRUCache(Generic[K, V]):
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        # Bumped by every evict: a reader that fetched before an evict must not cache.
+        self.generation = 0
 
     def __len__(self) -> int:
         return len(self._data)
@@ -43,11 +45,17 @@ class LRUCache(Generic[K, V]):
             self.hits += 1
             return value
 
-    def set(self, key: K, value: V) -> None:
-        """Cache ``value`` under ``key``."""
+    def set(self, key: K, value: V, *, generation: int | None = None) -> None:
+        """Cache ``value`` under ``key``.
+
+        With ``generation`` (read from :attr:`generation` before the value was fetched),
+        nothing is cached if an :meth:`evict` ran since: the value may be gone.
+        """
         if self.maxsize == 0:
             return
         with self._lock:
+            if generation is not None and generation != self.generation:
+                return
             self._data[key] = value
             self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
@@ -56,6 +64,7 @@ class LRUCache(Generic[K, V]):
     def evict(self, key: K) -> None:
         """Drop ``key`` from the cache."""
         with self._lock:
+            self.generation += 1
             self._data.pop(key, None)
 
     def clear(self) -> None:

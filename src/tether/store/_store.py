@@ -8,7 +8,14 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from tether.connectors.local import LocalConnector
-from tether.exceptions import NonProxiableTypeError, SerializationError, StoreError
+from tether.exceptions import (
+    InvalidArgumentError,
+    MissingCapabilityError,
+    NonProxiableTypeError,
+    SerializationError,
+    SerializerOutputError,
+    StoreError,
+)
 from tether.proxy import _MISSING as _MISSING_TARGET
 from tether.proxy import Proxy, _set_target_metadata, _target_hash
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
@@ -42,7 +49,10 @@ class Store(Generic[ConnectorT]):
         cache_size: How many deserialized objects this process keeps (LRU); 0 disables.
         metrics: Record timings and sizes (see :mod:`tether.store.metrics`).
         populate_target: Proxies returned by :meth:`proxy` start resolved in this process
-            (the object is at hand, so using the proxy here costs nothing).
+            (the object is at hand, so using the proxy here costs nothing). Not with a
+            custom ``deserializer`` (here or per call): what it returns is not known
+            until it runs, so such proxies start unresolved, of unknown class, and
+            report the class of what the deserializer returned once resolved.
         register: Register the store in this process's registry at once.
 
     Raises:
@@ -126,6 +136,7 @@ class Store(Generic[ConnectorT]):
             cache_size=config.cache_size,
             metrics=config.metrics,
             populate_target=config.populate_target,
+            register=config.auto_register,
         )
 
     def close(self, *args: Any, **kwargs: Any) -> None:
@@ -142,7 +153,7 @@ class Store(Generic[ConnectorT]):
 
     def _record(self, op: str, key: Any, start: int, nbytes: int = 0) -> None:
         if self.metrics is not None:
-            self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e9, nbytes)
+            self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e6, nbytes)
 
     def serialize(self, obj: Any, serializer: Serializer | None = None) -> BytesLike:
         """Serialize ``obj`` with ``serializer``, the store's, or the default."""
@@ -151,7 +162,7 @@ class Store(Generic[ConnectorT]):
             return b''.join(serialize_parts(obj))
         data = fn(obj)
         if not isinstance(data, bytes | bytearray | memoryview):
-            raise SerializationError(
+            raise SerializerOutputError(
                 f'serializer {fn!r} of store {self.name!r} returned '
                 f'{type(data).__name__}, expected bytes',
             )
@@ -209,14 +220,24 @@ class Store(Generic[ConnectorT]):
         objs: Sequence[Any],
         *,
         serializer: Serializer | None = None,
+        lifetime: Any = None,
         **kwargs: Any,
     ) -> list[Any]:
-        """Serialize and store several objects in one connector call; return their keys."""
+        """Serialize and store several objects in one connector call; return their keys.
+
+        ``lifetime`` evicts them all when it ends.
+        """
         self._check_open()
+        if lifetime is not None:
+            batch = self.put_batch(objs, serializer=serializer, **kwargs)
+            lifetime.add_key(*batch, store=self)
+            return batch
         start = time.perf_counter_ns()
         datas = [self.serialize(o, serializer) for o in objs]
         keys: list[Any] = self.connector.put_batch(datas, **kwargs)  # type: ignore[attr-defined]
-        self._record('store.put_batch', None, start, sum(memoryview(d).nbytes for d in datas))
+        self._record(
+            'store.put_batch', tuple(keys), start, sum(memoryview(d).nbytes for d in datas)
+        )
         return keys
 
     def get(
@@ -233,13 +254,15 @@ class Store(Generic[ConnectorT]):
         if obj is not _MISSING:
             self._record('store.get.cache_hit', key, start)
             return obj
+        generation = self.cache.generation
         data = self.connector.get(key)  # type: ignore[attr-defined]
         if data is None:
             self._record('store.get.missing', key, start)
             return default
         nbytes = memoryview(data).nbytes
         obj = self.deserialize(data, deserializer)
-        self.cache.set(key, obj)
+        # Not cached if an evict ran meanwhile: it would serve an evicted object again.
+        self.cache.set(key, obj, generation=generation)
         self._record('store.get', key, start, nbytes)
         return obj
 
@@ -248,12 +271,18 @@ class Store(Generic[ConnectorT]):
         self._check_open()
         return key in self.cache or bool(self.connector.exists(key))  # type: ignore[attr-defined]
 
+    def is_cached(self, key: Any) -> bool:
+        """Return whether this process's cache holds the object under ``key``."""
+        return key in self.cache
+
     def evict(self, key: Any) -> None:
         """Remove the object under ``key`` from the channel and the cache."""
         self._check_open()
         start = time.perf_counter_ns()
         self.cache.evict(key)
         self.connector.evict(key)  # type: ignore[attr-defined]
+        # Again after the connector: a get that read before the evict may have cached.
+        self.cache.evict(key)
         self._record('store.evict', key, start)
 
     # Proxies ---------------------------------------------------------------------------
@@ -275,6 +304,10 @@ class Store(Generic[ConnectorT]):
             deserializer=deserializer,
             store=self,
         )
+        if deserializer is not None or self.deserializer is not None:
+            # A custom deserializer may return anything: the target's class, hash and
+            # value are not known until it runs, so the proxy takes none from ``obj``.
+            return proxy_type(factory)
         proxy = proxy_type(factory, target_class=type(obj))
         populate = self.populate_target if populate_target is None else populate_target
         _set_target_metadata(
@@ -313,7 +346,9 @@ class Store(Generic[ConnectorT]):
         Raises:
             NonProxiableTypeError: for ``None``, bools, ``NotImplemented`` and ``...``
                 (a proxy of them cannot behave like them: ``p is None`` is false).
+            InvalidArgumentError: for ``evict=True`` together with a ``lifetime``.
         """
+        _check_evict_lifetime(evict, lifetime)
         if isinstance(obj, _NONPROXIABLE):
             if skip_nonproxiable:
                 return obj  # type: ignore[return-value]
@@ -339,9 +374,29 @@ class Store(Generic[ConnectorT]):
         serializer: Serializer | None = None,
         deserializer: Deserializer | None = None,
         populate_target: bool | None = None,
+        skip_nonproxiable: bool = False,
         **kwargs: Any,
     ) -> list[Proxy[T]]:
-        """Store several objects in one connector call and return their proxies."""
+        """Store several objects in one connector call and return their proxies.
+
+        With ``skip_nonproxiable``, ``None``, bools ... come back as they are, in place.
+
+        Raises:
+            NonProxiableTypeError: for ``None``, bools ... without ``skip_nonproxiable``.
+            InvalidArgumentError: for ``evict=True`` together with a ``lifetime``.
+        """
+        _check_evict_lifetime(evict, lifetime)
+        if skip_nonproxiable and any(isinstance(o, _NONPROXIABLE) for o in objs):
+            return _proxy_batch_skipping(
+                self,
+                objs,
+                evict=evict,
+                lifetime=lifetime,
+                serializer=serializer,
+                deserializer=deserializer,
+                populate_target=populate_target,
+                **kwargs,
+            )
         for obj in objs:
             if isinstance(obj, _NONPROXIABLE):
                 raise NonProxiableTypeError(f'{obj!r} cannot be proxied')
@@ -361,8 +416,18 @@ class Store(Generic[ConnectorT]):
         evict: bool = False,
         deserializer: Deserializer | None = None,
         target_class: type | None = None,
+        lifetime: Any = None,
     ) -> Proxy[Any]:
-        """Return a proxy of the object already stored under ``key`` (unresolved)."""
+        """Return a proxy of the object already stored under ``key`` (unresolved).
+
+        ``lifetime`` evicts the object when it ends.
+
+        Raises:
+            InvalidArgumentError: for ``evict=True`` together with a ``lifetime``.
+        """
+        _check_evict_lifetime(evict, lifetime)
+        if lifetime is not None:
+            lifetime.add_key(key, store=self)
         factory: StoreFactory[Any] = StoreFactory(
             key,
             self.config(),
@@ -400,14 +465,15 @@ class Store(Generic[ConnectorT]):
             poll_max: Largest polling interval.
 
         Raises:
-            StoreError: if the connector cannot hand out keys in advance (``new_key``).
+            MissingCapabilityError: if the connector cannot hand out keys in advance
+                (``new_key``); a :class:`StoreError` and a :class:`NotImplementedError`.
         """
         from tether.store.future import Future, FutureFactory
 
         self._check_open()
         new_key = getattr(self.connector, 'new_key', None)
         if new_key is None:
-            raise StoreError(
+            raise MissingCapabilityError(
                 f'store {self.name!r} ({self.connector!r}) cannot back futures: its '
                 'connector has no new_key()/set() (use a deferrable connector such as Redis)',
             )
@@ -430,15 +496,27 @@ class Store(Generic[ConnectorT]):
         serializer: Serializer | None = None,
         deserializer: Deserializer | None = None,
         populate_target: bool | None = None,
+        skip_nonproxiable: bool = True,
         **kwargs: Any,
     ) -> Any:
         """Store ``obj`` and return its :class:`~tether.store.ref.OwnedProxy`.
 
         The object is evicted when the owned proxy goes out of scope (see
-        :mod:`tether.store.ref`).
+        :mod:`tether.store.ref`). ``None``, bools, ``NotImplemented`` and ``...`` come
+        back as they are (``skip_nonproxiable=False`` raises instead), as ProxyStore's
+        ``owned_proxy`` does.
+
+        Raises:
+            NonProxiableTypeError: for ``None``, bools ... with ``skip_nonproxiable=False``.
         """
         from tether.store.ref import _make_owned
 
+        if isinstance(obj, _NONPROXIABLE):
+            if skip_nonproxiable:
+                return obj
+            raise NonProxiableTypeError(
+                f'{obj!r} cannot be proxied (identity checks like "is None" would break)',
+            )
         self._check_open()
         return _make_owned(
             self,
@@ -475,3 +553,59 @@ class Store(Generic[ConnectorT]):
         if lifetime is not None:
             lifetime.add_key(key, store=self)
         return proxy
+
+    def locked_proxy(
+        self,
+        obj: T,
+        *,
+        evict: bool = False,
+        lifetime: Any = None,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        populate_target: bool | None = None,
+        skip_nonproxiable: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """Store ``obj`` and return its proxy inside a :class:`~tether.proxy.ProxyLocker`.
+
+        Arguments as for :meth:`proxy`; ``None``, bools ... come back as they are unless
+        ``skip_nonproxiable=False``.
+        """
+        from tether.proxy import ProxyLocker
+
+        if skip_nonproxiable and isinstance(obj, _NONPROXIABLE):
+            return obj
+        return ProxyLocker(
+            self.proxy(
+                obj,
+                evict=evict,
+                lifetime=lifetime,
+                serializer=serializer,
+                deserializer=deserializer,
+                populate_target=populate_target,
+                **kwargs,
+            ),
+        )
+
+
+def _check_evict_lifetime(evict: bool, lifetime: Any) -> None:
+    if evict and lifetime is not None:
+        raise InvalidArgumentError(
+            'evict=True and a lifetime cannot go together: the object would be evicted '
+            'twice (on first resolve and when the lifetime ends); pick one',
+        )
+
+
+def _proxy_batch_skipping(
+    store: Store[Any],
+    objs: Sequence[Any],
+    **kwargs: Any,
+) -> list[Any]:
+    """``proxy_batch`` with ``skip_nonproxiable``: proxies in place of proxiable objects."""
+    positions = [i for i, o in enumerate(objs) if not isinstance(o, _NONPROXIABLE)]
+    out: list[Any] = list(objs)
+    if positions:
+        proxies = store.proxy_batch([objs[i] for i in positions], **kwargs)
+        for i, proxy in zip(positions, proxies, strict=True):
+            out[i] = proxy
+    return out

@@ -32,7 +32,7 @@ import pydantic
 
 from tether.exceptions import ConfigError
 
-__all__ = ['StoreConfig', 'import_from_path', 'path_of']
+__all__ = ['ConnectorConfig', 'StoreConfig', 'import_from_path', 'path_of']
 
 
 def path_of(obj: Any) -> str:
@@ -100,6 +100,62 @@ def _refuse_secrets(config: Any, where: str, depth: int = 0) -> None:
             _refuse_secrets(v, where, depth + 1)
 
 
+# Short names ConnectorConfig accepts for tether's own connectors (as ProxyStore's did).
+_CONNECTOR_KINDS = {
+    'endpoint': 'tether.connectors.endpoint.EndpointConnector',
+    'file': 'tether.connectors.file.FileConnector',
+    'local': 'tether.connectors.local.LocalConnector',
+    'multi': 'tether.connectors.multi.MultiConnector',
+    'node': 'tether.connectors.node.NodeConnector',
+    'redis': 'tether.connectors.redis.RedisConnector',
+    'shared_memory': 'tether.connectors.shared_memory.SharedMemoryConnector',
+    'sharedmemory': 'tether.connectors.shared_memory.SharedMemoryConnector',
+}
+
+
+def _connector_path(kind: str) -> str:
+    """The import path of a connector named by path, short name or class name."""
+    if '.' in kind:
+        return kind
+    short = kind.lower().removesuffix('connector')
+    path = _CONNECTOR_KINDS.get(short)
+    if path is None:
+        known = ', '.join(sorted(_CONNECTOR_KINDS))
+        raise ConfigError(
+            f'unknown connector kind {kind!r}: give an import path or one of {known}',
+        )
+    return path
+
+
+class ConnectorConfig(pydantic.BaseModel):
+    """A connector named by ``kind`` and built from ``options`` (ProxyStore's shape).
+
+    ``kind`` is an import path or, for tether's connectors, a short name (``'redis'``,
+    ``'file'``, ``'LocalConnector'`` ...). Inside a :class:`StoreConfig` it becomes
+    ``connector_type`` and ``connector_config``; ``StoreConfig(connector=...)`` accepts it.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True, extra='forbid')
+
+    kind: str
+    options: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    def get_connector_type(self) -> type:
+        """Import and return the connector class ``kind`` names.
+
+        Raises:
+            ConfigError: if ``kind`` is not a known short name or does not import.
+        """
+        cls = import_from_path(_connector_path(self.kind))
+        if not isinstance(cls, type):
+            raise ConfigError(f'connector kind {self.kind!r} is not a class')
+        return cls
+
+    def get_connector(self) -> Any:
+        """Build the connector (``from_config(options)``)."""
+        return StoreConfig.model_validate({'name': '_', 'connector': self}).make_connector()
+
+
 class StoreConfig(pydantic.BaseModel):
     """Everything needed to rebuild a :class:`~tether.store.Store` in another process.
 
@@ -117,6 +173,32 @@ class StoreConfig(pydantic.BaseModel):
     cache_size: int = pydantic.Field(default=16, ge=0)
     metrics: bool = False
     populate_target: bool = True
+    auto_register: bool = False
+
+    @pydantic.model_validator(mode='before')
+    @classmethod
+    def _connector_shape(cls, data: Any) -> Any:
+        """Accept ProxyStore's ``connector=ConnectorConfig(kind=..., options=...)``."""
+        if not isinstance(data, dict) or 'connector' not in data:
+            return data
+        data = dict(data)
+        connector = data.pop('connector')
+        if isinstance(connector, dict):
+            connector = ConnectorConfig.model_validate(connector)
+        if not isinstance(connector, ConnectorConfig):
+            raise ConfigError(
+                f'connector= takes a ConnectorConfig, not {type(connector).__name__}',
+            )
+        if 'connector_type' in data or 'connector_config' in data:
+            raise ConfigError('give connector= or connector_type/connector_config, not both')
+        data['connector_type'] = _connector_path(connector.kind)
+        data['connector_config'] = dict(connector.options)
+        return data
+
+    @property
+    def connector(self) -> ConnectorConfig:
+        """The connector part of this config, in ProxyStore's shape."""
+        return ConnectorConfig(kind=self.connector_type, options=dict(self.connector_config))
 
     @classmethod
     def for_connector(

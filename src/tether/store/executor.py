@@ -27,13 +27,21 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tether.exceptions import NonProxiableTypeError
-from tether.proxy import Proxy, get_factory
+from tether.exceptions import NonProxiableTypeError, SerializationError
+from tether.proxy import Proxy, extract, get_factory
 from tether.serialize import BytesLike, serialize_parts
 from tether.store._registry import get_or_create_store
 from tether.store.factory import StoreFactory
 from tether.store.lifetimes import ContextLifetime
-from tether.store.ref import OwnedProxy, RefProxy, _release, borrow, drop, into_owned
+from tether.store.ref import (
+    OwnedProxy,
+    RefMutProxy,
+    RefProxy,
+    _release,
+    borrow,
+    drop,
+    into_owned,
+)
 
 if TYPE_CHECKING:
     from tether.store._store import Store
@@ -97,7 +105,9 @@ class ProxySize:
 
     Buffer-like objects (bytes, str, NumPy arrays) are measured without serializing.
     Others are serialized once; when they are large enough, the executor stores those
-    same bytes (:meth:`measure` hands them over) instead of serializing again.
+    same bytes (:meth:`measure` hands them over) instead of serializing again. Objects
+    that cannot be serialized (a lock, a local function) are not proxied: they go to
+    the executor as they are (a thread pool takes them; a process pool says why not).
     """
 
     def __init__(self, threshold: int) -> None:
@@ -108,7 +118,11 @@ class ProxySize:
         size = _cheap_size(obj)
         if size is not None:
             return size >= self.threshold, None
-        parts = serialize_parts(obj)
+        try:
+            parts = serialize_parts(obj)
+        except Exception:
+            # Not serializable, so not proxiable either: pass it as it is.
+            return False, None
         size = sum(memoryview(p).nbytes for p in parts)
         return size >= self.threshold, parts if size >= self.threshold else None
 
@@ -135,15 +149,19 @@ def _make_proxy(
     *,
     owned: bool,
     lifetime: Any = None,
+    populate_target: bool | None = None,
 ) -> Proxy[Any]:
     if parts is not None and store.serializer is None:
         proxy: Proxy[Any] = store.proxy_serialized(
-            obj, parts, lifetime=None if owned else lifetime
+            obj,
+            parts,
+            lifetime=None if owned else lifetime,
+            populate_target=populate_target,
         )
         return into_owned(proxy) if owned else proxy
     if owned:
-        return store.owned_proxy(obj)  # type: ignore[no-any-return]
-    return store.proxy(obj, lifetime=lifetime)
+        return store.owned_proxy(obj, populate_target=populate_target)  # type: ignore[no-any-return]
+    return store.proxy(obj, lifetime=lifetime, populate_target=populate_target)
 
 
 def _walk(obj: Any, nested: bool, visit: Callable[[Any], Any]) -> Any:
@@ -183,20 +201,61 @@ class _TaskWrapper:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.function(*args, **kwargs)
         store = get_or_create_store(self.store_config)
+        populate: bool | None = None
+        if self.ownership:
+            # A borrow of an argument in the result would outlive its object (evicted
+            # when the task completes): hand back an owned copy instead.
+            owned = _own_borrows(result, store)
+            if owned is not result:
+                # Storing a result that holds those owners moves them into the store:
+                # the local object then holds moved owners, so it must not be the
+                # proxy's target; the proxy resolves from the store.
+                result, populate = owned, False
 
         def visit(obj: Any) -> Any:
             proxy, parts = _decide(self.should_proxy, obj)
             if not proxy:
                 return obj
-            return _make_proxy(store, obj, parts, owned=self.ownership)
+            try:
+                return _make_proxy(
+                    store, obj, parts, owned=self.ownership, populate_target=populate
+                )
+            except SerializationError:
+                return obj  # not proxiable: returned as it is, as for arguments
 
         return _walk(result, self.nested, visit)
+
+
+def _own_borrows(obj: Any, store: Store[Any], depth: int = 0) -> Any:
+    """Replace the borrows in ``obj`` (also in lists, tuples, sets, dicts) by owners."""
+    kind = type(obj)
+    if kind is RefProxy or kind is RefMutProxy:
+        return store.owned_proxy(extract(obj))
+    if depth > 4:
+        return obj
+    if kind is list or kind is tuple or kind is set or kind is frozenset:
+        items = [_own_borrows(x, store, depth + 1) for x in obj]
+        if all(a is b for a, b in zip(items, obj, strict=True)):
+            return obj
+        return kind(items)
+    if kind is dict:
+        values = {k: _own_borrows(v, store, depth + 1) for k, v in obj.items()}
+        if all(values[k] is v for k, v in obj.items()):
+            return obj
+        return values
+    return obj
+
+
+def _keep_out_of(lifetime: ContextLifetime, keys: list[Any]) -> None:
+    """Detach ``keys`` from ``lifetime`` (it will not evict them when it ends)."""
+    with lifetime._lock:
+        lifetime._keys = [(s, k) for s, k in lifetime._keys if k not in keys]
 
 
 class _Task:
     """What the executor keeps for one task until its future completes."""
 
-    __slots__ = ('borrows', 'lifetime', 'owners')
+    __slots__ = ('__weakref__', 'borrows', 'lifetime', 'owners')
 
     def __init__(self, lifetime: ContextLifetime | None) -> None:
         self.owners: list[OwnedProxy[Any]] = []
@@ -204,15 +263,17 @@ class _Task:
         self.lifetime = lifetime
 
     def finish(self) -> None:
-        for ref in self.borrows:
+        # Swap the lists out first: finish may run twice at once (a late callback and a
+        # waited shutdown), and each object must be released once.
+        borrows, self.borrows = self.borrows, []
+        owners, self.owners = self.owners, []
+        for ref in borrows:
             _release(ref)
-        for owner in self.owners:
+        for owner in owners:
             try:
                 drop(owner)
             except Exception:  # pragma: no cover - store closed under us
                 logger.exception('could not evict a task argument')
-        self.borrows.clear()
-        self.owners.clear()
         if self.lifetime is not None:
             self.lifetime.close()
 
@@ -257,6 +318,10 @@ class StoreExecutor(concurrent.futures.Executor):
         self._results = ContextLifetime(store, name='store-executor-results')
         self._lock = threading.Lock()
         self._shutdown = False
+        self._finalized = False
+        # Tasks whose futures have not completed: what they hold is evicted when they do,
+        # and the store is closed only after the last of them (shutdown(wait=False)).
+        self._pending: set[_Task] = set()
 
     def __repr__(self) -> str:
         return f'StoreExecutor({self.executor!r}, {self.store!r})'
@@ -275,7 +340,9 @@ class StoreExecutor(concurrent.futures.Executor):
                 task.borrows.append(ref)
                 return ref
             return _make_proxy(self.store, obj, parts, owned=False, lifetime=task.lifetime)
-        except NonProxiableTypeError:
+        except (NonProxiableTypeError, SerializationError):
+            # Not proxiable (cannot be serialized): pass it as it is; a thread pool takes
+            # it, an engine that must pickle it says why it cannot.
             return obj
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Any:
@@ -284,9 +351,11 @@ class StoreExecutor(concurrent.futures.Executor):
         Raises:
             RuntimeError: after :meth:`shutdown`.
         """
-        if self._shutdown:
-            raise RuntimeError('cannot schedule new tasks after shutdown')
-        task = _Task(None if self.ownership else ContextLifetime(self.store))
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError('cannot schedule new tasks after shutdown')
+            task = _Task(None if self.ownership else ContextLifetime(self.store))
+            self._pending.add(task)
 
         def visit(obj: Any) -> Any:
             return self._proxy_argument(obj, task)
@@ -305,13 +374,26 @@ class StoreExecutor(concurrent.futures.Executor):
                 )
             future = self.executor.submit(fn, *new_args, **new_kwargs)
         except BaseException:
-            task.finish()
+            self._finish(task)
             raise
         future.add_done_callback(lambda f: self._done(f, task))
         return future
 
-    def _done(self, future: Any, task: _Task) -> None:
+    def _finish(self, task: _Task) -> None:
         task.finish()
+        with self._lock:
+            self._pending.discard(task)
+            last = self._shutdown and not self._pending
+        if last:
+            self._finalize()
+
+    def _done(self, future: Any, task: _Task) -> None:
+        try:
+            self._record_results(future, task)
+        finally:
+            self._finish(task)
+
+    def _record_results(self, future: Any, task: _Task) -> None:
         if self.ownership or not self.proxy_results:
             return
         try:
@@ -321,6 +403,8 @@ class StoreExecutor(concurrent.futures.Executor):
         except Exception:  # pragma: no cover - engine-specific failure
             return
 
+        keys: list[Any] = []
+
         def visit(obj: Any) -> Any:
             if isinstance(obj, Proxy):
                 factory = get_factory(obj)
@@ -328,16 +412,28 @@ class StoreExecutor(concurrent.futures.Executor):
                     isinstance(factory, StoreFactory)
                     and factory.store_config.name == self.store.name
                 ):
-                    self._results.add_key(factory.key, store=self.store)
+                    keys.append(factory.key)
             return obj
 
+        _walk(result, self.proxy_nested, visit)
+        if not keys:
+            return
+        if task.lifetime is not None:
+            # A task that returned its argument: the object is a result now, evicted with
+            # the results (at shutdown), not when the task completes.
+            _keep_out_of(task.lifetime, keys)
         try:
-            _walk(result, self.proxy_nested, visit)
+            self._results.add_key(*keys, store=self.store)
         except Exception:  # pragma: no cover - lifetime already closed at shutdown
             logger.debug('result of %r arrived after shutdown', future)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Shut down the wrapped executor, evict what is left, and close the store."""
+        """Shut down the wrapped executor, evict what is left, and close the store.
+
+        With ``wait=False`` it returns at once; what the running tasks hold is evicted as
+        each completes, and the results are evicted and the store closed when the last
+        one does (never before, so nothing is left in the store).
+        """
         with self._lock:
             if self._shutdown:
                 return
@@ -348,6 +444,23 @@ class StoreExecutor(concurrent.futures.Executor):
                 shutdown(wait=wait, cancel_futures=cancel_futures)
             except TypeError:
                 shutdown()
+        with self._lock:
+            pending = list(self._pending) if wait else []
+            idle = not self._pending
+        # After a waited shutdown every task is done: end what a callback that has not
+        # run (or never will, as with a closed Dask client) would have ended.
+        for task in pending:
+            self._finish(task)
+        if idle:
+            self._finalize()
+        else:
+            logger.debug('%r: store closes when the running tasks complete', self)
+
+    def _finalize(self) -> None:
+        with self._lock:
+            if self._finalized:
+                return
+            self._finalized = True
         self._results.close()
         if self.close_store:
             self.store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from tether.serialize import Deserializer
     from tether.store._store import Store
 
-__all__ = ['StoreFactory']
+__all__ = ['PollingStoreFactory', 'StoreFactory']
 
 T = TypeVar('T')
 
@@ -121,3 +122,120 @@ def _rebuild(
     deserializer: Deserializer | None,
 ) -> StoreFactory[Any]:
     return StoreFactory(key, _config_from_state(state), evict=evict, deserializer=deserializer)
+
+
+class PollingStoreFactory(StoreFactory[T]):
+    """A store factory that waits for its key to appear, polling the store.
+
+    For objects a producer will put later under a key known in advance (see
+    :meth:`Store.future <tether.store.Store.future>` for the usual way to do that).
+
+    Args:
+        key: Connector key of the object.
+        store_config: Config of the store that holds it.
+        deserializer: Deserializer to use instead of the store's.
+        evict: Evict the object from the store after the first resolve.
+        polling_interval: Seconds between the first two polls.
+        polling_backoff_factor: Each interval is the previous one times this.
+        polling_interval_limit: Largest interval (``None``: no limit).
+        polling_timeout: Give up after polling this many seconds (``None``: never).
+
+    Raises:
+        InvalidArgumentError: for a non-positive interval or a backoff factor below 1.
+        ProxyResolveMissingKeyError: (on resolve) when the timeout passes first.
+    """
+
+    __slots__ = (
+        'polling_backoff_factor',
+        'polling_interval',
+        'polling_interval_limit',
+        'polling_timeout',
+    )
+
+    def __init__(
+        self,
+        key: Any,
+        store_config: StoreConfig,
+        *,
+        deserializer: Deserializer | None = None,
+        evict: bool = False,
+        polling_interval: float = 1,
+        polling_backoff_factor: float = 1,
+        polling_interval_limit: float | None = None,
+        polling_timeout: float | None = None,
+        store: Store[Any] | None = None,
+    ) -> None:
+        from tether.exceptions import InvalidArgumentError
+
+        if polling_interval <= 0 or polling_backoff_factor < 1:
+            raise InvalidArgumentError(
+                'polling_interval must be > 0 and polling_backoff_factor >= 1, got '
+                f'{polling_interval} and {polling_backoff_factor}',
+            )
+        super().__init__(key, store_config, evict=evict, deserializer=deserializer, store=store)
+        self.polling_interval = polling_interval
+        self.polling_backoff_factor = polling_backoff_factor
+        self.polling_interval_limit = polling_interval_limit
+        self.polling_timeout = polling_timeout
+
+    def __repr__(self) -> str:
+        return f'PollingStoreFactory(store={self.store_config.name!r}, key={self.key!r})'
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_polling,
+            (
+                self.key,
+                _config_state(self.store_config),
+                self.evict,
+                self.deserializer,
+                (
+                    self.polling_interval,
+                    self.polling_backoff_factor,
+                    self.polling_interval_limit,
+                    self.polling_timeout,
+                ),
+            ),
+        )
+
+    def __call__(self) -> T:
+        store = self.get_store()
+        interval = self.polling_interval
+        waited = 0.0
+        while True:
+            obj = store.get(self.key, deserializer=self.deserializer, default=_MISSING)
+            if obj is not _MISSING:
+                break
+            if self.polling_timeout is not None and waited >= self.polling_timeout:
+                raise ProxyResolveMissingKeyError(self.key, store.name, repr(store.connector))
+            step = interval
+            if self.polling_timeout is not None:
+                step = min(step, self.polling_timeout - waited)
+            time.sleep(max(step, 0.0))
+            waited += step
+            interval *= self.polling_backoff_factor
+            if self.polling_interval_limit is not None:
+                interval = min(interval, self.polling_interval_limit)
+        if self.evict:
+            store.evict(self.key)
+        return obj  # type: ignore[no-any-return]
+
+
+def _rebuild_polling(
+    key: Any,
+    state: tuple[Any, ...],
+    evict: bool,
+    deserializer: Deserializer | None,
+    polling: tuple[float, float, float | None, float | None],
+) -> PollingStoreFactory[Any]:
+    interval, factor, limit, timeout = polling
+    return PollingStoreFactory(
+        key,
+        _config_from_state(state),
+        evict=evict,
+        deserializer=deserializer,
+        polling_interval=interval,
+        polling_backoff_factor=factor,
+        polling_interval_limit=limit,
+        polling_timeout=timeout,
+    )

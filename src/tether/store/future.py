@@ -52,7 +52,7 @@ class FutureFactory(StoreFactory[T]):
         poll_max: Largest polling interval (the backoff doubles up to it).
     """
 
-    __slots__ = ('poll_interval', 'poll_max', 'timeout')
+    __slots__ = ('poll_interval', 'poll_max', 'resolve_may_block', 'timeout')
 
     def __init__(
         self,
@@ -70,6 +70,18 @@ class FutureFactory(StoreFactory[T]):
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.poll_max = poll_max
+        # In the process that made the future (where engines inspect task arguments at
+        # submission), metadata queries on its unresolved proxies must not wait for the
+        # result (see tether.proxy). A copy that arrived by pickling is a consumer's:
+        # there, isinstance waits for the result as for any proxy of unknown class.
+        self.resolve_may_block = store is not None
+
+    def ready(self) -> bool:
+        """Return whether the result is set, so resolving would not wait (never raises)."""
+        try:
+            return bool(self.get_store().exists(self.key))
+        except Exception:
+            return False
 
     def __repr__(self) -> str:
         return f'FutureFactory(store={self.store_config.name!r}, key={self.key!r})'
@@ -228,8 +240,13 @@ class Future(Generic[T]):
         """Return a proxy that, on first use, waits for the result and becomes it.
 
         Args:
-            target_class: The class the result will have, if known. Engines that inspect
-                task arguments at submission (Dask calls ``isinstance`` on them) then do
-                not wait for the result while submitting.
+            target_class: The class the result will have, if known, so that
+                ``isinstance`` answers for it before the result is set. Without it, in
+                this process, ``isinstance`` never waits for the result: before the
+                result is set an unresolved proxy answers for a
+                :class:`~tether.proxy.Proxy` (false for the result's class), after it
+                is set for the result. So engines that inspect task arguments at
+                submission (Dask's ``tokenize`` calls ``isinstance``) never block. A
+                copy unpickled elsewhere (the consumer's) waits, as any proxy does.
         """
         return Proxy(self._factory, target_class=target_class)

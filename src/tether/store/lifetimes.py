@@ -20,21 +20,30 @@ them is evicted from its store.
 from __future__ import annotations
 
 import atexit
+import datetime
+import inspect
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from tether.exceptions import LifetimeError, StoreError
+from tether.exceptions import LifetimeArgumentError, LifetimeError, StoreError
 from tether.proxy import Proxy, get_factory
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
     from tether.store._store import Store
 
-__all__ = ['ContextLifetime', 'LeaseLifetime', 'Lifetime', 'StaticLifetime']
+__all__ = [
+    'ContextLifetime',
+    'LeaseLifetime',
+    'Lifetime',
+    'StaticLifetime',
+    'register_lifetime_atexit',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +113,7 @@ class ContextLifetime:
             if not self._done:
                 self._keys.extend((target, k) for k in keys)
                 return
-        for key in keys:
-            _evict(target, key)
+        _evict_all([(target, k) for k in keys], self)
         raise LifetimeError(
             f'{self!r} has ended: objects cannot be attached to it (they were evicted)',
         )
@@ -129,48 +137,82 @@ class ContextLifetime:
         """Return whether the lifetime has ended."""
         return self._done
 
-    def close(self) -> None:
-        """End the lifetime now and evict its objects (a second call does nothing)."""
+    def close(self, *, close_stores: bool = False) -> None:
+        """End the lifetime now and evict its objects (a second call does nothing).
+
+        Args:
+            close_stores: Also close the stores of those objects (after evicting).
+        """
         with self._lock:
             if self._done:
                 return
             self._done = True
             keys, self._keys = self._keys, []
-        for store, key in keys:
-            _evict(store, key)
+        _evict_all(keys, self)
         logger.debug('%r ended, evicted %d objects', self, len(keys))
+        if close_stores:
+            _close_stores(store for store, _ in keys)
 
 
-def _evict(store: Store[Any], key: Any) -> None:
-    if store.closed:
-        return
+def _evict_all(keys: list[tuple[Store[Any], Any]], lifetime: Any) -> None:
+    """Evict every key; raise ``LifetimeError`` naming those of closed stores."""
+    left: dict[str, int] = {}
+    for store, key in keys:
+        if store.closed:
+            left[store.name] = left.get(store.name, 0) + 1
+            continue
+        try:
+            store.evict(key)
+        except Exception:  # pragma: no cover - depends on the backend's state
+            logger.exception('could not evict %r from store %r', key, store.name)
+    if left:
+        where = ', '.join(f'{n} in store {s!r}' for s, n in left.items())
+        message = (
+            f'{lifetime!r} ended after its store was closed: {where} could not be evicted '
+            'and stay in the channel; end lifetimes before closing their stores'
+        )
+        logger.warning(message)
+        raise LifetimeError(message)
+
+
+def _close_at_exit(lifetime: ContextLifetime) -> None:
     try:
-        store.evict(key)
-    except Exception:  # pragma: no cover - depends on the backend's state
-        logger.exception('could not evict %r from store %r', key, store.name)
+        lifetime.close()
+    except LifetimeError:
+        return  # logged as a warning: the program is exiting
 
 
 class LeaseLifetime(ContextLifetime):
-    """A lifetime that ends ``expiry`` seconds from now unless extended.
+    """A lifetime that ends ``expiry`` from now unless extended.
 
     Args:
         store: The store whose objects this lifetime evicts.
-        expiry: Seconds until the lease ends.
+        expiry: When the lease ends: seconds from now, a :class:`~datetime.timedelta`
+            from now, or a :class:`~datetime.datetime` (naive means local time). A lease
+            whose end is not in the future ends at once (it does not raise).
         name: A name for logs.
     """
 
-    def __init__(self, store: Store[Any], expiry: float, *, name: str | None = None) -> None:
-        if expiry < 0:
-            raise ValueError(f'a lease needs a non-negative expiry, got {expiry}')
+    def __init__(
+        self,
+        store: Store[Any],
+        expiry: float | datetime.timedelta | datetime.datetime,
+        *,
+        name: str | None = None,
+    ) -> None:
+        seconds = _seconds_from_now(expiry)
         super().__init__(store, name=name)
-        self._expires = time.monotonic() + expiry
+        self._expires = time.monotonic() + seconds
         self._wake = threading.Condition(self._lock)
         self._thread = threading.Thread(
             target=self._run,
             name=f'tether-{self.name}',
             daemon=True,
         )
-        self._thread.start()
+        if seconds <= 0:
+            self.close()
+        else:
+            self._thread.start()
 
     def _run(self) -> None:
         with self._wake:
@@ -179,10 +221,19 @@ class LeaseLifetime(ContextLifetime):
                 if remaining <= 0:
                     break
                 self._wake.wait(remaining)
-        self.close()
+        try:
+            self.close()
+        except LifetimeError:
+            # Already logged as a warning; nobody is there to catch it in this thread.
+            return
 
-    def extend(self, expiry: float) -> None:
-        """Push the end of the lease ``expiry`` seconds further.
+    def extend(self, expiry: float | datetime.timedelta | datetime.datetime) -> None:
+        """Push the end of the lease further.
+
+        Args:
+            expiry: Seconds or a :class:`~datetime.timedelta` to add to the current end,
+                or a :class:`~datetime.datetime` that becomes the new end (even if it is
+                earlier than the current one).
 
         Raises:
             LifetimeError: if the lease has already ended.
@@ -190,12 +241,17 @@ class LeaseLifetime(ContextLifetime):
         with self._wake:
             if self._done:
                 raise LifetimeError(f'{self!r} has ended and cannot be extended')
-            self._expires += expiry
+            if isinstance(expiry, datetime.datetime):
+                self._expires = time.monotonic() + _seconds_from_now(expiry)
+            elif isinstance(expiry, datetime.timedelta):
+                self._expires += expiry.total_seconds()
+            else:
+                self._expires += expiry
             self._wake.notify_all()
 
-    def close(self) -> None:
-        """End the lease now, evicting its objects."""
-        super().close()
+    def close(self, *, close_stores: bool = False) -> None:
+        """End the lease now, evicting its objects (and closing their stores if asked)."""
+        super().close(close_stores=close_stores)
         with self._wake:
             self._wake.notify_all()
 
@@ -216,7 +272,7 @@ class StaticLifetime(ContextLifetime):
             if cls._instance is None:
                 instance = object.__new__(cls)
                 ContextLifetime.__init__(instance, None, name='static')  # type: ignore[arg-type]
-                atexit.register(instance.close)
+                atexit.register(_close_at_exit, instance)
                 cls._instance = instance
             return cls._instance
 
@@ -224,9 +280,16 @@ class StaticLifetime(ContextLifetime):
         """Nothing to do: the singleton is set up in ``__new__``."""
 
     def add_key(self, *keys: Any, store: Store[Any] | None = None) -> None:
-        """Attach objects of ``store`` until the program exits."""
+        """Attach objects of ``store`` until the program exits.
+
+        Raises:
+            LifetimeArgumentError: without ``store`` (a :class:`LifetimeError` and a
+                :class:`ValueError`).
+        """
         if store is None:
-            raise LifetimeError('the static lifetime needs the store of the keys: store=...')
+            raise LifetimeArgumentError(
+                'the static lifetime needs the store of the keys: store=...',
+            )
         super().add_key(*keys, store=store)
 
     def __exit__(
@@ -236,3 +299,47 @@ class StaticLifetime(ContextLifetime):
         tb: TracebackType | None,
     ) -> None:
         """Leaving a ``with`` block does not end the static lifetime."""
+
+
+def _seconds_from_now(expiry: float | datetime.timedelta | datetime.datetime) -> float:
+    if isinstance(expiry, datetime.datetime):
+        now = datetime.datetime.now(expiry.tzinfo)
+        return (expiry - now).total_seconds()
+    if isinstance(expiry, datetime.timedelta):
+        return expiry.total_seconds()
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float):
+        raise LifetimeArgumentError(
+            f'a lease expiry is seconds, a timedelta or a datetime, not {type(expiry).__name__}',
+        )
+    return float(expiry)
+
+
+def _close_stores(stores: Iterable[Store[Any]]) -> None:
+    unique = {id(s): s for s in stores}
+    for store in unique.values():
+        if not store.closed:
+            store.close()
+
+
+def register_lifetime_atexit(
+    lifetime: Lifetime,
+    close_stores: bool = True,
+) -> Callable[[], None]:
+    """End ``lifetime`` when the program exits (and close its stores, by default).
+
+    Returns:
+        The function registered with :mod:`atexit` (pass it to ``atexit.unregister`` to
+        cancel).
+    """
+
+    close: Any = lifetime.close
+    takes_flag = 'close_stores' in inspect.signature(close).parameters
+
+    def _end() -> None:
+        if close_stores and takes_flag:
+            close(close_stores=True)
+        else:
+            close()
+
+    atexit.register(_end)
+    return _end

@@ -25,11 +25,22 @@ them with :func:`update` from the owner or a mutable borrow.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
+import sys
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from tether.exceptions import OwnershipError, StoreError
+from tether.exceptions import (
+    AlreadyOwnedError,
+    MissingCapabilityError,
+    MutableBorrowError,
+    OwnershipError,
+    ReferenceInvalidError,
+    ReferenceNotOwnedError,
+    StoreError,
+)
 from tether.proxy import (
     _LOCAL_NAMES,
     Proxy,
@@ -51,9 +62,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     'BaseRefProxy',
+    'BaseRefProxyError',
+    'MutableBorrowError',
     'OwnedProxy',
     'RefMutProxy',
     'RefProxy',
+    'ReferenceInvalidError',
+    'ReferenceNotOwnedError',
     'borrow',
     'clone',
     'drop',
@@ -61,6 +76,9 @@ __all__ = [
     'mut_borrow',
     'update',
 ]
+
+BaseRefProxyError = OwnershipError
+"""ProxyStore's name for the base of the ownership errors."""
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +88,7 @@ _MISSING: Any = object()
 
 
 class _OwnerState:
-    __slots__ = ('dropped', 'lock', 'moved', 'mut', 'refs')
+    __slots__ = ('dropped', 'lock', 'moved', 'mut', 'pid', 'refs')
 
     def __init__(self) -> None:
         self.refs = 0
@@ -78,10 +96,13 @@ class _OwnerState:
         self.moved = False
         self.dropped = False
         self.lock = threading.Lock()
+        # A forked child inherits copies of its parent's owners: they are not owners
+        # there and never evict.
+        self.pid = os.getpid()
 
 
 class _RefState:
-    __slots__ = ('owner', 'owner_proxy', 'released')
+    __slots__ = ('ended', 'owner', 'owner_proxy', 'released', 'sent')
 
     def __init__(self, owner: _OwnerState | None, owner_proxy: Any = None) -> None:
         self.owner = owner
@@ -89,19 +110,138 @@ class _RefState:
         # borrowed); the reference is dropped when the borrow ends.
         self.owner_proxy = owner_proxy
         self.released = owner is None
+        # ``ended``: the borrow ended (its task finished); ``sent``: it was pickled to
+        # another process. Either way this local object must not be used any more. A
+        # borrow that arrived by unpickling (no owner here) has neither.
+        self.ended = False
+        self.sent = False
+
+
+# Live owners of each object in this process, by (store name, key): an object is evicted
+# when the last of them ends, never while another live owner holds it.
+_live_owners: dict[Any, int] = {}
+_live_lock = threading.Lock()
+
+
+def _forget_owners_after_fork() -> None:
+    global _live_lock
+    _live_lock = threading.Lock()
+    _live_owners.clear()
+
+
+os.register_at_fork(after_in_child=_forget_owners_after_fork)
+
+
+def _owner_id(factory: Any) -> Any:
+    if not isinstance(factory, StoreFactory):
+        return None
+    ident = (factory.store_config.name, factory.key)
+    try:
+        hash(ident)
+    except TypeError:
+        return None
+    return ident
+
+
+def _owner_born(factory: Any) -> None:
+    ident = _owner_id(factory)
+    if ident is not None:
+        with _live_lock:
+            _live_owners[ident] = _live_owners.get(ident, 0) + 1
+
+
+def _owner_gone(factory: Any) -> bool:
+    """Forget one live owner; return whether it was the last (so the object may go)."""
+    ident = _owner_id(factory)
+    if ident is None:
+        return True
+    with _live_lock:
+        count = _live_owners.get(ident, 1) - 1
+        if count > 0:
+            _live_owners[ident] = count
+            return False
+        _live_owners.pop(ident, None)
+        return True
 
 
 class BaseRefProxy(Proxy[T]):
-    """Base class of the ownership proxies (they are store proxies with extra state)."""
+    """Base class of the ownership proxies (they are store proxies with extra state).
+
+    Every use of an ownership proxy that is no longer valid (an owner that was moved or
+    dropped, a borrow that ended or was sent to another process) raises
+    :class:`~tether.exceptions.OwnershipError`: attribute access, operators, ``len``,
+    iteration, comparisons, hashing, ``str`` alike. ``repr``, ``type``, ``isinstance``
+    and pickling a moved owner again stay available.
+    """
 
     __slots__ = ('__ownership__',)
 
     def __init__(self, factory: StoreFactory[T], *, target_class: type | None = None):
         Proxy.__init__(self, factory, target_class=target_class)
 
+    def __getattribute__(self, name: str) -> Any:
+        if name not in _LOCAL_NAMES:
+            _check_valid(self, f'access {name!r} on')
+        return Proxy.__getattribute__(self, name)
+
 
 _get_state = cast(Any, BaseRefProxy.__ownership__).__get__  # type: ignore[attr-defined]
 _set_state = cast(Any, BaseRefProxy.__ownership__).__set__  # type: ignore[attr-defined]
+
+# Special methods that stay usable on an invalidated ownership proxy.
+_UNCHECKED = frozenset(
+    (
+        '__init__',
+        '__getattribute__',
+        '__reduce__',
+        '__reduce_ex__',
+        '__copy__',
+        '__deepcopy__',
+        '__dask_tokenize__',
+        '__repr__',
+        '__sizeof__',
+    ),
+)
+
+
+def _checked(name: str, method: Any) -> Any:
+    def wrapper(self: BaseRefProxy[Any], *args: Any, **kwargs: Any) -> Any:
+        _check_valid(self, f'use {name} on')
+        return method(self, *args, **kwargs)
+
+    wrapper.__name__ = name
+    wrapper.__qualname__ = f'BaseRefProxy.{name}'
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+for _name, _method in list(vars(Proxy).items()):
+    if (
+        _name.startswith('__')
+        and _name.endswith('__')
+        and _name not in _UNCHECKED
+        and inspect.isfunction(_method)
+    ):
+        setattr(BaseRefProxy, _name, _checked(_name, _method))
+
+
+def _check_valid(proxy: BaseRefProxy[Any], what: str) -> None:
+    """Raise ``OwnershipError`` if ``proxy`` was moved, dropped, sent or has ended."""
+    state = _get_state(proxy)
+    if type(state) is _OwnerState:
+        if state.moved or state.dropped:
+            _check_state(proxy, state, what)
+        return
+    if state.ended:
+        raise OwnershipError(
+            f'cannot {what} {_describe(proxy)}: the borrow has ended (the task it was '
+            'passed to finished); borrow the owner again',
+        )
+    if state.sent:
+        raise OwnershipError(
+            f'cannot {what} {_describe(proxy)}: the borrow was sent to another process '
+            '(it was pickled); use the copy that was sent, or borrow the owner again',
+        )
 
 
 def _describe(proxy: Proxy[Any]) -> str:
@@ -147,11 +287,13 @@ class OwnedProxy(BaseRefProxy[T]):
     def __init__(self, factory: StoreFactory[T], *, target_class: type | None = None):
         super().__init__(factory, target_class=target_class)
         _set_state(self, _OwnerState())
+        _owner_born(factory)
 
-    def __getattribute__(self, name: str) -> Any:
-        if name not in _LOCAL_NAMES:
-            _check_usable(self, f'access {name!r} on')
-        return Proxy.__getattribute__(self, name)
+    def __copy__(self) -> OwnedProxy[T]:
+        _refuse_copy(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OwnedProxy[T]:
+        _refuse_copy(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         _check_mutable(self)
@@ -182,7 +324,10 @@ class OwnedProxy(BaseRefProxy[T]):
                     f'({state.refs} shared, {int(state.mut)} mutable borrows); wait for the '
                     'borrowing tasks, or pass borrow(proxy) / clone(proxy) instead',
                 )
+            first_move = not state.moved
             state.moved = True
+        if first_move:
+            _owner_gone(_get_factory(self))
         return (_rebuild, (OwnedProxy, _get_factory(self), _picklable_class(self), _hash(self)))
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
@@ -193,17 +338,19 @@ class OwnedProxy(BaseRefProxy[T]):
             state: _OwnerState = _get_state(self)
         except AttributeError:  # pragma: no cover - half-built object
             return
-        if state.moved or state.dropped:
+        if state.moved or state.dropped or state.pid != os.getpid():
             return
         if state.refs or state.mut:
             state.dropped = True
+            _owner_gone(_get_factory(self))
             raise OwnershipError(
                 f'{_describe(self)} went out of scope while borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows); the object is kept so the borrows stay '
                 'valid: keep the owner alive until the borrowing tasks finish',
             )
         state.dropped = True
-        _evict_target(self)
+        if _owner_gone(_get_factory(self)):
+            _evict_target(self)
 
 
 class RefProxy(BaseRefProxy[T]):
@@ -235,10 +382,24 @@ class RefProxy(BaseRefProxy[T]):
         _read_only(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        state: _RefState = _get_state(self)
+        if state.ended:
+            _check_valid(self, 'send')
+        # Sending the borrow hands it to the receiver: this local object is not usable
+        # any more (sending it again is allowed, as for owners), but it keeps counting
+        # as a borrow of the owner until it ends.
+        if state.owner is not None:
+            state.sent = True
         return (_rebuild, (type(self), _get_factory(self), _picklable_class(self), _hash(self)))
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return self.__reduce__()
+
+    def __copy__(self) -> RefProxy[T]:
+        return _copy_ref(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RefProxy[T]:
+        return _copy_ref(self)
 
     def __del__(self) -> None:
         try:
@@ -253,16 +414,47 @@ class RefMutProxy(RefProxy[T]):
     __slots__ = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _check_valid(self, 'mutate')
         Proxy.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        _check_valid(self, 'mutate')
         Proxy.__delattr__(self, name)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        _check_valid(self, 'mutate')
         Proxy.__setitem__(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
+        _check_valid(self, 'mutate')
         Proxy.__delitem__(self, key)
+
+
+def _refuse_copy(proxy: OwnedProxy[Any]) -> NoReturn:
+    raise OwnershipError(
+        f'cannot copy {_describe(proxy)}: a copy would be a second owner that evicts the '
+        'object under the first; use clone(proxy) for a new object with its own owner, '
+        'or borrow(proxy) to share it',
+    )
+
+
+def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
+    """``copy.copy`` of a borrow: another borrow of the same owner (counted)."""
+    state: _RefState = _get_state(ref)
+    _check_valid(ref, 'copy')
+    if state.owner is None:
+        # A borrow received from another process: its copy is another such borrow.
+        copied = _rebuild(type(ref), _get_factory(ref), _get_class(ref), _hash(ref))
+        _copy_metadata(ref, copied)
+        return cast(RefProxy[Any], copied)
+    if type(ref) is RefMutProxy:
+        raise OwnershipError(
+            f'cannot copy {_describe(ref)}: there is one mutable borrow at a time',
+        )
+    owner = state.owner_proxy
+    if owner is None:  # pragma: no cover - a live, not ended borrow keeps its owner
+        _check_state(ref, state.owner, 'copy')
+    return borrow(owner, populate_target=is_resolved(ref))
 
 
 def _picklable_class(proxy: Proxy[Any]) -> type | None:
@@ -293,25 +485,19 @@ def _rebuild(
 
 def _check_state(proxy: Proxy[Any], state: _OwnerState, what: str) -> None:
     if state.moved:
-        raise OwnershipError(
+        raise ReferenceInvalidError(
             f'cannot {what} {_describe(proxy)}: its ownership was moved to another process '
             '(it was pickled); use the copy that was sent',
         )
     if state.dropped:
-        raise OwnershipError(f'cannot {what} {_describe(proxy)}: it was dropped')
-
-
-def _check_usable(proxy: OwnedProxy[Any], what: str) -> None:
-    state: _OwnerState = _get_state(proxy)
-    if state.moved or state.dropped:
-        _check_state(proxy, state, what)
+        raise ReferenceInvalidError(f'cannot {what} {_describe(proxy)}: it was dropped')
 
 
 def _check_mutable(proxy: OwnedProxy[Any]) -> None:
     state: _OwnerState = _get_state(proxy)
     _check_state(proxy, state, 'mutate')
     if state.refs or state.mut:
-        raise OwnershipError(
+        raise MutableBorrowError(
             f'cannot mutate {_describe(proxy)} while it is borrowed ({state.refs} shared, '
             f'{int(state.mut)} mutable borrows)',
         )
@@ -325,8 +511,9 @@ def _read_only(proxy: RefProxy[Any]) -> None:
 
 
 def _owner_state(proxy: Any, fn: str) -> _OwnerState:
-    if not isinstance(proxy, OwnedProxy):
-        raise OwnershipError(
+    # type(), not isinstance(): isinstance would resolve a plain proxy of unknown class.
+    if not issubclass(type(proxy), OwnedProxy):
+        raise ReferenceNotOwnedError(
             f'{fn}() needs an OwnedProxy, got {type(proxy).__name__} '
             '(make one with store.owned_proxy() or into_owned())',
         )
@@ -348,6 +535,8 @@ def _evict_target(proxy: Proxy[Any]) -> None:
             if not store.closed:
                 store.evict(factory.key)
     except Exception:  # pragma: no cover - backend gone, interpreter shutdown
+        if sys.is_finalizing():
+            return  # modules are being torn down: nothing more can be reached
         logger.exception('could not evict the object of %s', _describe(proxy))
 
 
@@ -361,7 +550,8 @@ def _release(ref: RefProxy[Any]) -> None:
         if state.released:
             return
         state.released = True
-        if isinstance(ref, RefMutProxy):
+        state.ended = True
+        if type(ref) is RefMutProxy:
             owner.mut = False
         else:
             owner.refs = max(0, owner.refs - 1)
@@ -397,7 +587,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
     with state.lock:
         _check_state(proxy, state, 'borrow')
         if state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot borrow {_describe(proxy)}: it is mutably borrowed (a RefMutProxy '
                 'exists); wait until that borrow ends',
             )
@@ -416,7 +606,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
     with state.lock:
         _check_state(proxy, state, 'mutably borrow')
         if state.refs or state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot mutably borrow {_describe(proxy)}: it is already borrowed '
                 f'({state.refs} shared, {int(state.mut)} mutable borrows)',
             )
@@ -434,19 +624,28 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     state = _owner_state(proxy, 'clone')
     _check_state(proxy, state, 'clone')
     if state.mut:
-        raise OwnershipError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
+        raise MutableBorrowError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
     return _make_owned(_store_of(proxy), extract(proxy))
 
 
-def into_owned(proxy: Proxy[T]) -> OwnedProxy[T]:
+def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T]:
     """Turn a plain store proxy into the owner of its object.
+
+    With ``populate_target`` (the default) the owner shares the proxy's target if that
+    is resolved; with ``False`` the owner starts unresolved.
+
+    Does not resolve ``proxy``. If another live owner of the same object exists in this
+    process, the object stays until the last of them ends.
 
     Raises:
         OwnershipError: if ``proxy`` is already an ownership proxy.
         StoreError: if it is not a store proxy.
     """
-    if isinstance(proxy, BaseRefProxy):
-        raise OwnershipError(
+    kind = type(proxy)
+    if not issubclass(kind, Proxy):
+        raise StoreError(f'into_owned() needs a store proxy, got {kind.__name__}')
+    if issubclass(kind, BaseRefProxy):
+        raise AlreadyOwnedError(
             f'into_owned() needs a plain store proxy, got a {type(proxy).__name__} '
             '(borrows cannot become owners; clone() the owner instead)',
         )
@@ -460,7 +659,10 @@ def into_owned(proxy: Proxy[T]) -> OwnedProxy[T]:
         store=factory.get_store(),
     )
     owned: OwnedProxy[T] = OwnedProxy(owned_factory, target_class=_get_class(proxy))
-    _copy_metadata(proxy, owned)
+    if populate_target:
+        _copy_metadata(proxy, owned)
+    else:
+        _set_target_metadata(owned, _MISSING_TARGET, _get_hash(proxy))
     return owned
 
 
@@ -472,10 +674,12 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
             dropped.
         StoreError: if the store's connector cannot overwrite a key (not deferrable).
     """
-    if isinstance(proxy, OwnedProxy):
-        _check_mutable(proxy)
-    elif not isinstance(proxy, RefMutProxy):
-        raise OwnershipError(
+    if issubclass(type(proxy), OwnedProxy):
+        _check_mutable(cast(OwnedProxy[Any], proxy))
+    elif issubclass(type(proxy), RefMutProxy):
+        _check_valid(proxy, 'update')
+    else:
+        raise ReferenceNotOwnedError(
             f'update() needs an OwnedProxy or a RefMutProxy, got {type(proxy).__name__}',
         )
     if not is_resolved(proxy):
@@ -484,7 +688,7 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
     store = _store_of(proxy)
     setter = getattr(store.connector, 'set', None)
     if setter is None:
-        raise StoreError(
+        raise MissingCapabilityError(
             f'store {store.name!r} ({store.connector!r}) cannot overwrite objects: its '
             'connector has no set()',
         )
@@ -503,9 +707,10 @@ def drop(proxy: OwnedProxy[Any]) -> None:
     with state.lock:
         _check_state(proxy, state, 'drop')
         if state.refs or state.mut:
-            raise OwnershipError(
+            raise MutableBorrowError(
                 f'cannot drop {_describe(proxy)} while it is borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows)',
             )
         state.dropped = True
-    _evict_target(proxy)
+    if state.pid == os.getpid() and _owner_gone(_get_factory(proxy)):
+        _evict_target(proxy)

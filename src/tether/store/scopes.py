@@ -28,13 +28,14 @@ FutureT = TypeVar('FutureT')
 
 
 def _find_refs(obj: Any, found: list[RefProxy[Any]], depth: int = 0) -> None:
-    if isinstance(obj, RefProxy):
+    # type() checks: isinstance() on a plain proxy of unknown class would resolve it (and
+    # a future's proxy would wait for its result).
+    kind = type(obj)
+    if issubclass(kind, RefProxy):
         found.append(obj)
         return
     if depth > 4:
         return
-    # type() checks: never resolve a plain proxy just to look inside it.
-    kind = type(obj)
     if kind in (list, tuple, set, frozenset):
         for item in obj:
             _find_refs(item, found, depth + 1)
@@ -72,7 +73,7 @@ def submit(
     refs: list[RefProxy[Any]] = []
     _find_refs(args, refs)
     _find_refs(kwargs, refs)
-    refs.extend(r for r in register_custom_refs if isinstance(r, RefProxy))
+    refs.extend(r for r in register_custom_refs if issubclass(type(r), RefProxy))
     try:
         future = submit_fn(*args, **kwargs)
     except BaseException:

@@ -7,7 +7,9 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 from tether.exceptions import (
     EventDecodeError,
@@ -28,6 +30,25 @@ from tether.stream.protocols import Subscriber
 __all__ = ['StreamConsumer']
 
 logger = logging.getLogger(__name__)
+
+_ObjectEvent: TypeAlias = ev.NewObjectEvent | ev.InlineObjectEvent
+
+
+def _inline_proxy(event: ev.InlineObjectEvent) -> Proxy[Any]:
+    """A resolved proxy of an object sent inside its event."""
+    from tether.factory import SimpleFactory
+    from tether.serialize import deserialize
+
+    try:
+        obj = deserialize(event.data)
+    except Exception as e:
+        raise EventDecodeError(
+            f'the object sent inline on topic {event.topic!r} does not deserialize: {e}',
+        ) from e
+    return Proxy(SimpleFactory(obj), target=obj, cache_defaults=True)
+
+
+T = TypeVar('T', default=Any)
 
 
 def _marker(config: StoreConfig) -> str:
@@ -65,8 +86,11 @@ def _topic_check(subscriber: Any, topics: Iterable[str] | None) -> Callable[[str
     return names.__contains__ if all(isinstance(t, str) for t in names) else None
 
 
-class StreamConsumer:
+class StreamConsumer(Generic[T]):
     """Iterates over a stream, yielding a proxy per object (no bulk data read yet).
+
+    Generic in the type of the objects (``StreamConsumer[np.ndarray]`` yields
+    ``Proxy[np.ndarray]``), for type checkers only.
 
     Each event names the store that holds its object (by config). The consumer acts only
     on events whose store it accepts: by default the ``stores`` it was given and the
@@ -109,6 +133,11 @@ class StreamConsumer:
         end_events: End-of-stream events to see before stopping (one per producer).
         topics: The topics the subscriber reads, for checking signed messages (default:
             what the subscriber says; a shim that says nothing is not checked).
+        accept_inline: Accept objects sent inside events (a producer topic mapped to no
+            store): decoding them unpickles bytes from the broker, so the default is to
+            accept them only when messages are authenticated by a stream key; otherwise
+            they raise :class:`~tether.exceptions.EventRefusedError`. Such items come as
+            proxies that are already resolved.
     """
 
     def __init__(
@@ -124,6 +153,7 @@ class StreamConsumer:
         timeout: float | None = None,
         end_events: int = 1,
         topics: Iterable[str] | None = None,
+        accept_inline: bool | None = None,
     ) -> None:
         if end_events < 1:
             raise ValueError(f'end_events must be at least 1, not {end_events}')
@@ -138,6 +168,7 @@ class StreamConsumer:
         self.accept_unknown_stores = (
             self._verifier is not None if accept_unknown_stores is None else accept_unknown_stores
         )
+        self.accept_inline = self._verifier is not None if accept_inline is None else accept_inline
         given = [stores] if isinstance(stores, Store) else list(stores or ())
         self._pinned: dict[str, Store[Any]] = {_marker(s.config()): s for s in given}
         self._ends = 0
@@ -179,7 +210,7 @@ class StreamConsumer:
 
     # Events ----------------------------------------------------------------------------
 
-    def _next_event(self) -> tuple[ev.NewObjectEvent, Store[Any]] | None:
+    def _next_event(self) -> tuple[_ObjectEvent, Store[Any] | None] | None:
         """Return the next accepted object event and its store, or None at the end."""
         while True:
             if self.ended:
@@ -196,7 +227,7 @@ class StreamConsumer:
             if found is not None:
                 return found
 
-    def _step(self) -> tuple[ev.NewObjectEvent, Store[Any]] | None:
+    def _step(self) -> tuple[_ObjectEvent, Store[Any] | None] | None:
         if not self._pending:
             message = self.subscriber.next_message(self.timeout)
             events = ev.decode(message, verifier=self._verifier)
@@ -215,6 +246,16 @@ class StreamConsumer:
             self._ends += 1
             logger.debug('end of stream on topic %r (%d seen)', event.topic, self._ends)
             return None
+        if isinstance(event, ev.InlineObjectEvent):
+            if not self.accept_inline:
+                raise EventRefusedError(
+                    f'refused an object sent inline on topic {event.topic!r}: decoding it '
+                    'would unpickle bytes from the broker. Pass accept_inline=True if you '
+                    'trust every publisher on the topic, or sign messages with a stream key',
+                )
+            if self.filter_ is not None and self.filter_(event.metadata):
+                return None
+            return event, None
         if self.filter_ is not None and self.filter_(event.metadata):
             if event.evict:
                 self.store_of(event).evict(event.key)
@@ -279,12 +320,14 @@ class StreamConsumer:
             )
         return store
 
-    def _proxy(self, event: ev.NewObjectEvent, store: Store[Any]) -> Proxy[Any]:
+    def _proxy(self, event: _ObjectEvent, store: Store[Any] | None) -> Proxy[Any]:
+        if isinstance(event, ev.InlineObjectEvent) or store is None:
+            return _inline_proxy(cast(ev.InlineObjectEvent, event))
         return store.proxy_from_key(event.key, evict=event.evict)
 
     # Single items ----------------------------------------------------------------------
 
-    def next_with_metadata(self) -> tuple[dict[str, Any], Proxy[Any]]:
+    def next_with_metadata(self) -> tuple[dict[str, Any], Proxy[T]]:
         """Return the next item's metadata and proxy.
 
         Raises:
@@ -296,15 +339,15 @@ class StreamConsumer:
         event, store = found
         return event.metadata, self._proxy(event, store)
 
-    def next(self) -> Proxy[Any]:
+    def next(self) -> Proxy[T]:
         """Return a proxy of the next item (raises ``StopIteration`` at the end)."""
         return self.next_with_metadata()[1]
 
-    def next_object(self) -> Any:
+    def next_object(self) -> T:
         """Return the next item itself (read from its store now)."""
         return self.next_object_with_metadata()[1]
 
-    def next_object_with_metadata(self) -> tuple[dict[str, Any], Any]:
+    def next_object_with_metadata(self) -> tuple[dict[str, Any], T]:
         """Return the next item's metadata and the item itself."""
         found = self._next_event()
         if found is None:
@@ -313,21 +356,31 @@ class StreamConsumer:
         return event.metadata, extract(self._proxy(event, store))
 
     def next_event(self) -> ev.NewObjectEvent:
-        """Return the next accepted object event (raises ``StopIteration`` at the end)."""
+        """Return the next accepted object event (raises ``StopIteration`` at the end).
+
+        Raises:
+            StreamError: if the next object was sent inline (use :meth:`next`).
+        """
         found = self._next_event()
         if found is None:
             raise StopIteration
-        return found[0]
+        event = found[0]
+        if isinstance(event, ev.InlineObjectEvent):
+            raise StreamError(
+                f'the next object on topic {event.topic!r} was sent inline, not by key: '
+                'read it with next() or next_object()',
+            )
+        return event
 
     # Iteration -------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Proxy[Any]]:
+    def __iter__(self) -> Iterator[Proxy[T]]:
         return self
 
-    def __next__(self) -> Proxy[Any]:
+    def __next__(self) -> Proxy[T]:
         return self.next()
 
-    def iter_with_metadata(self) -> Iterator[tuple[dict[str, Any], Proxy[Any]]]:
+    def iter_with_metadata(self) -> Iterator[tuple[dict[str, Any], Proxy[T]]]:
         """Yield ``(metadata, proxy)`` for each item until the end of the stream."""
         while True:
             try:
@@ -335,12 +388,12 @@ class StreamConsumer:
             except StopIteration:
                 return
 
-    def iter_objects(self) -> Iterator[Any]:
+    def iter_objects(self) -> Iterator[T]:
         """Yield each item itself (resolved) until the end of the stream."""
         for _, obj in self.iter_objects_with_metadata():
             yield obj
 
-    def iter_objects_with_metadata(self) -> Iterator[tuple[dict[str, Any], Any]]:
+    def iter_objects_with_metadata(self) -> Iterator[tuple[dict[str, Any], T]]:
         """Yield ``(metadata, item)`` for each item until the end of the stream."""
         while True:
             try:

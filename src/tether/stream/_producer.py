@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self
+
+from typing_extensions import TypeVar
 
 from tether.exceptions import StreamError, TopicClosedError
+from tether.serialize import serialize
 from tether.store import Store
 from tether.stream import events as ev
 from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key
@@ -18,9 +21,14 @@ __all__ = ['StreamProducer']
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar('T', default=Any)
 
-class StreamProducer:
+
+class StreamProducer(Generic[T]):
     """Sends objects to a stream: each object goes to a store, an event to the broker.
+
+    Generic in the type of the objects sent (``StreamProducer[np.ndarray]``), for type
+    checkers only.
 
     ``send(topic, obj)`` (1) puts ``obj`` in the store mapped to ``topic``, (2) makes an
     event with the store's config, the key, the metadata and the evict flag and (3)
@@ -38,7 +46,9 @@ class StreamProducer:
     Args:
         publisher: The broker shim (see :mod:`tether.stream.shims`).
         stores: The store of each topic: a ``{topic: Store}`` mapping, or one store for
-            every topic.
+            every topic. A topic mapped to ``None`` sends its objects inside the events
+            (serialized, base64 in the JSON): for small objects, and only to consumers
+            that accept them (``accept_inline``, or a stream key).
         default_store: The store of topics missing from ``stores``.
         batch_size: Items per topic gathered before they are stored (one ``put_batch``)
             and published (one broker message).
@@ -54,7 +64,7 @@ class StreamProducer:
     def __init__(
         self,
         publisher: Publisher,
-        stores: Mapping[str, Store[Any]] | Store[Any] | None = None,
+        stores: Mapping[str, Store[Any] | None] | Store[Any] | None = None,
         *,
         default_store: Store[Any] | None = None,
         batch_size: int = 1,
@@ -68,7 +78,7 @@ class StreamProducer:
         if isinstance(stores, Store):
             default_store, stores = stores, None
         self.publisher = publisher
-        self.stores: dict[str, Store[Any]] = dict(stores or {})
+        self.stores: dict[str, Store[Any] | None] = dict(stores or {})
         self.default_store = default_store
         self.batch_size = batch_size
         self.filter_ = filter_
@@ -100,8 +110,15 @@ class StreamProducer:
     ) -> None:
         self.close()
 
+    def _inline(self, topic: str) -> bool:
+        return topic in self.stores and self.stores[topic] is None
+
     def store_for(self, topic: str) -> Store[Any]:
-        """Return the store that holds the objects of ``topic``."""
+        """Return the store that holds the objects of ``topic``.
+
+        Raises:
+            StreamError: if the topic has no store (or is mapped to ``None``: inline).
+        """
         store = self.stores.get(topic, self.default_store)
         if store is None:
             raise StreamError(
@@ -112,7 +129,7 @@ class StreamProducer:
     def send(
         self,
         topic: str,
-        obj: Any,
+        obj: T,
         *,
         metadata: Mapping[str, Any] | None = None,
         evict: bool = True,
@@ -135,7 +152,8 @@ class StreamProducer:
         if topic in self._closed_topics:
             raise TopicClosedError(f'topic {topic!r} was closed by this producer')
         meta = ev.check_metadata(metadata)
-        self.store_for(topic)
+        if not self._inline(topic):
+            self.store_for(topic)
         self._topics.add(topic)
         if self.filter_ is not None and self.filter_(meta):
             return
@@ -150,7 +168,6 @@ class StreamProducer:
         buffer = self._buffers.pop(topic, [])
         if not buffer:
             return
-        store = self.store_for(topic)
         objs = [b[0] for b in buffer]
         metas = [b[1] for b in buffer]
         evicts = [b[2] for b in buffer]
@@ -159,6 +176,14 @@ class StreamProducer:
             for m in metas:
                 merged.update(m)
             objs, metas, evicts = [self.aggregator(objs)], [merged], [all(evicts)]
+        if self._inline(topic):
+            inline: list[ev.Event] = [
+                ev.InlineObjectEvent(topic, serialize(obj), meta)
+                for obj, meta in zip(objs, metas, strict=True)
+            ]
+            self.publisher.send_message(topic, ev.encode(inline, signer=self._signer))
+            return
+        store = self.store_for(topic)
         keys = [store.put(objs[0])] if len(objs) == 1 else store.put_batch(objs)
         config = store.config().model_dump()
         events: list[ev.Event] = [
@@ -196,6 +221,9 @@ class StreamProducer:
         close_topics: bool = True,
         close_publisher: bool = True,
         close_stores: bool = False,
+        topics: Iterable[str] | None = None,
+        publisher: bool | None = None,
+        stores: bool | None = None,
     ) -> None:
         """Flush, end the topics, and close the publisher.
 
@@ -204,11 +232,22 @@ class StreamProducer:
                 (those in ``stores`` and those sent to).
             close_publisher: Close the publisher.
             close_stores: Close the stores too (their objects stay in the channel).
+            topics: End only these topics (ProxyStore's ``close(topics=[...])``); the
+                others are flushed but not ended.
+            publisher: ProxyStore's name for ``close_publisher``.
+            stores: ProxyStore's name for ``close_stores``.
         """
         if self._closed:
             return
+        if publisher is not None:
+            close_publisher = publisher
+        if stores is not None:
+            close_stores = stores
         try:
-            if close_topics:
+            if topics is not None:
+                self.close_topics(*topics)
+                self.flush()
+            elif close_topics:
                 topics = sorted(set(self.stores) | self._topics)
                 self.close_topics(*topics)
             else:
@@ -218,8 +257,8 @@ class StreamProducer:
             if close_publisher:
                 self.publisher.close()
             if close_stores:
-                stores = [*self.stores.values(), self.default_store]
-                for store in {id(s): s for s in stores if s is not None}.values():
+                known = [*self.stores.values(), self.default_store]
+                for store in {id(s): s for s in known if s is not None}.values():
                     store.close()
 
     def _check_open(self) -> None:

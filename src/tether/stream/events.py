@@ -49,6 +49,7 @@ consumer does with them, and what to configure, is in ``docs/security.md``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
@@ -69,14 +70,21 @@ if TYPE_CHECKING:
 __all__ = [
     'EndOfStreamEvent',
     'Event',
+    'EventBatch',
     'FORMAT',
+    'InlineObjectEvent',
     'NewObjectEvent',
+    'NewObjectKeyEvent',
     'VERSION',
+    'bytes_to_event',
     'check_metadata',
     'decode',
     'decode_key',
+    'dict_to_event',
     'encode',
     'encode_key',
+    'event_to_bytes',
+    'event_to_dict',
 ]
 
 FORMAT = 'tether.stream'
@@ -111,7 +119,27 @@ class EndOfStreamEvent:
     type: Literal['end_of_stream'] = 'end_of_stream'
 
 
-Event = NewObjectEvent | EndOfStreamEvent
+@dataclasses.dataclass(frozen=True)
+class InlineObjectEvent:
+    """An object sent inside the event (its topic is mapped to no store).
+
+    Decoding the object runs the deserializer (pickle) on bytes from the broker, so a
+    consumer accepts these events only when told to (``accept_inline=True``) or when
+    messages are signed with a stream key (see :class:`~tether.stream.StreamConsumer`).
+
+    Attributes:
+        topic: The topic it was sent to.
+        data: The object, serialized with :func:`tether.serialize.serialize`.
+        metadata: The user's metadata.
+    """
+
+    topic: str
+    data: bytes
+    metadata: dict[str, Any]
+    type: Literal['inline_object'] = 'inline_object'
+
+
+Event = NewObjectEvent | EndOfStreamEvent | InlineObjectEvent
 
 
 def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -210,6 +238,13 @@ def decode_key(data: Any, *, _depth: int = 0) -> Any:
 def _event_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, EndOfStreamEvent):
         return {'type': event.type, 'topic': event.topic}
+    if isinstance(event, InlineObjectEvent):
+        return {
+            'type': event.type,
+            'topic': event.topic,
+            'data': base64.b64encode(event.data).decode('ascii'),
+            'metadata': event.metadata,
+        }
     return {
         'type': event.type,
         'topic': event.topic,
@@ -275,6 +310,12 @@ def _decode_event(d: Any) -> Event:
     topic = _field(d, 'topic', str)
     if kind == 'end_of_stream':
         return EndOfStreamEvent(topic)
+    if kind == 'inline_object':
+        try:
+            data = base64.b64decode(_field(d, 'data', str), validate=True)
+        except ValueError as e:
+            raise EventDecodeError(f'inline object of stream event is not base64: {e}') from e
+        return InlineObjectEvent(topic=topic, data=data, metadata=_field(d, 'metadata', dict))
     if kind == 'new_object':
         store = _field(d, 'store', dict)
         _check_store(store)
@@ -286,7 +327,8 @@ def _decode_event(d: Any) -> Event:
             evict=_field(d, 'evict', bool),
         )
     raise EventDecodeError(
-        f'unknown stream event type {kind!r} (this tether knows new_object, end_of_stream)'
+        f'unknown stream event type {kind!r} (this tether knows new_object, inline_object, '
+        'end_of_stream)'
     )
 
 
@@ -334,3 +376,85 @@ def decode(
     if verifier is not None:
         verifier.check(doc.get('auth'), {e.topic for e in decoded})
     return decoded
+
+
+# ProxyStore's event batch API --------------------------------------------------------------
+
+NewObjectKeyEvent = NewObjectEvent
+"""ProxyStore's name for an event naming an object by store and key (tether's only kind)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EventBatch:
+    """Several events of one topic, sent as one broker message.
+
+    Attributes:
+        topic: The topic of every event.
+        events: The events, in the order sent.
+    """
+
+    topic: str
+    events: list[Event]
+    type: Literal['event_batch'] = 'event_batch'
+
+    def __post_init__(self) -> None:
+        others = {e.topic for e in self.events} - {self.topic}
+        if others:
+            raise StreamError(
+                f'an event batch of topic {self.topic!r} holds events of {sorted(others)}',
+            )
+
+
+def event_to_dict(event: Event | EventBatch) -> dict[str, Any]:
+    """Return the JSON form of an event or batch (what :func:`dict_to_event` reads)."""
+    if isinstance(event, EventBatch):
+        return {
+            'type': event.type,
+            'topic': event.topic,
+            'events': [_event_dict(e) for e in event.events],
+        }
+    return _event_dict(event)
+
+
+def dict_to_event(data: dict[str, Any]) -> Event | EventBatch:
+    """Rebuild an event or batch from :func:`event_to_dict`'s form, validating it.
+
+    Raises:
+        EventDecodeError: if ``data`` is not a valid event.
+        EventRefusedError: if it names a key type that is not allowlisted.
+    """
+    if isinstance(data, dict) and data.get('type') == 'event_batch':
+        topic = _field(data, 'topic', str)
+        events = [_decode_event(e) for e in _field(data, 'events', list)]
+        try:
+            return EventBatch(topic, events)
+        except StreamError as e:
+            raise EventDecodeError(str(e)) from e
+    return _decode_event(data)
+
+
+def event_to_bytes(event: Event | EventBatch) -> bytes:
+    """Encode an event or batch as one broker message (see :func:`encode`)."""
+    if isinstance(event, EventBatch):
+        return encode(event.events)
+    return encode([event])
+
+
+def bytes_to_event(message: bytes | bytearray | memoryview | str) -> Event | EventBatch:
+    """Decode a broker message: its event, or an :class:`EventBatch` if it holds several.
+
+    A batch of one event comes back as that event (the message format does not tell
+    them apart).
+
+    Raises:
+        EventDecodeError: as :func:`decode` does (also for a message with no events).
+    """
+    events = decode(message)
+    if not events:
+        raise EventDecodeError('stream message holds no events')
+    if len(events) == 1:
+        return events[0]
+    try:
+        return EventBatch(events[0].topic, events)
+    except StreamError as e:
+        raise EventDecodeError(str(e)) from e

@@ -20,9 +20,9 @@ Rules every shim follows:
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, Self, cast, runtime_checkable
 
-__all__ = ['Publisher', 'Subscriber']
+__all__ = ['Publisher', 'Subscriber', 'SubscriberIterator']
 
 
 @runtime_checkable
@@ -54,3 +54,21 @@ class Subscriber(Protocol):
     def close(self) -> None:
         """Acknowledge what was handed out (durable shims) and release the connection."""
         ...
+
+
+class SubscriberIterator:
+    """Mixin that makes a subscriber iterable: each item is :meth:`next_message`'s.
+
+    Iteration waits for messages (as ``next_message()`` without a timeout does) and ends
+    only with an error, such as :class:`~tether.exceptions.StreamBrokerError` when the
+    broker goes away. Every tether shim's subscriber has it, as ProxyStore's did.
+    """
+
+    __slots__ = ()
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> bytes:
+        next_message: Any = getattr(self, 'next_message')  # noqa: B009 - the shim's own
+        return cast(bytes, next_message())

@@ -8,8 +8,9 @@
 * :mod:`tether.testing.connectors`: the connector conformance suite, to run against any
   connector (a base class to subclass in a test module).
 * :mod:`tether.testing.stream`: the stream shim conformance suite, likewise.
+* :mod:`tether.testing.agents`: the agent exchange conformance suite, likewise.
 
-The two suites are pytest test classes and need pytest (``pip install
+The three suites are pytest test classes and need pytest (``pip install
 "tether[testing]"``); importing :mod:`tether.testing` itself does not, nor do the
 servers and threads helpers (:func:`redis_server_fixture` imports pytest when called).
 See ``docs/testing.md``.

@@ -46,6 +46,12 @@ class ConnectorConformance:
     def test_is_a_connector(self, connector: Any) -> None:
         assert isinstance(connector, Connector)
 
+    def test_is_a_context_manager(self, connector: Any) -> None:
+        # ``with connector:`` returns the connector (leaving the block closes it, which
+        # the fixture's own cleanup must then tolerate, so only entering is checked).
+        assert callable(getattr(type(connector), '__exit__', None))
+        assert connector.__enter__() is connector
+
     def test_put_get_roundtrip(self, connector: Any) -> None:
         key = connector.put(b'hello')
         assert bytes(connector.get(key)) == b'hello'
@@ -148,6 +154,9 @@ class DeferrableConformance:
         assert later is not None
         assert bytes(later) == b'later'
         key2 = connector.new_key(b'now')
+        assert not connector.exists(key2), 'new_key(data) must reserve the key, not store data'
+        assert connector.get(key2) is None
+        connector.set(key2, b'now')
         now = connector.get(key2)
         assert now is not None
         assert bytes(now) == b'now'

@@ -99,6 +99,30 @@ class Transport(ABC):
     def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
         """Start delivering the mailbox's messages (queued ones first) to ``deliver``."""
 
+    def answer_dropped(self, mailbox_id: str, items: list[Message | Rejected]) -> None:
+        """Tell the senders of requests a terminated mailbox still held that they failed.
+
+        Without this, a request that reached a mailbox after its agent stopped taking
+        messages (or after the launcher gave up on it) would wait for a reply forever.
+        """
+        from tether.agents._message import CANCEL, REQUEST, RESPONSE, error_info
+        from tether.exceptions import MailboxClosedError, TetherError
+
+        for item in items:
+            if not isinstance(item, Message) or item.kind in (RESPONSE, CANCEL) or not item.tag:
+                continue
+            what = f'action {item.action!r}' if item.kind == REQUEST else f'{item.kind} request'
+            error = MailboxClosedError(
+                f'mailbox {mailbox_id} was terminated before its agent took this {what}; '
+                'it was not run',
+            )
+            reply = Message(RESPONSE, mailbox_id, item.src, item.tag)
+            reply.error = error_info(error, with_pickle=False)
+            try:
+                self.send(reply)
+            except TetherError as e:
+                logger.debug('could not answer %s: %s', item.src, e)
+
     def client(self) -> _ClientMailbox:
         """This process's client mailbox for this exchange (shared by every handle)."""
         with self._client_lock:

@@ -71,10 +71,14 @@ class RespConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.file = self.sock.makefile('rb')
         self.broken = False
-        if password is not None:
-            self.execute('AUTH', password)
-        if db:
-            self.execute('SELECT', db)
+        try:
+            if password is not None:
+                self.execute('AUTH', password)
+            if db:
+                self.execute('SELECT', db)
+        except BaseException:
+            self.close()
+            raise
 
     def settimeout(self, timeout: float | None) -> None:
         """Change how long one operation may block."""

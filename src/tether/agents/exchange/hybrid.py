@@ -4,15 +4,22 @@ Every process that listens on a mailbox runs one authenticated :mod:`tether._wir
 (on its own event-loop thread) for all of its mailboxes. A mailbox's address is written
 to Redis (``addr:<id>``) only once that server is listening and the mailbox is served
 there, and it is removed before the mailbox stops being served. A sender looks the
-address up once (and caches it), sends the envelope over a pooled connection and waits
-for the receiver's acknowledgement; if there is no address, the connection fails, or the
-receiver no longer serves that mailbox, the message goes to the mailbox's Redis list
-instead (exactly as with :class:`~tether.agents.exchange.RedisExchange`), which every
-listener also drains. So nothing is lost while an agent is offline or unreachable.
+address up once (and caches it) and writes the envelope on one pipelined link per peer
+process (:mod:`tether.agents.exchange._link`): it does not wait for the receiver's
+acknowledgement, a reader thread collects them. If there is no address, the link cannot
+be opened, the receiver no longer serves that mailbox, or the link breaks before the
+message was acknowledged, the message goes to the mailbox's Redis list instead (exactly
+as with :class:`~tether.agents.exchange.RedisExchange`), which every listener also
+drains. So nothing is lost while an agent is offline or unreachable.
 
 Connections are authenticated with a shared secret: the ``secret`` argument (this process
 only), else the environment variable ``secret_env``, else the file ``secret_file``, else
 a random secret the exchange keeps in Redis (so Redis stays the one thing to protect).
+With ``tls_cert`` and ``tls_key`` every direct connection also runs inside TLS: servers
+present that certificate, and senders verify it against ``tls_ca`` (default: the
+certificate itself, the usual set-up of one self-signed certificate per site) before the
+challenge-response starts, so the frames are encrypted and a sender never talks to a
+server that cannot show the site's certificate.
 """
 
 from __future__ import annotations
@@ -21,16 +28,31 @@ import asyncio
 import logging
 import os
 import secrets
+import ssl
 import threading
 import time
+import uuid
 from typing import Any
 
 from tether._wire import Connection as WireConnection
-from tether._wire import Frame, Limits, Server, SyncClient, error_reply
+from tether._wire import Frame, Limits, Server, encode_head, error_reply
+from tether._wire._frame import flatten
 from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener, Transport
-from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange, _RedisTransport
-from tether.exceptions import AgentError, RemoteError, WireError
+from tether.agents.exchange._link import Link, open_link
+from tether.agents.exchange.redis import (
+    _DEFAULT_THRESHOLD,
+    _WAKE,
+    RedisExchange,
+    _RedisTransport,
+)
+from tether.exceptions import (
+    AgentError,
+    AuthenticationError,
+    MailboxClosedError,
+    UnknownMailboxError,
+    WireError,
+)
 
 __all__ = ['HybridExchange']
 
@@ -40,29 +62,76 @@ _UNPUBLISH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
-_NEGATIVE_TTL = 0.5
+# How long "no address" is believed: short, because an agent answers what waited in Redis
+# (a first ping ...) just before it publishes its address, and senders should switch to
+# the direct link soon after; one Redis GET per 50 ms per unreachable mailbox at most.
+_NEGATIVE_TTL = 0.05
+
+
+class _Gate:
+    """Holds direct deliveries to a mailbox until its Redis listener reached a barrier.
+
+    Messages pushed to Redis before the mailbox was served directly are handed over
+    first; those that came directly meanwhile follow, in order.
+    """
+
+    def __init__(self, deliver: Deliver) -> None:
+        self.deliver = deliver
+        self.open = False
+        self.held: list[Any] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, item: Any) -> None:
+        if not self.open:
+            with self.lock:
+                if not self.open:
+                    self.held.append(item)
+                    return
+        self.deliver(item)
+
+    def release(self) -> None:
+        while True:
+            with self.lock:
+                if not self.held:
+                    self.open = True
+                    return
+                held, self.held = self.held, []
+            for item in held:
+                self.deliver(item)
 
 
 class _HybridListener(Listener):
-    def __init__(self, transport: _HybridTransport, mailbox_id: str, redis_listener: Any) -> None:
+    def __init__(
+        self, transport: _HybridTransport, mailbox_id: str, redis_listener: Any, gate: _Gate
+    ) -> None:
         self.transport = transport
         self.mailbox_id = mailbox_id
         self.redis_listener = redis_listener
+        self.gate = gate
 
     def close(self) -> None:
         self.transport.unserve(self.mailbox_id)
         self.redis_listener.close()
+        self.gate.release()  # nothing held is dropped (a stopping agent answers it)
 
 
 class _HybridTransport(_RedisTransport):
     exchange: HybridExchange
 
     def __init__(self, exchange: HybridExchange) -> None:
+        # TLS files are checked before any connection is opened.
+        self._server_tls = exchange._server_tls()
+        self._client_tls = exchange._client_tls()
         super().__init__(exchange)
-        self.secret = exchange._secret(self.redis)
+        try:
+            self.secret = exchange._secret(self.redis)
+        except BaseException:
+            self.redis.close()
+            raise
         self._served: dict[str, Deliver] = {}
         self._addresses: dict[str, tuple[str, int] | float] = {}
-        self._clients: dict[tuple[str, int], SyncClient] = {}
+        self._links: dict[tuple[str, int], Link] = {}
+        self._acks: dict[WireConnection, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
@@ -84,6 +153,7 @@ class _HybridTransport(_RedisTransport):
                 host=self.exchange.host,
                 port=0,
                 secret=self.secret,
+                ssl=self._server_tls,
                 limits=Limits(max_frame=self.exchange.max_message),
                 name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}',
             )
@@ -127,7 +197,19 @@ class _HybridTransport(_RedisTransport):
         if deliver is None:
             return error_reply('not-here', f'mailbox {dest!r:.80} is not served here')
         deliver(decode(frame.header, frame.payloads, self.codec))
-        return (ACK, None, ())
+        # One acknowledgement per burst: frames of a connection are handled in order, so
+        # an ACK of request id N acknowledges every frame up to N. It is written once the
+        # loop has handled what the connection had buffered.
+        pending = self._acks.get(conn)
+        self._acks[conn] = frame.request_id
+        if pending is None:
+            asyncio.get_running_loop().call_soon(self._send_ack, conn)
+        return None
+
+    def _send_ack(self, conn: WireConnection) -> None:
+        rid = self._acks.pop(conn, None)
+        if rid is not None and not conn.transport.is_closing():
+            conn.transport.write(encode_head(ACK, None, (), rid))
 
     def unserve(self, mailbox_id: str) -> None:
         try:
@@ -142,10 +224,16 @@ class _HybridTransport(_RedisTransport):
         # What waited in the mailbox is handed over before direct messages are taken, so
         # that messages sent before and after the agent came back keep their order.
         redis_listener.drained.wait(self.exchange.timeout)
+        # Direct deliveries wait behind a barrier at the tail of the Redis mailbox, so that
+        # what was sent through Redis before is handed over first (order is kept).
+        gate = _Gate(deliver)
+        token = _WAKE + b'barrier:' + uuid.uuid4().hex.encode()
+        redis_listener.barriers[token] = gate.release
         # Served first, published second: an address is never visible before it works.
-        self._served[mailbox_id] = deliver
+        self._served[mailbox_id] = gate
+        self.redis.execute('RPUSH', self.k('mb', mailbox_id), token)
         self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
-        return _HybridListener(self, mailbox_id, redis_listener)
+        return _HybridListener(self, mailbox_id, redis_listener, gate)
 
     # Sending ---------------------------------------------------------------------------
 
@@ -164,28 +252,54 @@ class _HybridTransport(_RedisTransport):
         self._addresses[dest] = address
         return address
 
-    def _client_for(self, address: tuple[str, int]) -> SyncClient:
-        client = self._clients.get(address)
-        if client is None:
+    def _link_for(self, address: tuple[str, int]) -> Link:
+        link = self._links.get(address)
+        if link is None or link.broken:
             with self._lock:
-                client = self._clients.get(address)
-                if client is None:
-                    client = SyncClient(
+                link = self._links.get(address)
+                if link is None or link.broken:
+                    link = open_link(
                         address[0],
                         address[1],
+                        AGENT_MESSAGE,
+                        self._reroute,
+                        self._link_broken,
                         secret=self.secret,
+                        ssl=self._client_tls,
+                        server_hostname=self.exchange.tls_server_name,
                         timeout=self.exchange.timeout,
                         client=f'agents pid {os.getpid()}',
                     )
-                    self._clients[address] = client
-        return client
+                    self._links[address] = link
+        return link
 
-    def _forget(self, dest: str, address: tuple[str, int] | None) -> None:
+    def _link_broken(self, link: Link) -> None:
+        with self._lock:
+            for address, known in list(self._links.items()):
+                if known is link:
+                    del self._links[address]
+                    # Mailboxes served there may have moved (a restarted agent).
+                    for dest, cached in list(self._addresses.items()):
+                        if cached == address:
+                            self._addresses.pop(dest, None)
+
+    def _reroute(self, dest: str, header: dict[str, Any], payloads: list[Any], why: str) -> None:
+        """A direct message that was refused or not acknowledged goes through Redis."""
+        logger.debug('direct message to %s rerouted through Redis: %s', dest, why)
         self._addresses.pop(dest, None)
-        if address is not None:
-            client = self._clients.pop(address, None)
-            if client is not None:
-                client.close()
+        self._push_envelope(dest, header, payloads)
+
+    def _push_envelope(self, dest: str, header: dict[str, Any], payloads: list[Any]) -> None:
+        sizes, buffers = flatten(payloads)
+        self.fallback_sends += 1
+        data = b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers])
+        try:
+            self.push(dest, data)
+        except (MailboxClosedError, UnknownMailboxError):
+            # The sender already returned: tell it here instead of raising.
+            self.answer_dropped(
+                dest, [decode(header, [memoryview(b) for b in buffers], self.codec)]
+            )
 
     def send(self, msg: Message) -> None:
         dest = msg.dest
@@ -198,18 +312,22 @@ class _HybridTransport(_RedisTransport):
         address = self._address(dest)
         if address is not None:
             try:
-                self._client_for(address).request(AGENT_MESSAGE, header, payloads, retry=False)
-                self.direct_sends += 1
-                return
-            except RemoteError as e:
-                logger.debug('direct send to %s refused (%s): falling back to Redis', dest, e)
+                if self._link_for(address).send(dest, header, payloads):
+                    self.direct_sends += 1
+                    return
+            except AuthenticationError as e:
+                logger.warning(
+                    'direct send to %s at %s:%d refused authentication (%s): falling back '
+                    'to Redis; check that both sides use the same secret',
+                    dest,
+                    *address,
+                    e,
+                )
                 self._addresses.pop(dest, None)
             except WireError as e:
-                logger.debug('direct send to %s failed (%s): falling back to Redis', dest, e)
-                self._forget(dest, address)
-        from tether._wire import encode_head
-        from tether._wire._frame import flatten
-
+                level = logging.WARNING if isinstance(e.__cause__, ssl.SSLError) else logging.DEBUG
+                logger.log(level, 'direct send to %s failed (%s): falling back to Redis', dest, e)
+                self._addresses.pop(dest, None)
         sizes, buffers = flatten(payloads)
         self.fallback_sends += 1
         self.push(dest, b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers]))
@@ -218,9 +336,11 @@ class _HybridTransport(_RedisTransport):
         for mailbox_id in list(self._served):
             self.unserve(mailbox_id)
         super().close()
-        for client in list(self._clients.values()):
-            client.close()
-        self._clients.clear()
+        with self._lock:
+            links = list(self._links.values())
+            self._links.clear()
+        for link in links:
+            link.close()
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
@@ -241,6 +361,13 @@ class HybridExchange(RedisExchange):
         secret_file: File holding the secret (checked next); otherwise a random secret
             kept in Redis under the prefix is used.
         max_message: Largest direct message accepted, in bytes.
+        tls_cert: PEM certificate this process's server presents (with ``tls_key``):
+            direct connections then run inside TLS.
+        tls_key: PEM private key of ``tls_cert`` (a file readable by this user only).
+        tls_ca: PEM file of the certificates senders accept from servers (default:
+            ``tls_cert``, for one self-signed certificate shared by a site's processes).
+        tls_server_name: Name checked against a server's certificate (default: the host
+            part of its published address).
         kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
     """
 
@@ -257,6 +384,10 @@ class HybridExchange(RedisExchange):
         secret_file: str | None = None,
         max_message: int = 1 << 30,
         threshold: int | None = _DEFAULT_THRESHOLD,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls_ca: str | None = None,
+        tls_server_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(hostname, port, prefix=prefix, threshold=threshold, **kwargs)
@@ -266,6 +397,46 @@ class HybridExchange(RedisExchange):
         self.secret_env = secret_env
         self.secret_file = secret_file
         self.max_message = max_message
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError('tls_cert and tls_key go together: give both or neither')
+        if tls_ca is not None and tls_cert is None:
+            raise ValueError('tls_ca needs tls_cert and tls_key (every process serves too)')
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.tls_ca = tls_ca
+        self.tls_server_name = tls_server_name
+
+    @property
+    def tls(self) -> bool:
+        """Whether direct connections run inside TLS."""
+        return self.tls_cert is not None
+
+    def _server_tls(self) -> ssl.SSLContext | None:
+        if self.tls_cert is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            raise AgentError(
+                f'cannot load the exchange certificate {self.tls_cert!r} and key '
+                f'{self.tls_key!r}: {e}',
+            ) from e
+        return context
+
+    def _client_tls(self) -> ssl.SSLContext | None:
+        if self.tls_cert is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_verify_locations(self.tls_ca or self.tls_cert)
+        except (OSError, ssl.SSLError) as e:
+            raise AgentError(
+                f'cannot load the exchange CA file {self.tls_ca or self.tls_cert!r}: {e}'
+            ) from e
+        return context
 
     def key(self) -> str:
         return 'hybrid:' + super().key()
@@ -299,6 +470,10 @@ class HybridExchange(RedisExchange):
             secret_env=self.secret_env,
             secret_file=self.secret_file,
             max_message=self.max_message,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            tls_ca=self.tls_ca,
+            tls_server_name=self.tls_server_name,
         )
         return out
 

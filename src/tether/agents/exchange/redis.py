@@ -51,6 +51,15 @@ if not out then return {} end
 redis.call('RPUSH', KEYS[2], unpack(out))
 return out
 """
+_TERMINATE = """
+local queued = redis.call('LRANGE', KEYS[3], 0, -1)
+local taken = redis.call('LRANGE', KEYS[4], 0, -1)
+redis.call('SET', KEYS[1], 'terminated')
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+for _, v in ipairs(queued) do table.insert(taken, v) end
+return taken
+"""
 _WAKE = b'\x00tether-agents-wake:'
 _BLOCK = 5.0
 _BATCH = 256
@@ -66,6 +75,9 @@ class _RedisListener(Listener):
         self.token = _WAKE + uuid.uuid4().hex.encode()
         self.stopping = threading.Event()
         self.drained = threading.Event()
+        # Marker entries pushed into the mailbox, and what to call when the listener
+        # reaches one (everything pushed before it has then been handed over).
+        self.barriers: dict[bytes, Any] = {}
         self.conn = transport.redis.connect(timeout=_BLOCK + 10)
         self.thread = threading.Thread(
             target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
@@ -108,6 +120,9 @@ class _RedisListener(Listener):
                 continue
             for data in batch:
                 if data.startswith(_WAKE):
+                    reached = self.barriers.pop(data, None)
+                    if reached is not None:
+                        reached()
                     continue
                 try:
                     self.deliver(decode_bytes(data, self.transport.codec))
@@ -151,6 +166,7 @@ class _RedisTransport(Transport):
         self._send_script = self.redis.script(_SEND)
         self._recover = self.redis.script(_RECOVER)
         self._take = self.redis.script(_TAKE)
+        self._terminate = self.redis.script(_TERMINATE)
         self._listeners: set[_RedisListener] = set()
 
     def k(self, kind: str, mailbox_id: str = '') -> str:
@@ -163,19 +179,19 @@ class _RedisTransport(Transport):
         _check(self.redis.pipeline(commands))
 
     def terminate(self, mailbox_id: str) -> None:
-        _check(
-            self.redis.pipeline(
-                [
-                    ['SET', self.k('st', mailbox_id), 'terminated'],
-                    ['HDEL', self.k('beh'), mailbox_id],
-                    [
-                        'DEL',
-                        self.k('mb', mailbox_id),
-                        self.k('taken', mailbox_id),
-                        self.k('addr', mailbox_id),
-                    ],
-                ],
-            ),
+        dropped = self._terminate(
+            keys=[
+                self.k('st', mailbox_id),
+                self.k('beh'),
+                self.k('mb', mailbox_id),
+                self.k('taken', mailbox_id),
+                self.k('addr', mailbox_id),
+            ],
+            args=[mailbox_id],
+        )
+        self.answer_dropped(
+            mailbox_id,
+            [decode_bytes(d, self.codec) for d in dropped if not d.startswith(_WAKE)],
         )
 
     def status(self, mailbox_id: str) -> MailboxStatus:

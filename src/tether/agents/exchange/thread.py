@@ -62,12 +62,15 @@ class _ThreadTransport(Transport):
                 box.mro = mro
 
     def terminate(self, mailbox_id: str) -> None:
+        dropped: list[Message | Rejected] = []
         with self.lock:
             box = self.boxes.get(mailbox_id)
             if box is not None:
                 box.status = MailboxStatus.TERMINATED
+                dropped = list(box.queue)
                 box.queue.clear()
                 box.deliver = None
+        self.answer_dropped(mailbox_id, dropped)
 
     def status(self, mailbox_id: str) -> MailboxStatus:
         with self.lock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
@@ -66,6 +67,10 @@ class Launcher(ABC):
     detached = False
     """Agents of a detached launcher outlive the process (a Manager leaves them running)."""
 
+    in_process = False
+    """Agents run in this process's threads (no in-flight journal is needed: a failing
+    agent answers what it holds before it stops)."""
+
     def __init__(self, *, restart: RestartPolicy | int | None = None) -> None:
         if isinstance(restart, int):
             restart = RestartPolicy(max_restarts=restart)
@@ -89,6 +94,11 @@ class Launcher(ABC):
         """Start the agent of ``spec`` (its mailbox must already be registered)."""
         if self.closed:
             raise AgentLaunchError(f'{type(self).__name__} is closed')
+        if not self.in_process and spec.journal is None:
+            from tether.agents.state import agents_home
+
+            base = spec.state_dir or str(agents_home() / 'state')
+            spec.journal = os.path.join(base, f'{spec.agent_id}.inflight')
         entry = _Supervised(spec)
         with self._lock:
             if spec.agent_id in self._agents and not self._agents[spec.agent_id].done.is_set():
@@ -110,6 +120,7 @@ class Launcher(ABC):
                     self._run_once(entry)
                     return
                 except BaseException as e:
+                    self._answer_lost(entry, e)
                     if entry.stopping or self.closed:
                         return
                     if entry.restarts >= self.restart.max_restarts:
@@ -130,6 +141,17 @@ class Launcher(ABC):
                     threading.Event().wait(delay)
         finally:
             entry.done.set()
+
+    def _answer_lost(self, entry: _Supervised, error: BaseException) -> None:
+        """Answer the requests a dead agent process accepted and never answered."""
+        if entry.spec.journal is None:
+            return
+        from tether.agents._journal import answer_lost
+
+        try:
+            answer_lost(entry.spec.exchange, entry.spec.agent_id, entry.spec.journal, repr(error))
+        except Exception:
+            logger.exception('could not answer the lost requests of %s', entry.spec.agent_id)
 
     def _give_up(self, entry: _Supervised) -> None:
         try:

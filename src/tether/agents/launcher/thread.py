@@ -20,6 +20,8 @@ class ThreadLauncher(Launcher):
         restart: The restart policy, or a number of restarts (default: never).
     """
 
+    in_process = True
+
     def __init__(self, *, restart: RestartPolicy | int | None = None, **_: Any) -> None:
         super().__init__(restart=restart)
         self._runtimes: dict[str, AgentRuntime] = {}

@@ -96,6 +96,7 @@ class Engine:
             else getattr(self.transformer.transformer, 'track', None)
         )
         self.record_logger: RecordLogger = record_logger or NullRecordLogger()
+        self._recording = type(self.record_logger) is not NullRecordLogger
         self._prefix = uuid.uuid4().hex[:12]
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -130,11 +131,15 @@ class Engine:
         Returns the task futures, whether every future is a task future of this engine,
         and the positions (indices and keywords) of the arguments that hold futures.
         """
+        if not kwargs:
+            for a in args:
+                if type(a) in _SCANNED or isinstance(a, _Future):
+                    break
+            else:
+                return _NO_DEPENDENCIES  # the common case: nothing to look into
         found: list[TaskFuture[Any]] = []
         own = True
         where: set[int | str] = set()
-        if not kwargs and not any(type(a) in _SCANNED or isinstance(a, _Future) for a in args):
-            return found, own, where  # the common case: nothing to look into
 
         def visit(obj: Any) -> bool:
             nonlocal own
@@ -186,7 +191,7 @@ class Engine:
         future: TaskFuture[T] = TaskFuture(
             task_id,
             name,
-            [p.task_id for p in parents],
+            [p.task_id for p in parents] if parents else [],
             self,
         )
         transformer = self.transformer
@@ -208,17 +213,21 @@ class Engine:
                 }
             else:
                 executor = self._deps
-        wrapper = TaskWrapper(function, task_id, transformer)
         with self._lock:
             self._submitted += 1
         future.submit_time = time.time()
         try:
-            low_future = executor.submit(wrapper, *args, **kwargs)
+            low_future = executor.submit(
+                TaskWrapper(function, task_id, transformer),
+                *args,
+                **kwargs,
+            )
         except BaseException:
             with self._lock:
                 self._submitted -= 1
             raise
-        future._bind(low_future)
+        future._low = low_future
+        low_future.add_done_callback(future._on_done)
         return future
 
     def map(
@@ -259,8 +268,14 @@ class Engine:
                 and transformer.transformer.is_identifier(raw.value)
             ):
                 self._track(raw.value)
+            if not self._recording:
+                return
+        elif not self._recording:
+            return
         elif error is not None:
             info, tb = execution_info_of(error, future.task_id)
+            if tb is None:  # an executor that sends the worker's traceback as text
+                tb = getattr(error, 'remote_traceback', None) or None
             exception = {
                 'type': type(error).__name__,
                 'message': str(error),
@@ -323,3 +338,6 @@ class Engine:
 
 _SCANNED = (list, tuple, dict)
 _Future = concurrent.futures.Future
+_NO_DEPENDENCIES: tuple[list[TaskFuture[Any]], bool, set[int | str]] = ([], True, set())
+"""What :meth:`Engine._dependencies` returns for arguments without futures (never
+mutated by its callers)."""

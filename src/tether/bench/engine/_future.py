@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ T = TypeVar('T')
 
 _MISSING: Any = object()
 _ALL_COMPLETED = concurrent.futures.ALL_COMPLETED
+_InvalidState = concurrent.futures.InvalidStateError
 
 
 class TaskFuture(concurrent.futures.Future[T], Generic[T]):
@@ -46,12 +48,14 @@ class TaskFuture(concurrent.futures.Future[T], Generic[T]):
         self.task_id = task_id
         self.function_name = function_name
         self.parent_task_ids = parent_task_ids
-        self.submit_time = 0.0
-        self.input_transform_time = 0.0
         self._engine = engine
-        self._low: Any = None
-        self._value: Any = _MISSING
-        self._value_lock = threading.Lock()
+        # submit_time, input_transform_time, _low and _value start as the class's
+        # defaults (fewer stores per task on the submit path).
+
+    submit_time: float = 0.0
+    input_transform_time: float = 0.0
+    _low: Any = None
+    _value: Any = _MISSING
 
     def __repr__(self) -> str:
         return f'<TaskFuture {self.task_id} {self.function_name} {self._state}>'
@@ -66,29 +70,27 @@ class TaskFuture(concurrent.futures.Future[T], Generic[T]):
         low.add_done_callback(self._on_done)
 
     def _on_done(self, low: Any) -> None:
+        # The hot path of every task: one lock round trip on each future when it succeeds.
         received = time.time()
-        if low.cancelled():
-            error: BaseException | None = concurrent.futures.CancelledError()
-            raw = None
-        else:
-            try:
-                raw = low.result()
-                error = None
-            except BaseException as e:
-                raw, error = None, e
+        error: BaseException | None
+        try:
+            raw = low.result()
+            error = None
+        except BaseException as e:  # CancelledError too: the executor's future was cancelled
+            raw, error = None, e
         self._engine._finished(self, raw, error, received)
-        if error is None and type(raw) is not TaskResult:
+        if error is None:
+            if type(raw) is TaskResult:
+                with contextlib.suppress(_InvalidState):  # cancelled by the caller meanwhile
+                    self.set_result(raw)  # type: ignore[arg-type]  # result() unwraps it
+                return
             error = TypeError(f'task {self.task_id} returned {raw!r}, not a TaskResult')
-        if self.done():  # cancelled by the caller meanwhile
+        if isinstance(error, concurrent.futures.CancelledError):
+            if super().cancel() and self._state == 'CANCELLED':
+                self.set_running_or_notify_cancel()
             return
-        if error is not None:
-            if isinstance(error, concurrent.futures.CancelledError):
-                if super().cancel() and self._state == 'CANCELLED':
-                    self.set_running_or_notify_cancel()
-            else:
-                self.set_exception(error)
-        else:
-            self.set_result(raw)  # type: ignore[arg-type]  # result() unwraps the TaskResult
+        with contextlib.suppress(_InvalidState):
+            self.set_exception(error)
 
     def cancel(self) -> bool:
         """Cancel the task if it has not started."""
@@ -120,7 +122,12 @@ class TaskFuture(concurrent.futures.Future[T], Generic[T]):
         if self._value is not _MISSING:
             return self._value  # type: ignore[no-any-return]
         raw: Any = super().result(timeout)
-        with self._value_lock:
+        if self._engine.transformer is None:
+            self._value = raw.value  # nothing to resolve: no lock needed
+            return self._value  # type: ignore[no-any-return]
+        with self._condition:
+            lock = self.__dict__.setdefault('_value_lock', threading.Lock())
+        with lock:
             if self._value is _MISSING:
                 self._value = self._engine._resolve_result(raw)
         return self._value  # type: ignore[no-any-return]

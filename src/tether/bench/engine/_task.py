@@ -14,6 +14,7 @@ from tether.bench.transformer._protocol import TaskDataTransformer
 __all__ = ['ExecutionInfo', 'TaskResult', 'TaskWrapper', 'execution_info_of', 'unwrap']
 
 _HOSTNAME = socket.gethostname()
+_pid = os.getpid
 _INFO_ATTR = '_tether_bench_info'
 _TB_ATTR = '_tether_bench_traceback'
 _TASK_ATTR = '_tether_bench_task_id'
@@ -135,28 +136,48 @@ class TaskWrapper:
         return (TaskWrapper, (self.function, self.task_id, self.transformer))
 
     def __call__(self, *args: Any, **kwargs: Any) -> TaskResult:
-        info = ExecutionInfo(_HOSTNAME, os.getpid(), time.time())
+        started = time.time()
         start = time.perf_counter()
+        resolved = done = 0.0  # perf_counter values once each phase ends
         try:
             transformer = self.transformer
-            if transformer is not None or _needs_unwrap(args):
+            if transformer is not None or (args and _needs_unwrap(args)):
                 args = tuple(unwrap(a, transformer) for a in args)
             if kwargs and (transformer is not None or _needs_unwrap(tuple(kwargs.values()))):
                 kwargs = {k: unwrap(v, transformer) for k, v in kwargs.items()}
             resolved = time.perf_counter()
-            info.input_resolve_time = resolved - start
             value = self.function(*args, **kwargs)
             done = time.perf_counter()
-            info.function_time = done - resolved
             if transformer is not None:
                 value = transformer.transform(value)
-            info.result_transform_time = time.perf_counter() - done
+            end = time.perf_counter()
         except BaseException as e:
-            info.execution_end_time = time.time()
+            end = time.perf_counter()
+            resolved = resolved or end
+            done = done or end
+            info = ExecutionInfo(
+                _HOSTNAME,
+                _pid(),
+                started,
+                time.time(),
+                resolved - start,
+                done - resolved,
+                end - done,
+            )
             _attach(e, info, self.task_id)
             raise
-        info.execution_end_time = time.time()
-        return TaskResult(value, info)
+        return TaskResult(
+            value,
+            ExecutionInfo(
+                _HOSTNAME,
+                _pid(),
+                started,
+                time.time(),
+                resolved - start,
+                done - resolved,
+                end - done,
+            ),
+        )
 
 
 def _attach(error: BaseException, info: ExecutionInfo, task_id: str) -> None:

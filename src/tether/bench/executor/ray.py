@@ -30,11 +30,14 @@ def start_ray(attempts: int = 3, **kwargs: Any) -> None:
             ray.init(**kwargs)
             return
         except Exception as e:
-            if attempt == attempts or 'timed out during startup' not in str(e):
+            if 'timed out during startup' not in str(e):
                 raise
             logger.warning('Ray did not start (attempt %d of %d): %s', attempt, attempts, e)
+            # Leave no process of the failed attempt behind, also after the last one.
             ray.shutdown()
             _kill_new_children(before)
+            if attempt == attempts:
+                raise
 
 
 def _children() -> set[int]:

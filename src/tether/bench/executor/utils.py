@@ -99,6 +99,10 @@ class _Deferred:
 
 
 def _chain(inner: Any, outer: _Future[Any]) -> None:
+    # Some executors hold their own futures weakly (Ray's, so that a result has one
+    # holder): the outer future keeps the inner one alive until it completes.
+    outer._tether_inner = inner  # type: ignore[attr-defined]
+
     def done(f: Any) -> None:
         if f.cancelled():
             outer.cancel()

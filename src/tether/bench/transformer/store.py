@@ -42,12 +42,12 @@ __all__ = [
 ]
 
 CONNECTORS: dict[str, str] = {
+    'endpoint': 'tether.connectors.endpoint.EndpointConnector',
     'file': 'tether.connectors.file.FileConnector',
     'local': 'tether.connectors.local.LocalConnector',
     'node': 'tether.connectors.node.NodeConnector',
     'redis': 'tether.connectors.redis.RedisConnector',
     'shared-memory': 'tether.connectors.shared_memory.SharedMemoryConnector',
-    # 'endpoint': 'tether.connectors.endpoint.EndpointConnector',  (when it lands)
 }
 """Connector kinds a config may name: kind -> class (an allowlist; nothing else is
 imported from a configuration)."""

@@ -32,6 +32,7 @@ from tether.exceptions import (
     StreamError,
     StreamTimeoutError,
 )
+from tether.stream.protocols import SubscriberIterator
 from tether.stream.shims._aio import LoopThread
 
 __all__ = ['AMQPPublisher', 'AMQPSubscriber']
@@ -170,7 +171,7 @@ class AMQPPublisher(_Base):
         self._queues.pop(topic, None)
 
 
-class AMQPSubscriber(_Base):
+class AMQPSubscriber(_Base, SubscriberIterator):
     """Consumes the durable queue of one topic with manual acknowledgements.
 
     Args:

@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
+from tether.stream.protocols import SubscriberIterator
 
 __all__ = ['MQTTPublisher', 'MQTTSubscriber', 'mqtt_topic_matches']
 
@@ -162,7 +163,7 @@ class MQTTPublisher(_Base):
             info.wait_for_publish(0.2)
 
 
-class MQTTSubscriber(_Base):
+class MQTTSubscriber(_Base, SubscriberIterator):
     """Receives the messages of one MQTT topic.
 
     Args:

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
+from tether.stream.protocols import SubscriberIterator
 from tether.stream.shims._aio import LoopThread
 
 __all__ = [
@@ -210,7 +211,7 @@ class NatsPublisher(_Base):
         _publish(self._client, _send(), topic)
 
 
-class NatsSubscriber(_Base):
+class NatsSubscriber(_Base, SubscriberIterator):
     """Receives the messages of one NATS subject.
 
     Args:
@@ -327,7 +328,7 @@ async def _add_stream(js: Any, topic: str, max_msgs: int) -> None:
         await js.add_stream(name=stream_name(topic), subjects=[topic], max_msgs=max_msgs)
 
 
-class JetStreamSubscriber(_Base):
+class JetStreamSubscriber(_Base, SubscriberIterator):
     """Reads a JetStream stream through a durable pull consumer.
 
     Args:

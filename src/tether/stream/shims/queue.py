@@ -23,6 +23,7 @@ from tether.exceptions import (
     StreamError,
     StreamTimeoutError,
 )
+from tether.stream.protocols import SubscriberIterator
 
 __all__ = ['QueueLike', 'QueuePublisher', 'QueueSubscriber']
 
@@ -76,7 +77,7 @@ class QueuePublisher:
         self._closed = True
 
 
-class QueueSubscriber:
+class QueueSubscriber(SubscriberIterator):
     """Takes messages from one queue.
 
     Args:

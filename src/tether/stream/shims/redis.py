@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
+from tether.stream.protocols import SubscriberIterator
 
 __all__ = [
     'RedisPublisher',
@@ -147,7 +148,7 @@ class RedisPublisher(_Base):
         self._client.close()
 
 
-class RedisSubscriber(_Base):
+class RedisSubscriber(_Base, SubscriberIterator):
     """Receives the messages of Redis pub/sub channels.
 
     The subscription is confirmed by the server before the constructor returns, so
@@ -252,7 +253,7 @@ class RedisQueuePublisher(_Base):
         self._client.close()
 
 
-class RedisQueueSubscriber(_Base):
+class RedisQueueSubscriber(_Base, SubscriberIterator):
     """Reads a Redis stream through a consumer group, acknowledging what it handed out.
 
     On start, the consumer first re-reads the messages it was given but never

@@ -30,8 +30,9 @@ from tether.exceptions import (
     StreamError,
     StreamTimeoutError,
 )
+from tether.stream.protocols import SubscriberIterator
 
-__all__ = ['ZMQPublisher', 'ZMQSubscriber']
+__all__ = ['ZMQPublisher', 'ZMQSubscriber', 'ZeroMQPublisher', 'ZeroMQSubscriber']
 
 
 def _zmq() -> Any:
@@ -129,7 +130,7 @@ class ZMQPublisher:
             self._socket.close()
 
 
-class ZMQSubscriber:
+class ZMQSubscriber(SubscriberIterator):
     """Receives the messages of one topic from one or more ZeroMQ publishers.
 
     Args:
@@ -205,3 +206,28 @@ class ZMQSubscriber:
             self._socket.disable_monitor()
             self._monitor.close(0)
             self._socket.close(0)
+
+
+class ZeroMQPublisher(ZMQPublisher):
+    """ProxyStore's call shape: binds ``tcp://{address}:{port}``.
+
+    Args:
+        address: Interface to bind.
+        port: TCP port.
+    """
+
+    def __init__(self, address: str, port: int) -> None:
+        super().__init__(f'tcp://{address}:{port}')
+
+
+class ZeroMQSubscriber(ZMQSubscriber):
+    """ProxyStore's call shape: connects to ``tcp://{address}:{port}``.
+
+    Args:
+        address: Host of the publisher.
+        port: TCP port of the publisher.
+        topic: The topic to receive.
+    """
+
+    def __init__(self, address: str, port: int, *, topic: str = '') -> None:
+        super().__init__(f'tcp://{address}:{port}', topic)

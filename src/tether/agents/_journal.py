@@ -1,0 +1,154 @@
+"""The in-flight journal: which requests an agent process accepted and has not answered.
+
+An agent that runs in a process of its own (process, Parsl and daemon launchers) appends
+one line per accepted request and one per finished one to ``<state dir>/<id>.inflight``
+(unbuffered writes, so the lines survive a SIGKILL of the process). When the process
+dies, its launcher (and, failing that, the next incarnation of the agent) reads the
+journal and answers every request that was accepted and never finished with
+:class:`~tether.exceptions.AgentCrashedError`, so that no caller waits for a reply that
+will never come. Requests are never re-run: an action may have had effects before the
+crash, and only the caller can tell whether running it again is safe.
+
+Lines are JSON arrays: ``["+", tag, caller, action]`` and ``["-", tag, caller]``. The file
+is rewritten with only the live entries when it grows past :data:`COMPACT_AT` bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.agents.exchange import Exchange
+
+__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'read_lost']
+
+logger = logging.getLogger(__name__)
+
+COMPACT_AT = 1 << 20
+"""Size in bytes past which the journal is rewritten with only its live entries."""
+
+
+class Journal:
+    """The in-flight journal of one agent process (thread-safe).
+
+    Args:
+        path: The journal file (created with mode 0600).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(path) or '.', mode=0o700, exist_ok=True)
+        self._live: dict[tuple[str, int], str] = {}
+        self._lock = threading.Lock()
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._size = os.fstat(self._fd).st_size
+
+    def started(self, caller: str, tag: int, action: str) -> None:
+        """Record an accepted request."""
+        line = (json.dumps(['+', tag, caller, action]) + '\n').encode()
+        with self._lock:
+            self._live[(caller, tag)] = action
+            self._write(line)
+
+    def finished(self, caller: str, tag: int) -> None:
+        """Record that a request was answered (or will never need an answer)."""
+        with self._lock:
+            if self._live.pop((caller, tag), None) is None:
+                return
+            self._write((json.dumps(['-', tag, caller]) + '\n').encode())
+            if self._size > COMPACT_AT:
+                self._compact()
+
+    def _write(self, line: bytes) -> None:
+        if self._fd < 0:
+            return
+        os.write(self._fd, line)
+        self._size += len(line)
+
+    def _compact(self) -> None:
+        tmp = f'{self.path}.tmp'
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            data = ''.join(
+                json.dumps(['+', tag, caller, action]) + '\n'
+                for (caller, tag), action in self._live.items()
+            ).encode()
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._size = len(data)
+
+    def close(self) -> None:
+        """Close the file; it is removed when nothing is in flight any more."""
+        with self._lock:
+            if self._fd < 0:
+                return
+            os.close(self._fd)
+            self._fd = -1
+            if not self._live:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+
+
+def read_lost(path: str) -> list[tuple[str, int, str]]:
+    """Read a dead process's journal and remove it: ``(caller, tag, action)`` of each
+    request it accepted and never finished (bad lines are skipped)."""
+    try:
+        with open(path, 'rb') as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    live: dict[tuple[str, int], str] = {}
+    for line in raw.splitlines():
+        try:
+            item: Any = json.loads(line)
+            if item[0] == '+':
+                live[(str(item[2]), int(item[1]))] = str(item[3])
+            elif item[0] == '-':
+                live.pop((str(item[2]), int(item[1])), None)
+        except (ValueError, TypeError, IndexError, KeyError):
+            logger.warning('skipping a bad line of the journal %s', path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return [(caller, tag, action) for (caller, tag), action in live.items()]
+
+
+def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:
+    """Answer each request a dead agent process left unanswered with AgentCrashedError.
+
+    Returns:
+        How many callers were answered.
+    """
+    from tether.agents._message import RESPONSE, Message, error_info
+    from tether.exceptions import AgentCrashedError, TetherError
+
+    lost = read_lost(path)
+    answered = 0
+    for caller, tag, action in lost:
+        error = AgentCrashedError(
+            f'agent {agent_id} died while running action {action!r} of this request '
+            f'({why}); the action may have partly run and was not run again',
+        )
+        reply = Message(
+            RESPONSE, agent_id, caller, tag, error=error_info(error, with_pickle=False)
+        )
+        try:
+            exchange.send(reply)
+            answered += 1
+        except TetherError as e:
+            logger.debug('could not tell %s that agent %s died: %s', caller, agent_id, e)
+    if lost:
+        logger.warning(
+            'agent %s died with %d request(s) in flight; their callers got AgentCrashedError',
+            agent_id,
+            len(lost),
+        )
+    return answered

@@ -1,0 +1,134 @@
+"""Serialize task inputs and values once, proxying those over a topic's threshold.
+
+Each value is serialized exactly once, to learn its size. Under the threshold (or with no
+store), those bytes travel inline; over it, the same bytes go to the store
+(:meth:`~tether.store.Store.proxy_serialized`) and only the small proxy travels. A value
+that already is a proxy travels as it is. The task server never unpacks: it moves the
+packed bytes and proxies as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from tether.proxy import Proxy, resolve_async
+from tether.serialize import deserialize, serialize_parts
+
+__all__ = ['Packed', 'pack_inputs', 'pack_value']
+
+
+class Packed:
+    """Serialized values: ``bytes`` items travel inline, proxies by reference.
+
+    ``kwnames`` names the trailing items that are keyword arguments; a packed single
+    value has ``single=True``.
+    """
+
+    __slots__ = ('items', 'kwnames', 'proxied', 'single')
+
+    def __init__(
+        self,
+        items: list[Any],
+        kwnames: tuple[str, ...] = (),
+        *,
+        single: bool = False,
+        proxied: tuple[int, ...] = (),
+    ) -> None:
+        self.items = items
+        self.kwnames = kwnames
+        self.single = single
+        self.proxied = proxied  # indices of items proxied by the packer (it made the keys)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.items, self.kwnames, self.single, self.proxied)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.items, self.kwnames, self.single, self.proxied = state
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes carried inline (proxies count as zero: their bytes are elsewhere)."""
+        return sum(len(i) for i in self.items if type(i) is bytes)
+
+    def proxies(self) -> list[Proxy[Any]]:
+        """The items that travel by reference."""
+        return [i for i in self.items if type(i) is not bytes]
+
+    def resolve_async(self) -> None:
+        """Start fetching every proxied item in the background."""
+        for p in self.proxies():
+            resolve_async(p)
+
+    def _objects(self) -> list[Any]:
+        return [deserialize(i) if type(i) is bytes else i for i in self.items]
+
+    def unpack(self) -> Any:
+        """Return ``(args, kwargs)``, or the single value; proxies stay proxies."""
+        objs = self._objects()
+        if self.single:
+            return objs[0]
+        n = len(objs) - len(self.kwnames)
+        return tuple(objs[:n]), dict(zip(self.kwnames, objs[n:], strict=True))
+
+
+def _pack(
+    values: Iterable[Any],
+    store: Any,
+    threshold: int | None,
+    evict: bool,
+    timings: dict[str, float],
+) -> tuple[list[Any], tuple[int, ...]]:
+    items: list[Any] = []
+    proxied: list[int] = []
+    for value in values:
+        if _is_proxy(value):
+            # Already a reference (a user-made proxy): it travels as it is, unresolved.
+            items.append(value)
+            continue
+        parts = serialize_parts(value)
+        nbytes = sum(memoryview(p).nbytes for p in parts)
+        if store is not None and threshold is not None and nbytes > threshold:
+            start = time.perf_counter()
+            items.append(store.proxy_serialized(value, parts, evict=evict))
+            timings['store.proxy'] = timings.get('store.proxy', 0.0) + time.perf_counter() - start
+            proxied.append(len(items) - 1)
+        else:
+            one = len(parts) == 1 and type(parts[0]) is bytes
+            items.append(parts[0] if one else b''.join(parts))
+    return items, tuple(proxied)
+
+
+def _is_proxy(value: Any) -> bool:
+    return Proxy in type(value).__mro__
+
+
+def pack_inputs(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    store: Any = None,
+    threshold: int | None = None,
+    timings: dict[str, float] | None = None,
+) -> Packed:
+    """Pack a call's arguments (proxying those over ``threshold`` into ``store``)."""
+    names = tuple(kwargs)
+    items, proxied = _pack(
+        (*args, *kwargs.values()),
+        store,
+        threshold,
+        False,
+        timings if timings is not None else {},
+    )
+    return Packed(items, names, proxied=proxied)
+
+
+def pack_value(
+    value: Any,
+    store: Any = None,
+    threshold: int | None = None,
+    timings: dict[str, float] | None = None,
+) -> Packed:
+    """Pack a task's return value (proxied, evicted on first resolve, if over threshold)."""
+    items, proxied = _pack([value], store, threshold, True, timings if timings is not None else {})
+    return Packed(items, single=True, proxied=proxied)

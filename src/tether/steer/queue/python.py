@@ -1,0 +1,63 @@
+"""Queues between processes of one machine, over :mod:`multiprocessing` queues."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as _queue
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from tether.exceptions import SteerTimeoutError
+from tether.steer.queue.base import BaseQueues
+
+__all__ = ['PipeQueues']
+
+
+class PipeQueues(BaseQueues):
+    """Queues for a Thinker and a task server forked from the same process.
+
+    Create them before starting the task server. Arguments as for
+    :class:`~tether.steer.queue.base.BaseQueues`.
+    """
+
+    def __init__(
+        self,
+        topics: Collection[str] = (),
+        serialization_method: str = 'pickle',
+        keep_inputs: bool = True,
+        proxystore_name: str | Mapping[str, str | None] | None = None,
+        proxystore_threshold: int | Mapping[str, int | None] | None = None,
+        *,
+        secret: bytes | str | None = None,
+    ) -> None:
+        super().__init__(
+            topics,
+            serialization_method,
+            keep_inputs,
+            proxystore_name,
+            proxystore_threshold,
+            secret=secret,
+        )
+        ctx = multiprocessing.get_context('fork')
+        self._requests: Any = ctx.Queue()
+        self._results: dict[str, Any] = {t: ctx.Queue() for t in self.topics}
+
+    @staticmethod
+    def _get(q: Any, timeout: float | None, what: str) -> bytes:
+        try:
+            message: bytes = q.get(timeout=timeout)
+        except _queue.Empty:
+            raise SteerTimeoutError(f'no {what} within {timeout} s') from None
+        return message
+
+    def _send_request(self, message: bytes) -> None:
+        self._requests.put(message)
+
+    def _get_request(self, timeout: float | None) -> bytes:
+        return self._get(self._requests, timeout, 'task request')
+
+    def _send_result(self, message: bytes, topic: str) -> None:
+        self._results[topic].put(message)
+
+    def _get_result(self, topic: str, timeout: float | None) -> bytes:
+        return self._get(self._results[topic], timeout, f'result on topic {topic!r}')

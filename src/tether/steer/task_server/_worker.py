@@ -1,0 +1,67 @@
+"""What runs on a worker: unpack the inputs, run the method, pack the value."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tether.steer import _pack
+from tether.steer.models import Result
+
+__all__ = ['run_task']
+
+
+def _store(config: Any) -> Any:
+    if config is None:
+        return None
+    from tether.store import get_or_create_store
+
+    return get_or_create_store(config)
+
+
+def run_task(method: Callable[..., Any], result: Result) -> Result:
+    """Run ``method`` on ``result``'s inputs in this worker and record the outcome.
+
+    Proxied inputs start resolving in the background before the method is called, so
+    their transfer overlaps the method's start. The value is serialized once and proxied
+    into the topic's store if it is over the topic's threshold. Never raises for an error
+    of the method: the failure is recorded in the result.
+    """
+    result.timestamp.compute_started = time.time()
+    result.worker_info = {'hostname': socket.gethostname(), 'pid': os.getpid()}
+    packed = result.inputs
+    runtime = None
+    try:
+        start = time.perf_counter()
+        if isinstance(packed, _pack.Packed):
+            packed.resolve_async()
+            result.time.async_resolve_proxies = time.perf_counter() - start
+            start = time.perf_counter()
+            args, kwargs = packed.unpack()
+        else:
+            args, kwargs = packed
+        result.time.deserialize_inputs = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            if getattr(method, 'wants_resources', False):
+                kwargs = {**kwargs, '_resources': result.resources}
+            value = method(*args, **kwargs)
+        finally:
+            runtime = time.perf_counter() - start
+        start = time.perf_counter()
+        packed_value = _pack.pack_value(
+            value,
+            _store(result.proxystore_config),
+            result.proxystore_threshold,
+            result.time.proxy,
+        )
+        result.time.serialize_results = time.perf_counter() - start
+        result.set_result(packed_value, runtime)
+    except Exception as e:
+        result.set_failure(e, runtime)
+    # Inputs go back exactly as they came (no second serialization), or not at all.
+    result.inputs = packed if result.keep_inputs else _pack.Packed([], ())
+    return result

@@ -1,0 +1,97 @@
+"""A task server on tether's function service (:mod:`tether.faas`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tether.exceptions import ConfigError
+from tether.steer.models import Result
+from tether.steer.task_server._worker import run_task
+from tether.steer.task_server.base import BaseTaskServer, method_name
+
+__all__ = ['FaaSTaskServer', 'GlobusComputeTaskServer']
+
+logger = logging.getLogger(__name__)
+
+
+class FaaSTaskServer(BaseTaskServer):
+    """Run tasks on endpoints of a tether function service.
+
+    Every method runs through one registered function (the worker wrapper) with the
+    method as an argument, so the endpoint's workers must be able to import the methods
+    (by module). Inputs and values keep their proxies, so values over a topic's
+    threshold never pass through the service, whose payload limit then does not apply.
+
+    Args:
+        methods: A mapping of method to endpoint id, or methods (run on ``endpoint_id``).
+        queues: The queues shared with the Thinker.
+        endpoint_id: The endpoint of methods given without one (default: the endpoint
+            of the running ``tether faas dev``).
+        timeout: Idle seconds before stopping (``None``: wait for the kill signal).
+        service_url: The service (default: as :class:`tether.faas.Client` finds it).
+        token: The user's token (kept in memory; the server is forked, not sent it).
+    """
+
+    def __init__(
+        self,
+        methods: Mapping[Callable[..., Any], str | None] | Iterable[Callable[..., Any]],
+        queues: Any,
+        endpoint_id: str | None = None,
+        *,
+        timeout: float | None = None,
+        service_url: str | None = None,
+        token: str | None = None,
+    ) -> None:
+        pairs = (
+            list(methods.items())
+            if isinstance(methods, Mapping)
+            else [(m, endpoint_id) for m in methods]
+        )
+        super().__init__(queues, [m for m, _ in pairs], timeout)
+        self.endpoints = {method_name(m): e for m, e in pairs}
+        self.endpoint_id = endpoint_id
+        self._service_url = service_url
+        self._token = token
+        self._executors: dict[str | None, Any] = {}
+
+    def _setup(self) -> None:
+        from tether.faas import Client, Executor
+
+        client = Client(self._service_url, self._token)
+        for endpoint in set(self.endpoints.values()):
+            eid = endpoint or client.dev_endpoint_id
+            if not eid:
+                raise ConfigError('FaaSTaskServer needs an endpoint id (or `tether faas dev`)')
+            self._executors[endpoint] = Executor(eid, client=client)
+            logger.info('methods on endpoint %s', eid)
+
+    def _cleanup(self) -> None:
+        for executor in self._executors.values():
+            executor.shutdown(wait=True)
+        self._executors.clear()
+
+    def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
+        executor = self._executors[self.endpoints[method_name(method)]]
+        try:
+            future = executor.submit(run_task, method, result)
+        except Exception as e:
+            result.set_failure(f'{type(e).__name__}: the function service refused the task: {e}')
+            done(result)
+            return
+
+        def callback(f: Any) -> None:
+            try:
+                finished = f.result()
+            except Exception as e:
+                result.set_failure(
+                    f'{type(e).__name__}: the task did not finish on the service: {e}'[:10000]
+                )
+                finished = result
+            done(finished)
+
+        future.add_done_callback(callback)
+
+
+GlobusComputeTaskServer = FaaSTaskServer

@@ -1,0 +1,42 @@
+"""Stream filters by ProxyStore's names (see :mod:`tether.stream.plugins` for more).
+
+A filter is called with an item's metadata and returns ``True`` to drop the item; give
+one to ``StreamProducer(filter_=...)`` or ``StreamConsumer(filter_=...)``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tether.exceptions import InvalidArgumentError
+
+__all__ = ['NullFilter', 'SamplingFilter']
+
+
+class NullFilter:
+    """Drops nothing."""
+
+    def __call__(self, metadata: dict[str, Any]) -> bool:
+        return False
+
+
+class SamplingFilter:
+    """Keeps each item with probability ``p`` (drops it with ``1 - p``).
+
+    Args:
+        p: Probability that an item is kept, in ``[0, 1]``.
+        seed: Seed of the random generator, for reproducible runs.
+
+    Raises:
+        InvalidArgumentError: if ``p`` is outside ``[0, 1]`` (also a ``ValueError``).
+    """
+
+    def __init__(self, p: float, seed: int | None = None) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise InvalidArgumentError(f'sampling probability must be in [0, 1], not {p}')
+        self.p = p
+        self._rng = random.Random(seed)
+
+    def __call__(self, metadata: dict[str, Any]) -> bool:
+        return self._rng.random() >= self.p

@@ -1,0 +1,241 @@
+"""The agent exchange conformance suite: the tests every exchange passes (needs pytest).
+
+Subclass :class:`ExchangeConformance` in a test module (its name must start with
+``Test``) and give it a fixture named ``exchange`` that returns a fresh exchange (its own
+prefix, namespace or server) and cleans up after it; pytest then runs every test of the
+suite against that exchange. Agents run in threads of the test process (a
+:class:`~tether.agents.launcher.ThreadLauncher`), so the suite is quick; run your
+exchange across processes in tests of your own::
+
+    import pytest
+
+    from tether.testing.agents import ExchangeConformance
+
+
+    class TestMyExchange(ExchangeConformance):
+        @pytest.fixture
+        def exchange(self):
+            exchange = MyExchange(prefix=f'test-{uuid.uuid4().hex}:')
+            yield exchange
+            exchange.close()
+
+The suite checks mailbox states, discovery (subclasses included), sync and async
+actions, ``await``, ping and describe, remote exceptions with their traceback, unknown
+actions, timeouts and cancellation reaching the agent, the concurrency cap under a flood,
+delivery to an agent that was offline when the messages were sent, refusal of another
+protocol version and of invalid envelopes (the agent keeps serving), small picklable
+handles sharing one client mailbox, shutdown, and that requests left in a terminated
+mailbox are answered with :class:`~tether.exceptions.MailboxClosedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tether.agents import Manager
+from tether.agents._message import AGENT_MESSAGE, PROTOCOL, REQUEST, Message, encode
+from tether.agents.exchange import MailboxStatus
+from tether.agents.handle import ActionFuture
+from tether.agents.launcher import ThreadLauncher
+from tether.exceptions import (
+    ActionTimeoutError,
+    MailboxClosedError,
+    MessageRejectedError,
+    UnknownMailboxError,
+)
+from tether.testing._agent_behaviors import Echo, Other, Slow, SubEcho
+
+__all__ = ['ExchangeConformance', 'raw_request']
+
+
+def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> ActionFuture[Any]:
+    """Send a hand-made ``echo(1)`` envelope, its header updated, from this process's
+    client mailbox (through :meth:`Transport.send_raw`); return the future of its reply."""
+    from tether._wire import encode_head
+
+    transport = exchange.transport()
+    client = transport.client()
+    tag = next(client._tags)
+    future: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'raw')
+    client._pending[tag] = future
+    header, payloads = encode(
+        Message(REQUEST, client.id, agent_id, tag, 'echo', (1,)), transport.codec
+    )
+    header.update(header_update)
+    data = b''.join([encode_head(AGENT_MESSAGE, header, [len(p) for p in payloads]), *payloads])
+    transport.send_raw(agent_id, data)
+    return future
+
+
+def _eventually(check: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
+
+
+class ExchangeConformance:
+    """What every exchange does. Needs a fixture ``exchange`` (a fresh exchange)."""
+
+    @pytest.fixture
+    def manager(self, exchange: Any) -> Iterator[Manager]:
+        """A manager running agents in threads over the exchange under test."""
+        with Manager(exchange, ThreadLauncher()) as m:
+            yield m
+
+    def test_mailbox_states(self, exchange: Any) -> None:
+        agent_id = exchange.register_agent(Echo)
+        assert exchange.status(agent_id) is MailboxStatus.ACTIVE
+        assert exchange.status('agent-nope') is MailboxStatus.MISSING
+        exchange.terminate(agent_id)
+        assert exchange.status(agent_id) is MailboxStatus.TERMINATED
+        with pytest.raises(MailboxClosedError, match='terminated'):
+            exchange.get_handle(agent_id).echo(1)
+        with pytest.raises(UnknownMailboxError):
+            exchange.get_handle('agent-nope').echo(1)
+
+    def test_discovery_includes_subclasses(self, exchange: Any) -> None:
+        echo = exchange.register_agent(Echo)
+        sub = exchange.register_agent(SubEcho)
+        other = exchange.register_agent(Other)
+        assert exchange.discover(Echo) == sorted([echo, sub])
+        assert exchange.discover(Echo, allow_subclasses=False) == [echo]
+        assert exchange.discover(SubEcho) == [sub]
+        assert exchange.discover(Other) == [other]
+        exchange.terminate(sub)
+        assert exchange.discover(Echo) == [echo]
+
+    def test_actions_sync_async_ping_describe(self, manager: Manager) -> None:
+        handle = manager.launch(Echo())
+        value = {'a': (1, 2.5, None), 'b': [b'x', {3}]}
+        assert handle.echo(value).result(30) == value
+        assert handle.aecho('text').result(30) == 'text'
+        assert handle.action('echo', 7).result(30) == 7
+        assert handle.ping(timeout=30) >= 0
+        info = handle.describe(timeout=30)
+        assert info['echo'].doc == 'Return the value.'
+        assert info['echo'].signature == '(value: Any) -> Any'
+        assert info['aecho'].is_async
+        assert not info['echo'].is_async
+
+    def test_await_and_asyncio_cancellation(self, manager: Manager) -> None:
+        echo = manager.launch(Echo())
+        slow = manager.launch(Slow())
+
+        async def main() -> Any:
+            assert await echo.echo(5) == 5
+            assert await echo.ping() >= 0
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(slow.asleep(60), 0.5)
+            return await slow.stats()
+
+        asyncio.run(main())
+        assert _eventually(lambda: slow.stats().result(30)['cancelled'] == ['async'])
+
+    def test_remote_exception_with_traceback(self, manager: Manager) -> None:
+        handle = manager.launch(Echo())
+        with pytest.raises(ValueError, match='bad input') as info:
+            handle.fail('bad input').result(30)
+        assert 'in fail' in str(info.value.__cause__)  # the remote traceback
+        assert 'raise ValueError(message)' in str(info.value.__cause__)
+
+    def test_unknown_action_is_refused_and_agent_keeps_serving(self, manager: Manager) -> None:
+        handle = manager.launch(Echo())
+        with pytest.raises(MessageRejectedError, match="no action 'nope'"):
+            handle.nope().result(30)
+        assert handle.echo(1).result(30) == 1
+
+    def test_timeout_cancels_the_action(self, manager: Manager) -> None:
+        handle = manager.launch(Slow())
+        with pytest.raises(ActionTimeoutError, match='cancelled at the agent'):
+            handle.asleep(60).result(timeout=0.3)
+        with pytest.raises(TimeoutError):  # ActionTimeoutError is a TimeoutError too
+            handle.cooperative(60).result(timeout=0.3)
+        assert _eventually(
+            lambda: sorted(handle.stats().result(30)['cancelled']) == ['async', 'sync']
+        )
+
+    def test_cancel_before_start_never_runs(self, manager: Manager) -> None:
+        handle = manager.launch(Slow(), max_concurrency=1)
+        handle.ping(timeout=30)
+        first = handle.work(0.5)
+        queued = handle.work(0.0)
+        assert queued.cancel()
+        assert first.result(30) == 1
+        assert handle.stats().result(30)['done'] == 1
+
+    def test_concurrency_cap_holds_under_a_flood(self, manager: Manager) -> None:
+        handle = manager.launch(Slow())  # max_concurrency = 3
+        futures = [handle.work(0.01) for _ in range(60)]
+        assert max(f.result(60) for f in futures) == 3
+        assert handle.stats().result(30) == {'peak': 3, 'done': 60, 'cancelled': []}
+
+    def test_offline_agent_receives_messages_when_it_returns(self, exchange: Any) -> None:
+        agent_id = exchange.register_agent(Echo)
+        handle = exchange.get_handle(agent_id)
+        futures = [handle.echo(i) for i in range(5)]  # nobody listens yet
+        assert not any(f.done() for f in futures)
+        with Manager(exchange, ThreadLauncher()) as manager:
+            manager.launch(Echo(), agent_id=agent_id)
+            assert [f.result(30) for f in futures] == list(range(5))
+
+    def test_requests_left_in_a_terminated_mailbox_are_answered(self, exchange: Any) -> None:
+        agent_id = exchange.register_agent(Echo)
+        handle = exchange.get_handle(agent_id)
+        futures = [handle.echo(i) for i in range(3)]  # nobody will ever take them
+        exchange.terminate(agent_id)
+        for future in futures:
+            with pytest.raises(MailboxClosedError, match="action 'echo'; it was not run"):
+                future.result(30)
+
+    def test_other_protocol_version_is_refused_and_agent_keeps_serving(
+        self, manager: Manager
+    ) -> None:
+        handle = manager.launch(Echo())
+        future = raw_request(manager.exchange, handle.agent_id, {'v': PROTOCOL + 1})
+        with pytest.raises(MessageRejectedError, match=f'protocol version {PROTOCOL + 1}'):
+            future.result(30)
+        assert handle.echo(2).result(30) == 2
+
+    def test_invalid_messages_are_refused_and_agent_keeps_serving(self, manager: Manager) -> None:
+        handle = manager.launch(Echo())
+        exchange = manager.exchange
+        future = raw_request(exchange, handle.agent_id, {'x': [{'Q': 1}]})
+        with pytest.raises(MessageRejectedError, match='unknown value tag'):
+            future.result(30)
+        future = raw_request(exchange, handle.agent_id, {'a': 5})
+        with pytest.raises(MessageRejectedError, match='action name'):
+            future.result(30)
+        exchange.transport().send_raw(handle.agent_id, b'garbage that is no envelope at all')
+        exchange.transport().send_raw(handle.agent_id, b'TTHR')
+        assert handle.echo(3).result(30) == 3
+
+    def test_handles_pickle_small_and_share_one_mailbox(self, manager: Manager) -> None:
+        a = manager.launch(Echo())
+        b = manager.launch(Echo())
+        data = pickle.dumps(a)
+        assert len(data) < 1024
+        again = pickle.loads(data)
+        assert again == a
+        assert again.echo(1).result(30) == 1
+        client = manager.exchange.transport().client()
+        f1, f2 = a.echo(1), b.echo(2)
+        assert f1._mailbox is f2._mailbox is client
+        assert (f1.result(30), f2.result(30)) == (1, 2)
+
+    def test_shutdown_twice_and_via_handle(self, manager: Manager) -> None:
+        handle = manager.launch(Echo())
+        handle.shutdown().result(30)
+        manager.shutdown(handle.agent_id, blocking=True, timeout=30)
+        manager.shutdown(handle, blocking=True, timeout=30)
+        assert handle.status() is MailboxStatus.TERMINATED
+        with pytest.raises(MailboxClosedError):
+            handle.echo(1)

@@ -1,0 +1,87 @@
+"""Executor plugins: typed configs, and tether's function service as an executor."""
+
+from __future__ import annotations
+
+import operator
+import os
+import pathlib
+from typing import Any
+
+import pydantic
+import pytest
+
+from tests.bench._helpers import check_records
+from tether.bench.engine import Engine
+from tether.bench.executor.faas import FaasConfig
+from tether.bench.plugins import get_plugin
+from tether.bench.record import JSONRecordLogger
+from tether.bench.run import BenchmarkConfig, make_run_dir, run
+from tether.exceptions import TaskExecutionFailed
+
+
+def add(*values: int) -> int:
+    return sum(values)
+
+
+def test_faas_config_is_typed_and_registered() -> None:
+    assert get_plugin('executor', 'faas') is FaasConfig
+    assert FaasConfig(workers=3).get_workers() == 3
+    assert FaasConfig(mode='service').get_workers() is None
+    with pytest.raises(pydantic.ValidationError, match='mode'):
+        FaasConfig(mode='cloud')  # type: ignore[arg-type]
+    with pytest.raises(pydantic.ValidationError, match='workers'):
+        FaasConfig(workers=0)
+    # The token is never part of the configuration (it comes from the environment).
+    with pytest.raises(pydantic.ValidationError, match='token'):
+        FaasConfig.model_validate({'token': 'secret'})
+
+
+def test_faas_executor_on_a_running_service(
+    faas_local: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: pathlib.Path,
+) -> None:
+    monkeypatch.setenv('TETHER_FAAS_TOKEN', faas_local.token)
+    config = FaasConfig(
+        mode='service',
+        service_url=faas_local.url,
+        endpoint_id=faas_local.endpoint_id,
+    )
+    records = tmp_path / 'tasks.jsonl'
+    with Engine(config.get_executor(), record_logger=JSONRecordLogger(records)) as engine:
+        futures = engine.map(add, range(4), range(4))
+        total = engine.submit(add, *futures)
+        bad = engine.submit(operator.truediv, 1, 0)
+        assert total.result(timeout=60) == 12
+        with pytest.raises(TaskExecutionFailed, match='ZeroDivisionError'):
+            bad.result(timeout=60)
+    rows = {r['task_id']: r for r in check_records(records, all_succeed=False)}
+    assert rows[total.task_id]['success']
+    assert rows[total.task_id]['execution']['pid'] != os.getpid()  # a worker process ran it
+    failed = rows[bad.task_id]
+    assert not failed['success']
+    assert 'ZeroDivisionError' in failed['exception']['traceback']  # the worker's traceback
+
+
+def test_faas_in_process_from_a_run_config(
+    tmp_path: pathlib.Path,
+    redis_store_options: dict[str, Any],
+) -> None:
+    config = BenchmarkConfig.from_dict(
+        {
+            'app': {'name': 'synthetic', 'structure': 'diamond', 'task_count': 3},
+            'engine': {
+                'executor': {'name': 'faas', 'workers': 1},
+                'transformer': {
+                    'name': 'store',
+                    'connector': {'kind': 'redis', 'options': redis_store_options},
+                },
+            },
+        },
+    )
+    run_dir = make_run_dir(config, tmp_path)
+    summary = run(config, run_dir)
+    assert summary['success'], summary
+    assert summary['executor'] == 'faas'
+    assert summary['workers'] == 1
+    check_records(run_dir / 'tasks.jsonl')

@@ -1,0 +1,60 @@
+"""Task functions for the steering tests (module level, so workers can import them)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+from typing import Any
+
+
+def add(x: int, y: int = 0) -> int:
+    return x + y
+
+
+def echo(x: Any) -> Any:
+    return x
+
+
+def nbytes(x: Any) -> int:
+    return len(x)
+
+
+def make_bytes(n: int) -> bytes:
+    return b'x' * n
+
+
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+def fail_once(marker: str) -> str:
+    """Fail the first time (creating ``marker``), succeed after."""
+    path = pathlib.Path(marker)
+    if not path.exists():
+        path.write_text('tried')
+        raise RuntimeError('first attempt fails')
+    return 'second attempt'
+
+
+def die_once(marker: str) -> str:
+    """Kill this worker process the first time (creating ``marker``), succeed after."""
+    path = pathlib.Path(marker)
+    if not path.exists():
+        path.write_text('died')
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 'survived'
+
+
+def die_always() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def is_proxy_resolving(x: Any) -> bool:
+    """True if ``x`` arrived as a proxy already resolving (or resolved) when the task ran."""
+    from tether.proxy import Proxy, is_resolved
+
+    if Proxy not in type(x).__mro__:
+        return False
+    pending = Proxy.__proxy_pending__.__get__(x)  # type: ignore[attr-defined]
+    return bool(is_resolved(x) or pending is not None)

@@ -1,0 +1,141 @@
+"""Queues (pipe and Redis) with a process-pool task server: the task life cycle."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from tests.steer import _tasks
+from tests.steer.conftest import serving
+from tether.exceptions import ConfigError, KillSignalError, SteerQueueError, SteerTimeoutError
+from tether.steer import LocalTaskServer
+
+
+def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:
+    queues = make_queues(topics=['sim'])
+    with serving(LocalTaskServer(queues, [_tasks.add], num_workers=1)):
+        task_id = queues.send_inputs(1, method='add', input_kwargs={'y': 2}, topic='sim')
+        assert queues.active_count == 1
+        result = queues.get_result('sim', timeout=60)
+    assert result.task_id == task_id
+    assert result.success is True
+    assert result.value == 3
+    assert result.args == (1,)
+    assert result.kwargs == {'y': 2}
+    t = result.timestamp
+    assert t.created <= t.input_received <= t.compute_started <= t.compute_ended
+    assert t.input_received <= t.start_task_submission <= t.compute_started
+    assert t.compute_ended <= t.task_received <= t.result_sent <= t.result_received
+    assert result.time.running is not None
+    assert result.time.serialize_inputs is not None
+    assert result.time.deserialize_results is not None
+    assert result.worker_info['pid'] > 0
+    assert queues.active_count == 0
+    assert queues.wait_until_done(timeout=0)
+
+
+def test_topics_keep_results_apart(make_queues: Any) -> None:
+    queues = make_queues(topics=['a', 'b'])
+    with serving(LocalTaskServer(queues, [_tasks.add], num_workers=1)):
+        queues.send_inputs(1, 1, method='add', topic='a')
+        queues.send_inputs(2, 2, method='add', topic='b')
+        assert queues.get_result('b', timeout=60).value == 4
+        assert queues.get_result('a', timeout=60).value == 2
+
+
+def test_failure_carries_the_remote_traceback(make_queues: Any) -> None:
+    queues = make_queues()
+    with serving(LocalTaskServer(queues, [_tasks.fail], num_workers=1)):
+        queues.send_inputs('boom', method='fail')
+        result = queues.get_result(timeout=60)
+    assert result.success is False
+    assert result.failure_info is not None
+    assert result.failure_info.exception == 'ValueError: boom'
+    assert 'raise ValueError(message)' in result.failure_info.traceback
+
+
+def test_unknown_method_is_a_failure_not_a_crash(make_queues: Any) -> None:
+    queues = make_queues()
+    with serving(LocalTaskServer(queues, [_tasks.add], num_workers=1)) as server:
+        queues.send_inputs(1, method='rm_rf')
+        result = queues.get_result(timeout=60)
+        assert result.success is False
+        assert "unknown method 'rm_rf'" in result.failure_info.exception
+        # The server keeps serving.
+        queues.send_inputs(1, 1, method='add')
+        assert queues.get_result(timeout=60).value == 2
+        assert server.is_alive()
+
+
+def test_inputs_dropped_when_not_kept(make_queues: Any) -> None:
+    queues = make_queues(keep_inputs=False)
+    with serving(LocalTaskServer(queues, [_tasks.add], num_workers=1)):
+        queues.send_inputs(5, method='add')
+        result = queues.get_result(timeout=60)
+    assert result.value == 5
+    assert result.args == ()
+
+
+def test_timeout_and_kill_signal(make_queues: Any) -> None:
+    queues = make_queues()
+    with pytest.raises(SteerTimeoutError):
+        queues.get_result(timeout=0.01)
+    server = LocalTaskServer(queues, [_tasks.add], num_workers=1)
+    with serving(server):
+        queues.send_kill_signal()
+        server.join(60)
+        assert server.exitcode == 0
+        # The server tells the Thinker it stopped.
+        with pytest.raises(KillSignalError):
+            queues.get_result(timeout=60)
+
+
+def test_bad_input_is_a_clear_error(make_queues: Any) -> None:
+    queues = make_queues(topics=['a'])
+    with pytest.raises(ConfigError, match='unknown topic'):
+        queues.send_inputs(1, method='add', topic='nope')
+    with pytest.raises(ConfigError, match='method='):
+        queues.send_inputs(1)
+    with pytest.raises(ConfigError, match='unknown topics'):
+        make_queues(topics=['a'], proxystore_threshold={'zzz': 1})
+    with pytest.raises(ConfigError):
+        make_queues(serialization_method='json')
+    with pytest.raises(ConfigError):
+        make_queues(topics='a')
+
+
+def test_signed_queues_refuse_unsigned_messages(make_queues: Any) -> None:
+    signed = make_queues(secret='s3cret')
+    message = signed._encode(_tasks_result())
+    assert signed._decode(message, 'test').method == 'add'
+    forged = b'TSQ1' + b'\0' * 32 + pickle.dumps(_tasks_result())
+    with pytest.raises(SteerQueueError, match='signature'):
+        signed._decode(forged, 'test')
+    with pytest.raises(SteerQueueError, match=r'not a tether\.steer message'):
+        signed._decode(b'junk', 'test')
+
+
+def _tasks_result() -> Any:
+    from tether.steer import Result
+
+    return Result(method='add')
+
+
+def test_inputs_proxied_by_the_queues_are_evicted_when_not_kept(
+    make_queues: Any,
+    store: Any,
+) -> None:
+    from tether.store import get_key
+
+    queues = make_queues(keep_inputs=False, proxystore_name=store.name, proxystore_threshold=10)
+    with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
+        queues.send_inputs(b'q' * 1000, method='nbytes')
+        (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
+        key = get_key(proxy)
+        assert store.exists(key)
+        result = queues.get_result(timeout=60)
+    assert result.value == 1000
+    assert not store.exists(key)
+    assert queues._made_proxies == {}

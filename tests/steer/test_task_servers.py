@@ -1,0 +1,240 @@
+"""Task servers: retries, lost workers, proxies over the threshold, on a pool and on Parsl."""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.parsl_env import parsl_environment
+from tests.steer import _tasks
+from tests.steer.conftest import serving
+from tether.proxy import Proxy, is_resolved
+from tether.steer import LocalTaskServer, ParslTaskServer, PipeQueues, RedisQueues
+
+METHODS = [
+    _tasks.add,
+    _tasks.echo,
+    _tasks.nbytes,
+    _tasks.make_bytes,
+    _tasks.fail_once,
+    _tasks.die_once,
+    _tasks.die_always,
+    _tasks.is_proxy_resolving,
+]
+
+
+def _htex_config(run_dir: pathlib.Path) -> Any:
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    return Config(
+        executors=[
+            HighThroughputExecutor(
+                label='htex',
+                address='127.0.0.1',
+                max_workers_per_node=2,
+                provider=LocalProvider(init_blocks=1, max_blocks=1),
+                encrypted=False,
+                heartbeat_period=1,
+                heartbeat_threshold=4,
+            ),
+        ],
+        run_dir=str(run_dir),
+        strategy='none',
+    )
+
+
+@contextlib.contextmanager
+def task_server(kind: str, queues: Any) -> Iterator[Any]:
+    if kind == 'local':
+        with serving(LocalTaskServer(queues, METHODS, num_workers=2)) as server:
+            yield server
+        return
+    with (
+        parsl_environment('tether-steer-') as run_dir,
+        serving(ParslTaskServer(METHODS, queues, _htex_config(run_dir))) as server,
+    ):
+        yield server
+
+
+KINDS = ['local', pytest.param('parsl', marks=pytest.mark.slow)]
+
+
+def _check_retries(queues: Any, tmp_path: pathlib.Path) -> None:
+    queues.send_inputs(str(tmp_path / 'a'), method='fail_once', max_retries=1)
+    ok = queues.get_result(timeout=100)
+    queues.send_inputs(str(tmp_path / 'b'), method='fail_once')
+    failed = queues.get_result(timeout=100)
+    queues.send_inputs(1, method='rm_rf')
+    unknown = queues.get_result(timeout=100)
+    assert ok.success, ok.failure_info
+    assert ok.value == 'second attempt'
+    assert ok.retries == 1
+    assert failed.success is False
+    assert failed.retries == 0
+    assert 'first attempt fails' in failed.failure_info.exception
+    assert unknown.success is False
+    assert 'unknown method' in unknown.failure_info.exception
+
+
+def _check_worker_lost(queues: Any, server: Any, tmp_path: pathlib.Path) -> None:
+    queues.send_inputs(str(tmp_path / 'm'), method='die_once', max_retries=2)
+    survived = queues.get_result(timeout=100)
+    queues.send_inputs(method='die_always', max_retries=1)
+    lost = queues.get_result(timeout=100)
+    # The server still runs tasks afterwards.
+    queues.send_inputs(2, 3, method='add')
+    after = queues.get_result(timeout=100)
+    assert server.is_alive()
+    assert survived.success, survived.failure_info
+    assert survived.value == 'survived'
+    assert survived.retries >= 1
+    assert lost.success is False
+    assert lost.retries == 1
+    assert lost.failure_info is not None
+    assert 'Lost' in lost.failure_info.exception, lost.failure_info.exception
+    assert after.value == 5
+
+
+def test_failed_task_is_retried(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('local', queues):
+        _check_retries(queues, tmp_path)
+
+
+def test_worker_killed_mid_task(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('local', queues) as server:
+        _check_worker_lost(queues, server, tmp_path)
+
+
+@pytest.mark.slow
+def test_parsl_retries_and_lost_workers(tmp_path: pathlib.Path) -> None:
+    queues = PipeQueues()
+    with task_server('parsl', queues) as server:
+        _check_retries(queues, tmp_path)
+        _check_worker_lost(queues, server, tmp_path)
+
+
+@pytest.fixture
+def redis_queues(store: Any) -> Callable[..., Any]:
+    from tests.conftest import REDIS_HOST, REDIS_PORT
+
+    made: list[Any] = []
+
+    def make(**kwargs: Any) -> Any:
+        import uuid
+
+        q = RedisQueues(
+            hostname=REDIS_HOST,
+            port=REDIS_PORT,
+            prefix=f'steer-test-{uuid.uuid4().hex}',
+            **kwargs,
+        )
+        made.append(q)
+        return q
+
+    yield make
+    for q in made:
+        q.flush()
+        q.close()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_over_threshold_travels_by_proxy(
+    kind: str,
+    store: Any,
+    redis_queues: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.steer import _pack
+
+    calls: list[int] = []
+    real = _pack.serialize_parts
+
+    def counting(obj: Any) -> Any:
+        calls.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(_pack, 'serialize_parts', counting)
+    proxied_store_calls: list[int] = []
+    real_proxy_serialized = store.proxy_serialized
+    monkeypatch.setattr(
+        store,
+        'proxy_serialized',
+        lambda *a, **k: proxied_store_calls.append(1) or real_proxy_serialized(*a, **k),
+    )
+    monkeypatch.setattr(store, 'serialize', _forbidden)
+
+    big = b'b' * 1_000_000
+    queues = redis_queues(
+        topics=['big', 'small'],
+        proxystore_name={'big': store.name, 'small': None},
+        proxystore_threshold={'big': 10_000, 'small': None},
+    )
+    with task_server(kind, queues):
+        queues.send_inputs(big, method='nbytes', topic='big')
+        by_proxy = queues.get_result('big', timeout=100)
+        queues.send_inputs(2_000_000, method='make_bytes', topic='big')
+        value_proxy = queues.get_result('big', timeout=100)
+        queues.send_inputs(b's' * 100, method='nbytes', topic='big')
+        under = queues.get_result('big', timeout=100)
+        queues.send_inputs(big, method='nbytes', topic='small')
+        inline = queues.get_result('small', timeout=100)
+        queues.send_inputs(big, method='is_proxy_resolving', topic='big')
+        resolving = queues.get_result('big', timeout=100)
+
+    # Each input and value was serialized once; the big one went to the store as is.
+    assert len(calls) == 5  # the five inputs sent here (values are packed on workers)
+    assert len(proxied_store_calls) == 2  # the two big inputs (big values: on workers)
+    # The big input travelled by reference: the task server saw a small message.
+    assert by_proxy.value == 1_000_000
+    assert by_proxy.message_sizes['inputs'] < 10_000
+    assert by_proxy.time.proxy.get('store.proxy', 0) > 0
+    assert isinstance(by_proxy.args[0], Proxy)
+    # A big result also came back by reference, and resolves on the Thinker.
+    assert value_proxy.message_sizes['value'] < 10_000
+    assert type(value_proxy.value) is not bytes
+    assert not is_resolved(value_proxy.value)
+    assert value_proxy.value == b'x' * 2_000_000
+    # Under the threshold, or on a topic without a store: inline.
+    assert under.value == 100
+    assert under.message_sizes['inputs'] < 10_000
+    assert inline.value == 1_000_000
+    assert inline.message_sizes['inputs'] > 1_000_000
+    # Proxied inputs were already resolving when the task started.
+    assert resolving.value is True
+
+
+def _forbidden(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError('a value was serialized a second time')
+
+
+def test_a_server_that_cannot_start_stops_the_thinker(tmp_path: pathlib.Path) -> None:
+    from tether.exceptions import KillSignalError
+    from tether.steer import BaseThinker, Result, result_processor
+
+    class Waits(BaseThinker):
+        @result_processor
+        def results(self, result: Result) -> None:
+            pass
+
+    queues = PipeQueues()
+    # A Parsl config whose run directory cannot be created: the executor never starts.
+    (tmp_path / 'file').write_text('')
+    bad = ParslTaskServer(METHODS, queues, _htex_config(tmp_path / 'file' / 'run'))
+    with serving(bad):
+        bad.join(120)
+        assert bad.exitcode not in (0, None)
+        with pytest.raises(KillSignalError):
+            queues.get_result(timeout=60)
+    thinker = Waits(queues)
+    queues.send_inputs(1, method='add')
+    bad.queues.send_kill_to_thinker()
+    thinker.run()
+    assert thinker.error is None
