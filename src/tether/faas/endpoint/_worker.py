@@ -42,7 +42,9 @@ def run_task(
         if rstore is not None and rthreshold is not None and len(data) >= int(rthreshold):
             from tether.store import StoreConfig, get_or_create_store
 
-            store = get_or_create_store(StoreConfig.model_validate(rstore))
+            # The config came over the network with the task: rebuilt only from
+            # allowlisted connector types (tether.store.allowlist), like stream events.
+            store = get_or_create_store(StoreConfig.from_dict(rstore))
             data = pack_result(store.proxy(value, evict=True), dser)
         return task_id, 'success', dser, data, None, start, time.time()
     except BaseException as e:
