@@ -37,7 +37,7 @@ class Borrowed(concurrent.futures.Executor):
         pass
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def process_pool() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
     with concurrent.futures.ProcessPoolExecutor(
         2,
@@ -46,7 +46,7 @@ def process_pool() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
         yield pool
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def dask_client() -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
@@ -63,7 +63,7 @@ def dask_client() -> Iterator[Any]:
         yield client
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def parsl_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tether.bench.executor.parsl import ParslLocalConfig
 
@@ -81,7 +81,7 @@ def parsl_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         os.environ['PYTHONPATH'] = old
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def ray_session() -> Iterator[None]:
     import ray
 
@@ -107,7 +107,7 @@ def ray_session() -> Iterator[None]:
         os.environ['PYTHONPATH'] = old
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def faas_local() -> Iterator[Any]:
     """Tether's function service and one endpoint of 1 worker, in this process."""
     from tether.bench.executor.faas import InProcessFaas
@@ -118,7 +118,7 @@ def faas_local() -> Iterator[Any]:
     local.stop()
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def bench_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
     """A running tether endpoint named 'bench' (no relay); yields its home folder."""
     from tether.endpoint import EndpointConfig, start_endpoint, stop_endpoint

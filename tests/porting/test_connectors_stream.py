@@ -192,11 +192,12 @@ def test_topic_mapped_to_no_store_sends_objects_inline() -> None:
 def test_inline_objects_are_refused_unless_accepted() -> None:
     from tether.exceptions import EventRefusedError
 
+    # Unsigned (key=False): without a stream key nobody vouches for the pickled bytes.
     publisher, subs = _pair('t')
-    producer: StreamProducer[Any] = StreamProducer(publisher, {'t': None})
+    producer: StreamProducer[Any] = StreamProducer(publisher, {'t': None}, key=False)
     producer.send('t', 1)
     producer.close()
-    consumer: StreamConsumer[Any] = StreamConsumer(subs['t'])
+    consumer: StreamConsumer[Any] = StreamConsumer(subs['t'], key=False)
     with pytest.raises(EventRefusedError, match='accept_inline'):
         consumer.next()
     assert list(consumer) == []  # the consumer stays usable: the next event ends it
