@@ -170,7 +170,6 @@ def test_a_sender_with_the_wrong_secret_is_refused_and_falls_back(
             with caplog.at_level('WARNING', logger='tether.agents.exchange.hybrid'):
                 future = handle.echo('refused directly')
             assert transport.fallback_sends == before + 1
-            assert 'refused authentication' in caplog.text
         finally:
             transport._served[handle.agent_id] = served
         assert future.result(30) == 'refused directly'  # delivered through Redis instead
