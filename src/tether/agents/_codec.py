@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from tether.exceptions import MessageRejectedError, SerializationError
+from tether.exceptions import MessageRejectedError, SerializationError, UntrustedTypeError
 from tether.proxy import Proxy, extract, get_factory, is_resolved
 
 __all__ = ['Codec', 'deserialize_no_pickle']
@@ -251,8 +251,7 @@ class Codec:
         raise MessageRejectedError(f'message carries an unknown value tag {tag!r:.20}')
 
     def _ref(self, node: dict[str, Any]) -> Any:
-        from tether.store import get_store
-        from tether.store.config import import_from_path
+        from tether.store import allowlist, get_store
         from tether.store.factory import StoreFactory
 
         name, key_type, fields = node['R']
@@ -263,11 +262,11 @@ class Codec:
                 f'message refers to store {name!r:.80}, which this process does not have: '
                 'configure the same store on both sides',
             )
-        if not (isinstance(key_type, str) and key_type.startswith('tether.connectors.')):
-            raise MessageRejectedError(f'message refers to an unknown key type {key_type!r:.80}')
-        cls = import_from_path(key_type)
-        if not (isinstance(cls, type) and issubclass(cls, tuple)):
-            raise MessageRejectedError(f'{key_type!r:.80} is not a connector key type')
+        # The key type is named by the message: only an allowlisted key type is imported.
+        try:
+            cls = allowlist.resolve('key', key_type)
+        except UntrustedTypeError as e:
+            raise MessageRejectedError(f'message refers to an unknown key type: {e}') from e
         if not all(isinstance(f, str | int) for f in fields):
             raise MessageRejectedError('message carries an invalid store key')
         deserializer: Callable[[Any], Any] = (
