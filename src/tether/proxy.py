@@ -42,19 +42,26 @@ import os
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast
 
 from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
+    'LOCAL_NAMES',
+    'MISSING',
     'Proxy',
     'ProxyLocker',
+    'ProxyMetadata',
     'ProxyOr',
     'extract',
     'get_factory',
+    'get_metadata',
     'is_resolved',
+    'metadata_of',
     'resolve',
     'resolve_async',
+    'set_metadata',
+    'set_target',
     'trace_resolution',
     'where_resolved',
 ]
@@ -74,6 +81,8 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+MISSING: Final[Any] = _MISSING
+"""The missing-target marker: what stands for "no target (yet)" (``Proxy(target=...)``)."""
 # Marker stored in the hash slot when the target is known to be unhashable.
 _UNHASHABLE: Any = _Missing()
 
@@ -121,8 +130,10 @@ class Proxy(Generic[T]):
             it, so that an unpickled copy answers ``isinstance`` and ``hash`` unresolved.
 
     A subclass may define its own methods, properties, class attributes and slots: those
-    names are served by the proxy, every other name is forwarded to the target. (The
-    pickled form of a proxy is a plain :class:`Proxy`.)
+    names are served by the proxy, every other name is forwarded to the target. Every
+    proxy class pickles by the same rule: its class, its factory and its
+    :class:`ProxyMetadata`, rebuilt as ``cls(factory)`` with the metadata set again (see
+    "Proxy subclasses" in ``docs/concepts.md``).
 
     Raises:
         ProxyResolveError: (on first use) when the factory raises; the factory's error
@@ -192,19 +203,16 @@ class Proxy(Generic[T]):
     # Pickling --------------------------------------------------------------------------
 
     def __reduce__(self) -> tuple[Any, ...]:
-        cls = _get_class(self)
-        if cls is None:
-            target = _get_target(self)
-            if target is not _MISSING:
-                cls = type(target)
-        if cls is not None and '<locals>' in getattr(cls, '__qualname__', '<locals>'):
-            cls = None
-        h = _get_hash(self)
-        if h is _UNHASHABLE:
-            h = 'u'
+        # The one pickling rule of every proxy class: (class, factory, metadata), rebuilt
+        # as ``cls(factory)``. Plain proxies use a shorter form of the same thing.
+        factory = _get_factory(self)
+        cls, h = _pickled_metadata(self)
+        kind = type(self)
+        if kind is not Proxy:
+            return (_rebuild_as, (kind, factory, cls, h))
         if cls is None and h is None:
-            return (Proxy, (_get_factory(self),))
-        return (_rebuild, (_get_factory(self), cls, h))
+            return (Proxy, (factory,))
+        return (_rebuild, (factory, cls, h))
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return self.__reduce__()
@@ -519,8 +527,35 @@ for _name, _fn in (('__pow__', _pow), ('__rpow__', _rpow), ('__ipow__', _ipow)):
     setattr(Proxy, _name, _fn)
 
 
+def _pickled_metadata(proxy: Proxy[Any]) -> tuple[type | None, int | str | None]:
+    """The class and hash a pickled proxy carries (``'u'`` for a known unhashable)."""
+    cls = _get_class(proxy)
+    if cls is None:
+        target = _get_target(proxy)
+        if target is not _MISSING:
+            cls = type(target)
+    if cls is not None and '<locals>' in getattr(cls, '__qualname__', '<locals>'):
+        cls = None
+    h = _get_hash(proxy)
+    if h is _UNHASHABLE:
+        h = 'u'
+    return cls, h
+
+
 def _rebuild(factory: Callable[[], Any], cls: type | None, h: int | str | None) -> Proxy[Any]:
     proxy: Proxy[Any] = Proxy(factory, target_class=cls)
+    _set(proxy, '__proxy_hash__', _UNHASHABLE if h == 'u' else h)
+    return proxy
+
+
+def _rebuild_as(
+    kind: type[Proxy[Any]],
+    factory: Callable[[], Any],
+    cls: type | None,
+    h: int | str | None,
+) -> Proxy[Any]:
+    proxy = kind(factory)
+    _set(proxy, '__proxy_class__', cls)
     _set(proxy, '__proxy_hash__', _UNHASHABLE if h == 'u' else h)
     return proxy
 
@@ -620,23 +655,72 @@ def where_resolved(proxy: Proxy[Any]) -> str | None:
     return cast(str | None, _get_trace(proxy))
 
 
-def _set_target_metadata(proxy: Proxy[Any], target: Any, h: Any) -> None:
-    """Internal: populate a proxy's target and hash metadata (used by stores)."""
-    if target is not _MISSING:
-        _set(proxy, '__proxy_target__', target)
-    _set(proxy, '__proxy_hash__', h)
+# The API for proxy subclasses and for code that builds proxies (stores) ---------------
+
+
+class ProxyMetadata(NamedTuple):
+    """What a proxy knows about its target without resolving it; pickled with the proxy.
+
+    Args:
+        target_class: The target's class (``isinstance`` and ``__class__`` answer from
+            it), or ``None`` if unknown.
+        target_hash: The target's hash (``hash`` answers from it), or ``None`` if unknown.
+        unhashable: The target is known to be unhashable (``hash`` raises ``TypeError``
+            without resolving).
+    """
+
+    target_class: type | None = None
+    target_hash: int | None = None
+    unhashable: bool = False
+
+
+LOCAL_NAMES: Final[frozenset[str]] = frozenset(_LOCAL_NAMES)
+"""Names a proxy serves itself (never forwarded to the target, never resolving it).
+
+A subclass that intercepts attribute access (``__getattribute__``) lets these through
+untouched, as :class:`Proxy` does.
+"""
+
+
+def get_metadata(proxy: Proxy[Any]) -> ProxyMetadata:
+    """Return what ``proxy`` knows about its target (does not resolve)."""
+    h = _get_hash(proxy)
+    if h is _UNHASHABLE:
+        return ProxyMetadata(_get_class(proxy), None, True)
+    return ProxyMetadata(_get_class(proxy), h, False)
+
+
+def set_metadata(proxy: Proxy[Any], metadata: ProxyMetadata) -> None:
+    """Replace what ``proxy`` knows about its target (its target, if any, stays)."""
+    _set(proxy, '__proxy_class__', metadata.target_class)
+    _set(proxy, '__proxy_hash__', _UNHASHABLE if metadata.unhashable else metadata.target_hash)
+
+
+def metadata_of(obj: Any) -> ProxyMetadata:
+    """Return the metadata a proxy of ``obj`` carries: its class and hash (never raises)."""
+    if type(obj).__hash__ is None:
+        return ProxyMetadata(type(obj), None, True)
+    try:
+        return ProxyMetadata(type(obj), hash(obj), False)
+    except TypeError:
+        return ProxyMetadata(type(obj), None, True)
+    except Exception:
+        return ProxyMetadata(type(obj))  # hashing failed otherwise: unknown, hash() resolves
+
+
+def set_target(proxy: Proxy[T], target: T) -> None:
+    """Make ``proxy`` resolved to ``target`` now, without calling its factory.
+
+    For code that builds a proxy of an object at hand (a store's ``proxy()``). The
+    factory is kept (it still travels when the proxy is pickled).
+    """
+    _set(proxy, '__proxy_target__', target)
 
 
 def _target_hash(obj: Any) -> Any:
-    """Internal: the hash to cache for ``obj`` (``_UNHASHABLE`` when it has none)."""
-    if type(obj).__hash__ is None:
-        return _UNHASHABLE
-    try:
-        return hash(obj)
-    except TypeError:
-        return _UNHASHABLE
-    except Exception:
-        return None  # hashing failed for another reason: unknown, hash() resolves
+    """The hash to cache for ``obj`` (``_UNHASHABLE`` when it has none)."""
+    meta = metadata_of(obj)
+    return _UNHASHABLE if meta.unhashable else meta.target_hash
 
 
 def _preset_target(proxy: Proxy[Any], target: Any, cache_defaults: bool) -> None:

@@ -3,6 +3,10 @@
 Each tether module belongs to a layer; a module may import its own layer and lower
 layers only. Optional third-party packages are imported inside the modules that need
 them, never at the top of ``tether/__init__.py``.
+
+Within a layer, imports form no circle: no module imports (at module level or inside a
+function, which only hides a circle) a module that imports it back, directly or through
+others. Imports under ``if TYPE_CHECKING:`` do not count (they never run).
 """
 
 from __future__ import annotations
@@ -73,6 +77,148 @@ def imports_of(path: pathlib.Path) -> list[tuple[str, int]]:
 
 
 MODULES = sorted(SRC.rglob('*.py'))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING') or (
+        isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING'
+    )
+
+
+def import_graph(src: pathlib.Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports, wherever the import statement is.
+
+    ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module,
+    else of ``pkg``. Relative imports are resolved; ``if TYPE_CHECKING:`` blocks skipped.
+    """
+    paths = {}
+    for path in src.rglob('*.py'):
+        parts = list(path.relative_to(src.parent).with_suffix('').parts)
+        if parts[-1] == '__init__':
+            parts.pop()
+        paths['.'.join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for me, path in paths.items():
+        found: set[str] = set()
+        package = me if path.name == '__init__.py' else me.rpartition('.')[0]
+
+        def visit(node: ast.AST, package: str = package, found: set[str] = found) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and _is_type_checking(child.test):
+                    for other in child.orelse:
+                        visit(other)
+                    continue
+                if isinstance(child, ast.Import):
+                    found.update(a.name for a in child.names if a.name in paths)
+                elif isinstance(child, ast.ImportFrom):
+                    base = child.module or ''
+                    if child.level:
+                        pkg = package
+                        for _ in range(child.level - 1):
+                            pkg = pkg.rpartition('.')[0]
+                        base = f'{pkg}.{base}' if base else pkg
+                    for alias in child.names:
+                        if f'{base}.{alias.name}' in paths:
+                            found.add(f'{base}.{alias.name}')
+                        elif base in paths:
+                            found.add(base)
+                visit(child)
+
+        visit(ast.parse(path.read_text()))
+        found.discard(me)
+        graph[me] = found
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import circles of ``graph``: its strongly connected parts of two or more."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[frozenset[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                cycles.append(frozenset(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+# Circles that predate this test, outside the store core. Each is to be broken as its
+# package is next worked on; test_known_cycles_still_exist makes this list shrink.
+KNOWN_CYCLES = {
+    frozenset(
+        {
+            'tether.agents._codec',
+            'tether.agents._message',
+            'tether.agents.exchange._base',
+            'tether.agents.handle',
+        },
+    ),
+    frozenset(
+        {
+            'tether.agents._runtime',
+            'tether.agents._worker',
+            'tether.agents.launcher',
+            'tether.agents.launcher.parsl',
+            'tether.agents.launcher.process',
+            'tether.agents.launcher.thread',
+            'tether.agents.manager',
+        },
+    ),
+    frozenset({'tether.faas._amqp', 'tether.faas._broker'}),
+}
+
+
+def test_no_import_cycles() -> None:
+    cycles = [sorted(c) for c in import_cycles(import_graph(SRC)) if c not in KNOWN_CYCLES]
+    assert not cycles, f'import circles (break them with a lower module): {cycles}'
+
+
+def test_known_cycles_still_exist() -> None:
+    # A circle that was broken leaves KNOWN_CYCLES, so that it cannot come back unseen.
+    cycles = set(import_cycles(import_graph(SRC)))
+    gone = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
+    assert not gone, f'these circles are gone: remove them from KNOWN_CYCLES: {gone}'
+
+
+def test_cycle_check_sees_function_level_imports(tmp_path: pathlib.Path) -> None:
+    # The checker itself must be able to fail, on a circle hidden in a function.
+    pkg = tmp_path / 'tether'
+    (pkg / 'store').mkdir(parents=True)
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'store' / '__init__.py').write_text('')
+    (pkg / 'store' / 'a.py').write_text('from tether.store.b import g\n')
+    (pkg / 'store' / 'b.py').write_text(
+        'from typing import TYPE_CHECKING\n'
+        'if TYPE_CHECKING:\n    from tether.store.c import x\n'
+        'def g():\n    from tether.store import a\n',
+    )
+    (pkg / 'store' / 'c.py').write_text('from . import b\n')
+    graph = import_graph(pkg)
+    assert graph['tether.store.c'] == {'tether.store.b'}
+    assert import_cycles(graph) == [frozenset({'tether.store.a', 'tether.store.b'})]
 
 
 @pytest.mark.parametrize('path', MODULES, ids=lambda p: module_name(p))

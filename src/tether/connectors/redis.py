@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Self, TypeVar
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
-from tether.serialize import BytesLike, _new_buffer
+from tether.serialize import BytesLike, new_buffer
 
 __all__ = ['RedisConnector', 'RedisKey']
 
@@ -523,7 +523,7 @@ def _read_bulk(conn: Any, redis: Any) -> memoryview | None:
     if size < 0:
         return None
     start = end + 2
-    view = _new_buffer(size)
+    view = new_buffer(size)
     have = min(n - start, size)
     view[:have] = hview[start : start + have]
     got = have

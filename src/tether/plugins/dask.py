@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from distributed import Client as _DaskClient
 
 from tether.store._registry import get_or_create_store
-from tether.store.executor import ProxySize, _decide
+from tether.store.executor import ProxySize, decide
 from tether.store.lifetimes import ContextLifetime
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class _ProxyResult:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.function(*args, **kwargs)
-        proxy, parts = _decide(ProxySize(self.threshold), result)
+        proxy, parts = decide(ProxySize(self.threshold), result)
         if not proxy:
             return result
         store = get_or_create_store(self.store_config)
@@ -112,7 +112,7 @@ class Client(_DaskClient):
 
     def _ps_proxy(self, obj: Any, lifetime: ContextLifetime) -> Any:
         assert self._ps_store is not None
-        proxy, parts = _decide(self._ps_policy, obj)
+        proxy, parts = decide(self._ps_policy, obj)
         if not proxy:
             return obj
         if parts is not None and self._ps_store.serializer is None:

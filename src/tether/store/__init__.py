@@ -13,14 +13,13 @@ from __future__ import annotations
 from tether.store._registration import store_registration
 from tether.store._registry import (
     get_or_create_store,
-    get_store,
     register_store,
     unregister_store,
 )
 from tether.store._store import Store
 from tether.store.config import StoreConfig
 from tether.store.factory import StoreFactory
-from tether.store.utils import get_key
+from tether.store.utils import get_key, get_store
 
 __all__ = [
     'Store',

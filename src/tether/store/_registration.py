@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from tether.store._registry import get_store, register_store, unregister_store
+from tether.store._registry import register_store, registered_store, unregister_store
 
 if TYPE_CHECKING:
     from tether.store._store import Store
@@ -40,5 +40,5 @@ def store_registration(*stores: Store[Any], exist_ok: bool = False) -> Iterator[
         yield
     finally:
         for store in done:
-            if get_store(store.name) is store:
+            if registered_store(store.name) is store:
                 unregister_store(store.name)

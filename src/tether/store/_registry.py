@@ -4,15 +4,21 @@ A proxy resolves through a store built from its own config: a store registered u
 same name with a different config (another connector, another prefix) is never used for
 it. Such a proxy gets a store built from its config, kept apart from the registry by name
 (one per distinct config and process).
+
+This module sits below the :class:`~tether.store.Store` class and the factories (which
+look stores up here): it knows stores only as values. :mod:`tether.store._store` hands it
+the function that builds a store from a config (:func:`set_store_builder`) when it is
+imported, which happens whenever any module of :mod:`tether.store` is.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tether.exceptions import StoreExistsError
+from tether.exceptions import StoreError, StoreExistsError
 
 if TYPE_CHECKING:
     from tether.store._store import Store
@@ -20,8 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     'get_or_create_store',
-    'get_store',
+    'lookup_store',
     'register_store',
+    'registered_store',
+    'set_store_builder',
     'unregister_store',
 ]
 
@@ -31,6 +39,21 @@ _stores: dict[str, Store[Any]] = {}
 # Stores built for a config whose name is registered with a different config.
 _by_config: dict[str, Store[Any]] = {}
 _lock = threading.RLock()
+_builder: Callable[[StoreConfig], Store[Any]] | None = None
+
+
+def set_store_builder(builder: Callable[[StoreConfig], Store[Any]]) -> None:
+    """Set the function that builds a store from its config (``Store.from_config``)."""
+    global _builder
+    _builder = builder
+
+
+def _build(config: StoreConfig) -> Store[Any]:
+    if _builder is None:  # pragma: no cover - tether.store's __init__ imports _store
+        raise StoreError(
+            f'cannot build store {config.name!r}: no store builder is set (import tether.store)',
+        )
+    return _builder(config)
 
 
 def register_store(store: Store[Any], exist_ok: bool = False) -> None:
@@ -50,34 +73,18 @@ def register_store(store: Store[Any], exist_ok: bool = False) -> None:
         _stores[store.name] = store
 
 
-def get_store(name_or_proxy: Any) -> Store[Any] | None:
-    """Return the store registered under a name (or the store of a proxy), or ``None``.
-
-    For a proxy (of any target, a ``str`` included), the store of this process that its
-    factory reads from (registered under its name with its config), or ``None``. It
-    does not resolve the proxy.
-    """
-    from tether.proxy import Proxy
-
-    # Proxy first: a proxy of a str must not be taken for a name (type(), not isinstance,
-    # so that nothing resolves).
-    if issubclass(type(name_or_proxy), Proxy):
-        return _store_of_proxy(name_or_proxy)
+def registered_store(name: str) -> Store[Any] | None:
+    """Return the store registered under ``name`` in this process, or ``None``."""
     with _lock:
-        return _stores.get(name_or_proxy)
+        return _stores.get(name)
 
 
-def _store_of_proxy(proxy: Any) -> Store[Any] | None:
-    from tether.proxy import get_factory
-    from tether.store.factory import StoreFactory
+def lookup_store(config: StoreConfig) -> Store[Any] | None:
+    """Return the store of this process for ``config`` if there is one (never builds).
 
-    factory = get_factory(proxy)
-    if not isinstance(factory, StoreFactory):
-        return None
-    own = factory._store() if factory._store is not None else None
-    if own is not None and not own.closed:
-        return own
-    config = factory.store_config
+    That is the store registered under its name if it has this config, else the one
+    built earlier for this config by :func:`get_or_create_store`.
+    """
     with _lock:
         store = _stores.get(config.name)
         if store is not None and _same_config(store, config):
@@ -100,14 +107,12 @@ def get_or_create_store(config: StoreConfig, register: bool = True) -> Store[Any
     a store is built from ``config`` and kept for later calls with the same config
     (not under the name, which stays with the registered store).
     """
-    from tether.store._store import Store
-
     with _lock:
         store = _stores.get(config.name)
         if store is not None and not store.closed and _same_config(store, config):
             return store
         if store is None or store.closed:
-            store = Store.from_config(config)
+            store = _build(config)
             if register:
                 _stores[config.name] = store
             return store
@@ -120,7 +125,7 @@ def get_or_create_store(config: StoreConfig, register: bool = True) -> Store[Any
                 config.name,
                 _describe_difference(store.config(), config),
             )
-            other = Store.from_config(config)
+            other = _build(config)
             _by_config[marker] = other
         return other
 

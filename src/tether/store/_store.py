@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 from tether.connectors.local import LocalConnector
 from tether.exceptions import (
@@ -16,15 +16,21 @@ from tether.exceptions import (
     SerializerOutputError,
     StoreError,
 )
-from tether.proxy import _MISSING as _MISSING_TARGET
-from tether.proxy import Proxy, _set_target_metadata, _target_hash
+from tether.proxy import Proxy, ProxyLocker, metadata_of, set_metadata, set_target
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
-from tether.store._registry import register_store, unregister_store
+from tether.store._registry import (
+    register_store,
+    registered_store,
+    set_store_builder,
+    unregister_store,
+)
 from tether.store.config import StoreConfig, import_from_path
 from tether.store.factory import StoreFactory
+from tether.store.future import Future, FutureFactory
 from tether.store.metrics import StoreMetrics
+from tether.store.ref import OwnedProxy
 
 __all__ = ['Store']
 
@@ -141,9 +147,7 @@ class Store(Generic[ConnectorT]):
 
     def close(self, *args: Any, **kwargs: Any) -> None:
         """Close the connector (arguments go to its ``close``) and unregister the store."""
-        from tether.store._registry import get_store
-
-        if get_store(self.name) is self:
+        if registered_store(self.name) is self:
             unregister_store(self.name)
         self.cache.clear()
         self.closed = True
@@ -304,17 +308,14 @@ class Store(Generic[ConnectorT]):
             deserializer=deserializer,
             store=self,
         )
+        proxy = proxy_type(factory)
         if deserializer is not None or self.deserializer is not None:
             # A custom deserializer may return anything: the target's class, hash and
             # value are not known until it runs, so the proxy takes none from ``obj``.
-            return proxy_type(factory)
-        proxy = proxy_type(factory, target_class=type(obj))
-        populate = self.populate_target if populate_target is None else populate_target
-        _set_target_metadata(
-            proxy,
-            obj if populate else _MISSING_TARGET,
-            _target_hash(obj),
-        )
+            return proxy
+        set_metadata(proxy, metadata_of(obj))
+        if self.populate_target if populate_target is None else populate_target:
+            set_target(proxy, obj)
         return proxy
 
     def proxy(
@@ -468,8 +469,6 @@ class Store(Generic[ConnectorT]):
             MissingCapabilityError: if the connector cannot hand out keys in advance
                 (``new_key``); a :class:`StoreError` and a :class:`NotImplementedError`.
         """
-        from tether.store.future import Future, FutureFactory
-
         self._check_open()
         new_key = getattr(self.connector, 'new_key', None)
         if new_key is None:
@@ -498,7 +497,7 @@ class Store(Generic[ConnectorT]):
         populate_target: bool | None = None,
         skip_nonproxiable: bool = True,
         **kwargs: Any,
-    ) -> Any:
+    ) -> OwnedProxy[T]:
         """Store ``obj`` and return its :class:`~tether.store.ref.OwnedProxy`.
 
         The object is evicted when the owned proxy goes out of scope (see
@@ -509,23 +508,18 @@ class Store(Generic[ConnectorT]):
         Raises:
             NonProxiableTypeError: for ``None``, bools ... with ``skip_nonproxiable=False``.
         """
-        from tether.store.ref import _make_owned
-
         if isinstance(obj, _NONPROXIABLE):
             if skip_nonproxiable:
-                return obj
+                return cast(OwnedProxy[T], obj)
             raise NonProxiableTypeError(
                 f'{obj!r} cannot be proxied (identity checks like "is None" would break)',
             )
         self._check_open()
-        return _make_owned(
-            self,
-            obj,
-            serializer=serializer,
-            deserializer=deserializer,
-            populate_target=populate_target,
-            **kwargs,
+        key = self.put(obj, serializer=serializer, **kwargs)
+        proxy = self._make_proxy(
+            obj, key, False, deserializer, populate_target, proxy_type=OwnedProxy
         )
+        return cast(OwnedProxy[T], proxy)
 
     def proxy_serialized(
         self,
@@ -571,8 +565,6 @@ class Store(Generic[ConnectorT]):
         Arguments as for :meth:`proxy`; ``None``, bools ... come back as they are unless
         ``skip_nonproxiable=False``.
         """
-        from tether.proxy import ProxyLocker
-
         if skip_nonproxiable and isinstance(obj, _NONPROXIABLE):
             return obj
         return ProxyLocker(
@@ -609,3 +601,6 @@ def _proxy_batch_skipping(
         for i, proxy in zip(positions, proxies, strict=True):
             out[i] = proxy
     return out
+
+
+set_store_builder(Store.from_config)

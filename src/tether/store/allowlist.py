@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.exceptions import ConfigError, UntrustedTypeError
-from tether.store.config import StoreConfig, import_from_path, path_of
+from tether.store._paths import import_from_path, path_of
+
+if TYPE_CHECKING:
+    from tether.store.config import StoreConfig
 
 __all__ = [
     'BUILTIN_CONNECTORS',

@@ -37,9 +37,9 @@ from tether.store.ref import (
     OwnedProxy,
     RefMutProxy,
     RefProxy,
-    _release,
     borrow,
     drop,
+    end_borrow,
     into_owned,
 )
 
@@ -53,6 +53,7 @@ __all__ = [
     'ProxySize',
     'ProxyType',
     'StoreExecutor',
+    'decide',
 ]
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,12 @@ class ProxySize:
 Policy = Callable[[Any], bool]
 
 
-def _decide(policy: Policy, obj: Any) -> tuple[bool, list[BytesLike] | None]:
+def decide(policy: Policy, obj: Any) -> tuple[bool, list[BytesLike] | None]:
+    """Apply ``policy`` to ``obj``: whether to proxy it, and its serialized parts if the
+    policy serialized it to measure it (so they are stored instead of serializing again).
+
+    ``None``, bools, ``...`` and proxies are never proxied.
+    """
     if isinstance(obj, (*_NONPROXIABLE, Proxy)):
         return False, None
     measure = getattr(policy, 'measure', None)
@@ -160,7 +166,7 @@ def _make_proxy(
         )
         return into_owned(proxy) if owned else proxy
     if owned:
-        return store.owned_proxy(obj, populate_target=populate_target)  # type: ignore[no-any-return]
+        return store.owned_proxy(obj, populate_target=populate_target)
     return store.proxy(obj, lifetime=lifetime, populate_target=populate_target)
 
 
@@ -213,7 +219,7 @@ class _TaskWrapper:
                 result, populate = owned, False
 
         def visit(obj: Any) -> Any:
-            proxy, parts = _decide(self.should_proxy, obj)
+            proxy, parts = decide(self.should_proxy, obj)
             if not proxy:
                 return obj
             try:
@@ -248,8 +254,7 @@ def _own_borrows(obj: Any, store: Store[Any], depth: int = 0) -> Any:
 
 def _keep_out_of(lifetime: ContextLifetime, keys: list[Any]) -> None:
     """Detach ``keys`` from ``lifetime`` (it will not evict them when it ends)."""
-    with lifetime._lock:
-        lifetime._keys = [(s, k) for s, k in lifetime._keys if k not in keys]
+    lifetime.remove_key(*keys)
 
 
 class _Task:
@@ -268,7 +273,7 @@ class _Task:
         borrows, self.borrows = self.borrows, []
         owners, self.owners = self.owners, []
         for ref in borrows:
-            _release(ref)
+            end_borrow(ref)
         for owner in owners:
             try:
                 drop(owner)
@@ -327,7 +332,7 @@ class StoreExecutor(concurrent.futures.Executor):
         return f'StoreExecutor({self.executor!r}, {self.store!r})'
 
     def _proxy_argument(self, obj: Any, task: _Task) -> Any:
-        proxy, parts = _decide(self.should_proxy, obj)
+        proxy, parts = decide(self.should_proxy, obj)
         if not proxy:
             return obj
         try:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from tether.exceptions import ProxyResolveMissingKeyError
-from tether.store._registry import get_or_create_store
+from tether.exceptions import InvalidArgumentError, ProxyResolveMissingKeyError
+from tether.store._pickling import config_from_state, config_state
+from tether.store._registry import get_or_create_store, lookup_store
 from tether.store.config import StoreConfig
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class StoreFactory(Generic[T]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild,
-            (self.key, _config_state(self.store_config), self.evict, self.deserializer),
+            (self.key, config_state(self.store_config), self.evict, self.deserializer),
         )
 
     def get_store(self) -> Store[Any]:
@@ -71,6 +72,17 @@ class StoreFactory(Generic[T]):
                 return store
         return get_or_create_store(self.store_config)
 
+    def current_store(self) -> Store[Any] | None:
+        """Return the store of this process this factory reads from, if there is one.
+
+        Unlike :meth:`get_store` it never builds a store: ``None`` when there is none yet.
+        """
+        if self._store is not None:
+            store = self._store()
+            if store is not None and not store.closed:
+                return store
+        return lookup_store(self.store_config)
+
     def __call__(self) -> T:
         store = self.get_store()
         obj = store.get(self.key, deserializer=self.deserializer, default=_MISSING)
@@ -78,41 +90,13 @@ class StoreFactory(Generic[T]):
             raise ProxyResolveMissingKeyError(self.key, store.name, repr(store.connector))
         if self.evict:
             store.evict(self.key)
-        return obj  # type: ignore[no-any-return]
+        return cast(T, obj)
 
     def resolve_async(self) -> None:
         """Kept for compatibility: use :func:`tether.proxy.resolve_async` on the proxy."""
 
 
 _MISSING: Any = object()
-
-# Configs are pickled as a compact tuple, and rebuilt once per process per distinct config.
-_FIELDS = tuple(StoreConfig.model_fields)
-_config_cache: dict[str, StoreConfig] = {}
-
-
-# Computed once: asking pydantic for each default cost ~30 us per pickled proxy.
-_DEFAULTS = tuple(
-    StoreConfig.model_fields[f].get_default(call_default_factory=True) for f in _FIELDS
-)
-
-
-def _config_state(config: StoreConfig) -> tuple[Any, ...]:
-    values = [getattr(config, f) for f in _FIELDS]
-    # Trailing fields equal to their defaults are not sent.
-    while len(values) > 2 and values[-1] == _DEFAULTS[len(values) - 1]:
-        values.pop()
-    return tuple(values)
-
-
-def _config_from_state(state: tuple[Any, ...]) -> StoreConfig:
-    marker = repr(state)
-    cached = _config_cache.get(marker)
-    if cached is None:
-        cached = StoreConfig(**dict(zip(_FIELDS, state, strict=False)))
-        if len(_config_cache) < 1024:
-            _config_cache[marker] = cached
-    return cached
 
 
 def _rebuild(
@@ -121,7 +105,7 @@ def _rebuild(
     evict: bool,
     deserializer: Deserializer | None,
 ) -> StoreFactory[Any]:
-    return StoreFactory(key, _config_from_state(state), evict=evict, deserializer=deserializer)
+    return StoreFactory(key, config_from_state(state), evict=evict, deserializer=deserializer)
 
 
 class PollingStoreFactory(StoreFactory[T]):
@@ -165,8 +149,6 @@ class PollingStoreFactory(StoreFactory[T]):
         polling_timeout: float | None = None,
         store: Store[Any] | None = None,
     ) -> None:
-        from tether.exceptions import InvalidArgumentError
-
         if polling_interval <= 0 or polling_backoff_factor < 1:
             raise InvalidArgumentError(
                 'polling_interval must be > 0 and polling_backoff_factor >= 1, got '
@@ -186,7 +168,7 @@ class PollingStoreFactory(StoreFactory[T]):
             _rebuild_polling,
             (
                 self.key,
-                _config_state(self.store_config),
+                config_state(self.store_config),
                 self.evict,
                 self.deserializer,
                 (
@@ -218,7 +200,7 @@ class PollingStoreFactory(StoreFactory[T]):
                 interval = min(interval, self.polling_interval_limit)
         if self.evict:
             store.evict(self.key)
-        return obj  # type: ignore[no-any-return]
+        return cast(T, obj)
 
 
 def _rebuild_polling(
@@ -231,7 +213,7 @@ def _rebuild_polling(
     interval, factor, limit, timeout = polling
     return PollingStoreFactory(
         key,
-        _config_from_state(state),
+        config_from_state(state),
         evict=evict,
         deserializer=deserializer,
         polling_interval=interval,

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether.exceptions import FutureAlreadySetError, FutureTimeoutError, StoreError
 from tether.proxy import Proxy
-from tether.store.factory import StoreFactory, _config_from_state, _config_state
+from tether.store._pickling import config_from_state, config_state
+from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
     from tether.serialize import Deserializer, Serializer
@@ -91,7 +92,7 @@ class FutureFactory(StoreFactory[T]):
             _rebuild,
             (
                 self.key,
-                _config_state(self.store_config),
+                config_state(self.store_config),
                 self.evict,
                 self.deserializer,
                 (self.timeout, self.poll_interval, self.poll_max),
@@ -148,7 +149,7 @@ def _rebuild(
     timeout, poll_interval, poll_max = waiting
     return FutureFactory(
         key,
-        _config_from_state(state),
+        config_from_state(state),
         evict=evict,
         deserializer=deserializer,
         timeout=timeout,
@@ -211,7 +212,11 @@ class Future(Generic[T]):
         start = time.perf_counter_ns()
         data = store.serialize(obj, self._serializer)
         setter(key, data)
-        store._record('store.future.set_result', key, start, memoryview(data).nbytes)
+        if store.metrics is not None:
+            elapsed_ms = (time.perf_counter_ns() - start) / 1e6
+            store.metrics.add_time(
+                'store.future.set_result', key, elapsed_ms, memoryview(data).nbytes
+            )
 
     def result(self, timeout: float | None = _MISSING) -> T:
         """Wait for the result and return it.

@@ -137,6 +137,11 @@ class ContextLifetime:
         """Return whether the lifetime has ended."""
         return self._done
 
+    def remove_key(self, *keys: Any) -> None:
+        """Stop tracking ``keys``: they are not evicted when the lifetime ends."""
+        with self._lock:
+            self._keys = [(s, k) for s, k in self._keys if k not in keys]
+
     def close(self, *, close_stores: bool = False) -> None:
         """End the lifetime now and evict its objects (a second call does nothing).
 

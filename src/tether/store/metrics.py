@@ -25,6 +25,9 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from tether.proxy import Proxy
+from tether.store.utils import get_key
+
 __all__ = ['Metrics', 'StoreMetrics', 'TimeStats']
 
 _MAX_KEYS = 10_000
@@ -184,9 +187,6 @@ class StoreMetrics:
 
 def _key_of(key_or_proxy: Any) -> Any:
     """The metrics key of a key, a store proxy, or a list of either (a tuple of keys)."""
-    from tether.proxy import Proxy
-    from tether.store.utils import get_key
-
     # A proxy first, by type() (never resolves): a proxy of a list or tuple is not a key.
     if issubclass(type(key_or_proxy), Proxy):
         return get_key(key_or_proxy)

@@ -42,22 +42,18 @@ from tether.exceptions import (
     StoreError,
 )
 from tether.proxy import (
-    _LOCAL_NAMES,
+    LOCAL_NAMES,
     Proxy,
-    _get_class,
-    _get_factory,
-    _get_hash,
-    _get_target,
-    _set_target_metadata,
     extract,
     get_factory,
+    get_metadata,
     is_resolved,
+    set_metadata,
+    set_target,
 )
-from tether.proxy import _MISSING as _MISSING_TARGET
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
-    from tether.serialize import Deserializer, Serializer
     from tether.store._store import Store
 
 __all__ = [
@@ -72,6 +68,7 @@ __all__ = [
     'borrow',
     'clone',
     'drop',
+    'end_borrow',
     'into_owned',
     'mut_borrow',
     'update',
@@ -180,13 +177,13 @@ class BaseRefProxy(Proxy[T]):
         Proxy.__init__(self, factory, target_class=target_class)
 
     def __getattribute__(self, name: str) -> Any:
-        if name not in _LOCAL_NAMES:
+        if name not in LOCAL_NAMES:
             _check_valid(self, f'access {name!r} on')
         return Proxy.__getattribute__(self, name)
 
 
-_get_state = cast(Any, BaseRefProxy.__ownership__).__get__  # type: ignore[attr-defined]
-_set_state = cast(Any, BaseRefProxy.__ownership__).__set__  # type: ignore[attr-defined]
+_get_state = vars(BaseRefProxy)['__ownership__'].__get__
+_set_state = vars(BaseRefProxy)['__ownership__'].__set__
 
 # Special methods that stay usable on an invalidated ownership proxy.
 _UNCHECKED = frozenset(
@@ -245,7 +242,7 @@ def _check_valid(proxy: BaseRefProxy[Any], what: str) -> None:
 
 
 def _describe(proxy: Proxy[Any]) -> str:
-    factory = _get_factory(proxy)
+    factory = get_factory(proxy)
     if isinstance(factory, StoreFactory):
         return (
             f'{type(proxy).__name__} of key {factory.key!r} in store {factory.store_config.name!r}'
@@ -254,8 +251,10 @@ def _describe(proxy: Proxy[Any]) -> str:
 
 
 def _copy_metadata(src: Proxy[Any], dst: Proxy[Any]) -> None:
-    target = _get_target(src)
-    _set_target_metadata(dst, target, _get_hash(src))
+    """Give ``dst`` the metadata of ``src``, and its target if ``src`` is resolved."""
+    set_metadata(dst, get_metadata(src))
+    if is_resolved(src):
+        set_target(dst, extract(src))
 
 
 _RefT = TypeVar('_RefT', bound='RefProxy[Any]')
@@ -269,8 +268,8 @@ def _new_ref(
 ) -> _RefT:
     """A borrow of ``owner`` (its factory and class; its target too if populated)."""
     ref = cls(
-        cast(StoreFactory[Any], _get_factory(owner)),
-        target_class=_get_class(owner),
+        cast(StoreFactory[Any], get_factory(owner)),
+        target_class=get_metadata(owner).target_class,
         owner=state,
         owner_proxy=owner,
     )
@@ -327,11 +326,8 @@ class OwnedProxy(BaseRefProxy[T]):
             first_move = not state.moved
             state.moved = True
         if first_move:
-            _owner_gone(_get_factory(self))
-        return (_rebuild, (OwnedProxy, _get_factory(self), _picklable_class(self), _hash(self)))
-
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return self.__reduce__()
+            _owner_gone(get_factory(self))
+        return Proxy.__reduce__(self)
 
     def __del__(self) -> None:
         try:
@@ -342,14 +338,14 @@ class OwnedProxy(BaseRefProxy[T]):
             return
         if state.refs or state.mut:
             state.dropped = True
-            _owner_gone(_get_factory(self))
+            _owner_gone(get_factory(self))
             raise OwnershipError(
                 f'{_describe(self)} went out of scope while borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows); the object is kept so the borrows stay '
                 'valid: keep the owner alive until the borrowing tasks finish',
             )
         state.dropped = True
-        if _owner_gone(_get_factory(self)):
+        if _owner_gone(get_factory(self)):
             _evict_target(self)
 
 
@@ -390,10 +386,7 @@ class RefProxy(BaseRefProxy[T]):
         # as a borrow of the owner until it ends.
         if state.owner is not None:
             state.sent = True
-        return (_rebuild, (type(self), _get_factory(self), _picklable_class(self), _hash(self)))
-
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return self.__reduce__()
+        return Proxy.__reduce__(self)
 
     def __copy__(self) -> RefProxy[T]:
         return _copy_ref(self)
@@ -403,7 +396,7 @@ class RefProxy(BaseRefProxy[T]):
 
     def __del__(self) -> None:
         try:
-            _release(self)
+            end_borrow(self)
         except Exception:  # pragma: no cover - interpreter shutdown
             return
 
@@ -444,9 +437,9 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     _check_valid(ref, 'copy')
     if state.owner is None:
         # A borrow received from another process: its copy is another such borrow.
-        copied = _rebuild(type(ref), _get_factory(ref), _get_class(ref), _hash(ref))
+        copied = type(ref)(cast(StoreFactory[Any], get_factory(ref)))
         _copy_metadata(ref, copied)
-        return cast(RefProxy[Any], copied)
+        return copied
     if type(ref) is RefMutProxy:
         raise OwnershipError(
             f'cannot copy {_describe(ref)}: there is one mutable borrow at a time',
@@ -455,32 +448,6 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     if owner is None:  # pragma: no cover - a live, not ended borrow keeps its owner
         _check_state(ref, state.owner, 'copy')
     return borrow(owner, populate_target=is_resolved(ref))
-
-
-def _picklable_class(proxy: Proxy[Any]) -> type | None:
-    cls = _get_class(proxy)
-    if cls is None:
-        target = _get_target(proxy)
-        if target is not _MISSING_TARGET:
-            cls = type(target)
-    if cls is not None and '<locals>' in getattr(cls, '__qualname__', '<locals>'):
-        return None
-    return cast(type | None, cls)
-
-
-def _hash(proxy: Proxy[Any]) -> Any:
-    return _get_hash(proxy)
-
-
-def _rebuild(
-    cls: type[BaseRefProxy[Any]],
-    factory: StoreFactory[Any],
-    target_class: type | None,
-    h: Any,
-) -> BaseRefProxy[Any]:
-    proxy = cls(factory, target_class=target_class)
-    _set_target_metadata(proxy, _MISSING_TARGET, h)
-    return proxy
 
 
 def _check_state(proxy: Proxy[Any], state: _OwnerState, what: str) -> None:
@@ -540,8 +507,12 @@ def _evict_target(proxy: Proxy[Any]) -> None:
         logger.exception('could not evict the object of %s', _describe(proxy))
 
 
-def _release(ref: RefProxy[Any]) -> None:
-    """End a borrow now (used when the task it was passed to has finished)."""
+def end_borrow(ref: RefProxy[Any]) -> None:
+    """End a borrow now, as when it is garbage collected (no error if it has ended).
+
+    :func:`tether.store.scopes.submit` and the store executor call it when the task the
+    borrow was passed to has finished. The borrow is unusable afterwards.
+    """
     state: _RefState = _get_state(ref)
     owner = state.owner
     if state.released or owner is None:
@@ -557,23 +528,6 @@ def _release(ref: RefProxy[Any]) -> None:
             owner.refs = max(0, owner.refs - 1)
     # May drop the last reference to the owner, which then evicts the object.
     state.owner_proxy = None
-
-
-def _make_owned(
-    store: Store[Any],
-    obj: T,
-    *,
-    serializer: Serializer | None = None,
-    deserializer: Deserializer | None = None,
-    populate_target: bool | None = None,
-    **kwargs: Any,
-) -> OwnedProxy[T]:
-    """Store ``obj`` and return its :class:`OwnedProxy` (see :meth:`Store.owned_proxy`)."""
-    key = store.put(obj, serializer=serializer, **kwargs)
-    proxy = store._make_proxy(
-        obj, key, False, deserializer, populate_target, proxy_type=OwnedProxy
-    )
-    return cast(OwnedProxy[T], proxy)
 
 
 def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]:
@@ -625,7 +579,7 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     _check_state(proxy, state, 'clone')
     if state.mut:
         raise MutableBorrowError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
-    return _make_owned(_store_of(proxy), extract(proxy))
+    return _store_of(proxy).owned_proxy(extract(proxy), skip_nonproxiable=False)
 
 
 def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T]:
@@ -658,11 +612,10 @@ def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T
         deserializer=factory.deserializer,
         store=factory.get_store(),
     )
-    owned: OwnedProxy[T] = OwnedProxy(owned_factory, target_class=_get_class(proxy))
-    if populate_target:
-        _copy_metadata(proxy, owned)
-    else:
-        _set_target_metadata(owned, _MISSING_TARGET, _get_hash(proxy))
+    owned: OwnedProxy[T] = OwnedProxy(owned_factory)
+    set_metadata(owned, get_metadata(proxy))
+    if populate_target and is_resolved(proxy):
+        set_target(owned, extract(proxy))
     return owned
 
 
@@ -712,5 +665,5 @@ def drop(proxy: OwnedProxy[Any]) -> None:
                 f'{int(state.mut)} mutable borrows)',
             )
         state.dropped = True
-    if state.pid == os.getpid() and _owner_gone(_get_factory(proxy)):
+    if state.pid == os.getpid() and _owner_gone(get_factory(proxy)):
         _evict_target(proxy)

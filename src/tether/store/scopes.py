@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from tether.store.ref import RefProxy, _release
+from tether.store.ref import RefProxy, end_borrow
 
 __all__ = ['submit']
 
@@ -46,7 +46,7 @@ def _find_refs(obj: Any, found: list[RefProxy[Any]], depth: int = 0) -> None:
 
 def _release_all(refs: Iterable[RefProxy[Any]]) -> None:
     for ref in refs:
-        _release(ref)
+        end_borrow(ref)
 
 
 def submit(

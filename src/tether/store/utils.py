@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.proxy import Proxy, get_factory
+from tether.store._registry import registered_store
+from tether.store.factory import StoreFactory
 
-__all__ = ['get_key']
+if TYPE_CHECKING:
+    from tether.store._store import Store
+
+__all__ = ['get_key', 'get_store']
 
 
 def get_key(proxy: Proxy[Any]) -> Any:
@@ -15,9 +20,24 @@ def get_key(proxy: Proxy[Any]) -> Any:
     Raises:
         TypeError: if ``proxy`` was not made by a store.
     """
-    from tether.store.factory import StoreFactory
-
     factory = get_factory(proxy)
     if not isinstance(factory, StoreFactory):
         raise TypeError(f'{type(factory).__name__} is not a store factory: no key')
     return factory.key
+
+
+def get_store(name_or_proxy: Any) -> Store[Any] | None:
+    """Return the store registered under a name (or the store of a proxy), or ``None``.
+
+    For a proxy (of any target, a ``str`` included), the store of this process that its
+    factory reads from (registered under its name with its config), or ``None``. It
+    does not resolve the proxy.
+    """
+    # Proxy first: a proxy of a str must not be taken for a name (type(), not isinstance,
+    # so that nothing resolves).
+    if issubclass(type(name_or_proxy), Proxy):
+        factory = get_factory(name_or_proxy)
+        if not isinstance(factory, StoreFactory):
+            return None
+        return factory.current_store()
+    return registered_store(name_or_proxy)
