@@ -34,6 +34,8 @@ TetherError
  |                                       NotImplementedError)
  +-- InvalidArgumentError                arguments that cannot go together (also ValueError)
  +-- ConfigError                         a configuration is invalid or cannot be read
+ |    +-- ConnectorConfigError           a connector config has unknown fields or wrong
+ |    |                                  types (also a TypeError)
  |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
  |    +-- WireConnectionError            the peer is unreachable or the connection dropped
@@ -103,6 +105,7 @@ __all__ = [
     'BenchError',
     'ConfigError',
     'ConnectorClosedError',
+    'ConnectorConfigError',
     'ConnectorError',
     'EndpointError',
     'EventAuthenticationError',
@@ -237,6 +240,14 @@ class NonProxiableTypeError(StoreError):
 
 class ConfigError(TetherError):
     """A configuration is invalid, incomplete, or cannot be read."""
+
+
+class ConnectorConfigError(ConfigError, TypeError):
+    """A connector's config has unknown fields or values of the wrong type.
+
+    Raised by ``from_config`` (see :mod:`tether.connectors.config`); also a
+    :class:`TypeError`, which ProxyStore's ``from_config(**config)`` raised.
+    """
 
 
 class UntrustedTypeError(ConfigError):

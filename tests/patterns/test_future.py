@@ -94,10 +94,16 @@ def test_evict_future_removes_result_on_first_resolve(
 
 def test_non_deferrable_connector_is_refused() -> None:
     class Plain:
+        # The bytes-level core of a connector, without new_key/set.
+        def put(self, data: bytes) -> Any:
+            raise AssertionError('not called')
+
+        get = exists = evict = put
+
         def close(self) -> None:
             pass
 
-    s: Store[Any] = Store('plain-future', Plain())
+    s: Store[Any] = Store('plain-future', Plain())  # type: ignore[type-var]
     with pytest.raises(StoreError, match='cannot back futures'):
         s.future()
 

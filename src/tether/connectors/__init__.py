@@ -12,6 +12,20 @@ does not pull in redis-py).
 
 from __future__ import annotations
 
-from tether.connectors.protocols import Connector, DeferrableConnector, VectoredConnector
+from tether.connectors.protocols import (
+    Capabilities,
+    Connector,
+    DeferrableConnector,
+    VectoredBatchConnector,
+    VectoredConnector,
+    WaitingConnector,
+)
 
-__all__ = ['Connector', 'DeferrableConnector', 'VectoredConnector']
+__all__ = [
+    'Capabilities',
+    'Connector',
+    'DeferrableConnector',
+    'VectoredBatchConnector',
+    'VectoredConnector',
+    'WaitingConnector',
+]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, Self, TypeVar
+from typing import Generic, TypeVar
 
 from tether.connectors._context import ClosingContext
+from tether.connectors.config import ConfiguredConnector
 from tether.serialize import BytesLike
 
 __all__ = ['KeyedWrites']
@@ -13,12 +14,13 @@ __all__ = ['KeyedWrites']
 K = TypeVar('K')
 
 
-class KeyedWrites(ClosingContext, Generic[K]):
-    """Mixin: ``put``/``put_parts``/``put_batch``/``new_key``/``set``/``get_batch``.
+class KeyedWrites(ConfiguredConnector, ClosingContext, Generic[K]):
+    """Mixin: ``put``/``put_parts``/``put_batch``/``put_parts_batch``/``new_key``/``set``/
+    ``get_batch``.
 
     A subclass provides ``_new_key()``, ``_write(key, parts)`` (atomic: a reader sees the
-    whole object or none of it) and ``get(key)``; ``from_config`` calls the class with the
-    config as keyword arguments.
+    whole object or none of it) and ``get(key)``; ``config``/``from_config`` go through its
+    ``config_model`` (see :mod:`tether.connectors.config`).
     """
 
     def _new_key(self) -> K:
@@ -31,11 +33,6 @@ class KeyedWrites(ClosingContext, Generic[K]):
         """Return the bytes under ``key`` or ``None``."""
         raise NotImplementedError
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from its ``config()``."""
-        return cls(**config)
-
     def put(self, data: BytesLike) -> K:
         """Store ``data`` and return its new key."""
         return self.put_parts([data])
@@ -45,6 +42,10 @@ class KeyedWrites(ClosingContext, Generic[K]):
         key = self._new_key()
         self._write(key, parts)
         return key
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[K]:
+        """Store each item's parts as one object (none joined first); return the keys."""
+        return [self.put_parts(parts) for parts in batch]
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[K]:
         """Store each item and return their keys, in order."""

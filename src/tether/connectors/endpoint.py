@@ -35,11 +35,12 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 from tether._wire import SyncClient
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
+from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, list_configs, read_state
 from tether.exceptions import (
@@ -52,7 +53,7 @@ from tether.exceptions import (
 )
 from tether.serialize import BytesLike
 
-__all__ = ['EndpointConnector', 'EndpointKey']
+__all__ = ['EndpointConnector', 'EndpointConnectorConfig', 'EndpointKey']
 
 
 def _check_owned(path: Path, what: str) -> None:
@@ -80,7 +81,15 @@ class EndpointKey(NamedTuple):
     endpoint_id: str
 
 
-class EndpointConnector(ClosingContext):
+class EndpointConnectorConfig(ConnectorConfigModel):
+    """Configuration of an :class:`EndpointConnector` (see its arguments)."""
+
+    endpoints: list[str]
+    home: str | None = None
+    timeout: float = 300.0
+
+
+class EndpointConnector(ConfiguredConnector, ClosingContext):
     """A connector whose objects live in the endpoint of each site.
 
     Args:
@@ -103,6 +112,10 @@ class EndpointConnector(ClosingContext):
         self.endpoints = [str(e) for e in endpoints]
         self.home = home
         self.timeout = timeout
+        # No secret: each process reads its own site's token.
+        self.settings = EndpointConnectorConfig(
+            endpoints=list(self.endpoints), home=home, timeout=timeout
+        )
         self._local: tuple[EndpointConfig, SyncClient] | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -212,14 +225,7 @@ class EndpointConnector(ClosingContext):
         if local is not None:
             local[1].close()
 
-    def config(self) -> dict[str, Any]:
-        """The configuration (no secrets: each process reads its own site's token)."""
-        return {'endpoints': list(self.endpoints), 'home': self.home, 'timeout': self.timeout}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config` (at any site)."""
-        return cls(**config)
+    config_model = EndpointConnectorConfig
 
     def put(self, data: BytesLike) -> EndpointKey:
         """Store ``data`` in the local endpoint and return its key."""
@@ -230,6 +236,15 @@ class EndpointConnector(ClosingContext):
         key = EndpointKey(new_id(), self.local_uuid)
         self._request('put', proto.PUT, [key.object_id], key.endpoint_id, [parts])
         return key
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[EndpointKey]:
+        """Store each item's parts as one object (sent without joining), in one request."""
+        if not batch:
+            return []
+        uuid = self.local_uuid
+        keys = [EndpointKey(new_id(), uuid) for _ in batch]
+        self._request('put_batch', proto.PUT, [k.object_id for k in keys], uuid, list(batch))
+        return keys
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[EndpointKey]:
         """Store each item in the local endpoint, in one request."""

@@ -13,14 +13,15 @@ import contextlib
 import os
 import shutil
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id
+from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
 
-__all__ = ['FileConnector', 'FileKey', 'remove_temporaries']
+__all__ = ['FileConnector', 'FileConnectorConfig', 'FileKey', 'remove_temporaries']
 
 _TMP_PREFIX = '.tmp-'
 
@@ -29,6 +30,13 @@ class FileKey(NamedTuple):
     """Key of an object in a :class:`FileConnector`: the file's name."""
 
     filename: str
+
+
+class FileConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`FileConnector` (see its arguments)."""
+
+    store_dir: str
+    clear: bool = False
 
 
 class FileConnector(KeyedWrites[FileKey]):
@@ -40,9 +48,12 @@ class FileConnector(KeyedWrites[FileKey]):
         clear: Remove the whole directory when :meth:`close` is called.
     """
 
+    config_model = FileConnectorConfig
+
     def __init__(self, store_dir: str | os.PathLike[str], clear: bool = False) -> None:
         self.store_dir = os.path.abspath(os.fspath(store_dir))
         self.clear = clear
+        self.settings = FileConnectorConfig(store_dir=self.store_dir, clear=clear)
         try:
             os.makedirs(self.store_dir, exist_ok=True)
         except OSError as e:
@@ -69,10 +80,6 @@ class FileConnector(KeyedWrites[FileKey]):
         """Close the connector, removing the directory if ``clear`` (default: the init flag)."""
         if self.clear if clear is None else clear:
             shutil.rmtree(self.store_dir, ignore_errors=True)
-
-    def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector."""
-        return {'store_dir': self.store_dir, 'clear': self.clear}
 
     def evict(self, key: FileKey) -> None:
         """Remove the object under ``key``."""

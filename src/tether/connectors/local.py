@@ -11,14 +11,15 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id
+from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorClosedError
 from tether.serialize import BytesLike
 
-__all__ = ['LocalConnector', 'LocalKey']
+__all__ = ['LocalConnector', 'LocalConnectorConfig', 'LocalKey']
 
 _live: weakref.WeakValueDictionary[str, _Storage] = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
@@ -34,6 +35,12 @@ class LocalKey(NamedTuple):
     id: str
 
 
+class LocalConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`LocalConnector` (see its arguments)."""
+
+    store_id: str | None = None
+
+
 class LocalConnector(KeyedWrites[LocalKey]):
     """A connector that keeps objects in a dictionary in this process.
 
@@ -42,8 +49,11 @@ class LocalConnector(KeyedWrites[LocalKey]):
             with the same ``store_id`` share their objects. Defaults to a fresh id.
     """
 
+    config_model = LocalConnectorConfig
+
     def __init__(self, store_id: str | None = None) -> None:
         self.store_id = store_id or new_id()
+        self.settings = LocalConnectorConfig(store_id=self.store_id)
         with _live_lock:
             storage = _live.get(self.store_id)
             if storage is None:
@@ -62,10 +72,6 @@ class LocalConnector(KeyedWrites[LocalKey]):
     def close(self) -> None:
         """Detach from the dictionary (other connectors of the same id keep it)."""
         self._data = None
-
-    def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector."""
-        return {'store_id': self.store_id}
 
     def evict(self, key: LocalKey) -> None:
         """Remove the object under ``key``."""

@@ -50,10 +50,12 @@ from typing import Any, NamedTuple, Self
 import pydantic
 
 from tether.connectors._context import ClosingContext
+from tether.connectors.config import ConnectorConfigModel
+from tether.connectors.protocols import VectoredBatchConnector, VectoredConnector
 from tether.exceptions import ConfigError, ConnectorError, NoConnectorMatchError
 from tether.serialize import BytesLike
 
-__all__ = ['MultiConnector', 'MultiKey', 'Policy']
+__all__ = ['MultiConnector', 'MultiConnectorConfig', 'MultiKey', 'Policy']
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +170,15 @@ def _import(path: str) -> Any:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         raise ConfigError(f'cannot import connector type {path!r}: {e}') from e
+
+
+class MultiConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`MultiConnector`: each connector as a spec
+    (``{'type', 'config', 'policy'}``), which a rebuilt multi-connector takes as its
+    ``dormant`` argument (it builds the ones whose policy matches its host)."""
+
+    connectors: dict[str, dict[str, Any]]
+    hostname: str | None = None
 
 
 class MultiConnector(ClosingContext):
@@ -356,15 +367,20 @@ class MultiConnector(ClosingContext):
 
     def config(self) -> dict[str, Any]:
         """Type, configuration and policy of every connector, and the ``hostname`` override."""
-        return {
-            'connectors': {n: dict(s) for n, s in self._specs.items()},
-            'hostname': self.hostname,
-        }
+        return MultiConnectorConfig(
+            connectors={n: dict(s) for n, s in self._specs.items()},
+            hostname=self.hostname,
+        ).dump()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild on any host: connectors whose policy matches it are built."""
-        return cls({}, config['connectors'], hostname=config.get('hostname'))
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        """Rebuild on any host: connectors whose policy matches it are built.
+
+        Raises:
+            ConnectorConfigError: for unknown fields or values of the wrong type.
+        """
+        model = MultiConnectorConfig.load(config)
+        return cls({}, model.connectors, hostname=model.hostname)
 
     def put(
         self,
@@ -383,9 +399,27 @@ class MultiConnector(ClosingContext):
         size = sum(memoryview(p).nbytes for p in parts)
         name = self._choose(size, (), ())
         connector = self._active[name]
-        if hasattr(connector, 'put_parts'):
+        if isinstance(connector, VectoredConnector):
             return MultiKey(name, connector.put_parts(parts))
         return MultiKey(name, connector.put(b''.join(parts)))
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[MultiKey]:
+        """Store each item's parts through its best connector (one batch per connector);
+        parts are joined only for a connector that cannot take them as they are."""
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, parts in enumerate(batch):
+            size = sum(memoryview(p).nbytes for p in parts)
+            groups[self._choose(size, (), ())].append(i)
+        keys: list[MultiKey | None] = [None] * len(batch)
+        for name, idx in groups.items():
+            connector = self._active[name]
+            if isinstance(connector, VectoredBatchConnector):
+                got = connector.put_parts_batch([batch[i] for i in idx])
+            else:
+                got = connector.put_batch([b''.join(batch[i]) for i in idx])
+            for i, key in zip(idx, got, strict=True):
+                keys[i] = MultiKey(name, key)
+        return [k for k in keys if k is not None]
 
     def put_batch(
         self,

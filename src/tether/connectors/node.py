@@ -35,11 +35,12 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 from tether._wire import SyncClient
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
+from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import (
     ConfigError,
     ConnectorClosedError,
@@ -53,7 +54,7 @@ from tether.node._spawn import detect_address, ensure_server, resolve_secret, st
 from tether.node._state import NodeState, check_name, default_run_dir
 from tether.serialize import BytesLike
 
-__all__ = ['NodeConnector', 'NodeKey']
+__all__ = ['NodeConnector', 'NodeConnectorConfig', 'NodeKey']
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,28 @@ class NodeKey(NamedTuple):
     port: int
 
 
-class NodeConnector(ClosingContext):
+class NodeConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`NodeConnector` (see its arguments; ``secret`` is never
+    dumped)."""
+
+    name: str = 'default'
+    address: str | None = None
+    bind: str | None = None
+    port: int = 0
+    memory: str | None = None
+    spill_dir: str | None = None
+    idle_timeout: float | None = 3600.0
+    secret: str | None = secret_field()
+    secret_file: str | None = None
+    run_dir: str | None = None
+    timeout: float = 30.0
+    tls: bool = False
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+class NodeConnector(ConfiguredConnector, ClosingContext):
     """A connector whose objects live in per-host in-memory node servers.
 
     Args:
@@ -169,6 +191,22 @@ class NodeConnector(ClosingContext):
         self.tls_key = tls_key
         self._ssl: ssl.SSLContext | None = None
         self._secret = _resolve_node_secret(self.name, secret, secret_file)
+        self.settings = NodeConnectorConfig(
+            name=self.name,
+            address=address,
+            bind=bind,
+            port=port,
+            memory=memory,
+            spill_dir=spill_dir,
+            idle_timeout=idle_timeout,
+            secret_file=secret_file,
+            run_dir=run_dir,
+            timeout=timeout,
+            tls=self.tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
         self._local: tuple[str, int] | None = None
         self._clients: dict[tuple[str, int], SyncClient] = {}
         self._lock = threading.Lock()
@@ -304,29 +342,7 @@ class NodeConnector(ClosingContext):
         self._local = None
         return stop_server(self._run_dir, self.name, timeout=self.timeout)
 
-    def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector (never the secret)."""
-        return {
-            'name': self.name,
-            'address': self.address,
-            'bind': self.bind,
-            'port': self.port,
-            'memory': self.memory,
-            'spill_dir': self.spill_dir,
-            'idle_timeout': self.idle_timeout,
-            'secret_file': self.secret_file,
-            'run_dir': self.run_dir,
-            'timeout': self.timeout,
-            'tls': self.tls,
-            'tls_ca': self.tls_ca,
-            'tls_cert': self.tls_cert,
-            'tls_key': self.tls_key,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config` (on any host)."""
-        return cls(**config)
+    config_model = NodeConnectorConfig
 
     def put(self, data: BytesLike) -> NodeKey:
         """Store ``data`` in this host's server and return its key."""
@@ -353,6 +369,12 @@ class NodeConnector(ClosingContext):
     def put_parts(self, parts: Sequence[BytesLike]) -> NodeKey:
         """Store the concatenation of ``parts`` (sent without joining them)."""
         return self._put_local('put', [parts])[0]
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[NodeKey]:
+        """Store each item's parts as one object (sent without joining), in one request."""
+        if not batch:
+            return []
+        return self._put_local('put_batch', list(batch))
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[NodeKey]:
         """Store each item in this host's server, in one request."""

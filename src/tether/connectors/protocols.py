@@ -7,20 +7,35 @@ plain values so that they pickle in a few dozen bytes.
 
 Every connector in :mod:`tether.connectors` passes the same conformance suite
 (:mod:`tether.testing.connectors`), which other connectors can run too.
+
+Beyond :class:`Connector`, a connector may offer capabilities, each a runtime-checkable
+protocol: :class:`DeferrableConnector` (keys handed out before the data exists: futures,
+``update``), :class:`VectoredConnector` (an object written from a list of buffers without
+joining them), :class:`VectoredBatchConnector` (several such objects in one call, one
+round trip where the channel allows) and :class:`WaitingConnector` (block until a key is
+set). A :class:`~tether.store.Store` resolves them once, when it is made
+(:class:`Capabilities`); a call that needs one its connector lacks raises
+:class:`~tether.exceptions.MissingCapabilityError`, while the optional ones
+(vectored writes, waits) fall back to joining the buffers or polling.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol, Self, TypeVar, runtime_checkable
 
+from tether.exceptions import MissingCapabilityError
 from tether.serialize import BytesLike
 
 __all__ = [
+    'Capabilities',
     'Connector',
     'DeferrableConnector',
     'KeyT',
+    'VectoredBatchConnector',
     'VectoredConnector',
+    'WaitingConnector',
 ]
 
 KeyT = TypeVar('KeyT', bound=NamedTuple)
@@ -97,3 +112,70 @@ class VectoredConnector(Connector[KeyT], Protocol[KeyT]):
     def put_parts(self, parts: Sequence[BytesLike]) -> KeyT:
         """Store the concatenation of ``parts`` and return its key."""
         ...
+
+
+@runtime_checkable
+class VectoredBatchConnector(Connector[KeyT], Protocol[KeyT]):
+    """A connector that writes several objects, each a list of buffers, in one call.
+
+    :meth:`Store.put_batch <tether.store.Store.put_batch>` and ``proxy_batch`` hand it
+    each object's serialized parts without joining them, so a batch copies no more than
+    single puts do (Redis sends the whole batch in one round trip).
+    """
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[KeyT]:
+        """Store the concatenation of each item's parts; return their keys, in order."""
+        ...
+
+
+@runtime_checkable
+class WaitingConnector(Connector[KeyT], Protocol[KeyT]):
+    """A connector that can block until a key has been set (futures wait on it)."""
+
+    def wait(self, key: KeyT, timeout: float | None = None) -> bool:
+        """Block until ``key`` holds data; return whether it does (``False``: timed out)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What one connector can do beyond :class:`Connector`, resolved once.
+
+    Each field is the connector itself, typed as the capability, or ``None`` when it
+    lacks it. Build it with :meth:`of`.
+    """
+
+    connector: Connector[Any]
+    deferrable: DeferrableConnector[Any] | None = None
+    vectored: VectoredConnector[Any] | None = None
+    vectored_batch: VectoredBatchConnector[Any] | None = None
+    waiting: WaitingConnector[Any] | None = None
+
+    @classmethod
+    def of(cls, connector: Connector[Any]) -> Capabilities:
+        """Check which capability protocols ``connector`` implements."""
+        return cls(
+            connector,
+            deferrable=connector if isinstance(connector, DeferrableConnector) else None,
+            vectored=connector if isinstance(connector, VectoredConnector) else None,
+            vectored_batch=(connector if isinstance(connector, VectoredBatchConnector) else None),
+            waiting=connector if isinstance(connector, WaitingConnector) else None,
+        )
+
+    def require_deferrable(self, what: str, where: str = '') -> DeferrableConnector[Any]:
+        """Return the connector as a :class:`DeferrableConnector`, or raise.
+
+        Args:
+            what: What the caller is doing, for the message (``'back futures'``).
+            where: Which store, for the message.
+
+        Raises:
+            MissingCapabilityError: if the connector cannot hand out keys in advance.
+        """
+        if self.deferrable is None:
+            raise MissingCapabilityError(
+                f'{where or "the store"} ({self.connector!r}) cannot {what}: its connector '
+                'is not a DeferrableConnector (no new_key()/set()); use a connector that '
+                'is, such as Redis, node, endpoint, file or local',
+            )
+        return self.deferrable

@@ -29,10 +29,11 @@ from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import glob_escape, new_id, total_size
+from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
 from tether.serialize import BytesLike, new_buffer
 
-__all__ = ['RedisConnector', 'RedisKey']
+__all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
 
 _DEFAULT_CHUNK = 256 * 1024 * 1024
 _R = TypeVar('_R')
@@ -46,7 +47,28 @@ class RedisKey(NamedTuple):
     redis_key: str
 
 
-class RedisConnector(ClosingContext):
+class RedisConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`RedisConnector` (see its arguments; ``password`` is
+    never dumped)."""
+
+    hostname: str = 'localhost'
+    port: int = 6379
+    db: int = 0
+    username: str | None = None
+    password: str | None = secret_field()
+    password_env: str | None = None
+    password_file: str | None = None
+    ssl: bool = False
+    prefix: str = 'tether:'
+    socket_timeout: float = 30.0
+    connect_timeout: float = 2.0
+    retries: int = 3
+    max_connections: int | None = None
+    chunk_size: int = _DEFAULT_CHUNK
+    clear: bool = False
+
+
+class RedisConnector(ConfiguredConnector, ClosingContext):
     """A connector that stores objects in a Redis server.
 
     Args:
@@ -143,6 +165,22 @@ class RedisConnector(ClosingContext):
         self._client: Any = redis.Redis(connection_pool=self._pool)
         self._closed = False
         self._lock = threading.Lock()
+        self.settings = RedisConnectorConfig(
+            hostname=hostname,
+            port=port,
+            db=db,
+            username=username,
+            password_env=password_env,
+            password_file=password_file,
+            ssl=ssl,
+            prefix=prefix,
+            socket_timeout=socket_timeout,
+            connect_timeout=connect_timeout,
+            retries=retries,
+            max_connections=max_connections,
+            chunk_size=chunk_size,
+            clear=clear,
+        )
 
     def __repr__(self) -> str:
         return f'RedisConnector(hostname={self.hostname!r}, port={self.port})'
@@ -229,29 +267,7 @@ class RedisConnector(ClosingContext):
         for batch in _batched(keys, 1000):
             self._client.delete(*batch)
 
-    def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector (never a password: see the class)."""
-        return {
-            'hostname': self.hostname,
-            'port': self.port,
-            'db': self.db,
-            'username': self.username,
-            'password_env': self.password_env,
-            'password_file': self.password_file,
-            'ssl': self.ssl,
-            'prefix': self.prefix,
-            'socket_timeout': self.socket_timeout,
-            'connect_timeout': self.connect_timeout,
-            'retries': self.retries,
-            'max_connections': self.max_connections,
-            'chunk_size': self.chunk_size,
-            'clear': self.clear,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        """Rebuild a connector from :meth:`config`."""
-        return cls(**config)
+    config_model = RedisConnectorConfig
 
     def _key(self) -> RedisKey:
         return RedisKey(f'{self.prefix}{new_id()}')
@@ -406,6 +422,48 @@ class RedisConnector(ClosingContext):
         with self._errors('put'):
             self._set_parts(key.redis_key, parts)
         return key
+
+    def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[RedisKey]:
+        """Store each item's parts as one value, in one round trip; return the keys.
+
+        The SET commands of the whole batch go out in one send, each value from its
+        own buffers (never joined); values over ``chunk_size`` are stored in chunks.
+        """
+        keys = [self._key() for _ in batch]
+        command: list[Any] = []
+        sets = 0
+        large = []
+        for key, parts in zip(keys, batch, strict=True):
+            size = total_size(parts)
+            if size > self.chunk_size:
+                large.append((key, parts))
+                continue
+            name = key.redis_key.encode()
+            command.append(b'*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n' % (len(name), name, size))
+            command.extend(memoryview(p).cast('B') for p in parts)
+            command.append(b'\r\n')
+            sets += 1
+        with self._errors('put_batch'):
+            if sets:
+                nonce = new_id().encode()
+
+                def read(conn: Any) -> None:
+                    self._expect_echo(conn, nonce)
+                    # Read every reply (so the connection stays in step), then raise the
+                    # first error reply, if any.
+                    error: Exception | None = None
+                    for _ in range(sets):
+                        try:
+                            conn.read_response()
+                        except self._redis_mod.ResponseError as e:
+                            error = error or e
+                    if error is not None:
+                        raise error
+
+                self._round_trip([_echo(nonce), *command], read)
+            for key, parts in large:
+                self._set_chunked(key.redis_key, parts)
+        return keys
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[RedisKey]:
         """Store each item, in one round trip, and return the keys."""

@@ -20,14 +20,22 @@ import contextlib
 import mmap
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
+from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
 
-__all__ = ['SharedMemoryConnector', 'SharedMemoryKey', 'check_namespace', 'cleanup', 'segments']
+__all__ = [
+    'SharedMemoryConnector',
+    'SharedMemoryConnectorConfig',
+    'SharedMemoryKey',
+    'check_namespace',
+    'cleanup',
+    'segments',
+]
 
 SHM_DIR = '/dev/shm'
 _PREFIX = 'tether-'
@@ -40,6 +48,13 @@ class SharedMemoryKey(NamedTuple):
     name: str
 
 
+class SharedMemoryConnectorConfig(ConnectorConfigModel):
+    """Configuration of a :class:`SharedMemoryConnector` (see its arguments)."""
+
+    namespace: str = 'default'
+    clear: bool = False
+
+
 class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     """A connector that stores objects in POSIX shared-memory segments.
 
@@ -49,6 +64,8 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         clear: Remove every segment of the namespace when :meth:`close` is called.
     """
 
+    config_model = SharedMemoryConnectorConfig
+
     def __init__(self, namespace: str = 'default', clear: bool = False) -> None:
         if not os.path.isdir(SHM_DIR):
             raise ConnectorError(
@@ -57,6 +74,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         check_namespace(namespace)
         self.namespace = namespace
         self.clear = clear
+        self.settings = SharedMemoryConnectorConfig(namespace=namespace, clear=clear)
 
     def __repr__(self) -> str:
         return f'SharedMemoryConnector(namespace={self.namespace!r})'
@@ -73,10 +91,6 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         """Close; remove every segment of the namespace first if ``clear``."""
         if self.clear if clear is None else clear:
             cleanup(self.namespace)
-
-    def config(self) -> dict[str, Any]:
-        """Return the configuration of this connector."""
-        return {'namespace': self.namespace, 'clear': self.clear}
 
     def evict(self, key: SharedMemoryKey) -> None:
         """Unlink the segment (processes that mapped it keep their mapping)."""

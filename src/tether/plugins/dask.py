@@ -83,7 +83,9 @@ class _ProxyResult:
                 return store.proxy_serialized(result, parts)
             return store.proxy(result)
         data = b''.join(parts) if parts is not None else store.serialize(result)
-        store.connector.set(self.key, data)
+        store.capabilities.require_deferrable('set results', f'store {store.name!r}').set(
+            self.key, data
+        )
         return store.proxy_from_key(self.key, target_class=type(result))
 
 
@@ -136,8 +138,8 @@ class Client(_DaskClient):
         try:
             new_args = [self._ps_proxy(a, lifetime) for a in args]
             new_kwargs = {k: self._ps_proxy(v, lifetime) for k, v in kwargs.items()}
-            new_key = getattr(store.connector, 'new_key', None)
-            result_key = None if new_key is None else new_key()
+            deferrable = store.capabilities.deferrable
+            result_key = None if deferrable is None else deferrable.new_key()
             if result_key is not None and self._ps_results is not None:
                 self._ps_results.add_key(result_key, store=store)
             wrapped = _ProxyResult(func, store.config(), self._ps_threshold, result_key)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import Any, Generic, Self, TypeVar, cast, overload
 
 from tether.connectors.local import LocalConnector
+from tether.connectors.protocols import Capabilities, Connector
 from tether.exceptions import (
     InvalidArgumentError,
-    MissingCapabilityError,
     NonProxiableTypeError,
     SerializationError,
     SerializerOutputError,
@@ -29,20 +29,28 @@ from tether.store._registry import (
 from tether.store.config import StoreConfig, import_from_path
 from tether.store.factory import StoreFactory
 from tether.store.future import Future, FutureFactory
+from tether.store.lifetimes import Lifetime
 from tether.store.metrics import StoreMetrics
 from tether.store.ref import OwnedProxy
 
 __all__ = ['Store']
 
-ConnectorT = TypeVar('ConnectorT')
+ConnectorT = TypeVar('ConnectorT', bound=Connector[Any])
 T = TypeVar('T')
 
 _NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
 _MISSING: Any = object()
+_CORE_METHODS = ('put', 'get', 'exists', 'evict')
 
 
 class Store(Generic[ConnectorT]):
     """Puts, gets and proxies Python objects through one connector.
+
+    ``Store[C]`` is generic over its connector's type ``C`` (a
+    :class:`~tether.connectors.protocols.Connector`); what the connector can do beyond
+    that (:class:`~tether.connectors.protocols.Capabilities`: deferred keys, vectored
+    writes, vectored batches, blocking waits) is checked once, here, and kept in
+    :attr:`capabilities`.
 
     Args:
         name: Name of the store; proxies find the store by this name in every process.
@@ -63,7 +71,37 @@ class Store(Generic[ConnectorT]):
 
     Raises:
         StoreExistsError: if ``register`` and another store has the same name.
+        InvalidArgumentError: if ``connector`` is not a connector (it lacks one of the
+            methods of :class:`~tether.connectors.protocols.Connector`).
     """
+
+    @overload
+    def __init__(
+        self: Store[LocalConnector],
+        name: str = 'default',
+        connector: None = None,
+        *,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        cache_size: int = 16,
+        metrics: bool = False,
+        populate_target: bool = True,
+        register: bool = False,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        name: str,
+        connector: ConnectorT,
+        *,
+        serializer: Serializer | None = None,
+        deserializer: Deserializer | None = None,
+        cache_size: int = 16,
+        metrics: bool = False,
+        populate_target: bool = True,
+        register: bool = False,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -80,9 +118,20 @@ class Store(Generic[ConnectorT]):
         if not isinstance(name, str) or not name:
             raise ValueError('a store needs a non-empty name')
         self.name = name
-        self.connector: ConnectorT = (
-            connector if connector is not None else LocalConnector()  # type: ignore[assignment]
-        )
+        if connector is None:
+            connector = cast(ConnectorT, LocalConnector())
+        else:
+            # The bytes-level core every store call relies on; the rest of the Connector
+            # protocol (batches, config, close) is used where needed.
+            missing = [m for m in _CORE_METHODS if not callable(getattr(type(connector), m, None))]
+            if missing:
+                raise InvalidArgumentError(
+                    f'store {name!r}: {connector!r} is not a connector (it lacks '
+                    f'{", ".join(missing)}); see tether.connectors.protocols.Connector',
+                )
+        self.connector: ConnectorT = connector
+        self.capabilities = Capabilities.of(connector)
+        """What the connector can do beyond the :class:`Connector` protocol."""
         self.serializer = serializer
         self.deserializer = deserializer
         self.cache_size = cache_size
@@ -91,11 +140,6 @@ class Store(Generic[ConnectorT]):
         self.metrics: StoreMetrics | None = StoreMetrics() if metrics else None
         self.closed = False
         self._config: StoreConfig | None = None
-        self._put_parts: Callable[[Sequence[BytesLike]], Any] | None = getattr(
-            self.connector,
-            'put_parts',
-            None,
-        )
         if register:
             register_store(self)
 
@@ -151,7 +195,8 @@ class Store(Generic[ConnectorT]):
             unregister_store(self.name)
         self.cache.clear()
         self.closed = True
-        self.connector.close(*args, **kwargs)  # type: ignore[attr-defined]
+        close: Callable[..., None] = self.connector.close
+        close(*args, **kwargs)
 
     # Serialization ---------------------------------------------------------------------
 
@@ -188,14 +233,16 @@ class Store(Generic[ConnectorT]):
 
     def _put_one(self, obj: Any, serializer: Serializer | None, kwargs: dict[str, Any]) -> Any:
         start = time.perf_counter_ns()
-        if serializer is None and self.serializer is None and self._put_parts and not kwargs:
+        vectored = self.capabilities.vectored
+        if serializer is None and self.serializer is None and vectored and not kwargs:
             parts = serialize_parts(obj)
             nbytes = sum(memoryview(p).nbytes for p in parts)
-            key = self._put_parts(parts)
+            key = vectored.put_parts(parts)
         else:
             data = self.serialize(obj, serializer)
             nbytes = memoryview(data).nbytes
-            key = self.connector.put(data, **kwargs)  # type: ignore[attr-defined]
+            put: Callable[..., Any] = self.connector.put
+            key = put(data, **kwargs)
         self._record('store.put', key, start, nbytes)
         return key
 
@@ -204,7 +251,7 @@ class Store(Generic[ConnectorT]):
         obj: Any,
         *,
         serializer: Serializer | None = None,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         **kwargs: Any,
     ) -> Any:
         """Serialize ``obj``, store it, and return its key.
@@ -224,12 +271,15 @@ class Store(Generic[ConnectorT]):
         objs: Sequence[Any],
         *,
         serializer: Serializer | None = None,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         **kwargs: Any,
     ) -> list[Any]:
         """Serialize and store several objects in one connector call; return their keys.
 
-        ``lifetime`` evicts them all when it ends.
+        ``lifetime`` evicts them all when it ends. Over a
+        :class:`~tether.connectors.protocols.VectoredBatchConnector` (without a custom
+        serializer or connector keywords) each object's serialized parts go to the
+        connector as they are, never joined: a batch copies no more than :meth:`put`.
         """
         self._check_open()
         if lifetime is not None:
@@ -237,11 +287,18 @@ class Store(Generic[ConnectorT]):
             lifetime.add_key(*batch, store=self)
             return batch
         start = time.perf_counter_ns()
-        datas = [self.serialize(o, serializer) for o in objs]
-        keys: list[Any] = self.connector.put_batch(datas, **kwargs)  # type: ignore[attr-defined]
-        self._record(
-            'store.put_batch', tuple(keys), start, sum(memoryview(d).nbytes for d in datas)
-        )
+        batch_writer = self.capabilities.vectored_batch
+        keys: list[Any]
+        if serializer is None and self.serializer is None and batch_writer and not kwargs:
+            batch = [serialize_parts(o) for o in objs]
+            nbytes = sum(memoryview(p).nbytes for parts in batch for p in parts)
+            keys = batch_writer.put_parts_batch(batch)
+        else:
+            datas = [self.serialize(o, serializer) for o in objs]
+            nbytes = sum(memoryview(d).nbytes for d in datas)
+            put_batch: Callable[..., list[Any]] = self.connector.put_batch
+            keys = put_batch(datas, **kwargs)
+        self._record('store.put_batch', tuple(keys), start, nbytes)
         return keys
 
     def get(
@@ -259,7 +316,7 @@ class Store(Generic[ConnectorT]):
             self._record('store.get.cache_hit', key, start)
             return obj
         generation = self.cache.generation
-        data = self.connector.get(key)  # type: ignore[attr-defined]
+        data = self.connector.get(key)
         if data is None:
             self._record('store.get.missing', key, start)
             return default
@@ -273,7 +330,7 @@ class Store(Generic[ConnectorT]):
     def exists(self, key: Any) -> bool:
         """Return whether an object is stored under ``key``."""
         self._check_open()
-        return key in self.cache or bool(self.connector.exists(key))  # type: ignore[attr-defined]
+        return key in self.cache or bool(self.connector.exists(key))
 
     def is_cached(self, key: Any) -> bool:
         """Return whether this process's cache holds the object under ``key``."""
@@ -284,7 +341,7 @@ class Store(Generic[ConnectorT]):
         self._check_open()
         start = time.perf_counter_ns()
         self.cache.evict(key)
-        self.connector.evict(key)  # type: ignore[attr-defined]
+        self.connector.evict(key)
         # Again after the connector: a get that read before the evict may have cached.
         self.cache.evict(key)
         self._record('store.evict', key, start)
@@ -323,7 +380,7 @@ class Store(Generic[ConnectorT]):
         obj: T,
         *,
         evict: bool = False,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         serializer: Serializer | None = None,
         deserializer: Deserializer | None = None,
         skip_nonproxiable: bool = False,
@@ -352,7 +409,7 @@ class Store(Generic[ConnectorT]):
         _check_evict_lifetime(evict, lifetime)
         if isinstance(obj, _NONPROXIABLE):
             if skip_nonproxiable:
-                return obj  # type: ignore[return-value]
+                return cast(Proxy[T], obj)
             raise NonProxiableTypeError(
                 f'{obj!r} cannot be proxied (identity checks like "is None" would '
                 'break); pass skip_nonproxiable=True to get it back as it is',
@@ -371,7 +428,7 @@ class Store(Generic[ConnectorT]):
         objs: Sequence[T],
         *,
         evict: bool = False,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         serializer: Serializer | None = None,
         deserializer: Deserializer | None = None,
         populate_target: bool | None = None,
@@ -417,7 +474,7 @@ class Store(Generic[ConnectorT]):
         evict: bool = False,
         deserializer: Deserializer | None = None,
         target_class: type | None = None,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
     ) -> Proxy[Any]:
         """Return a proxy of the object already stored under ``key`` (unresolved).
 
@@ -453,7 +510,7 @@ class Store(Generic[ConnectorT]):
         deserializer: Deserializer | None = None,
         poll_interval: float = 0.001,
         poll_max: float = 0.5,
-    ) -> Any:
+    ) -> Future[T]:
         """Return a :class:`~tether.store.future.Future` backed by this store.
 
         Args:
@@ -470,14 +527,9 @@ class Store(Generic[ConnectorT]):
                 (``new_key``); a :class:`StoreError` and a :class:`NotImplementedError`.
         """
         self._check_open()
-        new_key = getattr(self.connector, 'new_key', None)
-        if new_key is None:
-            raise MissingCapabilityError(
-                f'store {self.name!r} ({self.connector!r}) cannot back futures: its '
-                'connector has no new_key()/set() (use a deferrable connector such as Redis)',
-            )
-        factory: FutureFactory[Any] = FutureFactory(
-            new_key(),
+        deferrable = self.capabilities.require_deferrable('back futures', f'store {self.name!r}')
+        factory: FutureFactory[T] = FutureFactory(
+            deferrable.new_key(),
             self.config(),
             evict=evict,
             deserializer=deserializer,
@@ -527,7 +579,7 @@ class Store(Generic[ConnectorT]):
         parts: Sequence[BytesLike],
         *,
         evict: bool = False,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         populate_target: bool | None = None,
     ) -> Proxy[T]:
         """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
@@ -538,10 +590,11 @@ class Store(Generic[ConnectorT]):
         self._check_open()
         start = time.perf_counter_ns()
         nbytes = sum(memoryview(p).nbytes for p in parts)
-        if self._put_parts is not None:
-            key = self._put_parts(parts)
+        vectored = self.capabilities.vectored
+        if vectored is not None:
+            key = vectored.put_parts(parts)
         else:
-            key = self.connector.put(b''.join(parts))  # type: ignore[attr-defined]
+            key = self.connector.put(b''.join(parts))
         self._record('store.put', key, start, nbytes)
         proxy = self._make_proxy(obj, key, evict, None, populate_target)
         if lifetime is not None:
@@ -553,20 +606,20 @@ class Store(Generic[ConnectorT]):
         obj: T,
         *,
         evict: bool = False,
-        lifetime: Any = None,
+        lifetime: Lifetime | None = None,
         serializer: Serializer | None = None,
         deserializer: Deserializer | None = None,
         populate_target: bool | None = None,
         skip_nonproxiable: bool = True,
         **kwargs: Any,
-    ) -> Any:
+    ) -> ProxyLocker[T]:
         """Store ``obj`` and return its proxy inside a :class:`~tether.proxy.ProxyLocker`.
 
         Arguments as for :meth:`proxy`; ``None``, bools ... come back as they are unless
         ``skip_nonproxiable=False``.
         """
         if skip_nonproxiable and isinstance(obj, _NONPROXIABLE):
-            return obj
+            return cast(ProxyLocker[T], obj)
         return ProxyLocker(
             self.proxy(
                 obj,
@@ -580,7 +633,7 @@ class Store(Generic[ConnectorT]):
         )
 
 
-def _check_evict_lifetime(evict: bool, lifetime: Any) -> None:
+def _check_evict_lifetime(evict: bool, lifetime: Lifetime | None) -> None:
     if evict and lifetime is not None:
         raise InvalidArgumentError(
             'evict=True and a lifetime cannot go together: the object would be evicted '

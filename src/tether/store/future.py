@@ -19,9 +19,9 @@ polled with bounded exponential backoff. A wait that runs out of time raises
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from tether.exceptions import FutureAlreadySetError, FutureTimeoutError, StoreError
+from tether.exceptions import FutureAlreadySetError, FutureTimeoutError
 from tether.proxy import Proxy
 from tether.store._pickling import config_from_state, config_state
 from tether.store.factory import StoreFactory
@@ -112,10 +112,10 @@ class FutureFactory(StoreFactory[T]):
         if self.key in store.cache:
             return
         connector = store.connector
-        waiter = getattr(connector, 'wait', None)
+        waiting = store.capabilities.waiting
         start = time.monotonic()
-        if waiter is not None:
-            if waiter(self.key, timeout):
+        if waiting is not None:
+            if waiting.wait(self.key, timeout):
                 return
         else:
             interval = self.poll_interval
@@ -194,16 +194,12 @@ class Future(Generic[T]):
 
         Raises:
             FutureAlreadySetError: if the result was set before.
-            StoreError: if the store's connector cannot hand out keys (not deferrable).
+            MissingCapabilityError: if the store's connector cannot hand out keys (not
+                deferrable; also a :class:`StoreError`).
         """
         store = self._factory.get_store()
         key = self._factory.key
-        setter = getattr(store.connector, 'set', None)
-        if setter is None:
-            raise StoreError(
-                f'store {store.name!r} ({store.connector!r}) cannot back futures: its '
-                'connector has no set() (use a deferrable connector such as Redis)',
-            )
+        deferrable = store.capabilities.require_deferrable('back futures', f'store {store.name!r}')
         if store.exists(key):
             raise FutureAlreadySetError(
                 f'the future with key {key!r} in store {store.name!r} already has a result; '
@@ -211,7 +207,7 @@ class Future(Generic[T]):
             )
         start = time.perf_counter_ns()
         data = store.serialize(obj, self._serializer)
-        setter(key, data)
+        deferrable.set(key, data)
         if store.metrics is not None:
             elapsed_ms = (time.perf_counter_ns() - start) / 1e6
             store.metrics.add_time(
@@ -239,7 +235,7 @@ class Future(Generic[T]):
                 f'the result of the future with key {self._factory.key!r} in store '
                 f'{store.name!r} was set but is gone (evicted)',
             )
-        return obj  # type: ignore[no-any-return]
+        return cast(T, obj)
 
     def proxy(self, *, target_class: type | None = None) -> Proxy[T]:
         """Return a proxy that, on first use, waits for the result and becomes it.

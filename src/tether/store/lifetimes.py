@@ -74,11 +74,11 @@ class ContextLifetime:
 
     Args:
         store: The store whose objects this lifetime evicts (``add_key`` without a store
-            uses it).
+            uses it; with ``None``, every ``add_key`` names its store).
         name: A name for logs (default: a random one).
     """
 
-    def __init__(self, store: Store[Any], *, name: str | None = None) -> None:
+    def __init__(self, store: Store[Any] | None, *, name: str | None = None) -> None:
         self.store = store
         self.name = name or f'lifetime-{uuid.uuid4().hex[:8]}'
         self._keys: list[tuple[Store[Any], Any]] = []
@@ -107,8 +107,13 @@ class ContextLifetime:
         Raises:
             LifetimeError: if the lifetime has already ended (the objects are evicted at
                 once so nothing leaks).
+            LifetimeArgumentError: without ``store`` on a lifetime made without one.
         """
         target = self.store if store is None else store
+        if target is None:
+            raise LifetimeArgumentError(
+                f'{self!r} has no store of its own: pass the store of the keys, store=...',
+            )
         with self._lock:
             if not self._done:
                 self._keys.extend((target, k) for k in keys)
@@ -276,7 +281,7 @@ class StaticLifetime(ContextLifetime):
         with cls._instance_lock:
             if cls._instance is None:
                 instance = object.__new__(cls)
-                ContextLifetime.__init__(instance, None, name='static')  # type: ignore[arg-type]
+                ContextLifetime.__init__(instance, None, name='static')
                 atexit.register(_close_at_exit, instance)
                 cls._instance = instance
             return cls._instance

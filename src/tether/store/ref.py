@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from tether.exceptions import (
     AlreadyOwnedError,
-    MissingCapabilityError,
     MutableBorrowError,
     OwnershipError,
     ReferenceInvalidError,
@@ -639,14 +638,11 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
         return
     factory = get_factory(proxy)
     store = _store_of(proxy)
-    setter = getattr(store.connector, 'set', None)
-    if setter is None:
-        raise MissingCapabilityError(
-            f'store {store.name!r} ({store.connector!r}) cannot overwrite objects: its '
-            'connector has no set()',
-        )
+    deferrable = store.capabilities.require_deferrable(
+        'overwrite objects', f'store {store.name!r}'
+    )
     key = cast(StoreFactory[Any], factory).key
-    setter(key, store.serialize(extract(proxy)))
+    deferrable.set(key, store.serialize(extract(proxy)))
     store.cache.evict(key)
 
 

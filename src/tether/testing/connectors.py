@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from tether.connectors.protocols import Connector, DeferrableConnector
+from tether.connectors.protocols import Connector, DeferrableConnector, VectoredBatchConnector
+from tether.serialize import BytesLike
 from tether.store import Store
 from tether.testing.threads import hammer
 
@@ -107,6 +108,26 @@ class ConnectorConformance:
     def test_empty_batch(self, connector: Any) -> None:
         assert connector.put_batch([]) == []
         assert connector.get_batch([]) == []
+
+    def test_vectored_batch(self, connector: Any) -> None:
+        # Connectors that take a batch of objects as lists of parts (VectoredBatchConnector)
+        # store each list as one object; an empty list of parts is an empty object.
+        if not isinstance(connector, VectoredBatchConnector):
+            pytest.skip('not a VectoredBatchConnector')
+        batch: list[list[BytesLike]] = [
+            [b'ab', memoryview(b'cd'), bytearray(b'e')],
+            [],
+            [b'x' * 100_000, b'y'],
+        ]
+        keys = connector.put_parts_batch(batch)
+        assert len(keys) == 3
+        got = connector.get_batch(keys)
+        assert [None if g is None else bytes(g) for g in got] == [
+            b'abcde',
+            b'',
+            b'x' * 100_000 + b'y',
+        ]
+        assert connector.put_parts_batch([]) == []
 
     def test_large_value(self, connector: Any) -> None:
         data = bytes(8 * 1024 * 1024) + b'end'
