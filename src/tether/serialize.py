@@ -42,6 +42,7 @@ __all__ = [
     'Serializer',
     'deserialize',
     'is_bytes_like',
+    'is_pickled',
     'new_buffer',
     'serialize',
     'serialize_parts',
@@ -166,6 +167,17 @@ def serialize(obj: Any) -> bytes:
 
 def _corrupt(msg: str) -> SerializationError:
     return SerializationError(f'cannot deserialize: {msg}')
+
+
+def is_pickled(data: BytesLike) -> bool:
+    """Return whether ``data``, made by :func:`serialize`, holds a pickle.
+
+    Deserializing such data unpickles it; code that must not unpickle untrusted bytes
+    checks this first (it reads the header only, never raises).
+    """
+    view = memoryview(data)
+    kind = view[3] if view.nbytes > 3 else -1
+    return kind in (_KIND_PICKLE, _KIND_CLOUDPICKLE)
 
 
 def deserialize(data: BytesLike) -> Any:

@@ -37,9 +37,7 @@ def deserialize_no_pickle(data: Any) -> Any:
     """
     from tether import serialize
 
-    view = memoryview(data)
-    kind = view[3] if view.nbytes > 3 else -1
-    if kind in (serialize._KIND_PICKLE, serialize._KIND_CLOUDPICKLE):
+    if serialize.is_pickled(data):
         raise SerializationError(
             'refusing to unpickle a value from the store: this agent does not accept '
             'pickled values (pass allow_pickle=True to its exchange to accept them)',

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ['Broker', 'Consumer', 'Delivery', 'MemoryBroker', 'open_broker']
+__all__ = ['Broker', 'Consumer', 'Delivery', 'MemoryBroker']
 
 
 @dataclasses.dataclass(slots=True)
@@ -153,18 +153,3 @@ class MemoryBroker:
         """Messages waiting in ``queue`` (not counting those delivered)."""
         q = self._queues.get(queue)
         return len(q.ready) if q else 0
-
-
-async def open_broker(
-    url: str, queue_expiry_s: float = 7 * 86400, expiring_prefix: str = ''
-) -> Broker:
-    """Open the broker a service configuration names."""
-    from tether.exceptions import ConfigError
-
-    if url == 'memory://':
-        return MemoryBroker()
-    if url.startswith(('amqp://', 'amqps://')):
-        from tether.faas._amqp import AmqpBroker
-
-        return await AmqpBroker.connect(url, queue_expiry_s, expiring_prefix)
-    raise ConfigError(f'unsupported broker URL {url!r}: use amqp:// or memory://')

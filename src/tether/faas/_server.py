@@ -16,11 +16,11 @@ from typing import Any
 
 from tether.exceptions import FaasConnectionError
 from tether.faas._app import build_app
-from tether.faas._broker import open_broker
 from tether.faas._config import ServiceConfig
 from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import open_driver
+from tether.faas._open_broker import open_broker
 
 __all__ = ['ServiceThread', 'open_service', 'serve']
 

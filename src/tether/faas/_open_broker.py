@@ -1,0 +1,20 @@
+"""Open the broker a faas service configuration names (above the broker modules)."""
+
+from __future__ import annotations
+
+from tether.exceptions import ConfigError
+from tether.faas._amqp import AmqpBroker
+from tether.faas._broker import Broker, MemoryBroker
+
+__all__ = ['open_broker']
+
+
+async def open_broker(
+    url: str, queue_expiry_s: float = 7 * 86400, expiring_prefix: str = ''
+) -> Broker:
+    """Open the broker a service configuration names."""
+    if url == 'memory://':
+        return MemoryBroker()
+    if url.startswith(('amqp://', 'amqps://')):
+        return await AmqpBroker.connect(url, queue_expiry_s, expiring_prefix)
+    raise ConfigError(f'unsupported broker URL {url!r}: use amqp:// or memory://')
