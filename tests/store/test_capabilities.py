@@ -190,6 +190,33 @@ def test_redis_proxy_batch_is_vectored(redis_connector: Any) -> None:
                 assert np.array_equal(got, obj) if isinstance(obj, np.ndarray) else got == obj
 
 
+def test_redis_batch_is_one_round_trip_from_the_arrays_memory(redis_connector: Any) -> None:
+    from tether.connectors.redis import RedisConnector
+
+    class CountingRedis(RedisConnector):
+        """Counts the requests sent and keeps the buffers of each (a real server)."""
+
+        sent: list[list[Any]]
+
+        def _round_trip(self, command: list[Any], read: Any) -> Any:
+            self.sent.append(list(command))
+            return super()._round_trip(command, read)
+
+    connector = CountingRedis(
+        redis_connector.hostname, redis_connector.port, prefix=redis_connector.prefix
+    )
+    connector.sent = []
+    arrays = [np.arange(50_000, dtype=np.int64) * i for i in range(4)]
+    with Store('caps-redis-trips', connector, cache_size=0) as store:
+        keys = store.put_batch(arrays)
+        assert len(connector.sent) == 1  # the four SETs went out as one request
+        (command,) = connector.sent
+        for array in arrays:
+            assert _shares(array, [c for c in command if isinstance(c, memoryview)])
+        for key, array in zip(keys, arrays, strict=True):
+            assert np.array_equal(store.get(key), array)
+
+
 def test_store_core_has_no_type_ignores_or_connector_probing() -> None:
     core = pathlib.Path(__file__).resolve().parents[2] / 'src' / 'tether' / 'store'
     for path in sorted(core.glob('*.py')):
