@@ -131,11 +131,36 @@ def test_inputs_proxied_by_the_queues_are_evicted_when_not_kept(
 
     queues = make_queues(keep_inputs=False, proxystore_name=store.name, proxystore_threshold=10)
     with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
-        queues.send_inputs(b'q' * 1000, method='nbytes')
-        (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
-        key = get_key(proxy)
-        assert store.exists(key)
-        result = queues.get_result(timeout=60)
-    assert result.value == 1000
-    assert not store.exists(key)
+        keys = []
+        # Read once (no retry): the worker evicts it as it resolves it. With a retry
+        # left, the Thinker evicts it when the result is read.
+        for retries, by_worker in ((0, True), (1, False)):
+            queues.send_inputs(b'q' * 1000, method='nbytes', max_retries=retries)
+            (_store, (proxy,), once) = next(iter(queues._made_proxies.values()))
+            assert once is by_worker
+            key = get_key(proxy)
+            keys.append(key)
+            assert store.exists(key)
+            result = queues.get_result(timeout=60)
+            assert result.value == 1000
+    assert not any(store.exists(key) for key in keys)
     assert queues._made_proxies == {}
+
+
+def test_threshold_compares_the_payload_and_never_proxies_none(store: Any) -> None:
+    from tether.proxy import Proxy
+    from tether.steer import _pack
+
+    def proxied(value: Any, threshold: int) -> bool:
+        packed = _pack.pack_inputs((value,), {}, store, threshold)
+        return isinstance(packed.items[0], Proxy)
+
+    # "Over 100 kB": the value's own bytes, not tether's framing header in front of them.
+    assert not proxied(bytes(100_000), 100_000)
+    assert proxied(bytes(100_001), 100_000)
+    assert not proxied('x' * 100_000, 100_000)
+    # None, bools, ... travel inline whatever the threshold (a proxy is never "is None").
+    for value in (None, True, False, ..., NotImplemented):
+        assert not proxied(value, 0)
+    assert _pack.pack_value(None, store, 0).unpack() is None
+    assert proxied(0, 0)

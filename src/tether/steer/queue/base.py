@@ -61,7 +61,8 @@ class BaseQueues(abc.ABC):
         proxystore_name: Name of a registered store (or a dict topic -> name) used to
             send values over the threshold by reference.
         proxystore_threshold: Bytes (or a dict topic -> bytes): a value whose serialized
-            size is over it travels by proxy. ``None`` never proxies.
+            payload (framing header not counted) is over it travels by proxy; ``None``,
+            bools, ``...`` and ``NotImplemented`` never do. ``None`` never proxies.
         secret: Key to sign and check every message with (HMAC-SHA256). Never sent.
     """
 
@@ -96,7 +97,7 @@ class BaseQueues(abc.ABC):
         self._secret = secret.encode() if isinstance(secret, str) else secret
         self._lock = threading.Condition()
         self._active = 0
-        self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
+        self._made_proxies: dict[str, tuple[Any, list[Any], bool]] = {}
 
     # Message format --------------------------------------------------------------------
 
@@ -187,6 +188,9 @@ class BaseQueues(abc.ABC):
         )
         store = self._store(topic)
         threshold = self.proxystore_threshold[topic]
+        # Inputs read exactly once (not kept for the result, no retry to read them again)
+        # are evicted by the worker as it resolves them, off the Thinker's path.
+        once = not result.keep_inputs and max_retries == 0
         start = time.perf_counter()
         packed = _pack.pack_inputs(
             input_args,
@@ -194,6 +198,7 @@ class BaseQueues(abc.ABC):
             store,
             threshold,
             result.time.proxy,
+            evict=once,
         )
         result.inputs = packed
         if store is not None:
@@ -204,7 +209,8 @@ class BaseQueues(abc.ABC):
         result.time.serialize_inputs = time.perf_counter() - start
         message = self._encode(result)
         if packed.proxied and not result.keep_inputs:
-            self._made_proxies[result.task_id] = (store, [packed.items[i] for i in packed.proxied])
+            made = [packed.items[i] for i in packed.proxied]
+            self._made_proxies[result.task_id] = (store, made, once)
         with self._lock:
             self._active += 1
         try:
@@ -242,7 +248,11 @@ class BaseQueues(abc.ABC):
         result.time.deserialize_results = time.perf_counter() - start
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
-            self._evict(*made)
+            store, proxies, once = made
+            # Evicted by the worker on resolve, unless the task failed (it may not have
+            # got that far); evicting an evicted key is harmless.
+            if not once or not result.success:
+                self._evict(store, proxies)
         with self._lock:
             self._active -= 1
             self._lock.notify_all()
