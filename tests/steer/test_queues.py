@@ -9,7 +9,13 @@ import pytest
 
 from tests.steer import _tasks
 from tests.steer.conftest import serving
-from tether.exceptions import ConfigError, KillSignalError, SteerQueueError, SteerTimeoutError
+from tether.exceptions import (
+    ConfigError,
+    KillSignalError,
+    SteerAuthenticationError,
+    SteerQueueError,
+    SteerTimeoutError,
+)
 from tether.steer import LocalTaskServer
 
 
@@ -107,14 +113,22 @@ def test_bad_input_is_a_clear_error(make_queues: Any) -> None:
 
 
 def test_signed_queues_refuse_unsigned_messages(make_queues: Any) -> None:
-    signed = make_queues(secret='s3cret')
-    message = signed._encode(_tasks_result())
-    assert signed._decode(message, 'test').method == 'add'
-    forged = b'TSQ1' + b'\0' * 32 + pickle.dumps(_tasks_result())
-    with pytest.raises(SteerQueueError, match='signature'):
-        signed._decode(forged, 'test')
+    signed = make_queues(secret='s3cret-s3cret-s3cret')
+    assert signed.signed
+    message = signed._encode(_tasks_result(), 'requests')
+    decoded = signed._decode(message, 'requests', 'test')
+    assert decoded is not None
+    assert decoded.method == 'add'
+    unsigned = b'TSQ1' + pickle.dumps(_tasks_result())
+    with pytest.raises(SteerAuthenticationError, match='unsigned'):
+        signed._decode(unsigned, 'requests', 'test')
+    forged = b'TSQ2' + b'\0' * 32 + message[36:]
+    with pytest.raises(SteerAuthenticationError, match='signature does not match'):
+        signed._decode(forged, 'requests', 'test')
     with pytest.raises(SteerQueueError, match=r'not a tether\.steer message'):
-        signed._decode(b'junk', 'test')
+        signed._decode(b'junk', 'requests', 'test')
+    with pytest.raises(ConfigError, match='at least 16 bytes'):
+        make_queues(secret='short')
 
 
 def _tasks_result() -> Any:
