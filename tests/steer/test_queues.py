@@ -16,7 +16,7 @@ from tether.exceptions import (
     SteerQueueError,
     SteerTimeoutError,
 )
-from tether.steer import LocalTaskServer
+from tether.steer import LocalTaskServer, SerializationMethod
 
 
 def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:
@@ -106,8 +106,12 @@ def test_bad_input_is_a_clear_error(make_queues: Any) -> None:
         queues.send_inputs(1)
     with pytest.raises(ConfigError, match='unknown topics'):
         make_queues(topics=['a'], proxystore_threshold={'zzz': 1})
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match='not supported'):
         make_queues(serialization_method='json')
+    with pytest.raises(ConfigError, match='not supported'):
+        make_queues(serialization_method=SerializationMethod.JSON)
+    pickled = make_queues(serialization_method=SerializationMethod.PICKLE)
+    assert pickled.serialization_method == 'pickle'
     with pytest.raises(ConfigError):
         make_queues(topics='a')
 

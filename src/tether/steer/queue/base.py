@@ -73,7 +73,8 @@ class BaseQueues(abc.ABC):
 
     Args:
         topics: Names of the result topics (``'default'`` is always added).
-        serialization_method: Only ``'pickle'`` (accepted for compatibility).
+        serialization_method: Only ``'pickle'`` or ``SerializationMethod.PICKLE``
+            (accepted for compatibility with Colmena).
         keep_inputs: Whether results carry their inputs back by default.
         proxystore_name: Name of a registered store (or a dict topic -> name) used to
             send values over the threshold by reference.
@@ -104,10 +105,12 @@ class BaseQueues(abc.ABC):
             raise ConfigError('topics must be a collection of names, not one string')
         if serialization_method != 'pickle':
             raise ConfigError(
-                f'serialization_method {serialization_method!r} is not supported: use "pickle"',
+                f'serialization_method {serialization_method!r} is not supported: use "pickle" '
+                "(SerializationMethod.PICKLE); inputs and values travel through tether's "
+                'serializer, and messages are signed (see secret=)',
             )
         self.topics = sorted({*topics, 'default'})
-        self.serialization_method = serialization_method
+        self.serialization_method = 'pickle'
         self.keep_inputs = keep_inputs
         self.proxystore_name = _per_topic(proxystore_name, self.topics, 'proxystore_name')
         self.proxystore_threshold = _per_topic(
