@@ -79,8 +79,9 @@ class BaseQueues(abc.ABC):
         proxystore_name: Name of a registered store (or a dict topic -> name) used to
             send values over the threshold by reference.
         proxystore_threshold: Bytes (or a dict topic -> bytes): a value whose serialized
-            payload (framing header not counted) is over it travels by proxy; ``None``,
-            bools, ``...`` and ``NotImplemented`` never do. ``None`` never proxies.
+            payload (framing header not counted) is over it travels by proxy (but
+            ``None``, bools, ``...`` and ``NotImplemented`` never do). A threshold of
+            ``None`` never proxies.
         secret: Key to sign and check every message with (HMAC-SHA256), at least 16
             bytes. ``None`` (the default) takes it from ``$TETHER_STEER_KEY``,
             ``$TETHER_STEER_KEY_FILE`` or the user's key file
