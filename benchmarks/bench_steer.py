@@ -6,7 +6,9 @@ output; the Thinker submits one task per worker, then a new one for each result.
 task it records the life cycle (Thinker serialization, Thinker -> task server, task
 server -> worker, time on the worker, back to the Thinker) and the overhead (round trip
 minus the time in the method), without proxies and with every input proxied
-(threshold 0) or at a default threshold (100 kB).
+(threshold 0) or at a default threshold (100 kB: tether compares a value's payload with
+it, so the 100,000-byte input goes inline and larger ones by proxy). tether's queues
+sign every message (the default); Colmena's do not.
 
 * figure 3.18 (top left): the components at I = 1 MB, with and without proxies;
 * figure 3.18 (bottom left): the overhead reduction with proxies, I from 1 KB to 10 MB;
