@@ -133,20 +133,14 @@ def pack_inputs(
     store: Any = None,
     threshold: int | None = None,
     timings: dict[str, float] | None = None,
-    *,
-    evict: bool = False,
 ) -> Packed:
-    """Pack a call's arguments (proxying those over ``threshold`` into ``store``).
-
-    With ``evict``, the proxies made here evict their value when first resolved (for
-    inputs that nothing will read twice).
-    """
+    """Pack a call's arguments (proxying those over ``threshold`` into ``store``)."""
     names = tuple(kwargs)
     items, proxied = _pack(
         (*args, *kwargs.values()),
         store,
         threshold,
-        evict,
+        False,
         timings if timings is not None else {},
     )
     return Packed(items, names, proxied=proxied)

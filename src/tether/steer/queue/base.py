@@ -129,7 +129,7 @@ class BaseQueues(abc.ABC):
         self._queue_id = ''  # names these queues in signed messages (subclasses set it)
         self._lock = threading.Condition()
         self._active = 0
-        self._made_proxies: dict[str, tuple[Any, list[Any], bool]] = {}
+        self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
         _all_queues.add(self)
 
     def _after_fork_in_child(self) -> None:
@@ -276,9 +276,6 @@ class BaseQueues(abc.ABC):
         )
         store = self._store(topic)
         threshold = self.proxystore_threshold[topic]
-        # Inputs read exactly once (not kept for the result, no retry to read them again)
-        # are evicted by the worker as it resolves them, off the Thinker's path.
-        once = not result.keep_inputs and max_retries == 0
         start = time.perf_counter()
         packed = _pack.pack_inputs(
             input_args,
@@ -286,7 +283,6 @@ class BaseQueues(abc.ABC):
             store,
             threshold,
             result.time.proxy,
-            evict=once,
         )
         result.inputs = packed
         if store is not None:
@@ -298,7 +294,7 @@ class BaseQueues(abc.ABC):
         message = self._encode(result, _REQUESTS)
         if packed.proxied and not result.keep_inputs:
             made = [packed.items[i] for i in packed.proxied]
-            self._made_proxies[result.task_id] = (store, made, once)
+            self._made_proxies[result.task_id] = (store, made)
         with self._lock:
             self._active += 1
         try:
@@ -337,11 +333,9 @@ class BaseQueues(abc.ABC):
         result.time.deserialize_results = time.perf_counter() - start
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
-            store, proxies, once = made
-            # Evicted by the worker on resolve, unless the task failed (it may not have
-            # got that far); evicting an evicted key is harmless.
-            if not once or not result.success:
-                self._evict(store, proxies)
+            # Not on the worker as it resolves them: an executor that re-runs a task
+            # whose worker died (the function service does) would find them gone.
+            self._evict(*made)
         with self._lock:
             self._active -= 1
             self._lock.notify_all()
