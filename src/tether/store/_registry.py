@@ -9,6 +9,7 @@ it. Such a proxy gets a store built from its config, kept apart from the registr
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,15 @@ _stores: dict[str, Store[Any]] = {}
 # Stores built for a config whose name is registered with a different config.
 _by_config: dict[str, Store[Any]] = {}
 _lock = threading.RLock()
+
+
+def _new_lock_after_fork() -> None:
+    # A child forked while another thread held the lock must not inherit it held.
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def register_store(store: Store[Any], exist_ok: bool = False) -> None:

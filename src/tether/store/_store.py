@@ -296,6 +296,7 @@ class Store(Generic[ConnectorT]):
         populate_target: bool | None,
         *,
         proxy_type: type[Proxy[Any]] = Proxy,
+        hash_target: bool = True,
     ) -> Proxy[Any]:
         factory: StoreFactory[Any] = StoreFactory(
             key,
@@ -313,7 +314,7 @@ class Store(Generic[ConnectorT]):
         _set_target_metadata(
             proxy,
             obj if populate else _MISSING_TARGET,
-            _target_hash(obj),
+            _target_hash(obj) if hash_target else None,
         )
         return proxy
 
@@ -535,11 +536,14 @@ class Store(Generic[ConnectorT]):
         evict: bool = False,
         lifetime: Any = None,
         populate_target: bool | None = None,
+        hash_target: bool = True,
     ) -> Proxy[T]:
         """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
 
         For policies that serialize once to measure an object's size and then keep those
         bytes instead of serializing again. Returns the proxy, as :meth:`proxy` does.
+        ``hash_target=False`` skips hashing ``obj`` for the proxy's cached hash (hashing
+        10 MB of ``bytes`` costs milliseconds; ``hash()`` of such a proxy then resolves it).
         """
         self._check_open()
         start = time.perf_counter_ns()
@@ -549,7 +553,14 @@ class Store(Generic[ConnectorT]):
         else:
             key = self.connector.put(b''.join(parts))  # type: ignore[attr-defined]
         self._record('store.put', key, start, nbytes)
-        proxy = self._make_proxy(obj, key, evict, None, populate_target)
+        proxy = self._make_proxy(
+            obj,
+            key,
+            evict,
+            None,
+            populate_target,
+            hash_target=hash_target,
+        )
         if lifetime is not None:
             lifetime.add_key(key, store=self)
         return proxy
