@@ -50,7 +50,9 @@ def test_refused_and_unacknowledged_messages_are_rerouted(
     rerouted: list[tuple[str, int, str]] = []
     broken = threading.Event()
 
-    def reroute(dest: str, header: dict[str, Any], payloads: list[Any], why: str) -> None:
+    def reroute(
+        dest: str, header: dict[str, Any], payloads: list[Any], why: str, extra: Any
+    ) -> None:
         rerouted.append((dest, header['n'], why))
 
     host, port = srv.address

@@ -25,8 +25,10 @@ server that cannot show the site's certificate.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import re
 import secrets
 import ssl
 import threading
@@ -40,6 +42,7 @@ from tether._wire._frame import flatten
 from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener, Transport
 from tether.agents.exchange._link import Link, open_link
+from tether.agents.exchange._shm import Arena, MappedReader, Slot, identity
 from tether.agents.exchange.redis import (
     _DEFAULT_THRESHOLD,
     _WAKE,
@@ -50,6 +53,8 @@ from tether.exceptions import (
     AgentError,
     AuthenticationError,
     MailboxClosedError,
+    MessageRejectedError,
+    TetherError,
     UnknownMailboxError,
     WireError,
 )
@@ -66,6 +71,7 @@ return 1
 # (a first ping ...) just before it publishes its address, and senders should switch to
 # the direct link soon after; one Redis GET per 50 ms per unreachable mailbox at most.
 _NEGATIVE_TTL = 0.05
+_SHM_ID = re.compile(r' shm=(\S+)$')
 
 
 class _Gate:
@@ -140,6 +146,12 @@ class _HybridTransport(_RedisTransport):
         self._unpublish = self.redis.script(_UNPUBLISH)
         self.direct_sends = 0
         self.fallback_sends = 0
+        # Large values to processes of this host go through shared-memory slots.
+        shm = exchange.shm and exchange.threshold is not None and bool(identity())
+        self._arena = Arena() if shm else None
+        self._reader = MappedReader(exchange.max_message)
+        self._inline_codec = dataclasses.replace(self.codec, threshold=None)
+        self.shm_sends = 0
 
     # The server ------------------------------------------------------------------------
 
@@ -148,6 +160,8 @@ class _HybridTransport(_RedisTransport):
             if self._server is not None:
                 return
             loop = asyncio.new_event_loop()
+            # The name reaches senders in the handshake: it says who can read our slots.
+            shm = f' shm={identity()}' if identity() else ''
             server = Server(
                 self._handle,
                 host=self.exchange.host,
@@ -155,7 +169,7 @@ class _HybridTransport(_RedisTransport):
                 secret=self.secret,
                 ssl=self._server_tls,
                 limits=Limits(max_frame=self.exchange.max_message),
-                name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}',
+                name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}{shm}',
             )
             ready = threading.Event()
             thread = threading.Thread(
@@ -196,7 +210,17 @@ class _HybridTransport(_RedisTransport):
         deliver = self._served.get(dest) if isinstance(dest, str) else None
         if deliver is None:
             return error_reply('not-here', f'mailbox {dest!r:.80} is not served here')
-        deliver(decode(frame.header, frame.payloads, self.codec))
+        payloads = frame.payloads
+        refs = frame.header.pop('m', None)
+        if refs is not None:
+            # Large payloads in the sender's shared memory: decoding copies them out, and
+            # the sender reuses the slots once this message is acknowledged (below).
+            try:
+                payloads = self._reader.payloads(refs, payloads)
+            except MessageRejectedError as e:
+                return error_reply('shm', str(e))
+        deliver(decode(frame.header, payloads, self.codec))
+        del payloads
         # One acknowledgement per burst: frames of a connection are handled in order, so
         # an ACK of request id N acknowledges every frame up to N. It is written once the
         # loop has handled what the connection had buffered.
@@ -269,6 +293,14 @@ class _HybridTransport(_RedisTransport):
                         server_hostname=self.exchange.tls_server_name,
                         timeout=self.exchange.timeout,
                         client=f'agents pid {os.getpid()}',
+                        on_acked=self._slots_done,
+                    )
+                    # Slots only for a receiver that said (authenticated) it can read them.
+                    found = _SHM_ID.search(str(link.peer_info.get('server', '')))
+                    link.shm = (
+                        self._arena is not None
+                        and found is not None
+                        and found.group(1) == identity()
                     )
                     self._links[address] = link
         return link
@@ -283,11 +315,52 @@ class _HybridTransport(_RedisTransport):
                         if cached == address:
                             self._addresses.pop(dest, None)
 
-    def _reroute(self, dest: str, header: dict[str, Any], payloads: list[Any], why: str) -> None:
+    def _reroute(
+        self, dest: str, header: dict[str, Any], payloads: list[Any], why: str, extra: Any
+    ) -> None:
         """A direct message that was refused or not acknowledged goes through Redis."""
         logger.debug('direct message to %s rerouted through Redis: %s', dest, why)
         self._addresses.pop(dest, None)
+        if extra is not None:
+            # Its large values were in shared memory: through Redis they go by the store.
+            try:
+                header, payloads = encode(extra[0], self.codec)
+            except TetherError as e:
+                logger.warning('could not reroute a message to %s: %s', dest, e)
+                return
+            finally:
+                self._slots_done(extra)
         self._push_envelope(dest, header, payloads)
+
+    def _slots_done(self, extra: Any) -> None:
+        if self._arena is not None:
+            self._arena.release(extra[1])
+
+    def _encode_direct(self, msg: Message, link: Link) -> tuple[dict[str, Any], list[Any], Any]:
+        """Encode for a direct link: large values in shared-memory slots when it can."""
+        arena = self._arena
+        threshold = self.exchange.threshold
+        if arena is None or not link.shm or threshold is None:
+            header, payloads = encode(msg, self.codec)
+            return header, payloads, None
+        header, payloads = encode(msg, self._inline_codec)
+        slots: list[Slot] = []
+        refs = []
+        for i, payload in enumerate(payloads):
+            if memoryview(payload).nbytes > threshold:
+                slot = arena.write(payload)
+                if slot is None:  # too much in flight: the store, as without slots
+                    arena.release(slots)
+                    header, payloads = encode(msg, self.codec)
+                    return header, payloads, None
+                slots.append(slot)
+                refs.append(arena.ref(i, slot))
+                payloads[i] = b''
+        if not slots:
+            return header, payloads, None
+        header['m'] = refs
+        self.shm_sends += 1
+        return header, payloads, (msg, slots)
 
     def _push_envelope(self, dest: str, header: dict[str, Any], payloads: list[Any]) -> None:
         sizes, buffers = flatten(payloads)
@@ -304,17 +377,21 @@ class _HybridTransport(_RedisTransport):
     def send(self, msg: Message) -> None:
         dest = msg.dest
         deliver = self._served.get(dest)
-        header, payloads = encode(msg, self.codec)
         if deliver is not None:
             # Same process: no network, but the same copy semantics as a remote send.
+            header, payloads = encode(msg, self.codec)
             deliver(decode(header, [memoryview(p) for p in payloads], self.codec))
             return
         address = self._address(dest)
         if address is not None:
             try:
-                if self._link_for(address).send(dest, header, payloads):
+                link = self._link_for(address)
+                header, payloads, extra = self._encode_direct(msg, link)
+                if link.send(dest, header, payloads, extra):
                     self.direct_sends += 1
                     return
+                if extra is not None:
+                    self._slots_done(extra)
             except AuthenticationError as e:
                 logger.warning(
                     'direct send to %s at %s:%d refused authentication (%s): falling back '
@@ -328,6 +405,7 @@ class _HybridTransport(_RedisTransport):
                 level = logging.WARNING if isinstance(e.__cause__, ssl.SSLError) else logging.DEBUG
                 logger.log(level, 'direct send to %s failed (%s): falling back to Redis', dest, e)
                 self._addresses.pop(dest, None)
+        header, payloads = encode(msg, self.codec)
         sizes, buffers = flatten(payloads)
         self.fallback_sends += 1
         self.push(dest, b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers]))
@@ -345,6 +423,10 @@ class _HybridTransport(_RedisTransport):
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
+        if self._arena is not None:
+            self._arena.close()
+        if thread is None or not thread.is_alive():
+            self._reader.close()
 
 
 class HybridExchange(RedisExchange):
@@ -368,6 +450,10 @@ class HybridExchange(RedisExchange):
             ``tls_cert``, for one self-signed certificate shared by a site's processes).
         tls_server_name: Name checked against a server's certificate (default: the host
             part of its published address).
+        shm: Send values above ``threshold`` to processes of this host through
+            reusable shared-memory slots of the sender (copied out by the receiver when
+            the message arrives) instead of through ``store``; messages that go through
+            Redis, or to other hosts, still use ``store``.
         kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
     """
 
@@ -388,6 +474,7 @@ class HybridExchange(RedisExchange):
         tls_key: str | None = None,
         tls_ca: str | None = None,
         tls_server_name: str | None = None,
+        shm: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(hostname, port, prefix=prefix, threshold=threshold, **kwargs)
@@ -405,6 +492,7 @@ class HybridExchange(RedisExchange):
         self.tls_key = tls_key
         self.tls_ca = tls_ca
         self.tls_server_name = tls_server_name
+        self.shm = shm
 
     @property
     def tls(self) -> bool:
@@ -474,6 +562,7 @@ class HybridExchange(RedisExchange):
             tls_key=self.tls_key,
             tls_ca=self.tls_ca,
             tls_server_name=self.tls_server_name,
+            shm=self.shm,
         )
         return out
 
