@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -193,3 +195,56 @@ def test_agents_on_a_parsl_htex_pool(
         os.kill(counter.pid().result(60), signal.SIGKILL)
         assert counter.incr().result(120) == 2
         assert launcher.restarts(counter.agent_id) == 1
+
+
+_SCRIPT = """
+import os
+import sys
+import uuid
+
+with open(os.environ['RUNS_FILE'], 'a') as f:
+    f.write(f'{os.getpid()}\\n')
+
+from tether.agents import Behavior, Manager, action
+from tether.agents.exchange import HybridExchange
+from tether.agents.launcher import ProcessLauncher
+
+
+class Here(Behavior):
+    @action
+    def pid(self) -> int:
+        return os.getpid()
+
+
+if __name__ == '__main__':
+    exchange = HybridExchange(sys.argv[1], int(sys.argv[2]), prefix=sys.argv[3])
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handles = [manager.launch(Here()) for _ in range(3)]
+        pids = {h.pid().result(60) for h in handles}
+        assert len(pids) == 3 and os.getpid() not in pids
+    exchange.close()
+"""
+
+
+def test_the_fork_server_runs_the_launching_script_once(
+    agent_prefix: str, tmp_path: pathlib.Path
+) -> None:
+    from tests.conftest import REDIS_HOST, REDIS_PORT
+
+    script = tmp_path / 'launch_three.py'
+    script.write_text(_SCRIPT)
+    runs = tmp_path / 'runs'
+    env = {**os.environ, 'RUNS_FILE': str(runs), 'PYTHONPATH': str(ROOT / 'src')}
+    proc = subprocess.run(
+        [sys.executable, str(script), REDIS_HOST, str(REDIS_PORT), agent_prefix],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # The script itself and the fork server, which ran it once for the three agents
+    # (a behavior defined in the script still unpickles in each of them).
+    assert len(runs.read_text().split()) == 2
