@@ -74,6 +74,16 @@ _NEGATIVE_TTL = 0.05
 _SHM_ID = re.compile(r' shm=(\S+)$')
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """The server's event loop: uvloop's when it is installed (it takes about a third less
+    time per message than asyncio's own), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class _Gate:
     """Holds direct deliveries to a mailbox until its Redis listener reached a barrier.
 
@@ -159,7 +169,7 @@ class _HybridTransport(_RedisTransport):
         with self._lock:
             if self._server is not None:
                 return
-            loop = asyncio.new_event_loop()
+            loop = _new_loop()
             # The name reaches senders in the handshake: it says who can read our slots.
             shm = f' shm={identity()}' if identity() else ''
             server = Server(

@@ -27,6 +27,7 @@ _PRELOAD = [
     'tether.agents._worker',
     'tether.agents.exchange',
     'tether.agents._preload_main',
+    'uvloop',  # the hybrid exchange's server loop, when installed (skipped if not)
 ]
 
 
