@@ -151,6 +151,51 @@ def test_a_restarted_agent_answers_what_its_dead_process_left(
     assert not (tmp_path / f'{agent_id}.inflight').exists()
 
 
+def test_a_journal_read_after_a_crash_leaves_what_was_seen(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = str(tmp_path / 'agent.inflight')
+    journal = Journal(path)
+    journal.started('client-a', 1, 'echo')
+    journal.started('client-a', 2, 'hold')
+    journal.finished('client-a', 1)
+    # The process dies here: its launcher reads the journal.
+    assert read_lost(path) == [('client-a', 2, 'hold')]
+    assert read_lost(path) == []  # answered once only
+    again = Journal(path)
+    assert sorted(again.seen) == [('client-a', 1), ('client-a', 2)]
+    again.close()
+    assert not os.path.exists(path)  # nothing in flight at a clean stop
+
+
+def test_a_restarted_agent_drops_requests_its_dead_process_accepted(
+    make_exchange: Any, tmp_path: pathlib.Path
+) -> None:
+    """A request accepted by a process that died (and not acknowledged) comes again
+    through Redis: the next incarnation does not run it a second time."""
+    from tether.agents._message import REQUEST, Message
+    from tether.agents.handle import ActionFuture
+
+    exchange = make_exchange('hybrid')
+    agent_id = exchange.register_agent(Echo)
+    client = exchange.transport().client()
+    tag = next(client._tags)
+    (tmp_path / f'{agent_id}.inflight').write_text(
+        f'["+", {tag}, "{client.id}", "echo"]\n["-", {tag}, "{client.id}"]\n'
+    )
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(
+            Echo(), agent_id=agent_id, state_dir=str(tmp_path), max_concurrency=1
+        )
+        handle.ping(timeout=60)
+        again: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'echo')
+        client._pending[tag] = again
+        exchange.transport().send(Message(REQUEST, client.id, agent_id, tag, 'echo', (1,)))
+        # One action at a time, in order: had the first run, its answer came first.
+        assert handle.echo('after').result(60) == 'after'
+        assert not again.done()
+
+
 @pytest.fixture
 def parsl_config() -> Iterator[Any]:
     from parsl.config import Config

@@ -9,12 +9,21 @@ journal and answers every request that was accepted and never finished with
 will never come. Requests are never re-run: an action may have had effects before the
 crash, and only the caller can tell whether running it again is safe.
 
-Lines are JSON arrays: ``["+", tag, caller, action]`` and ``["-", tag, caller]``. The file
-is rewritten with only the live entries when it grows past :data:`COMPACT_AT` bytes.
+A request accepted by a process that then died may come again: the hybrid exchange
+acknowledges direct messages a few milliseconds after delivering them, and sends what was
+not acknowledged again through Redis. So reading a dead process's journal also leaves the
+requests it had accepted (answered or not) in the file as *seen*, and the next
+incarnation drops them if they arrive (:attr:`Journal.seen`).
+
+Lines are JSON arrays: ``["+", tag, caller, action]``, ``["-", tag, caller]`` and
+``["=", tag, caller]`` (seen by an earlier incarnation). The file is rewritten with only
+the live entries and the most recent finished ones when it grows past
+:data:`COMPACT_AT` bytes.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -25,25 +34,33 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange
 
-__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'read_lost']
+__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'forget', 'read_lost']
 
 logger = logging.getLogger(__name__)
 
 COMPACT_AT = 1 << 20
 """Size in bytes past which the journal is rewritten with only its live entries."""
 
+_KEEP_SEEN = 4096
+"""Most finished (or seen) requests a journal remembers for the next incarnation."""
+
 
 class Journal:
     """The in-flight journal of one agent process (thread-safe).
 
     Args:
-        path: The journal file (created with mode 0600).
+        path: The journal file (created with mode 0600). Requests an earlier incarnation
+            left in it as seen (see :func:`read_lost`) are in :attr:`seen`.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         os.makedirs(os.path.dirname(path) or '.', mode=0o700, exist_ok=True)
+        self.seen: list[tuple[str, int]] = [key for key, _ in _read(path)]
         self._live: dict[tuple[str, int], str] = {}
+        self._done: collections.deque[tuple[str, int]] = collections.deque(
+            self.seen[-_KEEP_SEEN:], maxlen=_KEEP_SEEN
+        )
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self._fd).st_size
@@ -60,6 +77,7 @@ class Journal:
         with self._lock:
             if self._live.pop((caller, tag), None) is None:
                 return
+            self._done.append((caller, tag))
             self._write((json.dumps(['-', tag, caller]) + '\n').encode())
             if self._size > COMPACT_AT:
                 self._compact()
@@ -75,8 +93,11 @@ class Journal:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             data = ''.join(
-                json.dumps(['+', tag, caller, action]) + '\n'
-                for (caller, tag), action in self._live.items()
+                [json.dumps(['=', tag, caller]) + '\n' for caller, tag in self._done]
+                + [
+                    json.dumps(['+', tag, caller, action]) + '\n'
+                    for (caller, tag), action in self._live.items()
+                ]
             ).encode()
             os.write(fd, data)
         finally:
@@ -98,27 +119,63 @@ class Journal:
                     os.unlink(self.path)
 
 
-def read_lost(path: str) -> list[tuple[str, int, str]]:
-    """Read a dead process's journal and remove it: ``(caller, tag, action)`` of each
-    request it accepted and never finished (bad lines are skipped)."""
+def _read(path: str) -> list[tuple[tuple[str, int], str | None]]:
+    """Every request of a journal, in order, with its action while it is unfinished."""
     try:
         with open(path, 'rb') as f:
             raw = f.read()
     except FileNotFoundError:
         return []
-    live: dict[tuple[str, int], str] = {}
+    entries: dict[tuple[str, int], str | None] = {}
     for line in raw.splitlines():
         try:
             item: Any = json.loads(line)
+            key = (str(item[2]), int(item[1]))
             if item[0] == '+':
-                live[(str(item[2]), int(item[1]))] = str(item[3])
-            elif item[0] == '-':
-                live.pop((str(item[2]), int(item[1])), None)
+                entries[key] = str(item[3])
+            elif item[0] in ('-', '='):
+                entries.pop(key, None)
+                entries[key] = None
         except (ValueError, TypeError, IndexError, KeyError):
             logger.warning('skipping a bad line of the journal %s', path)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return [(caller, tag, action) for (caller, tag), action in live.items()]
+    return list(entries.items())
+
+
+def read_lost(path: str) -> list[tuple[str, int, str]]:
+    """Read a dead process's journal: ``(caller, tag, action)`` of each request it
+    accepted and never finished (bad lines are skipped).
+
+    The journal is rewritten with every request it knew of (up to the last 4096) marked
+    as seen, for the next incarnation (see :attr:`Journal.seen`), or removed if empty.
+    """
+    entries = _read(path)
+    if not entries:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return []
+    data = ''.join(
+        json.dumps(['=', tag, caller]) + '\n' for (caller, tag), _ in entries[-_KEEP_SEEN:]
+    ).encode()
+    tmp = f'{path}.tmp'
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        logger.warning('could not rewrite the journal %s', path, exc_info=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return [(caller, tag, action) for (caller, tag), action in entries if action is not None]
+
+
+def forget(path: str | None) -> None:
+    """Remove a journal (its agent stopped for good)."""
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:

@@ -285,6 +285,10 @@ class AgentRuntime:
                 # launcher normally answers them first).
                 answer_lost(self.exchange, self.agent_id, self.spec.journal, 'found at restart')
                 self._journal = Journal(self.spec.journal)
+                # What an earlier incarnation accepted is not run again if it comes back
+                # (sent again through Redis because it was not acknowledged).
+                for key in self._journal.seen[-_RECENT:]:
+                    self._recent[key] = None
             await self._call(self.behavior.on_setup)
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)

@@ -25,6 +25,8 @@ server that cannot show the site's certificate.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import os
@@ -72,6 +74,10 @@ return 1
 # the direct link soon after; one Redis GET per 50 ms per unreachable mailbox at most.
 _NEGATIVE_TTL = 0.05
 _SHM_ID = re.compile(r' shm=(\S+)$')
+# Acknowledgements of direct messages: at most this long after a message, or after this
+# many messages (see _HybridTransport._handle).
+_ACK_DELAY = 0.01
+_ACK_EVERY = 64
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -147,7 +153,7 @@ class _HybridTransport(_RedisTransport):
         self._served: dict[str, Deliver] = {}
         self._addresses: dict[str, tuple[str, int] | float] = {}
         self._links: dict[tuple[str, int], Link] = {}
-        self._acks: dict[WireConnection, int] = {}
+        self._acks: dict[WireConnection, list[Any]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
@@ -231,19 +237,38 @@ class _HybridTransport(_RedisTransport):
                 return error_reply('shm', str(e))
         deliver(decode(frame.header, payloads, self.codec))
         del payloads
-        # One acknowledgement per burst: frames of a connection are handled in order, so
-        # an ACK of request id N acknowledges every frame up to N. It is written once the
-        # loop has handled what the connection had buffered.
+        # Frames of a connection are handled in order, so one ACK of request id N
+        # acknowledges every frame up to N. It is written _ACK_DELAY after the first frame
+        # it covers, or once _ACK_EVERY frames wait, or at once for a message that held
+        # shared-memory slots (the sender reuses them): one ACK write, and one wake-up of
+        # the sender's reader, per many messages instead of per message. A request
+        # delivered here and not yet acknowledged when this process dies is sent again
+        # through Redis; a restarted agent drops it (its journal says it was accepted).
         pending = self._acks.get(conn)
-        self._acks[conn] = frame.request_id
         if pending is None:
-            asyncio.get_running_loop().call_soon(self._send_ack, conn)
+            timer = asyncio.get_running_loop().call_later(_ACK_DELAY, self._send_ack, conn)
+            self._acks[conn] = pending = [frame.request_id, 1, timer]
+        else:
+            pending[0] = frame.request_id
+            pending[1] += 1
+        if refs is not None or pending[1] >= _ACK_EVERY:
+            self._send_ack(conn)
         return None
 
     def _send_ack(self, conn: WireConnection) -> None:
-        rid = self._acks.pop(conn, None)
-        if rid is not None and not conn.transport.is_closing():
-            conn.transport.write(encode_head(ACK, None, (), rid))
+        pending = self._acks.pop(conn, None)
+        if pending is None:
+            return
+        pending[2].cancel()
+        if not conn.transport.is_closing():
+            conn.transport.write(encode_head(ACK, None, (), pending[0]))
+
+    def _flush_acks(self) -> None:
+        for conn in list(self._acks):
+            self._send_ack(conn)
+
+    async def _flush_acks_soon(self) -> None:
+        self._flush_acks()
 
     def unserve(self, mailbox_id: str) -> None:
         try:
@@ -431,6 +456,10 @@ class _HybridTransport(_RedisTransport):
             link.close()
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
+            # What was delivered is acknowledged before the connections close, so that
+            # senders do not send it again through Redis.
+            with contextlib.suppress(RuntimeError, TimeoutError, concurrent.futures.TimeoutError):
+                asyncio.run_coroutine_threadsafe(self._flush_acks_soon(), loop).result(5)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
         if self._arena is not None:
