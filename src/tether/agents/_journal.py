@@ -62,12 +62,22 @@ class Journal:
             self.seen[-_KEEP_SEEN:], maxlen=_KEEP_SEEN
         )
         self._lock = threading.Lock()
+        self._strings: dict[str, str] = {}
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self._fd).st_size
 
+    def _json(self, text: str) -> str:
+        # Callers and actions repeat: their JSON strings are kept (a few hundred at most).
+        found = self._strings.get(text)
+        if found is None:
+            if len(self._strings) > 256:
+                self._strings.clear()
+            found = self._strings[text] = json.dumps(text)
+        return found
+
     def started(self, caller: str, tag: int, action: str) -> None:
         """Record an accepted request."""
-        line = (json.dumps(['+', tag, caller, action]) + '\n').encode()
+        line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
             self._live[(caller, tag)] = action
             self._write(line)
@@ -78,7 +88,7 @@ class Journal:
             if self._live.pop((caller, tag), None) is None:
                 return
             self._done.append((caller, tag))
-            self._write((json.dumps(['-', tag, caller]) + '\n').encode())
+            self._write(f'["-", {int(tag)}, {self._json(caller)}]\n'.encode())
             if self._size > COMPACT_AT:
                 self._compact()
 
