@@ -40,6 +40,8 @@ _INFLIGHT_BYTES = 1 << 30
 """Most bytes of slots in flight; beyond that, values go through the store instead."""
 _MAPPINGS = 64
 """Most slot mappings a receiver keeps open."""
+_MAPPED_BYTES = 1 << 30
+"""Most bytes of slot mappings a receiver keeps open (the newest is always kept)."""
 
 _identity: str | None = None
 
@@ -185,6 +187,7 @@ class MappedReader:
         self.max_bytes = max_bytes
         self._maps: collections.OrderedDict[tuple[int, int, str, int], tuple[mmap.mmap, int]]
         self._maps = collections.OrderedDict()
+        self._mapped = 0
 
     def payloads(self, refs: Any, payloads: list[Any]) -> list[Any]:
         """Return ``payloads`` with each referenced one replaced by a view of its slot.
@@ -249,8 +252,12 @@ class MappedReader:
         finally:
             os.close(opened)
         self._maps[key] = (mm, capacity)
-        while len(self._maps) > _MAPPINGS:
-            _, (old, _) = self._maps.popitem(last=False)
+        self._mapped += capacity
+        while len(self._maps) > 1 and (
+            len(self._maps) > _MAPPINGS or self._mapped > _MAPPED_BYTES
+        ):
+            _, (old, size) = self._maps.popitem(last=False)
+            self._mapped -= size
             with contextlib.suppress(BufferError):
                 old.close()
         return mm, capacity
@@ -258,6 +265,7 @@ class MappedReader:
     def close(self) -> None:
         """Unmap every slot."""
         maps, self._maps = self._maps, collections.OrderedDict()
+        self._mapped = 0
         for mm, _ in maps.values():
             with contextlib.suppress(BufferError):
                 mm.close()
