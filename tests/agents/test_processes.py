@@ -168,6 +168,23 @@ def test_a_journal_read_after_a_crash_leaves_what_was_seen(tmp_path: pathlib.Pat
     assert not os.path.exists(path)  # nothing in flight at a clean stop
 
 
+def test_finished_lines_of_a_burst_share_the_next_write(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    journal.started('client-a', 1, 'echo')
+    journal.started('client-a', 2, 'echo')
+    journal.finished('client-a', 1, flush=False)
+    assert path.read_text().count('"-"') == 0  # waits for the next write
+    journal.started('client-a', 3, 'echo')
+    assert path.read_text().count('"-"') == 1
+    journal.finished('client-a', 2, flush=False)
+    journal.flush()  # the agent has nothing left to run
+    assert read_lost(str(path)) == [('client-a', 3, 'echo')]
+    journal.close()
+
+
 def test_a_restarted_agent_drops_requests_its_dead_process_accepted(
     make_exchange: Any, tmp_path: pathlib.Path
 ) -> None:

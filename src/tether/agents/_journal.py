@@ -63,6 +63,7 @@ class Journal:
         )
         self._lock = threading.Lock()
         self._strings: dict[str, str] = {}
+        self._pending: list[bytes] = []
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self._fd).st_size
 
@@ -80,17 +81,39 @@ class Journal:
         line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
             self._live[(caller, tag)] = action
+            if self._pending:
+                line = b''.join([*self._pending, line])
+                self._pending.clear()
             self._write(line)
 
-    def finished(self, caller: str, tag: int) -> None:
-        """Record that a request was answered (or will never need an answer)."""
+    def finished(self, caller: str, tag: int, *, flush: bool = True) -> None:
+        """Record that a request was answered (or will never need an answer).
+
+        With ``flush=False`` the line waits for the next write (the next accepted
+        request, or :meth:`flush` when the agent has nothing left to run): one write per
+        request in a burst instead of two. A crash before it is written makes the
+        launcher answer an already answered request again, which its caller ignores.
+        """
         with self._lock:
             if self._live.pop((caller, tag), None) is None:
                 return
             self._done.append((caller, tag))
-            self._write(f'["-", {int(tag)}, {self._json(caller)}]\n'.encode())
+            self._pending.append(f'["-", {int(tag)}, {self._json(caller)}]\n'.encode())
+            if flush:
+                self._flush()
             if self._size > COMPACT_AT:
                 self._compact()
+
+    def flush(self) -> None:
+        """Write the finished lines that wait."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b''.join(self._pending)
+            self._pending.clear()
+            self._write(data)
 
     def _write(self, line: bytes) -> None:
         if self._fd < 0:
@@ -99,6 +122,7 @@ class Journal:
         self._size += len(line)
 
     def _compact(self) -> None:
+        self._pending.clear()  # the rewrite is made from what is live
         tmp = f'{self.path}.tmp'
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -122,6 +146,7 @@ class Journal:
         with self._lock:
             if self._fd < 0:
                 return
+            self._flush()
             os.close(self._fd)
             self._fd = -1
             if not self._live:

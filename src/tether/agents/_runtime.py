@@ -629,7 +629,9 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
-            self._forget(ctx)
+            # The journal's finished line is written with the next accepted request, or
+            # here when nothing is left to run.
+            self._forget(ctx, flush=False)
             while self._waiting:
                 candidate = self._waiting.popleft()
                 if not candidate.cancelled:
@@ -637,15 +639,18 @@ class AgentRuntime:
                     break
             if nxt is None:
                 self._running -= 1
-                if self._running == 0 and self._idle is not None:
-                    self._call_soon(self._idle.set)
+                if self._running == 0:
+                    if self._journal is not None:
+                        self._journal.flush()
+                    if self._idle is not None:
+                        self._call_soon(self._idle.set)
         if nxt is not None:
             self._start(nxt)
 
-    def _forget(self, ctx: ActionContext) -> None:
+    def _forget(self, ctx: ActionContext, *, flush: bool = True) -> None:
         """Drop an answered (or abandoned) request; call with ``self._lock`` held."""
         if self._active.pop((ctx.caller, ctx.tag), None) is not None and self._journal is not None:
-            self._journal.finished(ctx.caller, ctx.tag)
+            self._journal.finished(ctx.caller, ctx.tag, flush=flush)
 
     def _cancel(self, key: tuple[str, int]) -> None:
         with self._lock:
