@@ -2,7 +2,8 @@
 
 An agent that runs in a process of its own (process, Parsl and daemon launchers) appends
 one line per accepted request and one per finished one to ``<state dir>/<id>.inflight``
-(unbuffered writes, so the lines survive a SIGKILL of the process). When the process
+(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line may
+wait for the next write while the agent is busy, see :meth:`Journal.finished`). When the process
 dies, its launcher (and, failing that, the next incarnation of the agent) reads the
 journal and answers every request that was accepted and never finished with
 :class:`~tether.exceptions.AgentCrashedError`, so that no caller waits for a reply that
