@@ -157,3 +157,28 @@ def test_a_refused_slot_turns_slots_off_and_the_message_is_rerouted(
         assert acked == ['plain']
     finally:
         link.close()
+
+
+def test_a_reader_keeps_a_bounded_number_of_mappings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.agents.exchange import _shm
+
+    arena = Arena()
+    reader = MappedReader(max_bytes=1 << 20)
+    try:
+        slots = [arena.take(100_000) for _ in range(4)]  # 128 KiB each
+        for slot in slots:
+            assert slot is not None
+            slot.size = 10
+        monkeypatch.setattr(_shm, '_MAPPED_BYTES', 3 * 128 * 1024)
+        for slot in slots:
+            assert slot is not None
+            reader.payloads([arena.ref(0, slot)], [bytearray()])
+        assert len(reader._maps) == 3  # the oldest mapping was closed
+        monkeypatch.setattr(_shm, '_MAPPINGS', 1)
+        assert slots[0] is not None
+        reader.payloads([arena.ref(0, slots[0])], [bytearray()])
+        assert len(reader._maps) == 1
+        arena.release([s for s in slots if s is not None])
+    finally:
+        reader.close()
+        arena.close()
