@@ -182,3 +182,24 @@ def test_a_reader_keeps_a_bounded_number_of_mappings(monkeypatch: pytest.MonkeyP
     finally:
         reader.close()
         arena.close()
+
+
+def test_a_receiver_without_slots_refuses_them_and_the_value_goes_by_the_store(
+    make_exchange: Any, redis_client: Any
+) -> None:
+    exchange = make_exchange('hybrid', threshold=10_000)
+    transport = exchange.transport()  # this process reads and sends slots
+    assert transport._arena is not None
+    exchange.shm = False  # the agent's process (it gets this exchange) does not
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(Echo())
+        handle.ping(timeout=60)
+        _wait_direct(transport, handle.agent_id)
+        assert handle.echo(1).result(60) == 1  # opens the direct link
+        (link,) = transport._links.values()
+        assert not link.shm  # the agent's server did not offer to read slots
+        link.shm = True  # as if it had: it refuses, and the message goes through Redis
+        before = transport.fallback_sends
+        assert handle.echo(b'z' * 50_000).result(60) == b'z' * 50_000
+        assert not link.shm
+        assert transport.fallback_sends == before + 1

@@ -149,7 +149,10 @@ class Link:
                     why = str(frame.header.get('message', frame.header.get('code')))
                     if frame.header.get('code') == 'shm':
                         self.shm = False  # the receiver cannot read our shared memory
-                    self.reroute(item[0], item[1], item[2], why, item[4])
+                    try:
+                        self.reroute(item[0], item[1], item[2], why, item[4])
+                    except Exception:
+                        logger.exception('could not reroute a message for %s', item[0])
                 if acked and self.on_acked is not None:
                     for extra in acked:
                         self.on_acked(extra)

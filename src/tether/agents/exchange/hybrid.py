@@ -163,8 +163,8 @@ class _HybridTransport(_RedisTransport):
         self.direct_sends = 0
         self.fallback_sends = 0
         # Large values to processes of this host go through shared-memory slots.
-        shm = exchange.shm and exchange.threshold is not None and bool(identity())
-        self._arena = Arena() if shm else None
+        self._shm = getattr(exchange, 'shm', True) and bool(identity())
+        self._arena = Arena() if self._shm and exchange.threshold is not None else None
         self._reader = MappedReader(exchange.max_message)
         self._inline_codec = dataclasses.replace(self.codec, threshold=None)
         self.shm_sends = 0
@@ -177,7 +177,7 @@ class _HybridTransport(_RedisTransport):
                 return
             loop = _new_loop()
             # The name reaches senders in the handshake: it says who can read our slots.
-            shm = f' shm={identity()}' if identity() else ''
+            shm = f' shm={identity()}' if self._shm else ''
             server = Server(
                 self._handle,
                 host=self.exchange.host,
@@ -231,6 +231,8 @@ class _HybridTransport(_RedisTransport):
         if refs is not None:
             # Large payloads in the sender's shared memory: decoding copies them out, and
             # the sender reuses the slots once this message is acknowledged (below).
+            if not self._shm:
+                return error_reply('shm', 'this process does not read shared-memory slots')
             try:
                 payloads = self._reader.payloads(refs, payloads)
             except MessageRejectedError as e:
@@ -362,6 +364,7 @@ class _HybridTransport(_RedisTransport):
                 header, payloads = encode(extra[0], self.codec)
             except TetherError as e:
                 logger.warning('could not reroute a message to %s: %s', dest, e)
+                self.answer_undeliverable(extra[0], e)
                 return
             finally:
                 self._slots_done(extra)
