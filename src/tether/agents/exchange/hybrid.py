@@ -494,8 +494,9 @@ class HybridExchange(RedisExchange):
             part of its published address).
         shm: Send values above ``threshold`` to processes of this host through
             reusable shared-memory slots of the sender (copied out by the receiver when
-            the message arrives) instead of through ``store``; messages that go through
-            Redis, or to other hosts, still use ``store``.
+            the message arrives) instead of through ``store``, and read such slots of
+            other processes; messages that go through Redis, or to other hosts, still
+            use ``store``. ``False``: neither.
         kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
     """
 
