@@ -93,6 +93,9 @@ def test_a_reader_maps_only_the_slots_it_is_told_about() -> None:
         again = arena.write(b'xyz' * 1000)
         assert again is slot  # a free slot is reused
         arena.release([again])
+        assert arena.trim(3600.0) == 0  # used just now: kept
+        assert arena.trim(0.0) == slot.capacity  # unused since: closed
+        assert arena.write(b'new') is not slot
     finally:
         reader.close()
         arena.close()

@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from typing import Any
 
 from tether.exceptions import MessageRejectedError
@@ -68,12 +69,13 @@ def identity() -> str:
 class Slot:
     """One reusable shared-memory file of the sending process."""
 
-    __slots__ = ('capacity', 'fd', 'mm', 'serial', 'size')
+    __slots__ = ('capacity', 'fd', 'freed', 'mm', 'serial', 'size')
 
     def __init__(self, token: str, serial: int, capacity: int) -> None:
         self.serial = serial
         self.capacity = capacity
         self.size = 0
+        self.freed = 0.0
         self.fd = os.memfd_create(f'{_NAME}{token}-{serial}', os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, capacity)
@@ -152,16 +154,37 @@ class Arena:
     def release(self, slots: list[Slot]) -> None:
         """Give slots back (their message was acknowledged or rerouted)."""
         closing = []
+        now = time.monotonic()
         with self._lock:
             for slot in slots:
                 self._inflight -= slot.capacity
                 if not self.closed and self._pooled + slot.capacity <= self.pool_bytes:
+                    slot.freed = now
                     self._free[slot.capacity].append(slot)
                     self._pooled += slot.capacity
                 else:
                     closing.append(slot)
         for slot in closing:
             slot.close()
+
+    def trim(self, idle: float) -> int:
+        """Close the free slots unused for ``idle`` seconds (their memory goes back).
+
+        Returns:
+            How many bytes of slots were closed.
+        """
+        limit = time.monotonic() - idle
+        closing = []
+        with self._lock:
+            for free in self._free.values():
+                keep = [s for s in free if s.freed > limit]
+                closing += [s for s in free if s.freed <= limit]
+                free[:] = keep
+            freed = sum(s.capacity for s in closing)
+            self._pooled -= freed
+        for slot in closing:
+            slot.close()
+        return freed
 
     def close(self) -> None:
         """Close every free slot (slots in flight are closed when released)."""

@@ -78,6 +78,8 @@ _SHM_ID = re.compile(r' shm=(\S+)$')
 # many messages (see _HybridTransport._handle).
 _ACK_DELAY = 0.01
 _ACK_EVERY = 64
+# Free shared-memory slots unused this long are closed (checked as often).
+_SLOT_IDLE = 10.0
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -215,6 +217,8 @@ class _HybridTransport(_RedisTransport):
             ready.set()
             return
         ready.set()
+        if self._arena is not None:
+            loop.call_later(_SLOT_IDLE, self._trim_slots, loop)
         loop.run_forever()
         loop.run_until_complete(server.close())
         loop.close()
@@ -369,6 +373,11 @@ class _HybridTransport(_RedisTransport):
             finally:
                 self._slots_done(extra)
         self._push_envelope(dest, header, payloads)
+
+    def _trim_slots(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._arena is not None and not self._arena.closed:
+            self._arena.trim(_SLOT_IDLE)
+            loop.call_later(_SLOT_IDLE, self._trim_slots, loop)
 
     def _slots_done(self, extra: Any) -> None:
         if self._arena is not None:
