@@ -33,14 +33,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# tests/steer (and the seed's figure 3.17, which runs on it) in a pytest process of their
-# own: their task servers fork, and a child forked from the main run's process, after
-# hundreds of tests have left threads behind, can deadlock (a known issue, see the docs).
-STEER_TESTS := tests/steer tests/seeds/test_seed_programs.py::test_seed_figure_3_17_runs
-
 pytest: $(STAMP) services
-	$(BIN)/pytest --ignore=tests/steer --deselect tests/seeds/test_seed_programs.py::test_seed_figure_3_17_runs
-	$(BIN)/pytest $(STEER_TESTS)
+	$(BIN)/pytest
 
 test: $(STAMP) services lint typecheck docs pytest
 

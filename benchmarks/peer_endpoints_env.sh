@@ -9,8 +9,7 @@
 set -euo pipefail
 
 VENV="${1:-/work/peer-venvs/endpoints}"
-STAMP="$VENV/.tether-peer-installed"
-LOCK="${VENV%/}.lock"
+source "$(dirname "$0")/_peer_venv.sh"
 
 need() {  # binary package
     command -v "$1" >/dev/null 2>&1 && return 0
@@ -26,17 +25,5 @@ need gcc gcc
 [[ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]] || \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnetfilter-queue-dev >&2
 
-if [[ ! -f "$STAMP" ]]; then
-    mkdir -p "$(dirname "$VENV")"
-    exec 9>"$LOCK"
-    flock -w 900 9 || { echo "timed out waiting for $LOCK" >&2; exit 1; }
-    if [[ ! -f "$STAMP" ]]; then
-        [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV" >&2
-        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-            'proxystore[endpoints]==1.1.0' redis >&2
-        "$VENV/bin/python" -c 'import proxystore.endpoint, aiortc, redis' >&2
-        "$VENV/bin/python" -m pip freeze > "$VENV/.tether-peer-freeze.txt"
-        touch "$STAMP"
-    fi
-fi
-echo "$VENV/bin/python"
+peer_venv "$VENV" .tether-peer-installed 'import proxystore.endpoint, aiortc, redis' \
+    'proxystore[endpoints]==1.1.0' redis

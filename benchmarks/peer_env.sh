@@ -2,37 +2,8 @@
 # Create the peer virtual environment (default /work/peer-venv) with the published
 # `proxystore` package (and its redis extra), numpy, pandas and redis.
 #
-# Idempotent and safe to run concurrently: an flock serialises installers, and a stamp
-# file records a finished install. tether never imports anything from this environment;
-# benchmarks only run its python as a subprocess.
-#
 # Usage: bash benchmarks/peer_env.sh [VENV_DIR]     (prints the venv's python path)
 set -euo pipefail
-
-PEER_VENV="${1:-${PEER_VENV:-/work/peer-venv}}"
-STAMP="$PEER_VENV/.tether-peer-installed"
-LOCK="${PEER_VENV%/}.lock"
-PACKAGES=('proxystore[redis]' numpy pandas redis)
-
-if [[ -f "$STAMP" ]]; then
-    echo "$PEER_VENV/bin/python"
-    exit 0
-fi
-
-mkdir -p "$(dirname "$PEER_VENV")"
-exec 9>"$LOCK"
-flock -w 900 9 || { echo "peer_env.sh: timed out waiting for $LOCK" >&2; exit 1; }
-
-if [[ ! -f "$STAMP" ]]; then
-    if [[ ! -x "$PEER_VENV/bin/python" ]]; then
-        python3 -m venv "$PEER_VENV" >&2
-    fi
-    "$PEER_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        --upgrade pip >&2 || true
-    "$PEER_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "${PACKAGES[@]}" >&2
-    "$PEER_VENV/bin/python" -c 'import proxystore, numpy, pandas, redis' >&2
-    "$PEER_VENV/bin/python" -m pip freeze > "$PEER_VENV/.tether-peer-freeze.txt"
-    touch "$STAMP"
-fi
-echo "$PEER_VENV/bin/python"
+source "$(dirname "$0")/_peer_venv.sh"
+peer_venv "${1:-${PEER_VENV:-/work/peer-venv}}" .tether-peer-installed \
+    'import proxystore, numpy, pandas, redis' 'proxystore[redis]' numpy pandas redis

@@ -6,6 +6,14 @@ the (uninitialised) ``bytes`` object through the C API, asks the kernel to back 
 huge pages (``madvise(MADV_HUGEPAGE)``, what NumPy does for its arrays), and copies the
 parts into it before anyone else can see it. Elsewhere (other interpreters, other
 systems, or if the self-check at first use fails) it is ``b''.join``.
+
+:func:`empty_bytearray` and :func:`copy_to_bytes` serve receivers of large payloads (a
+proxy resolving in a background thread while the task it feeds runs): the buffer is
+allocated without being zeroed (``PyByteArray_FromStringAndSize(NULL, n)``), so its pages
+are faulted in by the ``recv_into`` that fills it, with the GIL released; and the copy
+into a new ``bytes`` is a ``memmove`` called through ctypes, which also releases the GIL.
+Zeroing 10 MB and copying it with the GIL held blocked every other thread of the
+process for ~6 ms each. Neither asks for huge pages (see ``tether.serialize.new_buffer``).
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ['join']
+__all__ = ['copy_to_bytes', 'empty_bytearray', 'join']
 
 _MIN_SIZE = 4 << 20
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = 14
+# Below this, zeroing or copying with the GIL held is cheaper than the ctypes calls.
+_GIL_FREE_MIN = 256 << 10
 
 _state: dict[str, Any] = {}
 
@@ -37,9 +47,13 @@ def _setup() -> bool:
             madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
             madvise.restype = ctypes.c_int
             offset = bytes.__basicsize__ - 1  # offset of ob_sval in PyBytesObject
+            new_array = ctypes.pythonapi.PyByteArray_FromStringAndSize
+            new_array.restype = ctypes.py_object
+            new_array.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
             probe = new(b'tether', 6)
             ok = (ctypes.c_char * 6).from_address(id(probe) + offset).raw == b'tether'
-            _state.update(new=new, madvise=madvise, offset=offset)
+            ok = ok and len(new_array(None, 3)) == 3
+            _state.update(new=new, new_array=new_array, madvise=madvise, offset=offset)
         except (AttributeError, OSError, TypeError, ValueError):
             ok = False
     _state['ok'] = ok
@@ -63,4 +77,30 @@ def join(parts: Sequence[Any]) -> bytes:
     for view in views:
         dest[offset : offset + view.nbytes] = view
         offset += view.nbytes
+    return out
+
+
+def empty_bytearray(nbytes: int) -> bytearray:
+    """Return a ``bytearray`` of ``nbytes`` whose content is not initialised.
+
+    For receive buffers that are filled completely before anyone reads them.
+    """
+    if nbytes < _GIL_FREE_MIN or not _setup():
+        return bytearray(nbytes)
+    out: bytearray = _state['new_array'](None, nbytes)
+    return out
+
+
+def copy_to_bytes(view: memoryview) -> bytes:
+    """Return ``view``'s bytes as a new ``bytes``, copied with the GIL released.
+
+    Falls back to ``view.tobytes()`` for small or read-only views (ctypes can only take
+    the address of a writable buffer).
+    """
+    nbytes = view.nbytes
+    if nbytes < _GIL_FREE_MIN or view.readonly or not view.c_contiguous or not _setup():
+        return view.tobytes()
+    out: bytes = _state['new'](None, nbytes)
+    source = (ctypes.c_char * nbytes).from_buffer(view)
+    ctypes.memmove(id(out) + _state['offset'], source, nbytes)
     return out

@@ -83,6 +83,8 @@ TetherError
  |         +-- WorkerLostError           workers kept dying; the retry limit was reached
  +-- SteerError                          steering (tether.steer) failed
       +-- SteerQueueError                a task queue's broker failed, restarted or was closed
+      |    +-- SteerAuthenticationError  a queue message is unsigned, altered or has another key
+      |         +-- SteerReplayError     a signed queue message was replayed (twice, elsewhere)
       +-- SteerTimeoutError              no result or task within the timeout (also a TimeoutError)
       +-- KillSignalError                the queues were told to stop (kill signal)
       +-- ExecutableMethodError          an executable method's program failed or is missing
@@ -149,8 +151,10 @@ __all__ = [
     'SerializationError',
     'SerializerOutputError',
     'ServerStartError',
+    'SteerAuthenticationError',
     'SteerError',
     'SteerQueueError',
+    'SteerReplayError',
     'SteerTimeoutError',
     'StoreError',
     'StoreExistsError',
@@ -657,6 +661,19 @@ class SteerQueueError(SteerError):
     results (for example a Redis server restarted without persistence). The broker
     client's error, if any, is chained as ``__cause__``.
     """
+
+
+class SteerAuthenticationError(SteerQueueError):
+    """A queue message is unsigned, altered, or signed with another queue key.
+
+    Raised (or, on a task server, logged and the message dropped) before anything in the
+    message is unpickled.
+    """
+
+
+class SteerReplayError(SteerAuthenticationError):
+    """A signed queue message was read before, was sent to another queue or topic, or is
+    older than the queues' ``max_age``."""
 
 
 class SteerTimeoutError(SteerError, TimeoutError):

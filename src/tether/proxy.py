@@ -623,6 +623,19 @@ def resolve(proxy: Proxy[Any]) -> None:
     _target(proxy)
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child inherits the pool object but none of its threads; worse, the pool's
+    # idle-thread count says a thread is waiting, so it would never start one, and every
+    # resolve_async in the child (a task server's worker forked from a process that had
+    # resolved a proxy in the background) would wait forever. The child starts afresh.
+    global _async_pool, _async_pool_lock
+    _async_pool = None
+    _async_pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     global _async_pool
     with _async_pool_lock:

@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
-from tether.agents import Behavior, action, current_action, event, loop, timer
+from tether.agents import Behavior, action, event, loop, timer
+from tether.testing._agent_behaviors import CustomError
+from tether.testing._agent_behaviors import Echo as _ConformanceEcho
+
+__all__ = ['BadLoop', 'Counter', 'CustomError', 'Echo', 'Looper', 'Parent', 'Stuck']
 
 
-class Echo(Behavior):
-    """Echoes, fails and sleeps on request."""
-
-    @action
-    def echo(self, value: Any) -> Any:
-        """Return the value."""
-        return value
-
-    @action
-    async def aecho(self, value: Any) -> Any:
-        await asyncio.sleep(0)
-        return value
-
-    @action
-    def fail(self, message: str) -> None:
-        raise ValueError(message)
-
-    @action
-    def fail_custom(self) -> None:
-        raise CustomError('custom failure')
+class Echo(_ConformanceEcho):
+    """The conformance suite's ``Echo`` plus what the process tests ask of an agent."""
 
     @action
     def pid(self) -> int:
@@ -44,65 +29,6 @@ class Echo(Behavior):
     @action
     def make_bytes(self, n: int) -> bytes:
         return b'x' * n
-
-
-class CustomError(Exception):
-    """An exception type the caller does not rebuild without pickle."""
-
-
-class SubEcho(Echo):
-    """A subclass, for discovery."""
-
-
-class Other(Behavior):
-    @action
-    def hello(self) -> str:
-        return 'hello'
-
-
-class Slow(Behavior):
-    """Records concurrency and cancellation."""
-
-    max_concurrency = 3
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.now = 0
-        self.peak = 0
-        self.done = 0
-        self.cancelled: list[str] = []
-
-    @action
-    def work(self, seconds: float) -> int:
-        with self.lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-        time.sleep(seconds)
-        with self.lock:
-            self.now -= 1
-            self.done += 1
-        return self.peak
-
-    @action
-    async def asleep(self, seconds: float) -> str:
-        try:
-            await asyncio.sleep(seconds)
-        except asyncio.CancelledError:
-            self.cancelled.append('async')
-            raise
-        return 'slept'
-
-    @action
-    def cooperative(self, seconds: float) -> str:
-        ctx = current_action()
-        if ctx.cancel_event.wait(seconds):
-            self.cancelled.append('sync')
-            return 'cancelled'
-        return 'finished'
-
-    @action
-    def stats(self) -> dict[str, Any]:
-        return {'peak': self.peak, 'done': self.done, 'cancelled': list(self.cancelled)}
 
 
 class Counter(Behavior):

@@ -50,7 +50,9 @@ def test_refused_and_unacknowledged_messages_are_rerouted(
     rerouted: list[tuple[str, int, str]] = []
     broken = threading.Event()
 
-    def reroute(dest: str, header: dict[str, Any], payloads: list[Any], why: str) -> None:
+    def reroute(
+        dest: str, header: dict[str, Any], payloads: list[Any], why: str, extra: Any
+    ) -> None:
         rerouted.append((dest, header['n'], why))
 
     host, port = srv.address
@@ -80,3 +82,41 @@ def test_a_wrong_secret_is_refused(server: tuple[Server, list[int]]) -> None:
     with pytest.raises(AuthenticationError):
         open_link(host, port, AGENT_MESSAGE, lambda *a: None, lambda _: None, secret='wrong')
     assert received == []
+
+
+def test_concurrent_senders_share_writes_and_keep_their_order() -> None:
+    got: list[tuple[int, int]] = []
+
+    async def handler(conn: Any, frame: Any) -> Any:
+        got.append((frame.header['t'], frame.header['n']))
+        assert bytes(frame.payloads[0]) == b'p' * frame.header['n']
+        return (ACK, None, ())
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    srv = Server(handler, host='127.0.0.1', port=0, secret=SECRET, name='order test')
+    asyncio.run_coroutine_threadsafe(srv.start(), loop).result(30)
+    try:
+        host, port = srv.address
+        link = open_link(host, port, AGENT_MESSAGE, lambda *a: None, lambda _: None, secret=SECRET)
+
+        def sender(t: int) -> None:
+            for n in range(200):
+                assert link.send('box', {'t': t, 'n': n}, [b'p' * n])
+
+        senders = [threading.Thread(target=sender, args=(t,)) for t in range(8)]
+        for s in senders:
+            s.start()
+        for s in senders:
+            s.join(60)
+        link.close()  # waits for the acknowledgements
+        assert len(got) == 8 * 200
+        for t in range(8):
+            assert [n for tt, n in got if tt == t] == list(range(200))
+        assert not link._inflight
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -149,6 +151,68 @@ def test_a_restarted_agent_answers_what_its_dead_process_left(
     assert not (tmp_path / f'{agent_id}.inflight').exists()
 
 
+def test_a_journal_read_after_a_crash_leaves_what_was_seen(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = str(tmp_path / 'agent.inflight')
+    journal = Journal(path)
+    journal.started('client-a', 1, 'echo')
+    journal.started('client-a', 2, 'hold')
+    journal.finished('client-a', 1)
+    # The process dies here: its launcher reads the journal.
+    assert read_lost(path) == [('client-a', 2, 'hold')]
+    assert read_lost(path) == []  # answered once only
+    again = Journal(path)
+    assert sorted(again.seen) == [('client-a', 1), ('client-a', 2)]
+    again.close()
+    assert not os.path.exists(path)  # nothing in flight at a clean stop
+
+
+def test_finished_lines_of_a_burst_share_the_next_write(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    journal.started('client-a', 1, 'echo')
+    journal.started('client-a', 2, 'echo')
+    journal.finished('client-a', 1, flush=False)
+    assert path.read_text().count('"-"') == 0  # waits for the next write
+    journal.started('client-a', 3, 'echo')
+    assert path.read_text().count('"-"') == 1
+    journal.finished('client-a', 2, flush=False)
+    journal.flush()  # the agent has nothing left to run
+    assert read_lost(str(path)) == [('client-a', 3, 'echo')]
+    journal.close()
+
+
+def test_a_restarted_agent_drops_requests_its_dead_process_accepted(
+    make_exchange: Any, tmp_path: pathlib.Path
+) -> None:
+    """A request accepted by a process that died (and not acknowledged) comes again
+    through Redis: the next incarnation does not run it a second time."""
+    from tether.agents._message import REQUEST, Message
+    from tether.agents.handle import ActionFuture
+
+    exchange = make_exchange('hybrid')
+    agent_id = exchange.register_agent(Echo)
+    client = exchange.transport().client()
+    tag = next(client._tags)
+    (tmp_path / f'{agent_id}.inflight').write_text(
+        f'["+", {tag}, "{client.id}", "echo"]\n["-", {tag}, "{client.id}"]\n'
+    )
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(
+            Echo(), agent_id=agent_id, state_dir=str(tmp_path), max_concurrency=1
+        )
+        handle.ping(timeout=60)
+        again: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'echo')
+        client._pending[tag] = again
+        exchange.transport().send(Message(REQUEST, client.id, agent_id, tag, 'echo', (1,)))
+        # One action at a time, in order: had the first run, its answer came first.
+        assert handle.echo('after').result(60) == 'after'
+        assert not again.done()
+
+
 @pytest.fixture
 def parsl_config() -> Iterator[Any]:
     from parsl.config import Config
@@ -193,3 +257,56 @@ def test_agents_on_a_parsl_htex_pool(
         os.kill(counter.pid().result(60), signal.SIGKILL)
         assert counter.incr().result(120) == 2
         assert launcher.restarts(counter.agent_id) == 1
+
+
+_SCRIPT = """
+import os
+import sys
+import uuid
+
+with open(os.environ['RUNS_FILE'], 'a') as f:
+    f.write(f'{os.getpid()}\\n')
+
+from tether.agents import Behavior, Manager, action
+from tether.agents.exchange import HybridExchange
+from tether.agents.launcher import ProcessLauncher
+
+
+class Here(Behavior):
+    @action
+    def pid(self) -> int:
+        return os.getpid()
+
+
+if __name__ == '__main__':
+    exchange = HybridExchange(sys.argv[1], int(sys.argv[2]), prefix=sys.argv[3])
+    with Manager(exchange, ProcessLauncher()) as manager:
+        handles = [manager.launch(Here()) for _ in range(3)]
+        pids = {h.pid().result(60) for h in handles}
+        assert len(pids) == 3 and os.getpid() not in pids
+    exchange.close()
+"""
+
+
+def test_the_fork_server_runs_the_launching_script_once(
+    agent_prefix: str, tmp_path: pathlib.Path
+) -> None:
+    from tests.conftest import REDIS_HOST, REDIS_PORT
+
+    script = tmp_path / 'launch_three.py'
+    script.write_text(_SCRIPT)
+    runs = tmp_path / 'runs'
+    env = {**os.environ, 'RUNS_FILE': str(runs), 'PYTHONPATH': str(ROOT / 'src')}
+    proc = subprocess.run(
+        [sys.executable, str(script), REDIS_HOST, str(REDIS_PORT), agent_prefix],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # The script itself and the fork server, which ran it once for the three agents
+    # (a behavior defined in the script still unpickles in each of them).
+    assert len(runs.read_text().split()) == 2

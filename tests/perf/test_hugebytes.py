@@ -27,3 +27,25 @@ def test_large_bytes_round_trip_through_the_serializer() -> None:
     back = deserialize(blob)
     assert type(back) is bytes
     assert back == data
+
+
+@pytest.mark.parametrize('size', [0, 10, (256 << 10) - 1, 256 << 10, (3 << 20) + 5])
+def test_copy_to_bytes_and_empty_bytearray(size: int) -> None:
+    source = bytearray(bytes(range(256)) * (size // 256 + 1))[:size]
+    out = _hugebytes.copy_to_bytes(memoryview(source))
+    assert type(out) is bytes
+    assert out == bytes(source)
+    assert hash(out) == hash(bytes(source))
+    # Read-only and sliced views work too.
+    assert _hugebytes.copy_to_bytes(memoryview(bytes(source))) == out
+    assert _hugebytes.copy_to_bytes(memoryview(source)[1:]) == out[1:]
+    buf = _hugebytes.empty_bytearray(size)
+    assert type(buf) is bytearray
+    assert len(buf) == size
+
+
+def test_large_bytes_deserialize_from_a_writable_buffer() -> None:
+    data = bytes(range(256)) * 40_000
+    back = deserialize(bytearray(serialize(data)))
+    assert type(back) is bytes
+    assert back == data

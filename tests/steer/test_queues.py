@@ -9,8 +9,14 @@ import pytest
 
 from tests.steer import _tasks
 from tests.steer.conftest import serving
-from tether.exceptions import ConfigError, KillSignalError, SteerQueueError, SteerTimeoutError
-from tether.steer import LocalTaskServer
+from tether.exceptions import (
+    ConfigError,
+    KillSignalError,
+    SteerAuthenticationError,
+    SteerQueueError,
+    SteerTimeoutError,
+)
+from tether.steer import LocalTaskServer, SerializationMethod
 
 
 def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:
@@ -100,21 +106,33 @@ def test_bad_input_is_a_clear_error(make_queues: Any) -> None:
         queues.send_inputs(1)
     with pytest.raises(ConfigError, match='unknown topics'):
         make_queues(topics=['a'], proxystore_threshold={'zzz': 1})
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match='not supported'):
         make_queues(serialization_method='json')
+    with pytest.raises(ConfigError, match='not supported'):
+        make_queues(serialization_method=SerializationMethod.JSON)
+    pickled = make_queues(serialization_method=SerializationMethod.PICKLE)
+    assert pickled.serialization_method == 'pickle'
     with pytest.raises(ConfigError):
         make_queues(topics='a')
 
 
 def test_signed_queues_refuse_unsigned_messages(make_queues: Any) -> None:
-    signed = make_queues(secret='s3cret')
-    message = signed._encode(_tasks_result())
-    assert signed._decode(message, 'test').method == 'add'
-    forged = b'TSQ1' + b'\0' * 32 + pickle.dumps(_tasks_result())
-    with pytest.raises(SteerQueueError, match='signature'):
-        signed._decode(forged, 'test')
+    signed = make_queues(secret='s3cret-s3cret-s3cret')
+    assert signed.signed
+    message = signed._encode(_tasks_result(), 'requests')
+    decoded = signed._decode(message, 'requests', 'test')
+    assert decoded is not None
+    assert decoded.method == 'add'
+    unsigned = b'TSQ1' + pickle.dumps(_tasks_result())
+    with pytest.raises(SteerAuthenticationError, match='unsigned'):
+        signed._decode(unsigned, 'requests', 'test')
+    forged = b'TSQ2' + b'\0' * 32 + message[36:]
+    with pytest.raises(SteerAuthenticationError, match='signature does not match'):
+        signed._decode(forged, 'requests', 'test')
     with pytest.raises(SteerQueueError, match=r'not a tether\.steer message'):
-        signed._decode(b'junk', 'test')
+        signed._decode(b'junk', 'requests', 'test')
+    with pytest.raises(ConfigError, match='at least 16 bytes'):
+        make_queues(secret='short')
 
 
 def _tasks_result() -> Any:
@@ -131,11 +149,33 @@ def test_inputs_proxied_by_the_queues_are_evicted_when_not_kept(
 
     queues = make_queues(keep_inputs=False, proxystore_name=store.name, proxystore_threshold=10)
     with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
-        queues.send_inputs(b'q' * 1000, method='nbytes')
-        (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
-        key = get_key(proxy)
-        assert store.exists(key)
-        result = queues.get_result(timeout=60)
-    assert result.value == 1000
-    assert not store.exists(key)
+        keys = []
+        for retries in (0, 1):
+            queues.send_inputs(b'q' * 1000, method='nbytes', max_retries=retries)
+            (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
+            key = get_key(proxy)
+            keys.append(key)
+            assert store.exists(key)
+            result = queues.get_result(timeout=60)
+            assert result.value == 1000
+    assert not any(store.exists(key) for key in keys)
     assert queues._made_proxies == {}
+
+
+def test_threshold_compares_the_payload_and_never_proxies_none(store: Any) -> None:
+    from tether.proxy import Proxy
+    from tether.steer import _pack
+
+    def proxied(value: Any, threshold: int) -> bool:
+        packed = _pack.pack_inputs((value,), {}, store, threshold)
+        return isinstance(packed.items[0], Proxy)
+
+    # "Over 100 kB": the value's own bytes, not tether's framing header in front of them.
+    assert not proxied(bytes(100_000), 100_000)
+    assert proxied(bytes(100_001), 100_000)
+    assert not proxied('x' * 100_000, 100_000)
+    # None, bools, ... travel inline whatever the threshold (a proxy is never "is None").
+    for value in (None, True, False, ..., NotImplemented):
+        assert not proxied(value, 0)
+    assert _pack.pack_value(None, store, 0).unpack() is None
+    assert proxied(0, 0)

@@ -238,3 +238,26 @@ def test_a_server_that_cannot_start_stops_the_thinker(tmp_path: pathlib.Path) ->
     bad.queues.send_kill_to_thinker()
     thinker.run()
     assert thinker.error is None
+
+
+def test_forked_task_server_after_background_resolves_in_the_parent(
+    store: Any,
+    redis_queues: Callable[..., Any],
+) -> None:
+    """The parent resolved a proxy in the background before forking the task server.
+
+    Its resolve thread pool then had an idle thread; a forked child inherited the pool
+    without the thread, never started one, and every proxied input hung on the worker
+    (the hang that once kept tests/steer in a pytest process of its own).
+    """
+    from tether.proxy import extract, resolve_async
+
+    warm: Proxy[int] = Proxy(lambda: 1)
+    resolve_async(warm)
+    assert extract(warm) == 1
+    queues = redis_queues(proxystore_name=store.name, proxystore_threshold=10)
+    with task_server('local', queues):
+        queues.send_inputs(b'p' * 1000, method='nbytes')
+        result = queues.get_result(timeout=60)
+    assert result.success, result.failure_info
+    assert result.value == 1000

@@ -40,6 +40,9 @@ PROTOCOL_VERSION = 1
 # magic, version, flags, message type, request id, header length, payload count
 PREFIX = struct.Struct('!4sBBHQII')
 
+# One encoder for every header: json.dumps with separators builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(',', ':'))
+
 # Message types 0-31 belong to the wire core; applications number theirs from 32.
 HELLO = 1
 CHALLENGE = 2
@@ -128,7 +131,7 @@ def encode_head(  # noqa: PLR0917
     version: int = PROTOCOL_VERSION,
 ) -> bytes:
     """Encode everything of a frame that precedes its payloads."""
-    body = json.dumps(header, separators=(',', ':')).encode() if header else b''
+    body = _ENCODER.encode(header).encode() if header else b''
     return b''.join(
         (
             PREFIX.pack(MAGIC, version, flags, mtype, request_id, len(body), len(sizes)),

@@ -2,19 +2,29 @@
 
 An agent that runs in a process of its own (process, Parsl and daemon launchers) appends
 one line per accepted request and one per finished one to ``<state dir>/<id>.inflight``
-(unbuffered writes, so the lines survive a SIGKILL of the process). When the process
+(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line may
+wait for the next write while the agent is busy, see :meth:`Journal.finished`). When the process
 dies, its launcher (and, failing that, the next incarnation of the agent) reads the
 journal and answers every request that was accepted and never finished with
 :class:`~tether.exceptions.AgentCrashedError`, so that no caller waits for a reply that
 will never come. Requests are never re-run: an action may have had effects before the
 crash, and only the caller can tell whether running it again is safe.
 
-Lines are JSON arrays: ``["+", tag, caller, action]`` and ``["-", tag, caller]``. The file
-is rewritten with only the live entries when it grows past :data:`COMPACT_AT` bytes.
+A request accepted by a process that then died may come again: the hybrid exchange
+acknowledges direct messages a few milliseconds after delivering them, and sends what was
+not acknowledged again through Redis. So reading a dead process's journal also leaves the
+requests it had accepted (answered or not) in the file as *seen*, and the next
+incarnation drops them if they arrive (:attr:`Journal.seen`).
+
+Lines are JSON arrays: ``["+", tag, caller, action]``, ``["-", tag, caller]`` and
+``["=", tag, caller]`` (seen by an earlier incarnation). The file is rewritten with only
+the live entries and the most recent finished ones when it grows past
+:data:`COMPACT_AT` bytes.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -25,44 +35,86 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange
 
-__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'read_lost']
+__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'forget', 'read_lost']
 
 logger = logging.getLogger(__name__)
 
 COMPACT_AT = 1 << 20
 """Size in bytes past which the journal is rewritten with only its live entries."""
 
+_KEEP_SEEN = 4096
+"""Most finished (or seen) requests a journal remembers for the next incarnation."""
+
 
 class Journal:
     """The in-flight journal of one agent process (thread-safe).
 
     Args:
-        path: The journal file (created with mode 0600).
+        path: The journal file (created with mode 0600). Requests an earlier incarnation
+            left in it as seen (see :func:`read_lost`) are in :attr:`seen`.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         os.makedirs(os.path.dirname(path) or '.', mode=0o700, exist_ok=True)
+        self.seen: list[tuple[str, int]] = [key for key, _ in _read(path)]
         self._live: dict[tuple[str, int], str] = {}
+        self._done: collections.deque[tuple[str, int]] = collections.deque(
+            self.seen[-_KEEP_SEEN:], maxlen=_KEEP_SEEN
+        )
         self._lock = threading.Lock()
+        self._strings: dict[str, str] = {}
+        self._pending: list[bytes] = []
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self._fd).st_size
 
+    def _json(self, text: str) -> str:
+        # Callers and actions repeat: their JSON strings are kept (a few hundred at most).
+        found = self._strings.get(text)
+        if found is None:
+            if len(self._strings) > 256:
+                self._strings.clear()
+            found = self._strings[text] = json.dumps(text)
+        return found
+
     def started(self, caller: str, tag: int, action: str) -> None:
         """Record an accepted request."""
-        line = (json.dumps(['+', tag, caller, action]) + '\n').encode()
+        line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
             self._live[(caller, tag)] = action
+            if self._pending:
+                line = b''.join([*self._pending, line])
+                self._pending.clear()
             self._write(line)
 
-    def finished(self, caller: str, tag: int) -> None:
-        """Record that a request was answered (or will never need an answer)."""
+    def finished(self, caller: str, tag: int, *, flush: bool = True) -> None:
+        """Record that a request was answered (or will never need an answer).
+
+        With ``flush=False`` the line waits for the next write (the next accepted
+        request, or :meth:`flush` when the agent has nothing left to run): one write per
+        request in a burst instead of two. A crash before it is written makes the
+        launcher answer an already answered request again, which its caller ignores.
+        """
         with self._lock:
             if self._live.pop((caller, tag), None) is None:
                 return
-            self._write((json.dumps(['-', tag, caller]) + '\n').encode())
+            self._done.append((caller, tag))
+            self._pending.append(f'["-", {int(tag)}, {self._json(caller)}]\n'.encode())
+            if flush:
+                self._flush()
             if self._size > COMPACT_AT:
                 self._compact()
+
+    def flush(self) -> None:
+        """Write the finished lines that wait."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b''.join(self._pending)
+            self._pending.clear()
+            self._write(data)
 
     def _write(self, line: bytes) -> None:
         if self._fd < 0:
@@ -71,12 +123,16 @@ class Journal:
         self._size += len(line)
 
     def _compact(self) -> None:
+        self._pending.clear()  # the rewrite is made from what is live
         tmp = f'{self.path}.tmp'
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             data = ''.join(
-                json.dumps(['+', tag, caller, action]) + '\n'
-                for (caller, tag), action in self._live.items()
+                [json.dumps(['=', tag, caller]) + '\n' for caller, tag in self._done]
+                + [
+                    json.dumps(['+', tag, caller, action]) + '\n'
+                    for (caller, tag), action in self._live.items()
+                ]
             ).encode()
             os.write(fd, data)
         finally:
@@ -91,6 +147,7 @@ class Journal:
         with self._lock:
             if self._fd < 0:
                 return
+            self._flush()
             os.close(self._fd)
             self._fd = -1
             if not self._live:
@@ -98,27 +155,63 @@ class Journal:
                     os.unlink(self.path)
 
 
-def read_lost(path: str) -> list[tuple[str, int, str]]:
-    """Read a dead process's journal and remove it: ``(caller, tag, action)`` of each
-    request it accepted and never finished (bad lines are skipped)."""
+def _read(path: str) -> list[tuple[tuple[str, int], str | None]]:
+    """Every request of a journal, in order, with its action while it is unfinished."""
     try:
         with open(path, 'rb') as f:
             raw = f.read()
     except FileNotFoundError:
         return []
-    live: dict[tuple[str, int], str] = {}
+    entries: dict[tuple[str, int], str | None] = {}
     for line in raw.splitlines():
         try:
             item: Any = json.loads(line)
+            key = (str(item[2]), int(item[1]))
             if item[0] == '+':
-                live[(str(item[2]), int(item[1]))] = str(item[3])
-            elif item[0] == '-':
-                live.pop((str(item[2]), int(item[1])), None)
+                entries[key] = str(item[3])
+            elif item[0] in ('-', '='):
+                entries.pop(key, None)
+                entries[key] = None
         except (ValueError, TypeError, IndexError, KeyError):
             logger.warning('skipping a bad line of the journal %s', path)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return [(caller, tag, action) for (caller, tag), action in live.items()]
+    return list(entries.items())
+
+
+def read_lost(path: str) -> list[tuple[str, int, str]]:
+    """Read a dead process's journal: ``(caller, tag, action)`` of each request it
+    accepted and never finished (bad lines are skipped).
+
+    The journal is rewritten with every request it knew of (up to the last 4096) marked
+    as seen, for the next incarnation (see :attr:`Journal.seen`), or removed if empty.
+    """
+    entries = _read(path)
+    if not entries:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return []
+    data = ''.join(
+        json.dumps(['=', tag, caller]) + '\n' for (caller, tag), _ in entries[-_KEEP_SEEN:]
+    ).encode()
+    tmp = f'{path}.tmp'
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        logger.warning('could not rewrite the journal %s', path, exc_info=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return [(caller, tag, action) for (caller, tag), action in entries if action is not None]
+
+
+def forget(path: str | None) -> None:
+    """Remove a journal (its agent stopped for good)."""
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:

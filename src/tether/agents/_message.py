@@ -195,6 +195,18 @@ def decode(header: dict[str, Any], payloads: list[Any], codec: Codec) -> Message
             src,
             tag,
         )
+    if 'm' in header:
+        # Shared-memory references are read (and removed) by the hybrid exchange's server
+        # for authenticated direct links only; anywhere else they are refused.
+        return Rejected(
+            MessageRejectedError(
+                'message carries shared-memory references (m), which are accepted on '
+                'direct links between processes of one host only',
+            ),
+            kind,
+            src,
+            tag,
+        )
     dest = header.get('d')
     if kind is None or src is None or tag is None or not isinstance(dest, str):
         return Rejected(

@@ -17,6 +17,7 @@ import contextvars
 import dataclasses
 import inspect
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,73 @@ _event_lock = threading.Lock()
 
 class LoopError(AgentError):
     """A control loop raised, and the behavior shuts down on loop errors."""
+
+
+class _Workers:
+    """Threads that run synchronous actions, started as needed up to ``limit``.
+
+    Lighter than a ``ThreadPoolExecutor`` (no future per call, one lock): the runtime
+    needs no result back, an action answers its caller itself.
+    """
+
+    def __init__(self, limit: int, name: str) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None]
+        self._queue = queue.SimpleQueue()
+        self._limit = limit
+        self._name = name
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # workers waiting for work that no submitted call has claimed
+        self._unclaimed = 0  # calls queued while no worker was free
+        self._closed = False
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """Run ``fn(arg)`` in a worker.
+
+        Raises:
+            RuntimeError: once :meth:`shutdown` was called.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError('the action threads are shut down')
+            if self._idle:
+                self._idle -= 1
+            elif len(self._threads) < self._limit:
+                thread = threading.Thread(
+                    target=self._run, name=f'{self._name}_{len(self._threads)}', daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+            else:
+                self._unclaimed += 1
+        self._queue.put((fn, arg))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, arg = item
+            try:
+                fn(arg)
+            except BaseException:
+                logger.exception('an action thread failed')
+            del item, fn, arg
+            with self._lock:
+                if self._unclaimed:
+                    self._unclaimed -= 1  # this worker takes a queued call next
+                else:
+                    self._idle += 1
+
+    def shutdown(self) -> None:
+        """Let queued calls run, then stop the threads and wait for them."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(None)
+        for thread in threads:
+            thread.join()
 
 
 @dataclasses.dataclass
@@ -271,8 +339,9 @@ class AgentRuntime:
         self.loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.cap or 32, thread_name_prefix=f'agent-{self.agent_id[6:14]}'
+            max_workers=1, thread_name_prefix=f'agent-{self.agent_id[6:14]}-setup'
         )
+        self._workers = _Workers(self.cap or 32, f'agent-{self.agent_id[6:14]}')
         context = AgentContext(self)
         self.behavior.__dict__['_tether_context'] = context
         transport = self.exchange.transport()
@@ -285,6 +354,10 @@ class AgentRuntime:
                 # launcher normally answers them first).
                 answer_lost(self.exchange, self.agent_id, self.spec.journal, 'found at restart')
                 self._journal = Journal(self.spec.journal)
+                # What an earlier incarnation accepted is not run again if it comes back
+                # (sent again through Redis because it was not acknowledged).
+                for key in self._journal.seen[-_RECENT:]:
+                    self._recent[key] = None
             await self._call(self.behavior.on_setup)
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)
@@ -310,6 +383,7 @@ class AgentRuntime:
                 if self.failure is None:
                     self.failure = e
             context._close()
+            self._workers.shutdown()
             self._pool.shutdown(wait=True)
             if self.terminate and self.failure is None:
                 try:
@@ -541,7 +615,7 @@ class AgentRuntime:
             self._call_soon(self._start_task, ctx)
         else:
             try:
-                self._pool.submit(self._run_sync, ctx)
+                self._workers.submit(self._run_sync, ctx)
             except RuntimeError:
                 self._finish(ctx)
 
@@ -555,7 +629,9 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
-            self._forget(ctx)
+            # The journal's finished line is written with the next accepted request, or
+            # here when nothing is left to run.
+            self._forget(ctx, flush=False)
             while self._waiting:
                 candidate = self._waiting.popleft()
                 if not candidate.cancelled:
@@ -563,15 +639,18 @@ class AgentRuntime:
                     break
             if nxt is None:
                 self._running -= 1
-                if self._running == 0 and self._idle is not None:
-                    self._call_soon(self._idle.set)
+                if self._running == 0:
+                    if self._journal is not None:
+                        self._journal.flush()
+                    if self._idle is not None:
+                        self._call_soon(self._idle.set)
         if nxt is not None:
             self._start(nxt)
 
-    def _forget(self, ctx: ActionContext) -> None:
+    def _forget(self, ctx: ActionContext, *, flush: bool = True) -> None:
         """Drop an answered (or abandoned) request; call with ``self._lock`` held."""
         if self._active.pop((ctx.caller, ctx.tag), None) is not None and self._journal is not None:
-            self._journal.finished(ctx.caller, ctx.tag)
+            self._journal.finished(ctx.caller, ctx.tag, flush=flush)
 
     def _cancel(self, key: tuple[str, int]) -> None:
         with self._lock:

@@ -601,6 +601,15 @@ _passwords: dict[_ServerId, str] = {}
 _passwords_lock = threading.Lock()
 
 
+def _new_lock_after_fork() -> None:
+    # A child forked while another thread held the lock must not inherit it held.
+    global _passwords_lock
+    _passwords_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
+
+
 def _resolve_password(
     server: _ServerId,
     password: str | None,

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from tether.exceptions import KillSignalError, SteerTimeoutError
 from tether.steer.methods import ExecutableMethod
-from tether.steer.models import FailureInformation, ResourceRequirements, Result
+from tether.steer.models import (
+    FailureInformation,
+    ResourceRequirements,
+    Result,
+    SerializationMethod,
+)
 from tether.steer.queue import PipeQueues, RedisQueues
 from tether.steer.task_server import LocalTaskServer, ParslTaskServer
 from tether.steer.thinker import (
@@ -41,6 +46,7 @@ __all__ = [
     'ResourceCounter',
     'ResourceRequirements',
     'Result',
+    'SerializationMethod',
     'TimeoutException',
     'agent',
     'event_responder',

@@ -5,6 +5,15 @@ store), those bytes travel inline; over it, the same bytes go to the store
 (:meth:`~tether.store.Store.proxy_serialized`) and only the small proxy travels. A value
 that already is a proxy travels as it is. The task server never unpacks: it moves the
 packed bytes and proxies as they are.
+
+The size compared with the threshold is the value's *payload*: the bytes of a ``bytes``
+or ``str``, the memory of an array, the pickle of anything else (with its out-of-band
+buffers), not counting the few dozen bytes of framing that :mod:`tether.serialize` puts
+in front. So ``proxystore_threshold=100_000`` sends a 100,000-byte input inline and a
+100,001-byte one by proxy, as a user reading "values over 100 kB" expects. ``None``,
+``True``, ``False``, ``...`` and ``NotImplemented`` always travel inline (a proxy of
+them could not behave like them: ``value is None`` would be false), even with a
+threshold of 0.
 """
 
 from __future__ import annotations
@@ -88,16 +97,30 @@ def _pack(
             items.append(value)
             continue
         parts = serialize_parts(value)
-        nbytes = sum(memoryview(p).nbytes for p in parts)
-        if store is not None and threshold is not None and nbytes > threshold:
+        if (
+            store is not None
+            and threshold is not None
+            and not isinstance(value, _INLINE)
+            and _payload_size(parts) > threshold
+        ):
             start = time.perf_counter()
-            items.append(store.proxy_serialized(value, parts, evict=evict))
+            # No hash of the value for the proxy (hashing 10 MB of bytes costs ms).
+            items.append(store.proxy_serialized(value, parts, evict=evict, hash_target=False))
             timings['store.proxy'] = timings.get('store.proxy', 0.0) + time.perf_counter() - start
             proxied.append(len(items) - 1)
         else:
             one = len(parts) == 1 and type(parts[0]) is bytes
             items.append(parts[0] if one else b''.join(parts))
     return items, tuple(proxied)
+
+
+# Never proxied: a proxy of them cannot pass for them (``is None``), and they are tiny.
+_INLINE = (type(None), bool, type(NotImplemented), type(Ellipsis))
+
+
+def _payload_size(parts: list[Any]) -> int:
+    """Bytes of a value's serialization after its framing header (``parts[0]``)."""
+    return sum(memoryview(p).nbytes for p in parts[1:])
 
 
 def _is_proxy(value: Any) -> bool:

@@ -10,6 +10,7 @@ threshold send them by reference.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 import traceback
 import uuid
@@ -21,9 +22,22 @@ __all__ = [
     'FailureInformation',
     'ResourceRequirements',
     'Result',
+    'SerializationMethod',
     'TimeSpans',
     'Timestamps',
 ]
+
+
+class SerializationMethod(enum.StrEnum):
+    """How queues serialize messages (Colmena's names; a plain string works too).
+
+    Only ``PICKLE`` is supported: task inputs and values travel through tether's
+    serializer (and by proxy over the threshold). ``JSON`` is refused with a
+    :class:`~tether.exceptions.ConfigError` rather than silently pickling.
+    """
+
+    PICKLE = 'pickle'
+    JSON = 'json'
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ imported, which happens whenever any module of :mod:`tether.store` is.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,15 @@ def _build(config: StoreConfig) -> Store[Any]:
             f'cannot build store {config.name!r}: no store builder is set (import tether.store)',
         )
     return _builder(config)
+
+
+def _new_lock_after_fork() -> None:
+    # A child forked while another thread held the lock must not inherit it held.
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def register_store(store: Store[Any], exist_ok: bool = False) -> None:

@@ -16,7 +16,14 @@ from tether.exceptions import (
     SerializerOutputError,
     StoreError,
 )
-from tether.proxy import Proxy, ProxyLocker, metadata_of, set_metadata, set_target
+from tether.proxy import (
+    Proxy,
+    ProxyLocker,
+    ProxyMetadata,
+    metadata_of,
+    set_metadata,
+    set_target,
+)
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
@@ -357,6 +364,7 @@ class Store(Generic[ConnectorT]):
         populate_target: bool | None,
         *,
         proxy_type: type[Proxy[Any]] = Proxy,
+        hash_target: bool = True,
     ) -> Proxy[Any]:
         factory: StoreFactory[Any] = StoreFactory(
             key,
@@ -370,7 +378,7 @@ class Store(Generic[ConnectorT]):
             # A custom deserializer may return anything: the target's class, hash and
             # value are not known until it runs, so the proxy takes none from ``obj``.
             return proxy
-        set_metadata(proxy, metadata_of(obj))
+        set_metadata(proxy, metadata_of(obj) if hash_target else ProxyMetadata(type(obj)))
         if self.populate_target if populate_target is None else populate_target:
             set_target(proxy, obj)
         return proxy
@@ -581,11 +589,14 @@ class Store(Generic[ConnectorT]):
         evict: bool = False,
         lifetime: Lifetime | None = None,
         populate_target: bool | None = None,
+        hash_target: bool = True,
     ) -> Proxy[T]:
         """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
 
         For policies that serialize once to measure an object's size and then keep those
         bytes instead of serializing again. Returns the proxy, as :meth:`proxy` does.
+        ``hash_target=False`` skips hashing ``obj`` for the proxy's cached hash (hashing
+        10 MB of ``bytes`` costs milliseconds; ``hash()`` of such a proxy then resolves it).
         """
         self._check_open()
         start = time.perf_counter_ns()
@@ -596,7 +607,14 @@ class Store(Generic[ConnectorT]):
         else:
             key = self.connector.put(b''.join(parts))
         self._record('store.put', key, start, nbytes)
-        proxy = self._make_proxy(obj, key, evict, None, populate_target)
+        proxy = self._make_proxy(
+            obj,
+            key,
+            evict,
+            None,
+            populate_target,
+            hash_target=hash_target,
+        )
         if lifetime is not None:
             lifetime.add_key(key, store=self)
         return proxy

@@ -26,6 +26,7 @@ consumers therefore also pin the stores they accept (see ``docs/stream.md``).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -74,6 +75,15 @@ BUILTIN_SERIALIZERS: tuple[str, ...] = (
 _MULTI = 'tether.connectors.multi.MultiConnector'
 
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # A child forked while another thread held the lock must not inherit it held.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 # path -> the object itself (registered by the application) or None (builtin: import lazily)
 _allowed: dict[Kind, dict[str, Any]] = {
     'connector': dict.fromkeys(BUILTIN_CONNECTORS),

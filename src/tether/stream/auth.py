@@ -39,7 +39,6 @@ rules:
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import hmac
 import json
@@ -47,13 +46,12 @@ import math
 import os
 import re
 import secrets
-import stat
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
+from tether import _keyfile
 from tether.exceptions import ConfigError, EventAuthenticationError, EventReplayError
 
 __all__ = [
@@ -145,50 +143,18 @@ def default_key_file() -> Path:
     ``$XDG_CONFIG_HOME`` defaults to ``~/.config`` (as the XDG base directory
     specification says, a relative value is ignored).
     """
-    xdg = os.environ.get('XDG_CONFIG_HOME', '')
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / '.config'
-    return base / 'tether' / 'stream.key'
+    return _keyfile.config_dir() / 'stream.key'
 
 
 def _user_key(path: Path) -> bytes:
     """Read the user's key file, creating it (0600, atomically) with a random key."""
-    try:
-        return _read_private(path)
-    except FileNotFoundError:
-        pass
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix='.stream.key.', dir=path.parent)  # mode 0600
-        try:
-            with os.fdopen(fd, 'w') as f:
-                f.write(secrets.token_hex(32) + '\n')
-                f.flush()
-                os.fsync(f.fileno())
-            # Atomic, and never replaces a key that another process made meanwhile.
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
-        return _read_private(path)
-    except OSError as e:
-        raise ConfigError(
-            f'cannot create the stream key file {path} ({e}): set ${ENV_KEY} or '
-            f'${ENV_KEY_FILE}, or pass key=False to run without signed events',
-        ) from e
-
-
-def _read_private(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0))
-    with os.fdopen(fd, 'rb') as f:
-        st = os.fstat(f.fileno())
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise ConfigError(
-                f'refusing the stream key file {path}: it must belong to you and be '
-                f'readable by you only (mode 0600; it has {stat.filemode(st.st_mode)}, '
-                f'owner uid {st.st_uid}). Fix it with `chmod 600 {path}`, or remove it to '
-                'get a new key',
-            )
-        return f.read().strip()
+    return _keyfile.user_key(
+        path,
+        what='stream key',
+        instead=(
+            f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass key=False to run without signed events'
+        ),
+    )
 
 
 class Signer:

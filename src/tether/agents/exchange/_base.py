@@ -123,6 +123,21 @@ class Transport(ABC):
             except TetherError as e:
                 logger.debug('could not answer %s: %s', item.src, e)
 
+    def answer_undeliverable(self, msg: Message, error: BaseException) -> None:
+        """Tell the sender of a request that its message could not be delivered."""
+        from tether.agents._message import CANCEL, RESPONSE, error_info
+        from tether.exceptions import AgentError, TetherError
+
+        if msg.kind in (RESPONSE, CANCEL) or not msg.tag:
+            return
+        failure = AgentError(f'could not deliver a {msg.kind} message to {msg.dest}: {error}')
+        reply = Message(RESPONSE, msg.dest, msg.src, msg.tag)
+        reply.error = error_info(failure, with_pickle=False)
+        try:
+            self.send(reply)
+        except TetherError as e:
+            logger.debug('could not answer %s: %s', msg.src, e)
+
     def client(self) -> _ClientMailbox:
         """This process's client mailbox for this exchange (shared by every handle)."""
         with self._client_lock:

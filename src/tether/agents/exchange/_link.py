@@ -6,7 +6,8 @@ forgets the messages they acknowledge (the receiver acknowledges a burst of mess
 with one frame naming the last of them; a refusal names its message). Whatever is not
 acknowledged when the link breaks (the receiver died, the network failed, an
 acknowledgement is overdue) or is refused by the receiver (it no longer serves that
-mailbox) is handed to ``reroute`` (the Redis mailbox), so a message is never lost
+mailbox, or cannot read the shared memory the message names) is handed to ``reroute``
+(the Redis mailbox), so a message is never lost
 between the two: at worst it arrives twice, and a receiver drops a request it has
 already seen (same sender and tag).
 
@@ -30,8 +31,9 @@ __all__ = ['Link', 'Reroute', 'open_link']
 
 logger = logging.getLogger(__name__)
 
-Reroute = Callable[[str, dict[str, Any], list[Any], str], None]
-"""Called with (destination, header, payloads, why) for each message the link gave up."""
+Reroute = Callable[[str, dict[str, Any], list[Any], str, Any], None]
+"""Called with (destination, header, payloads, why, extra) for each message the link gave
+up (``extra`` is what the sender passed to :meth:`Link.send`)."""
 
 _WINDOW = 1024
 
@@ -44,6 +46,7 @@ class Link:
         mtype: Message type of the envelopes.
         reroute: Where messages go that were not acknowledged.
         on_broken: Called once when the link breaks.
+        on_acked: Called with the ``extra`` of each acknowledged message that had one.
         timeout: Seconds an acknowledgement may be overdue before the link counts as broken.
         window: Most messages in flight.
     """
@@ -55,10 +58,16 @@ class Link:
         reroute: Reroute,
         on_broken: Callable[[Link], None],
         *,
+        on_acked: Callable[[Any], None] | None = None,
         timeout: float = 10.0,
         window: int = _WINDOW,
     ) -> None:
         self.conn = conn
+        self.on_acked = on_acked
+        self.peer_info: dict[str, Any] = dict(getattr(conn, 'info', None) or {})
+        # Whether large payloads may travel in this process's shared-memory slots (the
+        # exchange decides when the link opens; a refusal turns it off).
+        self.shm = False
         self.mtype = mtype
         self.reroute = reroute
         self.on_broken = on_broken
@@ -66,7 +75,9 @@ class Link:
         self.window = window
         self.broken = False
         self._next = 0
-        self._inflight: collections.OrderedDict[int, tuple[str, dict[str, Any], list[Any], float]]
+        self._inflight: collections.OrderedDict[
+            int, tuple[str, dict[str, Any], list[Any], float, Any]
+        ]
         self._inflight = collections.OrderedDict()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -76,8 +87,13 @@ class Link:
         )
         self._reader.start()
 
-    def send(self, dest: str, header: dict[str, Any], payloads: list[Any]) -> bool:
-        """Write one envelope; False if the link is broken (the caller reroutes it)."""
+    def send(
+        self, dest: str, header: dict[str, Any], payloads: list[Any], extra: Any = None
+    ) -> bool:
+        """Write one envelope; False if the link is broken (the caller reroutes it).
+
+        ``extra`` goes with the message to ``on_acked`` or to ``reroute``.
+        """
         with self._room:
             while len(self._inflight) >= self.window and not self.broken:
                 self._room.wait(1.0)
@@ -86,7 +102,7 @@ class Link:
                 return False
             self._next += 1
             rid = self._next
-            self._inflight[rid] = (dest, header, payloads, time.monotonic())
+            self._inflight[rid] = (dest, header, payloads, time.monotonic(), extra)
         try:
             with self._send_lock:
                 self.conn.send(self.mtype, header, payloads, request_id=rid)
@@ -116,6 +132,7 @@ class Link:
                         continue
                 frame = conn.recv()
                 rid = frame.request_id
+                acked = []
                 with self._room:
                     if frame.type == ERROR:
                         item = self._inflight.pop(rid, None)
@@ -124,11 +141,21 @@ class Link:
                         item = None
                         inflight = self._inflight
                         while inflight and next(iter(inflight)) <= rid:
-                            inflight.popitem(last=False)
+                            extra = inflight.popitem(last=False)[1][4]
+                            if extra is not None:
+                                acked.append(extra)
                     self._room.notify_all()
                 if item is not None:
                     why = str(frame.header.get('message', frame.header.get('code')))
-                    self.reroute(item[0], item[1], item[2], why)
+                    if frame.header.get('code') == 'shm':
+                        self.shm = False  # the receiver cannot read our shared memory
+                    try:
+                        self.reroute(item[0], item[1], item[2], why, item[4])
+                    except Exception:
+                        logger.exception('could not reroute a message for %s', item[0])
+                if acked and self.on_acked is not None:
+                    for extra in acked:
+                        self.on_acked(extra)
         except (OSError, ValueError, WireError) as e:
             self._break(f'connection lost: {e!r}')
 
@@ -143,9 +170,9 @@ class Link:
         if first:
             logger.debug('direct link to %s broke (%s)', self.conn.peer, why)
             self.on_broken(self)
-        for dest, header, payloads, _ in pending:
+        for dest, header, payloads, _, extra in pending:
             try:
-                self.reroute(dest, header, payloads, why)
+                self.reroute(dest, header, payloads, why, extra)
             except Exception:
                 logger.exception('could not reroute a message for %s', dest)
 
@@ -174,9 +201,10 @@ def open_link(
         AuthenticationError: if the secrets differ.
     """
     timeout = float(kwargs.get('timeout', 10.0))
+    on_acked = kwargs.pop('on_acked', None)
     conn = SyncConnection(host, port, **kwargs)
     try:
-        return Link(conn, mtype, reroute, on_broken, timeout=timeout)
+        return Link(conn, mtype, reroute, on_broken, on_acked=on_acked, timeout=timeout)
     except BaseException:
         conn.close()
         raise

@@ -154,6 +154,9 @@ class Launcher(ABC):
             logger.exception('could not answer the lost requests of %s', entry.spec.agent_id)
 
     def _give_up(self, entry: _Supervised) -> None:
+        from tether.agents._journal import forget
+
+        forget(entry.spec.journal)
         try:
             entry.spec.exchange.terminate(entry.spec.agent_id)
         except TetherError:

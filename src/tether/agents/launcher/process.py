@@ -9,6 +9,8 @@ the script's top level with ``if __name__ == '__main__':``.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import sys
 import threading
 from typing import Any
 
@@ -24,7 +26,25 @@ _PRELOAD = [
     'tether.agents',
     'tether.agents._worker',
     'tether.agents.exchange',
+    'tether.agents._preload_main',
+    'uvloop',  # the hybrid exchange's server loop, when installed (skipped if not)
 ]
+
+
+def _main_path() -> str | None:
+    """The launching script, as multiprocessing names it (``None``: not a script file)."""
+    main = sys.modules.get('__main__')
+    if getattr(getattr(main, '__spec__', None), 'name', None) is not None:
+        return None  # ``python -m module``: run by name, not by path
+    path = getattr(main, '__file__', None)
+    if not isinstance(path, str):
+        return None
+    from multiprocessing import process
+
+    if not os.path.isabs(path):
+        base = getattr(process, 'ORIGINAL_DIR', None) or os.getcwd()
+        path = os.path.join(base, path)
+    return os.path.normpath(path)
 
 
 class ProcessLauncher(Launcher):
@@ -44,6 +64,15 @@ class ProcessLauncher(Launcher):
         self._ctx: Any = multiprocessing.get_context(start_method)
         if start_method == 'forkserver':
             self._ctx.set_forkserver_preload(_PRELOAD)
+            # The fork server (started with the first agent) runs the script once, instead
+            # of every agent process running it again (see tether.agents._preload_main).
+            from tether.agents._preload_main import ENV
+
+            main_path = _main_path()
+            if main_path is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = main_path
         self._procs: dict[str, Any] = {}
         self._plock = threading.Lock()
 

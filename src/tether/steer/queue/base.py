@@ -4,40 +4,57 @@ A queue object is created once, in the Thinker's process, and handed to the task
 (which runs in a forked process, so both share it). The Thinker side sends task requests
 and reads results per topic; the task server side reads requests and sends results.
 
-Messages are a short magic prefix and a pickle of the :class:`~tether.steer.models.Result`
-with its inputs or value packed (see :mod:`tether.steer._pack`). With ``secret`` set,
-every message carries an HMAC-SHA256 tag, and a message without a valid tag is refused
-before anything in it is unpickled.
+Messages carry a pickle of the :class:`~tether.steer.models.Result` with its inputs or
+value packed (see :mod:`tether.steer._pack`). By default every message is signed with the
+queue key and checked before anything in it is unpickled, and a message read twice, or
+from another topic or queue than it was sent to, is refused (see
+:mod:`tether.steer._auth`). ``secret=False`` sends unsigned messages (a short magic
+prefix and the pickle), for queues only trusted parties can write to.
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
-import hmac
 import logging
+import os
 import pickle
 import threading
 import time
+import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from tether.exceptions import (
     ConfigError,
     KillSignalError,
+    SteerAuthenticationError,
     SteerQueueError,
     StoreNotFoundError,
 )
-from tether.steer import _pack
+from tether.steer import _auth, _pack
 from tether.steer.models import ResourceRequirements, Result
 
 __all__ = ['BaseQueues', 'ColmenaQueues']
 
 logger = logging.getLogger(__name__)
 
-_MAGIC = b'TSQ1'
-_KILL = b'TSQK'
-_TAG = 32  # bytes of an HMAC-SHA256 tag
+_MAGIC = b'TSQ1'  # an unsigned message (secret=False)
+_KILL = b'TSQK'  # the unsigned kill signal
+_REQUESTS = 'requests'
+_DEFAULT_MAX_AGE = 7 * 24 * 3600.0
+
+
+_all_queues: weakref.WeakSet[BaseQueues] = weakref.WeakSet()
+
+
+def _new_locks_after_fork() -> None:
+    # A task server is forked from the Thinker's process: a lock an agent thread held at
+    # that moment must not stay held forever in the child.
+    for queues in list(_all_queues):
+        queues._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
 
 
 def _per_topic(value: Any, topics: Collection[str], what: str) -> dict[str, Any]:
@@ -56,13 +73,22 @@ class BaseQueues(abc.ABC):
 
     Args:
         topics: Names of the result topics (``'default'`` is always added).
-        serialization_method: Only ``'pickle'`` (accepted for compatibility).
+        serialization_method: Only ``'pickle'`` or ``SerializationMethod.PICKLE``
+            (accepted for compatibility with Colmena).
         keep_inputs: Whether results carry their inputs back by default.
         proxystore_name: Name of a registered store (or a dict topic -> name) used to
             send values over the threshold by reference.
         proxystore_threshold: Bytes (or a dict topic -> bytes): a value whose serialized
-            size is over it travels by proxy. ``None`` never proxies.
-        secret: Key to sign and check every message with (HMAC-SHA256). Never sent.
+            payload (framing header not counted) is over it travels by proxy (but
+            ``None``, bools, ``...`` and ``NotImplemented`` never do). A threshold of
+            ``None`` never proxies.
+        secret: Key to sign and check every message with (HMAC-SHA256), at least 16
+            bytes. ``None`` (the default) takes it from ``$TETHER_STEER_KEY``,
+            ``$TETHER_STEER_KEY_FILE`` or the user's key file
+            (``~/.config/tether/steer.key``, created on first use); ``False`` sends and
+            accepts unsigned messages. Never sent, never pickled.
+        max_age: Signed messages older than this many seconds are refused (replays to a
+            reader that restarted); ``None``: no limit.
     """
 
     def __init__(
@@ -73,16 +99,19 @@ class BaseQueues(abc.ABC):
         proxystore_name: str | Mapping[str, str | None] | None = None,
         proxystore_threshold: int | Mapping[str, int | None] | None = None,
         *,
-        secret: bytes | str | None = None,
+        secret: _auth.SecretSpec = None,
+        max_age: float | None = _DEFAULT_MAX_AGE,
     ) -> None:
         if isinstance(topics, str):
             raise ConfigError('topics must be a collection of names, not one string')
         if serialization_method != 'pickle':
             raise ConfigError(
-                f'serialization_method {serialization_method!r} is not supported: use "pickle"',
+                f'serialization_method {serialization_method!r} is not supported: use "pickle" '
+                "(SerializationMethod.PICKLE); inputs and values travel through tether's "
+                'serializer, and messages are signed (see secret=)',
             )
         self.topics = sorted({*topics, 'default'})
-        self.serialization_method = serialization_method
+        self.serialization_method = 'pickle'
         self.keep_inputs = keep_inputs
         self.proxystore_name = _per_topic(proxystore_name, self.topics, 'proxystore_name')
         self.proxystore_threshold = _per_topic(
@@ -93,31 +122,91 @@ class BaseQueues(abc.ABC):
         for topic, value in self.proxystore_threshold.items():
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(f'proxystore_threshold for topic {topic!r} must be an int >= 0')
-        self._secret = secret.encode() if isinstance(secret, str) else secret
+        # Only "from the environment" or "unsigned" survives pickling, never a key.
+        self._secret_spec: _auth.SecretSpec = False if secret is False else None
+        self.max_age = max_age
+        self._sealer = self._new_sealer(_auth.resolve_secret(secret))
+        self._queue_id = ''  # names these queues in signed messages (subclasses set it)
         self._lock = threading.Condition()
         self._active = 0
         self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
+        _all_queues.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Condition()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state['_lock'] = None
+        # The key stays in this process: a copy resolves its own (environment or key
+        # file), or stays unsigned if these queues were made with secret=False.
+        state['_sealer'] = None
+        state['_made_proxies'] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Condition()
+        self._sealer = self._new_sealer(_auth.resolve_secret(self._secret_spec))
+        _all_queues.add(self)
 
     # Message format --------------------------------------------------------------------
 
-    def _encode(self, result: Result) -> bytes:
-        payload = pickle.dumps(result, protocol=5)
-        if self._secret is not None:
-            return _MAGIC + hmac.new(self._secret, payload, hashlib.sha256).digest() + payload
-        return _MAGIC + payload
+    def _new_sealer(self, key: _auth.QueueKey | None) -> _auth.Sealer | None:
+        return None if key is None else _auth.Sealer(key, max_age=self.max_age)
 
-    def _decode(self, message: bytes, where: str) -> Result:
-        if message[:4] != _MAGIC:
-            raise SteerQueueError(f'refused a message on {where}: not a tether.steer message')
-        body = memoryview(message)[4:]
-        if self._secret is not None:
-            tag, body = body[:_TAG], body[_TAG:]
-            good = hmac.new(self._secret, body, hashlib.sha256).digest()
-            if not hmac.compare_digest(bytes(tag), good):
-                raise SteerQueueError(
-                    f'refused a message on {where}: missing or wrong signature '
-                    '(sent by a peer without this secret, or altered)',
+    @property
+    def signed(self) -> bool:
+        """Whether messages are signed and checked (see ``secret``)."""
+        return self._sealer is not None
+
+    def _channel(self, channel: str) -> str:
+        return f'{self._queue_id}/{channel}'
+
+    def _encode(self, result: Result | None, channel: str) -> bytes:
+        """The message carrying ``result`` (``None``: the kill signal) to ``channel``."""
+        if self._sealer is None:
+            return _KILL if result is None else _MAGIC + pickle.dumps(result, protocol=5)
+        if result is None:
+            return self._sealer.seal(self._channel(channel), 'kill', b'')
+        kind = 'task' if channel == _REQUESTS else 'result'
+        return self._sealer.seal(self._channel(channel), kind, pickle.dumps(result, protocol=5))
+
+    def _decode(self, message: bytes, channel: str, where: str) -> Result | None:
+        """The result a message read from ``channel`` carries (``None``: the kill signal).
+
+        Raises:
+            SteerAuthenticationError: the message is unsigned (these queues sign), altered,
+                signed with another key, or signed but these queues have no key.
+            SteerReplayError: it was read before, or sent to another topic or queue.
+            SteerQueueError: it is not a tether.steer message.
+        """
+        head = message[:4]
+        if head == _auth.SIGNED:
+            if self._sealer is None:
+                raise SteerAuthenticationError(
+                    f'refused a signed message on {where}: these queues were made with '
+                    'secret=False and cannot check it (give both sides the same secret)',
                 )
+            kind, body = self._sealer.open(message, self._channel(channel), where)
+            if kind == 'kill':
+                return None
+            expected = 'task' if channel == _REQUESTS else 'result'
+            if kind != expected:
+                raise SteerAuthenticationError(
+                    f'refused a message on {where}: a {kind!r} where a {expected!r} belongs',
+                )
+        elif head in (_MAGIC, _KILL) and self._sealer is not None:
+            raise SteerAuthenticationError(
+                f'refused an unsigned message on {where}: these queues sign and check every '
+                'message (pass secret=False to both sides to use unsigned queues)',
+            )
+        elif message == _KILL:
+            return None
+        elif head == _MAGIC:
+            body = memoryview(message)[4:]
+        else:
+            raise SteerQueueError(f'refused a message on {where}: not a tether.steer message')
         result = pickle.loads(body)
         if not isinstance(result, Result):
             raise SteerQueueError(f'refused a message on {where}: not a Result')
@@ -202,9 +291,10 @@ class BaseQueues(abc.ABC):
         # The time to serialize (and proxy) the inputs; the pickle of the small envelope
         # that follows is not included.
         result.time.serialize_inputs = time.perf_counter() - start
-        message = self._encode(result)
+        message = self._encode(result, _REQUESTS)
         if packed.proxied and not result.keep_inputs:
-            self._made_proxies[result.task_id] = (store, [packed.items[i] for i in packed.proxied])
+            made = [packed.items[i] for i in packed.proxied]
+            self._made_proxies[result.task_id] = (store, made)
         with self._lock:
             self._active += 1
         try:
@@ -228,11 +318,12 @@ class BaseQueues(abc.ABC):
         if topic not in self.topics:
             raise ConfigError(f'unknown topic {topic!r}; topics: {self.topics}')
         message = self._get_result(topic, timeout)
-        if message == _KILL:
-            raise KillSignalError(f'the task server shut down (kill signal on topic {topic!r})')
         received = time.time()
         start = time.perf_counter()
-        result = self._decode(message, f'result topic {topic!r}')
+        decoded = self._decode(message, f'result/{topic}', f'result topic {topic!r}')
+        if decoded is None:
+            raise KillSignalError(f'the task server shut down (kill signal on topic {topic!r})')
+        result = decoded
         result.timestamp.result_received = received
         result.message_sizes['value'] = len(message)
         if isinstance(result.value, _pack.Packed):
@@ -242,6 +333,8 @@ class BaseQueues(abc.ABC):
         result.time.deserialize_results = time.perf_counter() - start
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
+            # Not on the worker as it resolves them: an executor that re-runs a task
+            # whose worker died (the function service does) would find them gone.
             self._evict(*made)
         with self._lock:
             self._active -= 1
@@ -271,7 +364,7 @@ class BaseQueues(abc.ABC):
 
     def send_kill_signal(self) -> None:
         """Tell the task server to finish the tasks it has and stop."""
-        self._send_request(_KILL)
+        self._send_request(self._encode(None, _REQUESTS))
 
     # Task server side ------------------------------------------------------------------
 
@@ -281,12 +374,15 @@ class BaseQueues(abc.ABC):
         Raises:
             KillSignalError: the Thinker sent the kill signal.
             SteerTimeoutError: nothing arrived within ``timeout`` seconds.
+            SteerAuthenticationError: the message was refused (unsigned, altered,
+                replayed); nothing in it was unpickled.
         """
         message = self._get_request(timeout)
-        if message == _KILL:
-            raise KillSignalError('the Thinker sent the kill signal')
         received = time.time()
-        result = self._decode(message, 'the request queue')
+        decoded = self._decode(message, _REQUESTS, 'the request queue')
+        if decoded is None:
+            raise KillSignalError('the Thinker sent the kill signal')
+        result = decoded
         result.timestamp.input_received = received
         result.message_sizes['inputs'] = len(message)
         return result
@@ -294,12 +390,13 @@ class BaseQueues(abc.ABC):
     def send_result(self, result: Result) -> None:
         """Send a finished task's result to its topic."""
         result.timestamp.result_sent = time.time()
-        self._send_result(self._encode(result), result.topic or 'default')
+        topic = result.topic or 'default'
+        self._send_result(self._encode(result, f'result/{topic}'), topic)
 
     def send_kill_to_thinker(self) -> None:
         """Put the kill signal on every result topic (the task server is stopping)."""
         for topic in self.topics:
-            self._send_result(_KILL, topic)
+            self._send_result(self._encode(None, f'result/{topic}'), topic)
 
 
 ColmenaQueues = BaseQueues

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import multiprocessing
 import queue as _queue
+import uuid
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from tether.exceptions import SteerTimeoutError
-from tether.steer.queue.base import BaseQueues
+from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['PipeQueues']
 
@@ -28,7 +29,8 @@ class PipeQueues(BaseQueues):
         proxystore_name: str | Mapping[str, str | None] | None = None,
         proxystore_threshold: int | Mapping[str, int | None] | None = None,
         *,
-        secret: bytes | str | None = None,
+        secret: bytes | str | Literal[False] | None = None,
+        max_age: float | None = _DEFAULT_MAX_AGE,
     ) -> None:
         super().__init__(
             topics,
@@ -37,7 +39,9 @@ class PipeQueues(BaseQueues):
             proxystore_name,
             proxystore_threshold,
             secret=secret,
+            max_age=max_age,
         )
+        self._queue_id = f'pipe:{uuid.uuid4().hex}'
         ctx = multiprocessing.get_context('fork')
         self._requests: Any = ctx.Queue()
         self._results: dict[str, Any] = {t: ctx.Queue() for t in self.topics}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from tether.exceptions import SteerQueueError, SteerTimeoutError
-from tether.steer.queue.base import BaseQueues
+from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['RedisQueues']
 
@@ -32,7 +32,9 @@ class RedisQueues(BaseQueues):
         proxystore_name: Store name (or dict topic -> name) for values over the threshold.
         proxystore_threshold: Bytes (or dict topic -> bytes) over which values are proxied.
         password: Redis password, if the server wants one. Kept in memory only.
-        secret: Key to sign and check messages with (see :class:`BaseQueues`).
+        secret: Key to sign and check messages with (see :class:`BaseQueues`; by default
+            the user's queue key; ``False``: unsigned).
+        max_age: Oldest signed message accepted, in seconds.
     """
 
     def __init__(  # noqa: PLR0917 (Colmena's positional order)
@@ -47,7 +49,8 @@ class RedisQueues(BaseQueues):
         proxystore_threshold: int | Mapping[str, int | None] | None = None,
         *,
         password: str | None = None,
-        secret: bytes | str | None = None,
+        secret: bytes | str | Literal[False] | None = None,
+        max_age: float | None = _DEFAULT_MAX_AGE,
     ) -> None:
         super().__init__(
             topics,
@@ -56,7 +59,9 @@ class RedisQueues(BaseQueues):
             proxystore_name,
             proxystore_threshold,
             secret=secret,
+            max_age=max_age,
         )
+        self._queue_id = f'redis:{prefix}'
         self.hostname = hostname
         self.port = port
         self.prefix = prefix
@@ -174,17 +179,18 @@ class RedisQueues(BaseQueues):
                 self._client.close()
                 self._client = None
 
+    def _after_fork_in_child(self) -> None:
+        super()._after_fork_in_child()
+        self._client_lock = threading.Lock()
+
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state['_client'] = None
         state['_client_lock'] = None
-        state['_lock'] = None
-        # Secrets stay in this process: a pickled queue reconnects with none.
+        # Secrets stay in this process: a pickled queue reconnects with no password.
         state['_password'] = None
-        state['_secret'] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        super().__setstate__(state)
         self._client_lock = threading.Lock()
-        self._lock = threading.Condition()

@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tether.exceptions import ConfigError, KillSignalError, SteerError, SteerTimeoutError
+from tether.exceptions import (
+    ConfigError,
+    KillSignalError,
+    SteerAuthenticationError,
+    SteerError,
+    SteerTimeoutError,
+)
 from tether.steer.models import Result
 
 __all__ = ['BaseTaskServer', 'method_name']
@@ -144,6 +150,11 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 except SteerTimeoutError:
                     logger.info('no request for %s s: stopping', self.timeout)
                     break
+                except SteerAuthenticationError as e:
+                    # Unsigned, altered or replayed: nothing in it was unpickled or run.
+                    # The server keeps serving the campaign's genuine requests.
+                    logger.error('refused a task request: %s', e)
+                    continue
                 with self._cond:
                     self._outstanding += 1
                 self._dispatch(result)

@@ -1,0 +1,86 @@
+"""Per-user secret keys in private files (internal, shared by tether.stream and tether.steer).
+
+A key file lives in ``$XDG_CONFIG_HOME/tether/`` (by default ``~/.config/tether/``). It is
+created on first use with a random key (64 hex digits), mode 0600 in a 0700 directory,
+written atomically (a temporary file linked into place, so processes racing to create it
+all end up with the same key), and refused when it does not belong to the user or other
+users can read or write it. Every process of one user on a host (and on hosts sharing the
+home directory) thereby shares the key without any configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+from tether.exceptions import ConfigError
+
+__all__ = ['config_dir', 'read_private', 'user_key']
+
+
+def config_dir() -> Path:
+    """tether's configuration directory: ``$XDG_CONFIG_HOME/tether``.
+
+    ``$XDG_CONFIG_HOME`` defaults to ``~/.config`` (as the XDG base directory
+    specification says, a relative value is ignored).
+    """
+    xdg = os.environ.get('XDG_CONFIG_HOME', '')
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / '.config'
+    return base / 'tether'
+
+
+def user_key(path: Path, *, what: str, instead: str) -> bytes:
+    """Read the key file at ``path``, creating it (0600, atomically) with a random key.
+
+    Args:
+        path: The key file.
+        what: What the key is, for error messages (``'stream key'``).
+        instead: What to do instead when the file cannot be created, for the error.
+
+    Raises:
+        ConfigError: the file cannot be created or read, or is not private.
+    """
+    try:
+        return read_private(path, what)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)  # mode 0600
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(secrets.token_hex(32) + '\n')
+                f.flush()
+                os.fsync(f.fileno())
+            # Atomic, and never replaces a key that another process made meanwhile.
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        return read_private(path, what)
+    except OSError as e:
+        raise ConfigError(f'cannot create the {what} file {path} ({e}): {instead}') from e
+
+
+def read_private(path: Path, what: str) -> bytes:
+    """Read a key file that must belong to the user and be private (mode 0600).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ConfigError: the file belongs to someone else or others may read or write it.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NOFOLLOW', 0))
+    with os.fdopen(fd, 'rb') as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise ConfigError(
+                f'refusing the {what} file {path}: it must belong to you and be '
+                f'readable by you only (mode 0600; it has {stat.filemode(st.st_mode)}, '
+                f'owner uid {st.st_uid}). Fix it with `chmod 600 {path}`, or remove it to '
+                'get a new key',
+            )
+        return f.read().strip()

@@ -1,0 +1,311 @@
+"""Signed queue messages: the queue key, the envelope, and replay protection.
+
+Queue messages are pickles, so by default every message is signed and checked before
+anything in it is unpickled. The key is a shared secret of at least 16 bytes, resolved
+where the queues are used and never serialized:
+
+1. the ``secret=`` argument of the queues (``secret=False``: unsigned messages, for
+   queues that only trusted parties can write to);
+2. else ``$TETHER_STEER_KEY`` (the key itself);
+3. else ``$TETHER_STEER_KEY_FILE`` (a file holding the key; surrounding whitespace is
+   ignored);
+4. else the user's key file, ``$XDG_CONFIG_HOME/tether/steer.key`` (by default
+   ``~/.config/tether/steer.key``), created on first use with a random key, mode 0600
+   (see :mod:`tether._keyfile`, shared with tether.stream's key file). The Thinker and
+   its task server, run by the same user on hosts that share the home directory, sign
+   and check with the same key without any configuration.
+
+A signed message is::
+
+    b'TSQ2' | HMAC-SHA256 tag (32 bytes) | header length (u32) | header (JSON) | body
+
+The tag covers everything after it. The header names the key (``kid``, a hash of it),
+the queue and channel the message was sent to (``ch``: the Redis prefix or pipe pair,
+and ``requests`` or ``result/<topic>``), what it is (a task, a result or the kill
+signal), its sender (a random id per process and queue object, renewed in a forked
+child), a sequence number per sender and channel, and the time it was sent. A reader
+checks the tag first, then that the message was read from the channel it was sent to
+(a message replayed onto another topic or another campaign's queue is refused), that it
+is not older than ``max_age``, and that its sequence number was not accepted before (a
+message replayed twice is refused; numbers more than ``window`` below the newest of
+that sender are refused too). A reader that restarts forgets what it saw: ``max_age``
+bounds the replays it would accept.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import struct
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Literal
+
+from tether import _keyfile
+from tether.exceptions import ConfigError, SteerAuthenticationError, SteerReplayError
+
+__all__ = [
+    'ENV_KEY',
+    'ENV_KEY_FILE',
+    'MIN_KEY_BYTES',
+    'QueueKey',
+    'SecretSpec',
+    'Sealer',
+    'default_key_file',
+    'resolve_secret',
+]
+
+ENV_KEY = 'TETHER_STEER_KEY'
+ENV_KEY_FILE = 'TETHER_STEER_KEY_FILE'
+MIN_KEY_BYTES = 16
+
+SecretSpec = bytes | str | Literal[False] | None
+"""What ``secret=`` accepts: the key, ``None`` (from the environment) or ``False`` (none)."""
+
+SIGNED = b'TSQ2'
+_TAG = 32
+_HLEN = struct.Struct('<I')
+_MAX_HEADER = 4096
+
+
+class QueueKey:
+    """A queue key: a secret that never leaves the process.
+
+    It cannot be pickled; its ``repr`` shows only its key id (a hash, harmless to log).
+    """
+
+    __slots__ = ('_base', 'kid')
+
+    def __init__(self, secret: str | bytes) -> None:
+        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(raw) < MIN_KEY_BYTES:
+            raise ConfigError(
+                f'a queue secret must have at least {MIN_KEY_BYTES} bytes (got {len(raw)}); '
+                'generate one with `python -c "import secrets; print(secrets.token_hex(32))"`',
+            )
+        self._base = hmac.new(raw, digestmod=hashlib.sha256)
+        self.kid = hmac.new(raw, b'tether-steer-key-id', hashlib.sha256).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f'QueueKey(kid={self.kid!r})'
+
+    def __reduce__(self) -> Any:
+        raise TypeError('a queue key is never serialized: resolve it in each process')
+
+    def tag(self, *parts: bytes | memoryview) -> bytes:
+        """``HMAC-SHA256(key, concatenation of parts)``."""
+        h = self._base.copy()
+        for part in parts:
+            h.update(part)
+        return h.digest()
+
+
+def default_key_file() -> Path:
+    """The user's queue key file: ``$XDG_CONFIG_HOME/tether/steer.key``."""
+    return _keyfile.config_dir() / 'steer.key'
+
+
+def resolve_secret(secret: SecretSpec) -> QueueKey | None:
+    """Resolve ``secret=`` as documented above: argument, environment, key file.
+
+    Raises:
+        ConfigError: the key is too short, or the key file cannot be read or created.
+    """
+    if secret is False:
+        return None
+    if secret is not None:
+        if not isinstance(secret, str | bytes):
+            raise ConfigError(
+                f'secret must be bytes, a string, None or False, not {type(secret).__name__}',
+            )
+        return QueueKey(secret)
+    env = os.environ.get(ENV_KEY)
+    if env:
+        return QueueKey(env)
+    path = os.environ.get(ENV_KEY_FILE)
+    if path:
+        try:
+            with open(path, 'rb') as f:
+                return QueueKey(f.read().strip())
+        except OSError as e:
+            raise ConfigError(
+                f'cannot read the queue key file {path!r} (${ENV_KEY_FILE}): {e}',
+            ) from e
+    return QueueKey(
+        _keyfile.user_key(
+            default_key_file(),
+            what='queue key',
+            instead=(
+                f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass secret=False to the queues to '
+                'send unsigned messages'
+            ),
+        ),
+    )
+
+
+_sealers: weakref.WeakSet[Sealer] = weakref.WeakSet()
+
+
+def _new_locks_after_fork() -> None:
+    # A task server is forked from the Thinker's process: a lock another thread held at
+    # that moment must not stay held forever in the child.
+    for sealer in list(_sealers):
+        sealer._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
+
+
+class Sealer:
+    """Signs the messages one queue object sends and checks those it reads.
+
+    Args:
+        key: The queue key.
+        max_age: Oldest message accepted, in seconds (``None``: no limit).
+        window: Sequence numbers accepted below the newest seen per sender and channel.
+        max_senders: Sender-channel pairs remembered (least recently used forgotten).
+    """
+
+    def __init__(
+        self,
+        key: QueueKey,
+        *,
+        max_age: float | None = None,
+        window: int = 4096,
+        max_senders: int = 10_000,
+    ) -> None:
+        self.key = key
+        self.max_age = max_age
+        self.window = window
+        self.max_senders = max_senders
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._sender = ''
+        self._seq: dict[str, int] = {}
+        self._seen: collections.OrderedDict[tuple[str, str], tuple[int, set[int]]] = (
+            collections.OrderedDict()
+        )
+        _sealers.add(self)
+
+    def seal(self, channel: str, kind: str, body: bytes) -> bytes:
+        """Return the signed message carrying ``body`` to ``channel``."""
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child is another sender
+                self._pid = os.getpid()
+                self._sender = secrets.token_hex(8)
+                self._seq = {}
+            seq = self._seq.get(channel, 0)
+            self._seq[channel] = seq + 1
+            sender = self._sender
+        header = json.dumps(
+            {
+                'kid': self.key.kid,
+                'ch': channel,
+                'kind': kind,
+                'from': sender,
+                'seq': seq,
+                'time': time.time(),
+            },
+            separators=(',', ':'),
+        ).encode()
+        head = _HLEN.pack(len(header)) + header
+        return b''.join((SIGNED, self.key.tag(head, body), head, body))
+
+    def open(self, message: bytes, channel: str, where: str) -> tuple[str, memoryview]:
+        """Check a signed message read from ``channel``; return its kind and body.
+
+        Raises:
+            SteerAuthenticationError: the tag does not match (altered, another key).
+            SteerReplayError: it was sent to another channel, is too old, or was read
+                before.
+        """
+        view = memoryview(message)
+        if len(view) < len(SIGNED) + _TAG + _HLEN.size:
+            raise SteerAuthenticationError(f'refused a message on {where}: truncated')
+        tag = view[len(SIGNED) : len(SIGNED) + _TAG]
+        rest = view[len(SIGNED) + _TAG :]
+        if not hmac.compare_digest(bytes(tag), self.key.tag(rest)):
+            raise SteerAuthenticationError(
+                f'refused a message on {where}: its signature does not match (it was '
+                f'altered, or signed with another queue key: {_claimed_kid(rest)}; this side '
+                f'uses key id {self.key.kid!r}). Give both sides the same secret=, '
+                f'${ENV_KEY}, or the same user key file',
+            )
+        (hlen,) = _HLEN.unpack_from(rest, 0)
+        if hlen > _MAX_HEADER or _HLEN.size + hlen > len(rest):
+            raise SteerAuthenticationError(f'refused a message on {where}: malformed header')
+        try:
+            header = json.loads(bytes(rest[_HLEN.size : _HLEN.size + hlen]))
+        except ValueError as e:
+            raise SteerAuthenticationError(
+                f'refused a message on {where}: malformed header ({e})',
+            ) from None
+        self._check(header, channel, where)
+        return str(header['kind']), rest[_HLEN.size + hlen :]
+
+    def _check(self, header: Any, channel: str, where: str) -> None:
+        if not isinstance(header, dict):
+            raise SteerAuthenticationError(f'refused a message on {where}: malformed header')
+        sent_to, kind, sender, seq, sent = (
+            header.get(f) for f in ('ch', 'kind', 'from', 'seq', 'time')
+        )
+        if (
+            not isinstance(sent_to, str)
+            or not isinstance(kind, str)
+            or not isinstance(sender, str)
+            or not isinstance(seq, int)
+            or isinstance(seq, bool)
+            or seq < 0
+            or not isinstance(sent, int | float)
+            or not math.isfinite(sent)
+        ):
+            raise SteerAuthenticationError(
+                f'refused a message on {where}: malformed header {header!r}',
+            )
+        if sent_to != channel:
+            raise SteerReplayError(
+                f'refused a replayed message on {where}: it was signed for {sent_to!r}, not '
+                f'for {channel!r} (a message copied onto another topic or queue)',
+            )
+        age = time.time() - sent
+        if self.max_age is not None and age > self.max_age:
+            raise SteerReplayError(
+                f'refused a message on {where}: it was sent {age:.0f} s ago (max_age='
+                f'{self.max_age} s)',
+            )
+        with self._lock:
+            ident = (sender, channel)
+            highest, seen = self._seen.pop(ident, (-1, set()))
+            if seq in seen or seq <= highest - self.window:
+                self._seen[ident] = (highest, seen)
+                raise SteerReplayError(
+                    f'refused a replayed message on {where}: message {seq} of sender '
+                    f'{sender} was already read (or is more than {self.window} behind the '
+                    'newest)',
+                )
+            seen.add(seq)
+            highest = max(highest, seq)
+            if len(seen) > 2 * self.window:
+                seen = {s for s in seen if s > highest - self.window}
+            self._seen[ident] = (highest, seen)
+            while len(self._seen) > self.max_senders:
+                self._seen.popitem(last=False)
+
+
+def _claimed_kid(rest: memoryview) -> str:
+    """The key id an unverified message claims, for error messages only."""
+    try:
+        (hlen,) = _HLEN.unpack_from(rest, 0)
+        kid = json.loads(bytes(rest[_HLEN.size : _HLEN.size + min(hlen, _MAX_HEADER)]))['kid']
+    except (ValueError, KeyError, TypeError, struct.error):
+        kid = None
+    if isinstance(kid, str):
+        return f'it claims key id {kid[:32]!r}'
+    return 'it names no key id'
