@@ -73,7 +73,11 @@ class PostgresDriver:
     async def connect(cls, url: str) -> PostgresDriver:
         import asyncpg
 
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=8)
+        # No reset query when a connection returns to the pool (asyncpg's default sends
+        # one, a second round trip per statement): the repository changes no session
+        # state (no SET, LISTEN, advisory lock or cursor), and a transaction left open by
+        # an error is still rolled back by asyncpg before the connection is reused.
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=8, reset=_no_reset)
         return cls(pool)
 
     async def execute(self, sql: str, *args: Any) -> int:
@@ -101,6 +105,10 @@ class PostgresDriver:
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+async def _no_reset(connection: Any) -> None:
+    """Nothing to reset (see :meth:`PostgresDriver.connect`)."""
 
 
 class SqliteDriver:
