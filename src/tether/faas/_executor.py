@@ -36,6 +36,7 @@ from tether.exceptions import (
 from tether.faas import _frames
 from tether.faas._client import Client, outcome
 from tether.faas._http import ws_url
+from tether.faas._loop import new_event_loop
 from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
@@ -262,7 +263,7 @@ class Executor(concurrent.futures.Executor):
         return futures
 
     def _stream_main(self, group: str, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self._loop = loop
         self._stream_task = loop.create_task(self._stream(group))
         ready.set()
