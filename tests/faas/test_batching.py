@@ -268,3 +268,26 @@ def test_a_message_queued_by_an_earlier_version_still_runs(
 
         asyncio.run(scenario())
         assert client.get_result(task_id) == 'done'
+
+
+def test_a_result_taken_from_the_stream_before_it_is_stored_stays_acknowledged(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    """Results are stored and published at once: a client may take one first."""
+    st = make_service()
+    repo = st.service.repo if st.service is not None else None
+    assert repo is not None
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    with Client(st.url, token) as client:
+        fid = client.register_function(_tasks.square)
+        group = client.create_task_group()
+        (task_id,) = submit(client, endpoint_id, fid, 1, group)
+        st.call(repo.acknowledge(user, [task_id], delivered=True))
+        stored = st.call(repo.store_results(endpoint_id, [(task_id, 'success', '{}', b'42')]))
+        assert stored == {task_id: group}
+        row = st.call(repo.result(user, task_id))
+        assert row['status'] == 'success'
+        assert row['acknowledged']
+        assert row['result'] is None  # not kept: the client has it
+        assert client.get_task(task_id)['acknowledged']

@@ -282,11 +282,21 @@ class Service:
                 await self.repo.set_endpoint_state(endpoint_id, False, session.info)
 
     async def publish_results(
-        self, endpoint_id: str, results: list[tuple[dict[str, Any], memoryview | bytes]]
+        self,
+        endpoint_id: str,
+        results: list[tuple[dict[str, Any], memoryview | bytes]],
+        groups: dict[str, str] | None = None,
     ) -> None:
         """Store results of tasks sent to ``endpoint_id`` and queue them for their client
         (one statement, one message per task group; a result stored earlier but not yet
-        acknowledged is queued again, one already acknowledged is not)."""
+        acknowledged is queued again, one already acknowledged is not).
+
+        ``groups`` maps the ids of tasks this service sent to the endpoint to their task
+        group, as its own task messages recorded it: those results are stored and
+        published at once (a client may see one before the database has it: taking it
+        then still marks it acknowledged). The others' groups come from the database.
+        """
+        groups = groups or {}
         ids = [str(h.get('task_id')) for h, _ in results]
         now = time.time()
         rows = []
@@ -295,16 +305,26 @@ class Service:
             status = 'success' if header.get('status') == 'success' else 'failed'
             header['status'] = status
             rows.append((task_id, status, json.dumps(header), payload))
-        owners = await self.repo.store_results(endpoint_id, rows)
-        again = [t for t in ids if t not in owners]
-        if again:
-            owners.update(await self.repo.result_targets(endpoint_id, again))
+        early = [(t, r) for t, r in zip(ids, results, strict=True) if t in groups]
+        stored, _ = await asyncio.gather(
+            self.repo.store_results(endpoint_id, rows), self._publish_results(early, groups)
+        )
+        rest = [(t, r) for t, r in zip(ids, results, strict=True) if t not in groups]
+        if rest:
+            owners = dict(stored)
+            again = [t for t, _ in rest if t not in owners]
+            if again:
+                owners.update(await self.repo.result_targets(endpoint_id, again))
+            # Not a task of this endpoint, or already acknowledged: not queued.
+            await self._publish_results([(t, r) for t, r in rest if t in owners], owners)
+
+    async def _publish_results(
+        self, results: list[tuple[str, Entry]], groups: dict[str, str]
+    ) -> None:
         by_group: dict[str, list[Entry]] = {}
         now = time.time()
-        for (header, payload), task_id in zip(results, ids, strict=True):
-            group = owners.get(task_id)
-            if group is None:
-                continue  # not a task of this endpoint, or already acknowledged
+        for task_id, (header, payload) in results:
+            group = groups[task_id]
             header['task_group_id'] = group
             header['t']['service_published'] = now
             by_group.setdefault(group, []).append((header, payload))
@@ -408,7 +428,7 @@ class Service:
                 ids = [str(t) for t in frame.header.get('task_ids', [])]
                 # The database first: a crash between the two delivers the message again,
                 # and the results it holds are then known to be taken.
-                await self.repo.acknowledge(user_id, ids)
+                await self.repo.acknowledge(user_id, ids, delivered=True)
                 await consumer.ack(tracker.done(ids))
         finally:
             if recv is not None:
@@ -442,10 +462,12 @@ class _EndpointSession:
         self._stopped = asyncio.Event()
         self._backlog: collections.deque[Entry] = collections.deque()
         self._forwarded: set[str] = set()  # sent to the endpoint, not yet with a worker
+        self._groups: dict[str, str] = {}  # task group of each task sent, until its result
         self._pumper: asyncio.Task[None] | None = None
         self._acks: list[str] = []
         self._results: list[tuple[dict[str, Any], memoryview | bytes]] = []
-        self._processor: asyncio.Task[None] | None = None
+        self._storing: asyncio.Task[None] | None = None
+        self._marking: asyncio.Task[None] | None = None
         self._error: Exception | None = None
 
     def _fail(self, e: Exception) -> None:
@@ -499,34 +521,49 @@ class _EndpointSession:
 
     def _kick(self) -> None:
         """Process what arrived, in batches: while one batch is stored and published,
-        the next accumulates (one statement and one publish per batch)."""
-        if self._processor is None or self._processor.done():
-            self._processor = asyncio.ensure_future(self._process())
+        the next accumulates (one statement and one publish per batch). Results and
+        hand-offs have a pipeline each, so that a result never waits for the database
+        update of hand-offs that arrived before it."""
+        if self._results and (self._storing is None or self._storing.done()):
+            self._storing = asyncio.ensure_future(self._store_results())
+        if self._acks and (self._marking is None or self._marking.done()):
+            self._marking = asyncio.ensure_future(self._mark_handed())
 
-    async def _process(self) -> None:
+    async def _store_results(self) -> None:
         s = self.service
         try:
-            while self._acks or self._results:
+            while self._results:
                 results, self._results = self._results, []
-                acks, self._acks = self._acks, []
                 stored = [str(h.get('task_id')) for h, _ in results]
-                if results:
-                    # Results first: they are what a client waits for.
-                    await s.publish_results(self.endpoint_id, results)
-                if acks or stored:
-                    done = acks + stored  # stored results: their tasks are done too
-                    self._forwarded.difference_update(done)
-                    self._pump()
-                    tags = self.tracker.done(done)
-                    if acks:
-                        await s.repo.mark_running(self.endpoint_id, acks)
-                    if tags and self.consumer is not None:
-                        await self.consumer.ack(tags)
-                if stored:
-                    # Stored, published, and their task messages acknowledged if complete.
-                    await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': stored}))
+                groups = {t: g for t in stored if (g := self._groups.pop(t, None))}
+                await s.publish_results(self.endpoint_id, results, groups)
+                # Stored: their tasks are done, and a message whose tasks are all done
+                # (handed, with the database saying so, or stored) may leave its queue.
+                self._done(stored)
+                await self._ack(self.tracker.done(stored))
+                await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': stored}))
         except Exception as e:
             self._fail(e)
+
+    async def _mark_handed(self) -> None:
+        s = self.service
+        try:
+            while self._acks:
+                acks, self._acks = self._acks, []
+                self._done(acks)
+                await s.repo.mark_running(self.endpoint_id, acks)
+                await self._ack(self.tracker.done(acks))  # only once 'running' is stored
+        except Exception as e:
+            self._fail(e)
+
+    def _done(self, ids: list[str]) -> None:
+        """Tasks no longer waiting at the endpoint: room for more."""
+        self._forwarded.difference_update(ids)
+        self._pump()
+
+    async def _ack(self, tags: list[Any]) -> None:
+        if tags and self.consumer is not None:
+            await self.consumer.ack(tags)
 
     async def _take(self, items: list[Delivery]) -> None:
         """Deliveries from the endpoint's queue: track them, then forward their tasks."""
@@ -584,6 +621,8 @@ class _EndpointSession:
                     payloads.append(payload)
                     size += len(payload)
                     self._forwarded.add(str(header['task_id']))
+                    if isinstance(header.get('task_group_id'), str):
+                        self._groups[str(header['task_id'])] = header['task_group_id']
                 await self.sock.send(_frames.encode(_frames.TASKS, {'tasks': headers}, payloads))
         except Exception as e:
             self._fail(e)

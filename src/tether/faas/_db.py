@@ -409,7 +409,8 @@ class Repository:
         if self.db.dialect == 'postgresql':
             ids, statuses, headers, payloads = (list(c) for c in zip(*results, strict=True))
             rows = await self.db.fetch(
-                'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h, result = r.p,'
+                'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
+                ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
                 ' finished = $5, payload = NULL'
                 ' FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS r(i, s, h, p)'
                 ' WHERE t.task_id = r.i AND t.endpoint_id = $6 AND t.status IN'
@@ -423,7 +424,8 @@ class Repository:
             )
         else:
             rows = await self.db.fetch_each(
-                'UPDATE faas_tasks SET status = $1, result_header = $2, result = $3,'
+                'UPDATE faas_tasks SET status = $1, result_header = $2,'
+                ' result = CASE WHEN acknowledged = 1 THEN NULL ELSE $3 END,'
                 ' finished = $4, payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
                 " AND status IN ('waiting-for-ep', 'running') RETURNING task_id, task_group_id",
                 [(s, h, r, now, t, endpoint_id) for t, s, h, r in results],
@@ -443,9 +445,24 @@ class Repository:
         )
         return {r['task_id']: r['task_group_id'] for r in rows}
 
-    async def acknowledge(self, user_id: str, task_ids: Sequence[str]) -> None:
-        """The client has the results: forget them (status and timings stay)."""
+    async def acknowledge(
+        self, user_id: str, task_ids: Sequence[str], delivered: bool = False
+    ) -> None:
+        """The client has the results: forget them (status and timings stay).
+
+        Through REST only finished tasks can be acknowledged; results taken from a result
+        stream (``delivered``) were finished whether or not the database has stored them
+        yet (a result is stored and published at once), and a result stored after it was
+        acknowledged is not kept."""
         if not task_ids:
+            return
+        if delivered:
+            await self.db.execute(
+                'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
+                f' WHERE user_id = $1 AND task_id {self.db.in_list(2)}',
+                user_id,
+                list(task_ids),
+            )
             return
         await self.db.execute(
             'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
