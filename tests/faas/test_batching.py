@@ -18,9 +18,10 @@ import pytest
 
 from tests.faas import _tasks
 from tests.faas.conftest import AMQP, delete_queues, new_endpoint, new_user, wait_for
-from tether.faas import Client, ServiceConfig, _frames
+from tether.exceptions import FaasNotFoundError
+from tether.faas import Client, Executor, ServiceConfig, _frames
 from tether.faas._core import _Tracker
-from tether.faas._payload import pack_result
+from tether.faas._payload import pack_args, pack_result
 from tether.faas._server import ServiceThread
 
 
@@ -291,3 +292,48 @@ def test_a_result_taken_from_the_stream_before_it_is_stored_stays_acknowledged(
         assert row['acknowledged']
         assert row['result'] is None  # not kept: the client has it
         assert client.get_task(task_id)['acknowledged']
+
+
+def test_submissions_on_a_result_stream_go_to_its_task_group(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    """The Executor submits on its result stream: answered per request, never to
+    another task group than the stream's."""
+    st = make_service()
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    with Client(st.url, token) as client:
+        fid = client.register_function(_tasks.square)
+        group, other = client.create_task_group(), client.create_task_group()
+        task_id = str(uuid.uuid4())
+
+        def task(function_id: str, tid: str) -> dict[str, Any]:
+            return {'task_id': tid, 'function_id': function_id, 'endpoint_id': endpoint_id}
+
+        async def scenario() -> None:
+            async with results(st, token, group) as stream:
+                header = {'request': 7, 'task_group_id': other, 'tasks': [task(fid, task_id)]}
+                await stream.send(_frames.SUBMIT, header, [pack_args((3,), {})])
+                assert (await stream.expect(_frames.SUBMITTED)).header == {'request': 7}
+                missing = str(uuid.uuid4())
+                header = {'request': 8, 'tasks': [task(missing, str(uuid.uuid4()))]}
+                await stream.send(_frames.SUBMIT, header, [pack_args((), {})])
+                refused = (await stream.expect(_frames.SUBMIT_FAILED)).header
+                assert refused['request'] == 8
+                assert (refused['status'], refused['error']) == (404, 'not-found')
+                assert missing in refused['message']
+
+        asyncio.run(scenario())
+        assert client.get_task(task_id)['task_group_id'] == group
+
+
+def test_executor_fails_the_futures_of_a_refused_submission(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    st = make_service()
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    with Executor(endpoint_id, service_url=st.url, token=token) as ex:
+        future = ex.submit_to_registered_function(str(uuid.uuid4()), (1,))
+        with pytest.raises(FaasNotFoundError, match='not found'):
+            future.result(timeout=60)

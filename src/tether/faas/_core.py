@@ -13,7 +13,9 @@
   killed) are queued again, up to ``max_task_attempts`` times.
 * :meth:`Service.result_session` streams a task group's results to a client; a result
   message leaves the queue (and the payloads the database) only when the client has
-  acknowledged every result in it.
+  acknowledged every result in it. The client may submit tasks to the group on the same
+  WebSocket (``SUBMIT``, answered ``SUBMITTED`` or ``SUBMIT_FAILED``): the SDK's
+  Executor does, which spares each batch an HTTP request.
 
 A message that the broker delivers again (its consumer went away before acknowledging
 it) is filtered first: tasks that are no longer waiting for their endpoint, and results
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import time
@@ -47,6 +50,7 @@ from tether.faas import _frames
 from tether.faas._broker import Broker, Consumer, Delivery
 from tether.faas._config import ServiceConfig
 from tether.faas._db import Repository
+from tether.faas._errors import status_of
 
 __all__ = ['Service', 'Socket']
 
@@ -414,6 +418,25 @@ class Service:
         batcher = _Batcher(flush, on_error)
         consumer = await self.broker.consume(self.result_queue(task_group_id), 4096, batcher.add)
         recv: asyncio.Future[bytes] | None = None
+        submitting: set[asyncio.Future[None]] = set()
+        # Acknowledgements in a pipeline of their own, a batch per statement: reading the
+        # stream (the next submission) never waits for the database.
+        taken: list[str] = []
+        acking: asyncio.Future[None] | None = None
+
+        async def take() -> None:
+            try:
+                while taken:
+                    ids = taken[:]
+                    del taken[:]
+                    # The database first: a crash between the two delivers the message
+                    # again, and the results it holds are then known to be taken.
+                    await self.repo.acknowledge(user_id, ids, delivered=True)
+                    if consumer is not None:
+                        await consumer.ack(tracker.done(ids))
+            except Exception as e:
+                on_error(e)
+
         try:
             while True:
                 recv = asyncio.ensure_future(sock.recv())
@@ -423,17 +446,45 @@ class Service:
                     failed.result()
                 frame = _frames.decode(recv.result(), self.limits)
                 recv = None
+                if frame.type == _frames.SUBMIT:
+                    job = asyncio.ensure_future(
+                        self._submit_on_stream(sock, user_id, task_group_id, frame)
+                    )
+                    submitting.add(job)
+                    job.add_done_callback(submitting.discard)
+                    continue
                 if frame.type != _frames.ACK:
                     raise ProtocolError(f'unexpected message type {frame.type} on a result stream')
-                ids = [str(t) for t in frame.header.get('task_ids', [])]
-                # The database first: a crash between the two delivers the message again,
-                # and the results it holds are then known to be taken.
-                await self.repo.acknowledge(user_id, ids, delivered=True)
-                await consumer.ack(tracker.done(ids))
+                taken.extend(str(t) for t in frame.header.get('task_ids', []))
+                if acking is None or acking.done():
+                    acking = asyncio.ensure_future(take())
         finally:
             if recv is not None:
                 recv.cancel()
+            for pending in [*submitting, acking]:
+                if pending is not None:
+                    pending.cancel()
             await consumer.close()
+
+    async def _submit_on_stream(
+        self, sock: Socket, user_id: str, task_group_id: str, frame: Any
+    ) -> None:
+        """A batch submitted on a result stream: to the stream's own task group."""
+        request = frame.header.get('request')
+        try:
+            header = {'task_group_id': task_group_id, 'tasks': frame.header.get('tasks')}
+            await self.submit(user_id, header, frame.payloads)
+        except Exception as e:
+            status, code = status_of(e)
+            if status == 500:
+                logger.exception('submission on a result stream failed')
+            message = str(e) if status != 500 else 'internal error (see the service log)'
+            reply = {'request': request, 'status': status, 'error': code, 'message': message}
+            with contextlib.suppress(Exception):  # the client resends after reconnecting
+                await sock.send(_frames.encode(_frames.SUBMIT_FAILED, reply))
+            return
+        with contextlib.suppress(Exception):
+            await sock.send(_frames.encode(_frames.SUBMITTED, {'request': request}))
 
     async def acknowledge(self, user_id: str, task_ids: Sequence[str]) -> None:
         """Results taken through REST: drop their payloads (queue copies are skipped by
