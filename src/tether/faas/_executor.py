@@ -274,6 +274,7 @@ class Executor(concurrent.futures.Executor):
             return
         if frame.type == _frames.SUBMITTED:
             self._unavailable_since = None
+            self._retry_delay = 0.0
             self._send_next()
             return
         header = frame.header

@@ -158,6 +158,7 @@ class Agent:
     async def _send_results(self, ws: Any, ids: list[str]) -> None:
         headers = []
         payloads = []
+        size = 0  # a running total: summing the list for each result was quadratic
         now = time.time()
         for task_id in ids:
             item = self._unconfirmed.get(task_id)
@@ -167,11 +168,12 @@ class Agent:
             header.setdefault('t', {})['endpoint_sent'] = now
             headers.append(header)
             payloads.append(payload)
-            if sum(len(p) for p in payloads) > 8 * 2**20:
+            size += len(payload)
+            if size > 8 * 2**20:
                 await self._send(
                     ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads)
                 )
-                headers, payloads = [], []
+                headers, payloads, size = [], [], 0
         if headers:
             await self._send(ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads))
 
