@@ -337,3 +337,25 @@ def test_executor_fails_the_futures_of_a_refused_submission(
         future = ex.submit_to_registered_function(str(uuid.uuid4()), (1,))
         with pytest.raises(FaasNotFoundError, match='not found'):
             future.result(timeout=60)
+
+
+def test_a_malformed_acknowledgement_closes_the_stream_with_a_clear_code(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    from websockets.exceptions import ConnectionClosed
+
+    st = make_service()
+    _user, token = new_user(st)
+    with Client(st.url, token) as client:
+        group = client.create_task_group()
+
+        async def scenario() -> None:
+            async with results(st, token, group) as stream:
+                await stream.send(_frames.ACK, {'task_ids': 5})
+                with pytest.raises(ConnectionClosed) as closed:
+                    await stream.expect(_frames.RESULTS)
+                assert closed.value.rcvd is not None
+                assert closed.value.rcvd.code == 4400
+                assert 'task_ids' in closed.value.rcvd.reason
+
+        asyncio.run(scenario())

@@ -455,7 +455,7 @@ class Service:
                     continue
                 if frame.type != _frames.ACK:
                     raise ProtocolError(f'unexpected message type {frame.type} on a result stream')
-                taken.extend(str(t) for t in frame.header.get('task_ids', []))
+                taken.extend(_task_ids(frame.header))
                 if acking is None or acking.done():
                     acking = asyncio.ensure_future(take())
         finally:
@@ -552,7 +552,7 @@ class _EndpointSession:
         while True:
             frame = _frames.decode(await self.sock.recv(), s.limits)
             if frame.type == _frames.ACK:
-                self._acks.extend(str(t) for t in frame.header.get('task_ids', []))
+                self._acks.extend(_task_ids(frame.header))
                 self._kick()
             elif frame.type == _frames.RESULTS:
                 headers = frame.header.get('results', [])
@@ -683,6 +683,14 @@ class _EndpointSession:
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.close()
+
+
+def _task_ids(header: dict[str, Any]) -> list[str]:
+    """The ``task_ids`` of an ACK frame."""
+    ids = header.get('task_ids', [])
+    if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids):
+        raise ProtocolError('"task_ids" must be a list of task id strings')
+    return ids
 
 
 def _info(header: dict[str, Any]) -> dict[str, Any]:

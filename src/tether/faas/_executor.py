@@ -269,8 +269,10 @@ class Executor(concurrent.futures.Executor):
 
     def _answered(self, frame: Any) -> None:
         """``SUBMITTED`` or ``SUBMIT_FAILED`` for a batch."""
-        batch = self._inflight.pop(frame.header.get('request'), None)
+        request = frame.header.get('request')
+        batch = self._inflight.pop(request, None) if isinstance(request, int) else None
         if batch is None:
+            logger.warning('ignoring an answer to no pending submission: %.200r', frame.header)
             return
         if frame.type == _frames.SUBMITTED:
             self._unavailable_since = None
@@ -278,7 +280,8 @@ class Executor(concurrent.futures.Executor):
             self._send_next()
             return
         header = frame.header
-        status = int(header.get('status', 500))
+        status = header.get('status')
+        status = status if isinstance(status, int) else 500
         body = json.dumps({'error': header.get('error'), 'message': header.get('message')})
         error = error_from(status, body.encode(), f'submitting {len(batch)} task(s)')
         now = time.monotonic()
