@@ -134,14 +134,13 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             raise ConnectorError(f'cannot create shared memory {key.name!r}: {e}') from e
         try:
             try:
-                if size:
-                    os.ftruncate(fd, size)
-                    with mmap.mmap(fd, size) as m:
-                        offset = 0
-                        for part in parts:
-                            view = memoryview(part).cast('B')
-                            m[offset : offset + view.nbytes] = view
-                            offset += view.nbytes
+                # write() rather than a copy into a mapping: the kernel allocates the
+                # segment's pages as it copies, instead of one page fault per 4 KB page
+                # (10 MB: about 5 ms against 9-10 ms on a VM).
+                for part in parts:
+                    view = memoryview(part).cast('B')
+                    while view.nbytes:
+                        view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
             os.replace(tmp, final)

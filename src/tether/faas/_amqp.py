@@ -133,6 +133,20 @@ class AmqpBroker:
         except Exception as e:
             logger.debug('deleting queue %s: %s', queue, e)
 
+    async def stats(self, queue: str) -> tuple[int, int]:
+        # A passive declaration of a missing queue closes its channel: a channel of its own.
+        channel = await asyncio.wait_for(self._connection.channel(), _TIMEOUT)
+        try:
+            q = await asyncio.wait_for(channel.declare_queue(queue, passive=True), _TIMEOUT)
+            result = q.declaration_result
+            return int(result.message_count or 0), int(result.consumer_count or 0)
+        except Exception as e:
+            logger.debug('queue %s: %r', queue, e)
+            return 0, 0
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(channel.close(), _TIMEOUT)
+
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._connection.close(), _TIMEOUT)

@@ -22,16 +22,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.exceptions import (
     FaasAuthenticationError,
-    FaasConnectionError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
-    FunctionNotAllowedError,
     ProtocolError,
     TaskPending,
-    WireError,
 )
 from tether.faas import _frames
 from tether.faas._core import Service, Socket
+from tether.faas._errors import status_of
 from tether.faas._openapi import openapi
 from tether.faas._web import PAGE
 
@@ -39,25 +37,9 @@ __all__ = ['build_app']
 
 logger = logging.getLogger(__name__)
 
-_STATUS: list[tuple[type[Exception], int, str]] = [
-    (FaasAuthenticationError, 401, 'unauthorized'),
-    (FaasNotFoundError, 404, 'not-found'),
-    (FaasPayloadTooLargeError, 413, 'payload-too-large'),
-    (FunctionNotAllowedError, 403, 'function-not-allowed'),
-    (TaskPending, 409, 'pending'),
-    (FaasConnectionError, 503, 'unavailable'),
-    (WireError, 400, 'bad-request'),
-    (ValueError, 400, 'bad-request'),
-    (KeyError, 400, 'bad-request'),
-    (TypeError, 400, 'bad-request'),
-]
-
 
 def _status_of(e: Exception) -> tuple[int, str]:
-    for cls, status, code in _STATUS:
-        if isinstance(e, cls):
-            return status, code
-    return 500, 'internal'
+    return status_of(e)
 
 
 def _error(e: Exception) -> JSONResponse:

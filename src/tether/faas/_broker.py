@@ -53,6 +53,10 @@ class Broker(Protocol):
     async def delete(self, queue: str) -> None:
         """Delete a queue and its messages."""
 
+    async def stats(self, queue: str) -> tuple[int, int]:
+        """``(messages ready, consumers)`` of ``queue`` (messages delivered but not
+        acknowledged are not ready); ``(0, 0)`` for a queue that does not exist."""
+
     async def close(self) -> None:
         """Close the connection."""
 
@@ -149,7 +153,6 @@ class MemoryBroker:
     async def close(self) -> None:
         self._queues.clear()
 
-    def depth(self, queue: str) -> int:
-        """Messages waiting in ``queue`` (not counting those delivered)."""
+    async def stats(self, queue: str) -> tuple[int, int]:
         q = self._queues.get(queue)
-        return len(q.ready) if q else 0
+        return (len(q.ready), len(q.consumers)) if q else (0, 0)

@@ -46,7 +46,9 @@ class ServiceConfig(pydantic.BaseModel):
             funcX limit); larger ones are refused with advice to pass a proxy.
         max_request_bytes: Largest HTTP request body (a whole batch).
         max_task_attempts: How often a task lost with its endpoint is queued again.
-        endpoint_prefetch: Tasks sent to an endpoint beyond those its workers hold.
+        endpoint_prefetch: Tasks sent to an endpoint and not yet in a worker's hands, at
+            most (a larger batch waits in the service); also how many broker messages
+            (each one submission's tasks for the endpoint) the service takes at once.
         result_queue_expiry_s: A task group's result queue is deleted after this long
             unused.
         tls_certfile: PEM certificate: serve HTTPS and WSS (recommended across sites).

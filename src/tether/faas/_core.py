@@ -1,15 +1,25 @@
 """What the service does, independent of HTTP: submit, forward, store and stream results.
 
-* :meth:`Service.submit` records a batch of tasks (idempotently: the SDK chooses task
-  ids, so a retried request adds nothing) and publishes each to its endpoint's queue.
+* :meth:`Service.submit` records a batch of tasks in one statement (idempotently: the
+  SDK chooses task ids, so a retried request adds nothing) and publishes them to each
+  endpoint's queue as one broker message per endpoint (split above 8 MiB of payloads).
 * :meth:`Service.endpoint_session` is the forwarder of one connected endpoint: it
-  consumes the endpoint's queue (at most ``endpoint_prefetch`` unacknowledged), sends
-  tasks in batches, acknowledges a task to the broker only when the endpoint reports it
-  handed to a worker, stores results, and publishes them to their task group's queue.
-  When an endpoint connects it says which tasks it still holds; tasks it was running but
-  lost (it was killed) are queued again, up to ``max_task_attempts`` times.
+  consumes the endpoint's queue, sends tasks in batches while fewer than
+  ``endpoint_prefetch`` sent tasks are not yet in a worker's hands, and acknowledges a
+  broker message only when the endpoint has reported every task in it handed to a worker
+  (and the database says so). It stores results (one statement per batch) and publishes
+  them to their task group's queue, one message per group and batch. When an endpoint
+  connects it says which tasks it still holds; tasks it was running but lost (it was
+  killed) are queued again, up to ``max_task_attempts`` times.
 * :meth:`Service.result_session` streams a task group's results to a client; a result
-  leaves the queue (and its payload the database) only when the client acknowledges it.
+  message leaves the queue (and the payloads the database) only when the client has
+  acknowledged every result in it. The client may submit tasks to the group on the same
+  WebSocket (``SUBMIT``, answered ``SUBMITTED`` or ``SUBMIT_FAILED``): the SDK's
+  Executor does, which spares each batch an HTTP request.
+
+A message that the broker delivers again (its consumer went away before acknowledging
+it) is filtered first: tasks that are no longer waiting for their endpoint, and results
+that the client already acknowledged, are not sent again.
 
 Payloads stay opaque bytes here: the service deserializes no function, argument or
 result. Ids that an endpoint sends back are checked against the database (a result is
@@ -20,10 +30,12 @@ at submission, never to one the endpoint names).
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from tether._wire._frame import Limits
@@ -32,11 +44,13 @@ from tether.exceptions import (
     FaasPayloadTooLargeError,
     FunctionNotAllowedError,
     ProtocolError,
+    WireError,
 )
 from tether.faas import _frames
 from tether.faas._broker import Broker, Consumer, Delivery
 from tether.faas._config import ServiceConfig
 from tether.faas._db import Repository
+from tether.faas._errors import status_of
 
 __all__ = ['Service', 'Socket']
 
@@ -58,14 +72,96 @@ class Socket:
             await self._send(data)
 
 
-class _Batcher:
-    """Collects deliveries that arrive together and hands them on as one batch."""
+# Payload bytes above which a batch is split into several messages (one task or result
+# alone may be larger: the payload limit applies to it).
+MESSAGE_BYTES = 8 * 2**20
 
-    def __init__(self, flush: Callable[[list[Delivery]], Awaitable[None]]) -> None:
+Entry = tuple[dict[str, Any], memoryview | bytes]
+
+
+def _entries(body: bytes | memoryview, key: str) -> list[Entry]:
+    """The ``(header, payload)`` entries of a queued message: ``{key: [headers]}`` with one
+    payload each, or (messages queued by an earlier version) one header and payload."""
+    frame = _frames.decode(body)
+    headers = frame.header.get(key)
+    if headers is None and 'task_id' in frame.header:
+        return [(frame.header, frame.payloads[0] if frame.payloads else b'')]
+    if not isinstance(headers, list) or len(headers) != len(frame.payloads):
+        raise ProtocolError(f'a queued message needs one payload per entry of {key!r}')
+    for h in headers:
+        if not isinstance(h, dict) or 'task_id' not in h:
+            raise ProtocolError(f'an entry of {key!r} without a task_id')
+    return list(zip(headers, frame.payloads, strict=True))
+
+
+def _pack(mtype: int, key: str, entries: Iterable[Entry]) -> list[bytes]:
+    """Entries as few messages as possible (split above :data:`MESSAGE_BYTES`)."""
+    messages = []
+    headers: list[dict[str, Any]] = []
+    payloads: list[memoryview | bytes] = []
+    size = 0
+    for header, payload in entries:
+        n = len(payload)
+        if headers and size + n > MESSAGE_BYTES:
+            messages.append(_frames.encode(mtype, {key: headers}, payloads))
+            headers, payloads, size = [], [], 0
+        headers.append(header)
+        payloads.append(payload)
+        size += n
+    if headers:
+        messages.append(_frames.encode(mtype, {key: headers}, payloads))
+    return messages
+
+
+class _Held:
+    __slots__ = ('remaining', 'tag')
+
+    def __init__(self, tag: Any, remaining: set[str]) -> None:
+        self.tag = tag
+        self.remaining = remaining
+
+
+class _Tracker:
+    """Broker deliveries that each carry several tasks (or results): a delivery may be
+    acknowledged once every id in it is done."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, list[_Held]] = {}
+
+    def hold(self, tag: Any, ids: Iterable[str]) -> bool:
+        """Track a delivery of ``ids``; False if there is nothing to wait for."""
+        held = _Held(tag, set(ids))
+        for i in held.remaining:
+            self._by_id.setdefault(i, []).append(held)
+        return bool(held.remaining)
+
+    def done(self, ids: Iterable[str]) -> list[Any]:
+        """Mark ``ids`` done; return the tags of the deliveries now complete."""
+        tags = []
+        for i in ids:
+            for held in self._by_id.pop(i, ()):
+                held.remaining.discard(i)
+                if not held.remaining:
+                    tags.append(held.tag)
+        return tags
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class _Batcher:
+    """Collects deliveries that arrive together and hands them on as one batch; a failed
+    batch calls ``on_error`` (the session ends, and its deliveries return to the queue)."""
+
+    def __init__(
+        self,
+        flush: Callable[[list[Delivery]], Awaitable[None]],
+        on_error: Callable[[Exception], None],
+    ) -> None:
         self._flush = flush
+        self._on_error = on_error
         self._items: list[Delivery] = []
         self._task: asyncio.Task[None] | None = None
-        self.error: BaseException | None = None
 
     def add(self, delivery: Delivery) -> None:
         self._items.append(delivery)
@@ -80,7 +176,7 @@ class _Batcher:
                 await self._flush(items)
             except Exception as e:
                 logger.debug('batch not delivered: %r', e)
-                self.error = e
+                self._on_error(e)
                 return
 
 
@@ -110,12 +206,14 @@ class Service:
         tasks = header.get('tasks')
         if not isinstance(tasks, list) or len(tasks) != len(payloads):
             raise ProtocolError('a submission needs one payload per entry of "tasks"')
+        if not all(isinstance(t, dict) for t in tasks):
+            raise ProtocolError('each entry of "tasks" must be an object')
         limit = self.config.max_payload_bytes
         for i, payload in enumerate(payloads):
             if payload.nbytes > limit:
                 raise FaasPayloadTooLargeError(
                     f'task {i} of the batch has {payload.nbytes} bytes of arguments, above '
-                    f'the service limit of {limit} bytes: pass large objects by reference '
+                    f'the limit of {limit} bytes: pass large objects by reference '
                     '(Executor(endpoint_id, store=store) proxies them through a tether '
                     'Store, or pass store.proxy(obj) yourself)',
                 )
@@ -134,7 +232,7 @@ class Service:
         if missing:
             raise FaasNotFoundError(f'endpoint {sorted(missing)[0]} not found')
         rows = []
-        messages: dict[str, list[bytes]] = {}
+        queued: dict[str, list[Entry]] = {}
         for task, payload in zip(tasks, payloads, strict=True):
             eid = str(task['endpoint_id'])
             fid = str(task['function_id'])
@@ -154,15 +252,17 @@ class Service:
                 'result_threshold': task.get('result_threshold'),
                 't': stamps,
             }
-            text = json.dumps(msg_header)
-            rows.append((msg_header['task_id'], user_id, group, eid, fid, text, bytes(payload)))
-            stamps['service_queued'] = time.time()
-            messages.setdefault(eid, []).append(
-                _frames.encode(_frames.TASKS, msg_header, [payload])
+            rows.append(
+                (msg_header['task_id'], user_id, group, eid, fid, json.dumps(msg_header), payload)
             )
+            queued.setdefault(eid, []).append((msg_header, payload))
+        now = time.time()
+        for entries in queued.values():
+            for h, _ in entries:
+                h['t']['service_queued'] = now
         await self.repo.insert_tasks(rows)
-        for eid, bodies in messages.items():
-            await self.broker.publish(self.task_queue(eid), bodies)
+        for eid, entries in queued.items():
+            await self.broker.publish(self.task_queue(eid), _pack(_frames.TASKS, 'tasks', entries))
         return {'task_group_id': group, 'task_ids': [r[0] for r in rows]}
 
     # Endpoints -------------------------------------------------------------------------
@@ -186,31 +286,56 @@ class Service:
                 await self.repo.set_endpoint_state(endpoint_id, False, session.info)
 
     async def publish_results(
-        self, endpoint_id: str, results: list[tuple[dict[str, Any], memoryview | bytes]]
+        self,
+        endpoint_id: str,
+        results: list[tuple[dict[str, Any], memoryview | bytes]],
+        groups: dict[str, str] | None = None,
     ) -> None:
-        """Store results of tasks sent to ``endpoint_id`` and queue them for their client."""
+        """Store results of tasks sent to ``endpoint_id`` and queue them for their client
+        (one statement, one message per task group; a result stored earlier but not yet
+        acknowledged is queued again, one already acknowledged is not).
+
+        ``groups`` maps the ids of tasks this service sent to the endpoint to their task
+        group, as its own task messages recorded it: those results are stored and
+        published at once (a client may see one before the database has it: taking it
+        then still marks it acknowledged). The others' groups come from the database.
+        """
+        groups = groups or {}
         ids = [str(h.get('task_id')) for h, _ in results]
         now = time.time()
         rows = []
-        for header, payload in results:
+        for task_id, (header, payload) in zip(ids, results, strict=True):
             header.setdefault('t', {})['service_result'] = now
             status = 'success' if header.get('status') == 'success' else 'failed'
             header['status'] = status
-            rows.append((str(header['task_id']), status, json.dumps(header), bytes(payload)))
-        await self.repo.store_results(endpoint_id, rows)
-        owners = await self.repo.result_targets(endpoint_id, ids)
-        by_group: dict[str, list[bytes]] = {}
-        for (header, payload), task_id in zip(results, ids, strict=True):
-            group = owners.get(task_id)
-            if group is None:
-                continue  # not a task of this endpoint, or already acknowledged
+            rows.append((task_id, status, json.dumps(header), payload))
+        early = [(t, r) for t, r in zip(ids, results, strict=True) if t in groups]
+        stored, _ = await asyncio.gather(
+            self.repo.store_results(endpoint_id, rows), self._publish_results(early, groups)
+        )
+        rest = [(t, r) for t, r in zip(ids, results, strict=True) if t not in groups]
+        if rest:
+            owners = dict(stored)
+            again = [t for t, _ in rest if t not in owners]
+            if again:
+                owners.update(await self.repo.result_targets(endpoint_id, again))
+            # Not a task of this endpoint, or already acknowledged: not queued.
+            await self._publish_results([(t, r) for t, r in rest if t in owners], owners)
+
+    async def _publish_results(
+        self, results: list[tuple[str, Entry]], groups: dict[str, str]
+    ) -> None:
+        by_group: dict[str, list[Entry]] = {}
+        now = time.time()
+        for task_id, (header, payload) in results:
+            group = groups[task_id]
             header['task_group_id'] = group
-            header['t']['service_published'] = time.time()
-            by_group.setdefault(group, []).append(
-                _frames.encode(_frames.RESULTS, header, [payload])
+            header['t']['service_published'] = now
+            by_group.setdefault(group, []).append((header, payload))
+        for group, entries in by_group.items():
+            await self.broker.publish(
+                self.result_queue(group), _pack(_frames.RESULTS, 'results', entries)
             )
-        for group, bodies in by_group.items():
-            await self.broker.publish(self.result_queue(group), bodies)
 
     async def recover_lost(self, endpoint_id: str, held: set[str]) -> None:
         """Queue again the tasks the endpoint was running but no longer holds."""
@@ -224,10 +349,11 @@ class Service:
             await self.repo.requeue([r['task_id'] for r in again])
             await self.broker.publish(
                 self.task_queue(endpoint_id),
-                [
-                    _frames.encode(_frames.TASKS, json.loads(r['header']), [r['payload'] or b''])
-                    for r in again
-                ],
+                _pack(
+                    _frames.TASKS,
+                    'tasks',
+                    ((json.loads(r['header']), r['payload'] or b'') for r in again),
+                ),
             )
         if failed:
             results: list[tuple[dict[str, Any], memoryview | bytes]] = []
@@ -250,32 +376,115 @@ class Service:
         """Stream a task group's results to its owner until the client disconnects."""
         if not await self.repo.owns_task_group(task_group_id, user_id):
             raise FaasNotFoundError(f'task group {task_group_id} not found')
-        tags: dict[str, list[Any]] = {}
+        tracker = _Tracker()
+        consumer: Consumer | None = None
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def flush(items: list[Delivery]) -> None:
-            headers = []
-            payloads = []
+            batches = []
+            again: list[str] = []
+            stale = []
             for d in items:
-                frame = _frames.decode(d.body)
-                tags.setdefault(str(frame.header['task_id']), []).append(d.tag)
-                frame.header.setdefault('t', {})['service_sent'] = time.time()
-                headers.append(frame.header)
-                payloads.append(frame.payloads[0] if frame.payloads else b'')
-            await sock.send(_frames.encode(_frames.RESULTS, {'results': headers}, payloads))
+                try:
+                    entries = _entries(d.body, 'results')
+                except WireError as e:
+                    logger.warning('dropping a malformed message of a result queue: %s', e)
+                    stale.append(d.tag)
+                    continue
+                batches.append((d, entries))
+                if d.redelivered:
+                    again.extend(str(h['task_id']) for h, _ in entries)
+            taken = await self.repo.acknowledged_ids(user_id, again) if again else set()
+            out: list[Entry] = []
+            for d, entries in batches:
+                kept = entries
+                if d.redelivered:
+                    kept = [e for e in entries if str(e[0]['task_id']) not in taken]
+                if not tracker.hold(d.tag, (str(h['task_id']) for h, _ in kept)):
+                    stale.append(d.tag)
+                out.extend(kept)
+            if stale and consumer is not None:
+                await consumer.ack(stale)
+            now = time.time()
+            for header, _ in out:
+                header.setdefault('t', {})['service_sent'] = now
+            for message in _pack(_frames.RESULTS, 'results', out):
+                await sock.send(message)
 
-        batcher = _Batcher(flush)
+        def on_error(e: Exception) -> None:
+            if not failed.done():
+                failed.set_exception(e)
+
+        batcher = _Batcher(flush, on_error)
         consumer = await self.broker.consume(self.result_queue(task_group_id), 4096, batcher.add)
+        recv: asyncio.Future[bytes] | None = None
+        submitting: set[asyncio.Future[None]] = set()
+        # Acknowledgements in a pipeline of their own, a batch per statement: reading the
+        # stream (the next submission) never waits for the database.
+        taken: list[str] = []
+        acking: asyncio.Future[None] | None = None
+
+        async def take() -> None:
+            try:
+                while taken:
+                    ids = taken[:]
+                    del taken[:]
+                    # The database first: a crash between the two delivers the message
+                    # again, and the results it holds are then known to be taken.
+                    await self.repo.acknowledge(user_id, ids, delivered=True)
+                    if consumer is not None:
+                        await consumer.ack(tracker.done(ids))
+            except Exception as e:
+                on_error(e)
+
         try:
             while True:
-                frame = _frames.decode(await sock.recv(), self.limits)
+                recv = asyncio.ensure_future(sock.recv())
+                waiting: set[asyncio.Future[Any]] = {recv, failed}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if failed.done():
+                    failed.result()
+                frame = _frames.decode(recv.result(), self.limits)
+                recv = None
+                if frame.type == _frames.SUBMIT:
+                    job = asyncio.ensure_future(
+                        self._submit_on_stream(sock, user_id, task_group_id, frame)
+                    )
+                    submitting.add(job)
+                    job.add_done_callback(submitting.discard)
+                    continue
                 if frame.type != _frames.ACK:
                     raise ProtocolError(f'unexpected message type {frame.type} on a result stream')
-                ids = [str(t) for t in frame.header.get('task_ids', [])]
-                done = [tag for t in ids for tag in tags.pop(t, [])]
-                await consumer.ack(done)
-                await self.repo.acknowledge(user_id, ids)
+                taken.extend(_task_ids(frame.header))
+                if acking is None or acking.done():
+                    acking = asyncio.ensure_future(take())
         finally:
+            if recv is not None:
+                recv.cancel()
+            for pending in [*submitting, acking]:
+                if pending is not None:
+                    pending.cancel()
             await consumer.close()
+
+    async def _submit_on_stream(
+        self, sock: Socket, user_id: str, task_group_id: str, frame: Any
+    ) -> None:
+        """A batch submitted on a result stream: to the stream's own task group."""
+        request = frame.header.get('request')
+        try:
+            header = {'task_group_id': task_group_id, 'tasks': frame.header.get('tasks')}
+            await self.submit(user_id, header, frame.payloads)
+        except Exception as e:
+            status, code = status_of(e)
+            if status == 500:
+                logger.exception('submission on a result stream failed')
+            message = str(e) if status != 500 else 'internal error (see the service log)'
+            reply = {'request': request, 'status': status, 'error': code, 'message': message}
+            with contextlib.suppress(Exception):  # the client resends after reconnecting
+                await sock.send(_frames.encode(_frames.SUBMIT_FAILED, reply))
+            return
+        with contextlib.suppress(Exception):
+            await sock.send(_frames.encode(_frames.SUBMITTED, {'request': request}))
 
     async def acknowledge(self, user_id: str, task_ids: Sequence[str]) -> None:
         """Results taken through REST: drop their payloads (queue copies are skipped by
@@ -298,14 +507,26 @@ class _EndpointSession:
         self.user_id = user_id
         self.held = {str(t) for t in hello.get('held', [])}
         self.info = _info(hello)
-        self.tags: dict[str, Any] = {}
+        self.tracker = _Tracker()
         self.consumer: Consumer | None = None
-        self.batcher = _Batcher(self._send_tasks)
+        self.batcher = _Batcher(self._take, self._fail)
         self._stopped = asyncio.Event()
+        self._backlog: collections.deque[Entry] = collections.deque()
+        self._forwarded: set[str] = set()  # sent to the endpoint, not yet with a worker
+        self._groups: dict[str, str] = {}  # task group of each task sent, until its result
+        self._pumper: asyncio.Task[None] | None = None
         self._acks: list[str] = []
         self._results: list[tuple[dict[str, Any], memoryview | bytes]] = []
-        self._processor: asyncio.Task[None] | None = None
+        self._storing: asyncio.Task[None] | None = None
+        self._marking: asyncio.Task[None] | None = None
         self._error: Exception | None = None
+
+    def _fail(self, e: Exception) -> None:
+        # The endpoint reconnects; the broker redelivers what was not acknowledged and the
+        # endpoint resends what was not confirmed.
+        if self._error is None:
+            self._error = e
+        self._stopped.set()
 
     async def run(self) -> None:
         s = self.service
@@ -331,12 +552,14 @@ class _EndpointSession:
         while True:
             frame = _frames.decode(await self.sock.recv(), s.limits)
             if frame.type == _frames.ACK:
-                self._acks.extend(str(t) for t in frame.header.get('task_ids', []))
+                self._acks.extend(_task_ids(frame.header))
                 self._kick()
             elif frame.type == _frames.RESULTS:
                 headers = frame.header.get('results', [])
-                if len(headers) != len(frame.payloads):
+                if not isinstance(headers, list) or len(headers) != len(frame.payloads):
                     raise ProtocolError('RESULTS needs one payload per result')
+                if not all(isinstance(h, dict) for h in headers):
+                    raise ProtocolError('each result header must be an object')
                 self._results.extend(zip(headers, frame.payloads, strict=True))
                 self._kick()
             elif frame.type == _frames.HEARTBEAT:
@@ -349,57 +572,125 @@ class _EndpointSession:
 
     def _kick(self) -> None:
         """Process what arrived, in batches: while one batch is stored and published,
-        the next accumulates (one database round trip and one publish per batch)."""
-        if self._processor is None or self._processor.done():
-            self._processor = asyncio.ensure_future(self._process())
+        the next accumulates (one statement and one publish per batch). Results and
+        hand-offs have a pipeline each, so that a result never waits for the database
+        update of hand-offs that arrived before it."""
+        if self._results and (self._storing is None or self._storing.done()):
+            self._storing = asyncio.ensure_future(self._store_results())
+        if self._acks and (self._marking is None or self._marking.done()):
+            self._marking = asyncio.ensure_future(self._mark_handed())
 
-    async def _process(self) -> None:
+    async def _store_results(self) -> None:
         s = self.service
         try:
-            while self._acks or self._results:
-                acks, self._acks = self._acks, []
+            while self._results:
                 results, self._results = self._results, []
-                if acks:
-                    tags = [self.tags.pop(t) for t in acks if t in self.tags]
-                    await s.repo.mark_running(self.endpoint_id, acks)
-                    if self.consumer is not None:
-                        await self.consumer.ack(tags)
-                if results:
-                    await s.publish_results(self.endpoint_id, results)
-                    ids = [str(h.get('task_id')) for h, _ in results]
-                    await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': ids}))
+                stored = [str(h.get('task_id')) for h, _ in results]
+                groups = {t: g for t in stored if (g := self._groups.pop(t, None))}
+                await s.publish_results(self.endpoint_id, results, groups)
+                # Stored: their tasks are done, and a message whose tasks are all done
+                # (handed, with the database saying so, or stored) may leave its queue.
+                self._done(stored)
+                await self._ack(self.tracker.done(stored))
+                await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': stored}))
         except Exception as e:
-            # The endpoint reconnects and resends what was not confirmed.
-            self._error = e
-            self._stopped.set()
+            self._fail(e)
 
-    async def _send_tasks(self, items: list[Delivery]) -> None:
-        frames = [(_frames.decode(d.body), d) for d in items]
-        again = [str(f.header['task_id']) for f, d in frames if d.redelivered]
-        finished = await self.service.repo.finished_ids(again) if again else set()
-        headers = []
-        payloads = []
+    async def _mark_handed(self) -> None:
+        s = self.service
+        try:
+            while self._acks:
+                acks, self._acks = self._acks, []
+                self._done(acks)
+                await s.repo.mark_running(self.endpoint_id, acks)
+                await self._ack(self.tracker.done(acks))  # only once 'running' is stored
+        except Exception as e:
+            self._fail(e)
+
+    def _done(self, ids: list[str]) -> None:
+        """Tasks no longer waiting at the endpoint: room for more."""
+        self._forwarded.difference_update(ids)
+        self._pump()
+
+    async def _ack(self, tags: list[Any]) -> None:
+        if tags and self.consumer is not None:
+            await self.consumer.ack(tags)
+
+    async def _take(self, items: list[Delivery]) -> None:
+        """Deliveries from the endpoint's queue: track them, then forward their tasks."""
+        batches = []
+        again: list[str] = []
         stale = []
-        now = time.time()
-        for frame, d in frames:
-            task_id = str(frame.header['task_id'])
-            if task_id in finished:
+        for d in items:
+            try:
+                entries = _entries(d.body, 'tasks')
+            except WireError as e:
+                logger.warning('dropping a malformed message of a task queue: %s', e)
                 stale.append(d.tag)
                 continue
-            self.tags[task_id] = d.tag
-            frame.header.setdefault('t', {})['service_dispatched'] = now
-            headers.append(frame.header)
-            payloads.append(frame.payloads[0] if frame.payloads else b'')
+            batches.append((d, entries))
+            if d.redelivered:
+                again.extend(str(h['task_id']) for h, _ in entries)
+        # Tasks of a message delivered again that are running (the endpoint holds them, or
+        # they were queued again when it reconnected) or finished are not sent again.
+        waiting = await self.service.repo.waiting_ids(again) if again else set()
+        for d, entries in batches:
+            kept = entries
+            if d.redelivered:
+                kept = [e for e in entries if str(e[0]['task_id']) in waiting]
+            if not self.tracker.hold(d.tag, (str(h['task_id']) for h, _ in kept)):
+                stale.append(d.tag)
+            self._backlog.extend(kept)
         if stale and self.consumer is not None:
             await self.consumer.ack(stale)
-        if headers:
-            await self.sock.send(_frames.encode(_frames.TASKS, {'tasks': headers}, payloads))
+        self._pump()
+
+    def _pump(self) -> None:
+        if self._backlog and (self._pumper is None or self._pumper.done()):
+            self._pumper = asyncio.ensure_future(self._forward())
+
+    async def _forward(self) -> None:
+        """Send waiting tasks to the endpoint while fewer than ``endpoint_prefetch`` are
+        sent but not yet in a worker's hands (always at least one batch)."""
+        limit = self.service.config.endpoint_prefetch
+        try:
+            while self._backlog:
+                room = limit - len(self._forwarded)
+                if room <= 0:
+                    return  # the endpoint's acknowledgements pump again
+                headers: list[dict[str, Any]] = []
+                payloads: list[memoryview | bytes] = []
+                size = 0
+                now = time.time()
+                while self._backlog and len(headers) < room:
+                    header, payload = self._backlog[0]
+                    if headers and size + len(payload) > MESSAGE_BYTES:
+                        break
+                    self._backlog.popleft()
+                    header.setdefault('t', {})['service_dispatched'] = now
+                    headers.append(header)
+                    payloads.append(payload)
+                    size += len(payload)
+                    self._forwarded.add(str(header['task_id']))
+                    if isinstance(header.get('task_group_id'), str):
+                        self._groups[str(header['task_id'])] = header['task_group_id']
+                await self.sock.send(_frames.encode(_frames.TASKS, {'tasks': headers}, payloads))
+        except Exception as e:
+            self._fail(e)
 
     async def stop(self) -> None:
         self._stopped.set()
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.close()
+
+
+def _task_ids(header: dict[str, Any]) -> list[str]:
+    """The ``task_ids`` of an ACK frame."""
+    ids = header.get('task_ids', [])
+    if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids):
+        raise ProtocolError('"task_ids" must be a list of task id strings')
+    return ids
 
 
 def _info(header: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tether.faas._drivers import Driver
@@ -82,10 +82,6 @@ def new_token(kind: str) -> str:
 def hash_token(token: str) -> str:
     """The digest under which a token is stored and looked up."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _in(ids: Sequence[str], start: int = 1) -> str:
-    return ', '.join(f'${i}' for i in range(start, start + len(ids)))
 
 
 class Repository:
@@ -186,9 +182,9 @@ class Repository:
             return known
         rows = await self.db.fetch(
             f'SELECT function_id FROM faas_functions WHERE user_id = $1'
-            f' AND function_id IN ({_in(todo, 2)})',
+            f' AND function_id {self.db.in_list(2)}',
             user_id,
-            *todo,
+            todo,
         )
         found = {r['function_id'] for r in rows}
         self._owned.update((f, user_id) for f in found)
@@ -210,8 +206,8 @@ class Repository:
         if todo:
             rows = await self.db.fetch(
                 'SELECT endpoint_id, user_id, info FROM faas_endpoints'
-                f' WHERE endpoint_id IN ({_in(todo)})',
-                *todo,
+                f' WHERE endpoint_id {self.db.in_list(1)}',
+                todo,
             )
             for r in rows:
                 info = json.loads(r['info'])
@@ -247,8 +243,8 @@ class Repository:
         )
         args: list[Any] = [user_id]
         if ids:
-            sql += f' AND e.endpoint_id IN ({_in(ids, 2)})'
-            args.extend(ids)
+            sql += f' AND e.endpoint_id {self.db.in_list(2)}'
+            args.append(list(ids))
         rows = await self.db.fetch(sql + ' ORDER BY e.created', *args)
         for r in rows:
             r['info'] = json.loads(r['info'])
@@ -303,10 +299,25 @@ class Repository:
             self._owned.add((task_group_id, user_id))
         return bool(rows)
 
-    async def insert_tasks(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows;
-        ids already present are left as they are (submission is idempotent)."""
+    async def insert_tasks(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows
+        in one statement; ids already present are left as they are (submission is
+        idempotent)."""
+        if not rows:
+            return
         now = time.time()
+        if self.db.dialect == 'postgresql':
+            columns = list(zip(*rows, strict=True))
+            await self.db.execute(
+                'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
+                ' function_id, status, header, payload, created)'
+                " SELECT r.t, r.u, r.g, r.e, r.f, 'waiting-for-ep', r.h, r.p, $8"
+                ' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],'
+                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) ON CONFLICT DO NOTHING',
+                *(list(c) for c in columns),
+                now,
+            )
+            return
         await self.db.executemany(
             'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id, function_id,'
             " status, header, payload, created) VALUES ($1, $2, $3, $4, $5, 'waiting-for-ep',"
@@ -318,8 +329,8 @@ class Repository:
         if not task_ids:
             return {}
         rows = await self.db.fetch(
-            f'SELECT task_id, user_id FROM faas_tasks WHERE task_id IN ({_in(task_ids)})',
-            *task_ids,
+            f'SELECT task_id, user_id FROM faas_tasks WHERE task_id {self.db.in_list(1)}',
+            list(task_ids),
         )
         return {r['task_id']: r['user_id'] for r in rows}
 
@@ -330,9 +341,9 @@ class Repository:
         return await self.db.fetch(
             'SELECT task_id, task_group_id, endpoint_id, function_id, status, result_header,'
             ' acknowledged, attempts, created, finished FROM faas_tasks'
-            f' WHERE user_id = $1 AND task_id IN ({_in(task_ids, 2)})',
+            f' WHERE user_id = $1 AND task_id {self.db.in_list(2)}',
             user_id,
-            *task_ids,
+            list(task_ids),
         )
 
     async def group_tasks(self, user_id: str, task_group_id: str) -> list[dict[str, Any]]:
@@ -362,37 +373,64 @@ class Repository:
         )
         return rows[0] if rows else None
 
-    async def finished_ids(self, task_ids: Sequence[str]) -> set[str]:
+    async def waiting_ids(self, task_ids: Sequence[str]) -> set[str]:
+        """Those of ``task_ids`` still waiting for their endpoint (neither handed to a
+        worker nor finished)."""
         if not task_ids:
             return set()
         rows = await self.db.fetch(
-            'SELECT task_id FROM faas_tasks WHERE status IN ($1, $2)'
-            f' AND task_id IN ({_in(task_ids, 3)})',
-            *FINISHED,
-            *task_ids,
+            "SELECT task_id FROM faas_tasks WHERE status = 'waiting-for-ep'"
+            f' AND task_id {self.db.in_list(1)}',
+            list(task_ids),
         )
         return {r['task_id'] for r in rows}
 
     async def mark_running(self, endpoint_id: str, task_ids: Sequence[str]) -> None:
         """Tasks handed to a worker of ``endpoint_id`` (their broker message is acked)."""
-        await self.db.executemany(
+        if not task_ids:
+            return
+        await self.db.execute(
             "UPDATE faas_tasks SET status = 'running', attempts = attempts + 1"
-            " WHERE task_id = $1 AND endpoint_id = $2 AND status = 'waiting-for-ep'",
-            [(t, endpoint_id) for t in task_ids],
+            " WHERE endpoint_id = $1 AND status = 'waiting-for-ep'"
+            f' AND task_id {self.db.in_list(2)}',
+            endpoint_id,
+            list(task_ids),
         )
 
     async def store_results(
-        self, endpoint_id: str, results: Sequence[tuple[str, str, str, bytes]]
-    ) -> None:
+        self, endpoint_id: str, results: Sequence[tuple[str, str, str, bytes | memoryview]]
+    ) -> dict[str, str]:
         """Record ``(task_id, status, result_header, result)`` of tasks of ``endpoint_id``
-        (the first result of a task wins)."""
+        (the first result of a task wins) in one statement; return the task group of each
+        task whose result was stored now."""
+        if not results:
+            return {}
         now = time.time()
-        await self.db.executemany(
-            'UPDATE faas_tasks SET status = $1, result_header = $2, result = $3, finished = $4,'
-            ' payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
-            " AND status IN ('waiting-for-ep', 'running')",
-            [(s, h, r, now, t, endpoint_id) for t, s, h, r in results],
-        )
+        if self.db.dialect == 'postgresql':
+            ids, statuses, headers, payloads = (list(c) for c in zip(*results, strict=True))
+            rows = await self.db.fetch(
+                'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
+                ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
+                ' finished = $5, payload = NULL'
+                ' FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS r(i, s, h, p)'
+                ' WHERE t.task_id = r.i AND t.endpoint_id = $6 AND t.status IN'
+                " ('waiting-for-ep', 'running') RETURNING t.task_id, t.task_group_id",
+                ids,
+                statuses,
+                headers,
+                payloads,
+                now,
+                endpoint_id,
+            )
+        else:
+            rows = await self.db.fetch_each(
+                'UPDATE faas_tasks SET status = $1, result_header = $2,'
+                ' result = CASE WHEN acknowledged = 1 THEN NULL ELSE $3 END,'
+                ' finished = $4, payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
+                " AND status IN ('waiting-for-ep', 'running') RETURNING task_id, task_group_id",
+                [(s, h, r, now, t, endpoint_id) for t, s, h, r in results],
+            )
+        return {r['task_id']: r['task_group_id'] for r in rows}
 
     async def result_targets(self, endpoint_id: str, task_ids: Sequence[str]) -> dict[str, str]:
         """Task group of each task of ``endpoint_id`` among ``task_ids`` whose result the
@@ -401,19 +439,50 @@ class Repository:
             return {}
         rows = await self.db.fetch(
             'SELECT task_id, task_group_id FROM faas_tasks WHERE endpoint_id = $1'
-            f' AND acknowledged = 0 AND task_id IN ({_in(task_ids, 2)})',
+            f' AND acknowledged = 0 AND task_id {self.db.in_list(2)}',
             endpoint_id,
-            *task_ids,
+            list(task_ids),
         )
         return {r['task_id']: r['task_group_id'] for r in rows}
 
-    async def acknowledge(self, user_id: str, task_ids: Sequence[str]) -> None:
-        """The client has the results: forget them (status and timings stay)."""
-        await self.db.executemany(
+    async def acknowledge(
+        self, user_id: str, task_ids: Sequence[str], delivered: bool = False
+    ) -> None:
+        """The client has the results: forget them (status and timings stay).
+
+        Through REST only finished tasks can be acknowledged; results taken from a result
+        stream (``delivered``) were finished whether or not the database has stored them
+        yet (a result is stored and published at once), and a result stored after it was
+        acknowledged is not kept."""
+        if not task_ids:
+            return
+        if delivered:
+            await self.db.execute(
+                'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
+                f' WHERE user_id = $1 AND task_id {self.db.in_list(2)}',
+                user_id,
+                list(task_ids),
+            )
+            return
+        await self.db.execute(
             'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
-            ' WHERE task_id = $1 AND user_id = $2 AND status IN ($3, $4)',
-            [(t, user_id, *FINISHED) for t in task_ids],
+            f' WHERE user_id = $1 AND status IN ($2, $3) AND task_id {self.db.in_list(4)}',
+            user_id,
+            *FINISHED,
+            list(task_ids),
         )
+
+    async def acknowledged_ids(self, user_id: str, task_ids: Sequence[str]) -> set[str]:
+        """Those of the user's ``task_ids`` whose result was acknowledged."""
+        if not task_ids:
+            return set()
+        rows = await self.db.fetch(
+            'SELECT task_id FROM faas_tasks WHERE user_id = $1 AND acknowledged = 1'
+            f' AND task_id {self.db.in_list(2)}',
+            user_id,
+            list(task_ids),
+        )
+        return {r['task_id'] for r in rows}
 
     async def lost_tasks(self, endpoint_id: str, held: set[str]) -> list[dict[str, Any]]:
         """Tasks handed to workers of ``endpoint_id`` that the endpoint no longer holds."""
@@ -425,10 +494,12 @@ class Repository:
         return [r for r in rows if r['task_id'] not in held]
 
     async def requeue(self, task_ids: Sequence[str]) -> None:
-        await self.db.executemany(
-            "UPDATE faas_tasks SET status = 'waiting-for-ep' WHERE task_id = $1"
-            " AND status = 'running'",
-            [(t,) for t in task_ids],
+        if not task_ids:
+            return
+        await self.db.execute(
+            "UPDATE faas_tasks SET status = 'waiting-for-ep' WHERE status = 'running'"
+            f' AND task_id {self.db.in_list(1)}',
+            list(task_ids),
         )
 
     async def delete_user_data(self, user_id: str) -> None:

@@ -26,6 +26,7 @@ from tether.faas._config import (
     read_dev_file,
     write_private,
 )
+from tether.faas._loop import run as run_loop
 from tether.faas._server import ServiceThread
 from tether.faas.endpoint._agent import Agent
 
@@ -63,7 +64,7 @@ def run_dev(
             idle_timeout_s=idle_timeout_s,
         )
         info = {'url': service.url, 'token': token, 'endpoint_id': endpoint_id, 'pid': os.getpid()}
-        asyncio.run(_serve_endpoint(config, endpoint_token, info, announce))
+        run_loop(_serve_endpoint(config, endpoint_token, info, announce))
     finally:
         with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
             if json.loads(dev_file().read_text()).get('pid') == os.getpid():

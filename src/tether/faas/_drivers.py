@@ -2,13 +2,18 @@
 
 The repository (:mod:`tether.faas._db`) writes its SQL once, with PostgreSQL's ``$1``
 placeholders; the SQLite driver rewrites them to SQLite's ``?1``. Rows come back as
-dictionaries in both.
+dictionaries in both. A list of ids is one parameter in both (:meth:`Driver.in_list`:
+``= ANY($n)`` over a text array in PostgreSQL, ``IN (SELECT value FROM json_each(?n))``
+over a JSON array in SQLite), so a statement about a whole batch is one statement, not
+one per id. The few bulk statements whose rows differ (inserting tasks, storing results)
+have one form per :attr:`Driver.dialect`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -24,6 +29,13 @@ _PLACEHOLDER = re.compile(r'\$(\d+)')
 class Driver(Protocol):
     """What the repository needs from a database."""
 
+    dialect: str
+    """``'postgresql'`` or ``'sqlite'``."""
+
+    def in_list(self, n: int) -> str:
+        """SQL testing a column against the id list passed as parameter ``$n`` (write
+        ``task_id {db.in_list(2)}``; pass the ids as a list)."""
+
     async def execute(self, sql: str, *args: Any) -> int:
         """Run one statement; return the number of rows it changed."""
 
@@ -33,6 +45,10 @@ class Driver(Protocol):
     async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
         """Run a query; return its rows."""
 
+    async def fetch_each(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        """Run a statement with ``RETURNING`` once per row of arguments, in one
+        transaction; return every row it returned (SQLite's bulk form)."""
+
     async def script(self, sql: str) -> None:
         """Run several ``;``-separated statements (the schema)."""
 
@@ -41,16 +57,27 @@ class Driver(Protocol):
 
 
 class PostgresDriver:
-    """asyncpg connection pool."""
+    """asyncpg connection pool (statements are prepared once per connection and cached
+    by asyncpg)."""
+
+    dialect = 'postgresql'
 
     def __init__(self, pool: Any) -> None:
         self._pool = pool
+
+    @staticmethod
+    def in_list(n: int) -> str:
+        return f'= ANY(${n}::text[])'
 
     @classmethod
     async def connect(cls, url: str) -> PostgresDriver:
         import asyncpg
 
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=8)
+        # No reset query when a connection returns to the pool (asyncpg's default sends
+        # one, a second round trip per statement): the repository changes no session
+        # state (no SET, LISTEN, advisory lock or cursor), and a transaction left open by
+        # an error is still rolled back by asyncpg before the connection is reused.
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=8, reset=_no_reset)
         return cls(pool)
 
     async def execute(self, sql: str, *args: Any) -> int:
@@ -65,6 +92,13 @@ class PostgresDriver:
     async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
         return [dict(r) for r in await self._pool.fetch(sql, *args)]
 
+    async def fetch_each(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        async with self._pool.acquire() as conn, conn.transaction():
+            for r in rows:
+                out.extend(dict(x) for x in await conn.fetch(sql, *r))
+        return out
+
     async def script(self, sql: str) -> None:
         async with self._pool.acquire() as conn:
             await conn.execute(sql)
@@ -73,8 +107,18 @@ class PostgresDriver:
         await self._pool.close()
 
 
+async def _no_reset(connection: Any) -> None:
+    """Nothing to reset (see :meth:`PostgresDriver.connect`)."""
+
+
 class SqliteDriver:
     """One SQLite connection used from one worker thread (WAL, synchronous=NORMAL)."""
+
+    dialect = 'sqlite'
+
+    @staticmethod
+    def in_list(n: int) -> str:
+        return f'IN (SELECT value FROM json_each(${n}))'
 
     def __init__(self, path: str) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='faas-sqlite')
@@ -97,6 +141,8 @@ class SqliteDriver:
 
     @staticmethod
     def _arg(value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return json.dumps(list(value))  # an id list (see in_list)
         return bytes(value) if isinstance(value, memoryview | bytearray) else value
 
     async def execute(self, sql: str, *args: Any) -> int:
@@ -124,6 +170,27 @@ class SqliteDriver:
             cur = self._conn.execute(self._sql(sql), [self._arg(a) for a in args])
             return [dict(r) for r in cur.fetchall()]
 
+        result: list[dict[str, Any]] = await self._run(run)
+        return result
+
+    async def fetch_each(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            conn = self._conn
+            out: list[dict[str, Any]] = []
+            conn.execute('BEGIN')
+            try:
+                stmt = self._sql(sql)
+                for r in rows:
+                    cur = conn.execute(stmt, [self._arg(a) for a in r])
+                    out.extend(dict(x) for x in cur.fetchall())
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            conn.execute('COMMIT')
+            return out
+
+        if not rows:
+            return []
         result: list[dict[str, Any]] = await self._run(run)
         return result
 

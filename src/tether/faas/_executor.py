@@ -1,13 +1,14 @@
 """``Executor``: a ``concurrent.futures.Executor`` over the function service.
 
-``submit`` returns at once with a :class:`TaskFuture`; a background thread sends the
-queued submissions in batches (everything queued while one request is in flight goes in
-the next), and a second thread holds a WebSocket on the task group's result stream and
-completes futures as results arrive: nothing polls. A result is acknowledged to the
-service once its future is set; results not acknowledged (the client was killed, the
-connection dropped) are delivered again on the next connection, and duplicates are
-ignored. ``Executor(endpoint_id, task_group_id=...)`` plus :meth:`Executor.reload_tasks`
-reattaches to an earlier task group.
+``submit`` returns at once with a :class:`TaskFuture`. A background thread holds a
+WebSocket on the task group's result stream: it sends the queued submissions on it in
+batches (everything queued while one batch awaits the service's ``SUBMITTED`` goes in the
+next; a batch not confirmed when the connection drops is sent again, which the service
+ignores for tasks it has), and completes futures as results arrive: nothing polls. A
+result is acknowledged to the service once its future is set; results not acknowledged
+(the client was killed, the connection dropped) are delivered again on the next
+connection, and duplicates are ignored. ``Executor(endpoint_id, task_group_id=...)``
+plus :meth:`Executor.reload_tasks` reattaches to an earlier task group.
 
 With ``store=``, arguments whose serialized size reaches ``proxy_threshold`` travel as
 proxies through that store (outside the service) and are evicted when their task
@@ -19,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
+import json
 import logging
 import ssl
 import threading
@@ -30,17 +33,22 @@ from typing import Any
 from tether.exceptions import (
     ConfigError,
     FaasAuthenticationError,
+    FaasConnectionError,
     FaasError,
     FaasNotFoundError,
 )
 from tether.faas import _frames
 from tether.faas._client import Client, outcome
-from tether.faas._http import ws_url
+from tether.faas._http import error_from, ws_url
+from tether.faas._loop import new_event_loop
 from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
 
 logger = logging.getLogger(__name__)
+
+# Payload bytes from which a submission is split (the service's request limit is larger).
+_BATCH_BYTES = 8 * 2**20
 
 
 class TaskFuture(concurrent.futures.Future[Any]):
@@ -106,7 +114,15 @@ class Executor(concurrent.futures.Executor):
         self._queue: list[tuple[dict[str, Any], bytes]] = []
         self._cond = threading.Condition()
         self._shutdown = False
-        self._submitter: threading.Thread | None = None
+        self._wake_pending = False
+        # The stream loop's own state (touched only on that loop):
+        self._ws: Any = None
+        self._inflight: dict[int, list[tuple[dict[str, Any], bytes]]] = {}
+        self._requests = itertools.count(1)
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = 0.0
+        self._unavailable_since: float | None = None
+        self._sending: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stream_thread: threading.Thread | None = None
         self._stream_task: asyncio.Task[None] | None = None
@@ -160,14 +176,18 @@ class Executor(concurrent.futures.Executor):
             task['result_store'] = self.store.config().model_dump(mode='json')
             task['result_threshold'] = self.proxy_threshold
         future = TaskFuture(task_id)
-        group = self.task_group_id
+        self._start(self.task_group_id)
         with self._cond:
             self._futures[task_id] = future
             if keys:
                 self._keys[task_id] = keys
             self._queue.append((task, payload))
-            self._cond.notify()
-        self._start(group)
+            wake = not self._wake_pending
+            self._wake_pending = True
+        if wake:
+            assert self._loop is not None
+            with contextlib.suppress(RuntimeError):  # the loop stopped: shutdown fails it
+                self._loop.call_soon_threadsafe(self._send_next)
         return future
 
     def _check_open(self) -> None:
@@ -204,11 +224,6 @@ class Executor(concurrent.futures.Executor):
 
     def _start(self, group: str) -> None:
         with self._cond:
-            if self._submitter is None:
-                self._submitter = threading.Thread(
-                    target=self._submit_loop, name='tether-faas-submit', daemon=True
-                )
-                self._submitter.start()
             if self._stream_thread is None:
                 ready = threading.Event()
                 self._stream_thread = threading.Thread(
@@ -220,20 +235,87 @@ class Executor(concurrent.futures.Executor):
                 self._stream_thread.start()
                 ready.wait()
 
-    def _submit_loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._shutdown:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch, self._queue = self._queue[: self.batch_size], self._queue[self.batch_size :]
-            tasks = [t for t, _ in batch]
-            try:
-                self.client.submit_raw(tasks, [p for _, p in batch], self.task_group_id)
-            except BaseException as e:
-                for task in tasks:
-                    self._fail(task['task_id'], e)
+    # Sending (on the result stream's loop) ----------------------------------------------
+
+    def _send_next(self) -> None:
+        """Send the next batch if the stream is up and no batch awaits its answer."""
+        with self._cond:
+            self._wake_pending = False
+            if self._ws is None or self._inflight or self._retry is not None or not self._queue:
+                return
+            batch: list[tuple[dict[str, Any], bytes]] = []
+            size = 0
+            while self._queue and len(batch) < self.batch_size:
+                n = len(self._queue[0][1])
+                if batch and size + n > _BATCH_BYTES:
+                    break
+                batch.append(self._queue.pop(0))
+                size += n
+        request = next(self._requests)
+        self._inflight[request] = batch
+        frame = _frames.encode(
+            _frames.SUBMIT,
+            {'request': request, 'tasks': [t for t, _ in batch]},
+            [p for _, p in batch],
+        )
+        ws = self._ws
+        self._sending = asyncio.ensure_future(self._send_frame(ws, frame))
+
+    async def _send_frame(self, ws: Any, frame: bytes) -> None:
+        try:
+            await ws.send(frame)
+        except Exception as e:  # the connection dropped: resent after reconnecting
+            logger.debug('submission not sent (%r); resent after reconnecting', e)
+
+    def _answered(self, frame: Any) -> None:
+        """``SUBMITTED`` or ``SUBMIT_FAILED`` for a batch."""
+        request = frame.header.get('request')
+        batch = self._inflight.pop(request, None) if isinstance(request, int) else None
+        if batch is None:
+            logger.warning('ignoring an answer to no pending submission: %.200r', frame.header)
+            return
+        if frame.type == _frames.SUBMITTED:
+            self._unavailable_since = None
+            self._retry_delay = 0.0
+            self._send_next()
+            return
+        header = frame.header
+        status = header.get('status')
+        status = status if isinstance(status, int) else 500
+        body = json.dumps({'error': header.get('error'), 'message': header.get('message')})
+        error = error_from(status, body.encode(), f'submitting {len(batch)} task(s)')
+        now = time.monotonic()
+        if status == 503:  # the service's broker or database is down: retried
+            self._unavailable_since = self._unavailable_since or now
+            if now - self._unavailable_since < self.client.retry_deadline:
+                self._requeue(batch)
+                self._retry_delay = min(max(self._retry_delay * 2, 0.05), 2.0)
+                assert self._loop is not None
+                self._retry = self._loop.call_later(self._retry_delay, self._retry_now)
+                return
+        for task, _ in batch:
+            self._fail(task['task_id'], error)
+        self._send_next()
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self._send_next()
+
+    def _requeue(self, batch: list[tuple[dict[str, Any], bytes]]) -> None:
+        with self._cond:
+            self._queue[:0] = batch
+
+    def _disconnected(self) -> None:
+        """Batches not answered go first when the stream is back."""
+        self._ws = None
+        for request in sorted(self._inflight, reverse=True):
+            self._requeue(self._inflight.pop(request))
+
+    def _fail_queued(self, error: BaseException) -> None:
+        with self._cond:
+            batch, self._queue = self._queue, []
+        for task, _ in batch:
+            self._fail(task['task_id'], error)
 
     def _fail(self, task_id: str, error: BaseException) -> None:
         with self._cond:
@@ -262,7 +344,7 @@ class Executor(concurrent.futures.Executor):
         return futures
 
     def _stream_main(self, group: str, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self._loop = loop
         self._stream_task = loop.create_task(self._stream(group))
         ready.set()
@@ -287,6 +369,7 @@ class Executor(concurrent.futures.Executor):
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
         delay = 0.05
+        down_since = time.monotonic()
         while True:
             try:
                 async with connect(
@@ -300,11 +383,21 @@ class Executor(concurrent.futures.Executor):
                     ssl=context,
                 ) as ws:
                     delay = 0.05
-                    async for message in ws:
-                        if isinstance(message, str):
-                            continue
-                        ids = self._deliver(_frames.decode(message))
-                        await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
+                    self._ws = ws
+                    self._send_next()
+                    try:
+                        async for message in ws:
+                            if isinstance(message, str):
+                                continue
+                            frame = _frames.decode(message)
+                            if frame.type in (_frames.SUBMITTED, _frames.SUBMIT_FAILED):
+                                self._answered(frame)
+                                continue
+                            ids = self._deliver(frame)
+                            await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
+                    finally:
+                        self._disconnected()
+                        down_since = time.monotonic()
             except ConnectionClosed as e:
                 code = e.rcvd.code if e.rcvd is not None else 0
                 if code in (4401, 4404):
@@ -314,6 +407,13 @@ class Executor(concurrent.futures.Executor):
                 logger.debug('result stream closed (%s); reconnecting', e)
             except (TimeoutError, OSError, InvalidHandshake) as e:
                 logger.debug('result stream unavailable (%r); retrying', e)
+            if time.monotonic() - down_since > self.client.retry_deadline:
+                self._fail_queued(
+                    FaasConnectionError(
+                        f'submitting: the service at {self.client.service_url} was unreachable '
+                        f'for {self.client.retry_deadline} s',
+                    )
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -361,8 +461,6 @@ class Executor(concurrent.futures.Executor):
                 f.cancel()
         if wait:
             concurrent.futures.wait(futures)
-        if self._submitter is not None and wait:
-            self._submitter.join()
         if self._loop is not None and self._stream_task is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stream_task.cancel)

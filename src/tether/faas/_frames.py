@@ -33,6 +33,8 @@ __all__ = [
     'RESULTS',
     'RESULTS_OK',
     'SUBMIT',
+    'SUBMITTED',
+    'SUBMIT_FAILED',
     'TASKS',
     'decode',
     'encode',
@@ -47,8 +49,10 @@ ACK = 42  # endpoint -> service: tasks handed to workers / client -> service: re
 RESULTS = 43  # endpoint -> service -> client: results (one payload each)
 RESULTS_OK = 44  # service -> endpoint: results stored durably, forget them
 HEARTBEAT = 45  # endpoint -> service: workers, idle, pending
-SUBMIT = 46  # client -> service (HTTP body): a batch of tasks
+SUBMIT = 46  # client -> service (HTTP body, or on a result stream): a batch of tasks
 FUNCTION = 47  # client -> service (HTTP body): a function to register
+SUBMITTED = 48  # service -> client (result stream): the batch ``request`` is recorded
+SUBMIT_FAILED = 49  # service -> client (result stream): it was refused (error, message)
 
 
 def encode(mtype: int, header: dict[str, Any], payloads: Sequence[Any] = ()) -> bytes:

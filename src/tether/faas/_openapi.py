@@ -167,7 +167,8 @@ def openapi() -> dict[str, Any]:
             'version': '1',
             'description': 'Register Python functions, run them on endpoints, collect '
             'results. WebSockets (not described by OpenAPI): /v1/task_groups/{id}/results '
-            "streams a group's results (send ACK frames), /v1/endpoint/connect is the "
+            "streams a group's results (send ACK frames; SUBMIT frames add tasks to the "
+            'group, answered SUBMITTED or SUBMIT_FAILED), /v1/endpoint/connect is the '
             "endpoints' channel.",
         },
         'paths': paths,

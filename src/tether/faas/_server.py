@@ -20,6 +20,7 @@ from tether.faas._config import ServiceConfig
 from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import open_driver
+from tether.faas._loop import new_event_loop
 from tether.faas._open_broker import open_broker
 
 __all__ = ['ServiceThread', 'open_service', 'serve']
@@ -134,7 +135,7 @@ class ServiceThread:
         return self
 
     def _main(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self.loop = loop
 
         def ready(url: str, service: Service) -> None:

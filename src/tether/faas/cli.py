@@ -69,7 +69,9 @@ def _serve(config_path: str, as_json: bool) -> None:
             loop.add_signal_handler(sig, stop.set)
         await serve_service(config, stop, ready)
 
-    asyncio.run(main())
+    from tether.faas._loop import run
+
+    run(main())
 
 
 @faas.command('add-user')

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import threading
 import time
 from typing import Any
 
@@ -77,6 +78,10 @@ class Agent:
         self._timings: dict[str, dict[str, float]] = {}
         self._flush_task: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
+        # Results and hand-offs from the engine's thread, taken by the loop in batches
+        # (one wake-up of the loop for all that arrived meanwhile).
+        self._inbox: list[tuple[str, Any, Any]] = []
+        self._inbox_lock = threading.Lock()
         self.fatal: BaseException | None = None
 
     @property
@@ -87,12 +92,28 @@ class Agent:
     # Callbacks from the engine's thread -------------------------------------------------
 
     def _on_handoff(self, ids: list[str]) -> None:
-        assert self.loop is not None
-        self.loop.call_soon_threadsafe(self._handoff, ids)
+        self._post(('handoff', ids, None))
 
     def _on_result(self, header: dict[str, Any], payload: bytes) -> None:
+        self._post(('result', header, payload))
+
+    def _post(self, item: tuple[str, Any, Any]) -> None:
         assert self.loop is not None
-        self.loop.call_soon_threadsafe(self._result, header, payload)
+        with self._inbox_lock:
+            self._inbox.append(item)
+            if len(self._inbox) > 1:
+                return  # the loop is already called
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the agent stopped
+            self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._inbox_lock:
+            items, self._inbox = self._inbox, []
+        for kind, a, b in items:
+            if kind == 'handoff':
+                self._handoff(a)
+            else:
+                self._result(a, b)
 
     def _handoff(self, ids: list[str]) -> None:
         for task_id in ids:
@@ -114,9 +135,9 @@ class Agent:
             self._flush_task = asyncio.ensure_future(self._flush())
 
     async def _flush(self) -> None:
-        # While other tasks are still running, wait a moment so that their results share
-        # one message (a lone task's result goes at once).
-        await asyncio.sleep(0.002 if self._holding else 0)
+        # One turn of the loop lets what arrived together share a message; what arrives
+        # while a message is being sent goes in the next one. Nothing waits on a timer.
+        await asyncio.sleep(0)
         while self._ws is not None and (self._handed or self._outbox):
             ws = self._ws
             handed, self._handed = self._handed, []
@@ -137,6 +158,7 @@ class Agent:
     async def _send_results(self, ws: Any, ids: list[str]) -> None:
         headers = []
         payloads = []
+        size = 0  # a running total: summing the list for each result was quadratic
         now = time.time()
         for task_id in ids:
             item = self._unconfirmed.get(task_id)
@@ -146,11 +168,12 @@ class Agent:
             header.setdefault('t', {})['endpoint_sent'] = now
             headers.append(header)
             payloads.append(payload)
-            if sum(len(p) for p in payloads) > 8 * 2**20:
+            size += len(payload)
+            if size > 8 * 2**20:
                 await self._send(
                     ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads)
                 )
-                headers, payloads = [], []
+                headers, payloads, size = [], [], 0
         if headers:
             await self._send(ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads))
 

@@ -152,7 +152,9 @@ def _start(name: str, foreground: bool) -> None:
     )
     write_private(folder / 'pid', str(os.getpid()).encode())
     try:
-        asyncio.run(_run(config, token, folder))
+        from tether.faas._loop import run
+
+        run(_run(config, token, folder))
     finally:
         with contextlib.suppress(FileNotFoundError):
             if (folder / 'pid').read_text() == str(os.getpid()):
