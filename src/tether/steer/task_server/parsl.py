@@ -42,10 +42,13 @@ class ParslTaskServer(BaseTaskServer):
         self._dfk: Any = None
 
     def _setup(self) -> None:
-        import parsl
         from parsl.app.python import PythonApp
+        from parsl.dataflow.dflow import DataFlowKernel
 
-        self._dfk = parsl.load(self.config)
+        # A kernel of its own, not ``parsl.load``'s global one: the task server runs in a
+        # forked process, which inherits whatever global kernel its parent had loaded
+        # (without that kernel's threads), and ``parsl.load`` would refuse to load again.
+        self._dfk = DataFlowKernel(self.config)
         for name, method in self.methods.items():
             executors = self.default_executors
             if isinstance(method, tuple):
@@ -59,11 +62,8 @@ class ParslTaskServer(BaseTaskServer):
             logger.info('method %s on executors %s', name, executors)
 
     def _cleanup(self) -> None:
-        import parsl
-
         if self._dfk is not None:
             self._dfk.cleanup()
-            parsl.clear()
             self._dfk = None
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
