@@ -199,24 +199,21 @@ def test_parsl(store: Store[Any], keys: Any, parsl_pool: Any) -> None:
     assert keys() == 0
 
 
-def test_ray(store: Store[Any], keys: Any) -> None:
+@pytest.mark.timeout(720)  # a local Ray node may take minutes to start on a loaded machine
+def test_ray(store: Store[Any], keys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
     import pathlib
 
-    import ray
-
+    from tether.bench.executor.ray import LocalRay
     from tether.plugins.ray import RayExecutor
 
+    # The node's workers inherit its environment (they import the test modules).
     root = str(pathlib.Path(__file__).resolve().parents[2])
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={
-            'env_vars': {'PYTHONPATH': root + os.pathsep + os.environ.get('PYTHONPATH', '')}
-        },
-    )
+    monkeypatch.setenv('PYTHONPATH', root + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    node = LocalRay(num_cpus=1)
+    monkeypatch.undo()
     try:
+        node.connect(log_to_driver=False)
         with StoreExecutor(
             RayExecutor(),
             store,
@@ -232,7 +229,7 @@ def test_ray(store: Store[Any], keys: Any) -> None:
         _wait_for(lambda: keys() == 0)
         assert keys() == 0
     finally:
-        ray.shutdown()
+        node.stop()
 
 
 def test_store_executor_is_an_executor(store: Store[Any]) -> None:
