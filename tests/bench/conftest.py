@@ -181,6 +181,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark = pytest.mark.timeout(RAY_START_TIMEOUT + 120)
     here = pathlib.Path(__file__).parent
     for item in items:
+        if item.path.parent != here:
+            continue
         params = getattr(item, 'callspec', None)
-        if item.path.parent == here and params and 'ray' in params.params.values():
+        on_ray = params is not None and 'ray' in params.params.values()
+        if on_ray or 'ray_executor' in getattr(item, 'fixturenames', ()):
             item.add_marker(mark)

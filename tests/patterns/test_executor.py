@@ -199,39 +199,6 @@ def test_parsl(store: Store[Any], keys: Any, parsl_pool: Any) -> None:
     assert keys() == 0
 
 
-@pytest.mark.timeout(720)  # a local Ray node may take minutes to start on a loaded machine
-def test_ray(store: Store[Any], keys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-    import pathlib
-
-    from tether.bench.executor.ray import LocalRay
-    from tether.plugins.ray import RayExecutor
-
-    # The node's workers inherit its environment (they import the test modules).
-    root = str(pathlib.Path(__file__).resolve().parents[2])
-    monkeypatch.setenv('PYTHONPATH', root + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    node = LocalRay(num_cpus=1)
-    monkeypatch.undo()
-    try:
-        node.connect(log_to_driver=False)
-        with StoreExecutor(
-            RayExecutor(),
-            store,
-            should_proxy=ProxySize(1000),
-            close_store=False,
-        ) as executor:
-            assert executor.submit(_tasks.length, b'x' * 5000).result(timeout=120) == 5000
-            result = executor.submit(_tasks.make_bytes, 5000).result(timeout=120)
-            assert isinstance(result, OwnedProxy)
-            assert result == b'x' * 5000
-            del result
-            gc.collect()
-        _wait_for(lambda: keys() == 0)
-        assert keys() == 0
-    finally:
-        node.stop()
-
-
 def test_store_executor_is_an_executor(store: Store[Any]) -> None:
     executor = StoreExecutor(concurrent.futures.ThreadPoolExecutor(1), store, close_store=False)
     assert isinstance(executor, concurrent.futures.Executor)
