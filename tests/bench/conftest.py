@@ -1,7 +1,8 @@
-"""Fixtures of the benchmark-suite tests: one cluster of each executor per session.
+"""Fixtures of the benchmark-suite tests: one cluster of each executor for tests/bench.
 
 Engines built on these executors must not shut them down, so each is handed over
-"borrowed" (its ``shutdown`` does nothing); the session fixture shuts it down at the end.
+"borrowed" (its ``shutdown`` does nothing); the package fixture shuts it down when
+tests/bench ends (no cluster's threads outlive it into later tests that fork).
 """
 
 from __future__ import annotations
