@@ -23,14 +23,14 @@ done
 [ ${#WHICH[@]} -eq 0 ] && WHICH=(fig28 fig29 fig210)
 REPEATS=$([ $QUICK = 1 ] && echo 1 || echo 3)
 # shellcheck disable=SC2206
-EXECUTORS=(${EXECUTORS:-process-pool dask parsl-local ray})
+EXECUTORS=(${EXECUTORS:-process-pool dask parsl-local ray faas})
 PREFIX="tether-bench-fig-$$:"
 
 workers_opt() {  # executor, workers -> the option that sets its worker count
   case "$1" in
     thread-pool) echo "--engine.executor.max_threads $2" ;;
     process-pool) echo "--engine.executor.max_processes $2" ;;
-    dask|parsl-local) echo "--engine.executor.workers $2" ;;
+    dask|parsl-local|faas) echo "--engine.executor.workers $2" ;;
     ray) echo "--engine.executor.num_cpus $2" ;;
   esac
 }

@@ -1,7 +1,8 @@
-"""Fixtures of the benchmark-suite tests: one cluster of each executor per session.
+"""Fixtures of the benchmark-suite tests: one cluster of each executor for tests/bench.
 
 Engines built on these executors must not shut them down, so each is handed over
-"borrowed" (its ``shutdown`` does nothing); the session fixture shuts it down at the end.
+"borrowed" (its ``shutdown`` does nothing); the package fixture shuts it down when
+tests/bench ends (no cluster's threads outlive it into later tests that fork).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from tests.conftest import REDIS_HOST, REDIS_PORT
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray', 'faas')
+# Seconds the local Ray node may take to start; the first test on Ray waits for it.
+RAY_START_TIMEOUT = 600
 
 
 class Borrowed(concurrent.futures.Executor):
@@ -82,29 +85,25 @@ def parsl_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope='package')
-def ray_session() -> Iterator[None]:
-    import ray
+def ray_executor() -> Iterator[concurrent.futures.Executor]:
+    """The ``ray`` plugin's executor: a local Ray node of 1 CPU of its own."""
+    from tether.bench.executor.ray import RayConfig
 
-    from tether.bench.executor.ray import start_ray
-
-    # Ray's workers inherit this environment (they import the test modules by name); a
-    # runtime_env with the same variable made the workers wait for Ray's agent instead.
+    # Ray's workers inherit the node's environment (they import the test modules by
+    # name); a runtime_env with the same variable made the workers wait for Ray's agent.
     old = os.environ.get('PYTHONPATH')
     os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (str(ROOT), old) if p)
     try:
-        start_ray(attempts=2, num_cpus=1, include_dashboard=False, log_to_driver=False)
-    except Exception as e:  # pragma: no cover - depends on the machine's load
-        if 'timed out during startup' not in str(e):
-            raise
-        # Ray gives its raylet a fixed 30 s to register, which a machine shared by many
-        # test suites can exceed; that says nothing about tether.
-        pytest.skip(f'the local Ray instance did not start on this loaded machine: {e}')
-    yield
-    ray.shutdown()
-    if old is None:
-        os.environ.pop('PYTHONPATH', None)
-    else:
-        os.environ['PYTHONPATH'] = old
+        # The node is started again until it registers (up to RAY_START_TIMEOUT on a
+        # loaded machine); one that never does fails the tests that need it.
+        executor = RayConfig(num_cpus=1, start_timeout=RAY_START_TIMEOUT).get_executor()
+    finally:
+        if old is None:
+            os.environ.pop('PYTHONPATH', None)
+        else:
+            os.environ['PYTHONPATH'] = old
+    yield executor
+    executor.shutdown()  # stops the node
 
 
 @pytest.fixture(scope='package')
@@ -147,10 +146,7 @@ def make_executor(request: pytest.FixtureRequest) -> Callable[[str], concurrent.
         if name == 'parsl':
             return Borrowed(request.getfixturevalue('parsl_executor'))
         if name == 'ray':
-            from tether.plugins.ray import RayExecutor
-
-            request.getfixturevalue('ray_session')
-            return RayExecutor()
+            return Borrowed(request.getfixturevalue('ray_executor'))
         if name == 'faas':
             from tether.bench.executor.faas import FaasExecutor
             from tether.faas import Executor
@@ -182,10 +178,13 @@ def _quiet_parsl() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # When Ray's local node fails to start (a loaded machine), Ray keeps Popen objects of
-    # processes that start_ray killed; their collection, during whichever test runs
-    # next, warns that they are "still running". Not a leak of the code under test.
-    mark = pytest.mark.filterwarnings(r'ignore:subprocess \d+ is still running:ResourceWarning')
+    # The first test on Ray starts the node, which may take RAY_START_TIMEOUT.
+    mark = pytest.mark.timeout(RAY_START_TIMEOUT + 120)
+    here = pathlib.Path(__file__).parent
     for item in items:
-        if item.path.parent == pathlib.Path(__file__).parent:
+        if item.path.parent != here:
+            continue
+        params = getattr(item, 'callspec', None)
+        on_ray = params is not None and 'ray' in params.params.values()
+        if on_ray or 'ray_executor' in getattr(item, 'fixturenames', ()):
             item.add_marker(mark)

@@ -1,16 +1,22 @@
-"""Executor plugins: typed configs, and tether's function service as an executor."""
+"""Executor plugins: typed configs, tether's function service and Ray as executors."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import gc
 import operator
 import os
 import pathlib
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
 import pytest
 
 from tests.bench._helpers import check_records
+from tests.conftest import count_keys
+from tests.patterns import _tasks
 from tether.bench.engine import Engine
 from tether.bench.executor.faas import FaasConfig
 from tether.bench.plugins import get_plugin
@@ -63,6 +69,18 @@ def test_faas_executor_on_a_running_service(
     assert 'ZeroDivisionError' in failed['exception']['traceback']  # the worker's traceback
 
 
+def test_faas_tasks_with_large_inputs_and_results(
+    make_executor: Callable[[str], concurrent.futures.Executor],
+) -> None:
+    """Several tasks in flight with 500 kB in and out each: all come back (none hangs)."""
+    from tether.bench.apps.synthetic import noop_task
+
+    size = 500_000
+    with Engine(make_executor('faas')) as engine:
+        futures = [engine.submit(noop_task, os.urandom(size), output_size=size) for _ in range(4)]
+        assert [len(f.result(timeout=60)) for f in futures] == [size] * 4
+
+
 def test_faas_in_process_from_a_run_config(
     tmp_path: pathlib.Path,
     redis_store_options: dict[str, Any],
@@ -85,3 +103,39 @@ def test_faas_in_process_from_a_run_config(
     assert summary['executor'] == 'faas'
     assert summary['workers'] == 1
     check_records(run_dir / 'tasks.jsonl')
+
+
+def test_store_executor_on_ray(
+    ray_executor: concurrent.futures.Executor,
+    redis_client: Any,
+    redis_store_options: dict[str, Any],
+) -> None:
+    """tether.plugins.ray under a StoreExecutor (on the tests' Ray node): no key leaks."""
+    from tether.connectors.redis import RedisConnector
+    from tether.plugins.ray import RayExecutor
+    from tether.store import Store
+    from tether.store.executor import ProxySize, StoreExecutor
+    from tether.store.ref import OwnedProxy
+
+    prefix = redis_store_options['prefix']
+    store = Store(f'ray-{prefix}', RedisConnector(**redis_store_options), register=True)
+    try:
+        with StoreExecutor(
+            RayExecutor(),  # Ray is initialised (ray_executor): this one leaves it running
+            store,
+            should_proxy=ProxySize(1000),
+            close_store=False,
+        ) as executor:
+            assert executor.submit(_tasks.length, b'x' * 5000).result(timeout=120) == 5000
+            result = executor.submit(_tasks.make_bytes, 5000).result(timeout=120)
+            assert isinstance(result, OwnedProxy)
+            assert result == b'x' * 5000
+            del result
+            gc.collect()
+        deadline = time.monotonic() + 10
+        while count_keys(redis_client, prefix) and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.05)
+        assert count_keys(redis_client, prefix) == 0
+    finally:
+        store.close()

@@ -40,9 +40,9 @@ def keys(redis_client: Any, unique_prefix: str) -> Any:
     return lambda: count_keys(redis_client, unique_prefix)
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def dask_cluster() -> Iterator[Any]:
-    """A Dask LocalCluster with two process workers, shared by the session."""
+    """A Dask LocalCluster with two process workers, shared by tests/patterns."""
     from distributed import LocalCluster
 
     with LocalCluster(
@@ -63,7 +63,7 @@ def dask_client(dask_cluster: Any) -> Iterator[Any]:
         yield client
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def process_pool() -> Iterator[Any]:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -71,7 +71,7 @@ def process_pool() -> Iterator[Any]:
         yield pool
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='package')
 def parsl_pool() -> Iterator[Any]:
     """A Parsl HighThroughputExecutor (local provider, loopback) behind a pool executor."""
     with parsl_environment() as run_dir:

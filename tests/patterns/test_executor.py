@@ -199,42 +199,6 @@ def test_parsl(store: Store[Any], keys: Any, parsl_pool: Any) -> None:
     assert keys() == 0
 
 
-def test_ray(store: Store[Any], keys: Any) -> None:
-    import os
-    import pathlib
-
-    import ray
-
-    from tether.plugins.ray import RayExecutor
-
-    root = str(pathlib.Path(__file__).resolve().parents[2])
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={
-            'env_vars': {'PYTHONPATH': root + os.pathsep + os.environ.get('PYTHONPATH', '')}
-        },
-    )
-    try:
-        with StoreExecutor(
-            RayExecutor(),
-            store,
-            should_proxy=ProxySize(1000),
-            close_store=False,
-        ) as executor:
-            assert executor.submit(_tasks.length, b'x' * 5000).result(timeout=120) == 5000
-            result = executor.submit(_tasks.make_bytes, 5000).result(timeout=120)
-            assert isinstance(result, OwnedProxy)
-            assert result == b'x' * 5000
-            del result
-            gc.collect()
-        _wait_for(lambda: keys() == 0)
-        assert keys() == 0
-    finally:
-        ray.shutdown()
-
-
 def test_store_executor_is_an_executor(store: Store[Any]) -> None:
     executor = StoreExecutor(concurrent.futures.ThreadPoolExecutor(1), store, close_store=False)
     assert isinstance(executor, concurrent.futures.Executor)

@@ -1,9 +1,10 @@
 """Pooled sockets across fork, forkserver and spawn, and replies matched to requests.
 
 The parent uses a registered store first (so its connector holds pooled sockets), then
-a process pool resolves many proxies at once. A forked child that reused the parent's
-socket would read replies meant for another process: a proxy would resolve to another
-request's object. Every reply must answer its own request, or raise.
+a process pool (two processes of eight threads) resolves many proxies at once. A forked
+child that reused the parent's socket would read replies meant for another process: a
+proxy would resolve to another request's object. Every reply must answer its own
+request, or raise.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _check(store: Store[Any], method: str) -> None:
     assert bytes(store.proxy(b'parent')) == b'parent'
     assert store.get(store.put(b'again')) == b'again'
     context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(4, mp_context=context) as pool:
+    with ProcessPoolExecutor(2, mp_context=context) as pool:
         results = [f.result() for f in [pool.submit(_resolve_all, proxies) for _ in range(8)]]
     for result in results:
         assert result == [(i, True) for i in range(N_OBJECTS)]

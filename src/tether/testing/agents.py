@@ -85,6 +85,10 @@ def _eventually(check: Any, timeout: float = 30.0) -> bool:
 class ExchangeConformance:
     """What every exchange does. Needs a fixture ``exchange`` (a fresh exchange)."""
 
+    #: Seconds to wait for each answer the exchange owes (a broken exchange that never
+    #: answers fails after this long).
+    timeout: float = 30.0
+
     @pytest.fixture
     def manager(self, exchange: Any) -> Iterator[Manager]:
         """A manager running agents in threads over the exchange under test."""
@@ -116,11 +120,11 @@ class ExchangeConformance:
     def test_actions_sync_async_ping_describe(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
         value = {'a': (1, 2.5, None), 'b': [b'x', {3}]}
-        assert handle.echo(value).result(30) == value
-        assert handle.aecho('text').result(30) == 'text'
-        assert handle.action('echo', 7).result(30) == 7
-        assert handle.ping(timeout=30) >= 0
-        info = handle.describe(timeout=30)
+        assert handle.echo(value).result(self.timeout) == value
+        assert handle.aecho('text').result(self.timeout) == 'text'
+        assert handle.action('echo', 7).result(self.timeout) == 7
+        assert handle.ping(timeout=self.timeout) >= 0
+        info = handle.describe(timeout=self.timeout)
         assert info['echo'].doc == 'Return the value.'
         assert info['echo'].signature == '(value: Any) -> Any'
         assert info['aecho'].is_async
@@ -138,20 +142,20 @@ class ExchangeConformance:
             return await slow.stats()
 
         asyncio.run(main())
-        assert _eventually(lambda: slow.stats().result(30)['cancelled'] == ['async'])
+        assert _eventually(lambda: slow.stats().result(self.timeout)['cancelled'] == ['async'])
 
     def test_remote_exception_with_traceback(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
         with pytest.raises(ValueError, match='bad input') as info:
-            handle.fail('bad input').result(30)
+            handle.fail('bad input').result(self.timeout)
         assert 'in fail' in str(info.value.__cause__)  # the remote traceback
         assert 'raise ValueError(message)' in str(info.value.__cause__)
 
     def test_unknown_action_is_refused_and_agent_keeps_serving(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
         with pytest.raises(MessageRejectedError, match="no action 'nope'"):
-            handle.nope().result(30)
-        assert handle.echo(1).result(30) == 1
+            handle.nope().result(self.timeout)
+        assert handle.echo(1).result(self.timeout) == 1
 
     def test_timeout_cancels_the_action(self, manager: Manager) -> None:
         handle = manager.launch(Slow())
@@ -160,23 +164,23 @@ class ExchangeConformance:
         with pytest.raises(TimeoutError):  # ActionTimeoutError is a TimeoutError too
             handle.cooperative(60).result(timeout=0.3)
         assert _eventually(
-            lambda: sorted(handle.stats().result(30)['cancelled']) == ['async', 'sync']
+            lambda: sorted(handle.stats().result(self.timeout)['cancelled']) == ['async', 'sync']
         )
 
     def test_cancel_before_start_never_runs(self, manager: Manager) -> None:
         handle = manager.launch(Slow(), max_concurrency=1)
-        handle.ping(timeout=30)
+        handle.ping(timeout=self.timeout)
         first = handle.work(0.5)
         queued = handle.work(0.0)
         assert queued.cancel()
-        assert first.result(30) == 1
-        assert handle.stats().result(30)['done'] == 1
+        assert first.result(self.timeout) == 1
+        assert handle.stats().result(self.timeout)['done'] == 1
 
     def test_concurrency_cap_holds_under_a_flood(self, manager: Manager) -> None:
         handle = manager.launch(Slow())  # max_concurrency = 3
         futures = [handle.work(0.01) for _ in range(60)]
         assert max(f.result(60) for f in futures) == 3
-        assert handle.stats().result(30) == {'peak': 3, 'done': 60, 'cancelled': []}
+        assert handle.stats().result(self.timeout) == {'peak': 3, 'done': 60, 'cancelled': []}
 
     def test_offline_agent_receives_messages_when_it_returns(self, exchange: Any) -> None:
         agent_id = exchange.register_agent(Echo)
@@ -185,7 +189,7 @@ class ExchangeConformance:
         assert not any(f.done() for f in futures)
         with Manager(exchange, ThreadLauncher()) as manager:
             manager.launch(Echo(), agent_id=agent_id)
-            assert [f.result(30) for f in futures] == list(range(5))
+            assert [f.result(self.timeout) for f in futures] == list(range(5))
 
     def test_requests_left_in_a_terminated_mailbox_are_answered(self, exchange: Any) -> None:
         agent_id = exchange.register_agent(Echo)
@@ -194,7 +198,7 @@ class ExchangeConformance:
         exchange.terminate(agent_id)
         for future in futures:
             with pytest.raises(MailboxClosedError, match="action 'echo'; it was not run"):
-                future.result(30)
+                future.result(self.timeout)
 
     def test_other_protocol_version_is_refused_and_agent_keeps_serving(
         self, manager: Manager
@@ -202,21 +206,21 @@ class ExchangeConformance:
         handle = manager.launch(Echo())
         future = raw_request(manager.exchange, handle.agent_id, {'v': PROTOCOL + 1})
         with pytest.raises(MessageRejectedError, match=f'protocol version {PROTOCOL + 1}'):
-            future.result(30)
-        assert handle.echo(2).result(30) == 2
+            future.result(self.timeout)
+        assert handle.echo(2).result(self.timeout) == 2
 
     def test_invalid_messages_are_refused_and_agent_keeps_serving(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
         exchange = manager.exchange
         future = raw_request(exchange, handle.agent_id, {'x': [{'Q': 1}]})
         with pytest.raises(MessageRejectedError, match='unknown value tag'):
-            future.result(30)
+            future.result(self.timeout)
         future = raw_request(exchange, handle.agent_id, {'a': 5})
         with pytest.raises(MessageRejectedError, match='action name'):
-            future.result(30)
+            future.result(self.timeout)
         exchange.transport().send_raw(handle.agent_id, b'garbage that is no envelope at all')
         exchange.transport().send_raw(handle.agent_id, b'TTHR')
-        assert handle.echo(3).result(30) == 3
+        assert handle.echo(3).result(self.timeout) == 3
 
     def test_handles_pickle_small_and_share_one_mailbox(self, manager: Manager) -> None:
         a = manager.launch(Echo())
@@ -225,17 +229,17 @@ class ExchangeConformance:
         assert len(data) < 1024
         again = pickle.loads(data)
         assert again == a
-        assert again.echo(1).result(30) == 1
+        assert again.echo(1).result(self.timeout) == 1
         client = manager.exchange.transport().client()
         f1, f2 = a.echo(1), b.echo(2)
         assert f1._mailbox is f2._mailbox is client
-        assert (f1.result(30), f2.result(30)) == (1, 2)
+        assert (f1.result(self.timeout), f2.result(self.timeout)) == (1, 2)
 
     def test_shutdown_twice_and_via_handle(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
-        handle.shutdown().result(30)
-        manager.shutdown(handle.agent_id, blocking=True, timeout=30)
-        manager.shutdown(handle, blocking=True, timeout=30)
+        handle.shutdown().result(self.timeout)
+        manager.shutdown(handle.agent_id, blocking=True, timeout=self.timeout)
+        manager.shutdown(handle, blocking=True, timeout=self.timeout)
         assert handle.status() is MailboxStatus.TERMINATED
         with pytest.raises(MailboxClosedError):
             handle.echo(1)

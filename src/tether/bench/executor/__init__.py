@@ -2,8 +2,9 @@
 
 Built in (``tether bench list`` shows them): ``thread-pool``, ``process-pool``, ``dask``
 (a local cluster or a scheduler address), ``parsl-local`` (a local HighThroughputExecutor),
-``parsl-htex`` (a general HighThroughputExecutor config: any provider and launcher) and
-``ray``. Adding one: a module with an :class:`ExecutorConfig` subclass decorated with
+``parsl-htex`` (a general HighThroughputExecutor config: any provider and launcher),
+``ray`` (a local Ray node of its own, or a cluster) and ``faas`` (tether's function
+service). Adding one: a module with an :class:`ExecutorConfig` subclass decorated with
 ``@register('executor')``, and a line in :data:`tether.bench.plugins.BUILTIN`.
 """
 
