@@ -296,7 +296,12 @@ def test_the_fork_server_runs_the_launching_script_once(
     script = tmp_path / 'launch_three.py'
     script.write_text(_SCRIPT)
     runs = tmp_path / 'runs'
+    from tether.agents.launcher.process import MAIN_ENV
+
     env = {**os.environ, 'RUNS_FILE': str(runs), 'PYTHONPATH': str(ROOT / 'src')}
+    # As if inherited from a launcher in this process: the script must not run another
+    # process's main module (importing tether.agents used to run it, with this value).
+    env[MAIN_ENV] = f'{os.getpid()}:{__file__}'
     proc = subprocess.run(
         [sys.executable, str(script), REDIS_HOST, str(REDIS_PORT), agent_prefix],
         cwd=tmp_path,

@@ -5,9 +5,11 @@ module again (as ``__mp_main__``, so that what it defines, a behavior class for 
 be unpickled) before it runs its target: for a script that imports much, that is most of
 the cost of starting an agent. Imported by the fork server, this module runs the script
 there instead, once, the way each child would have: forked agents then find it already
-run and skip it. The script's path comes from :data:`ENV` (set by
-:class:`~tether.agents.launcher.ProcessLauncher`); if running it fails, the children run
-it themselves as before.
+run and skip it. The script's path comes from the environment variable that
+:class:`~tether.agents.launcher.ProcessLauncher` sets while it starts the fork server,
+with the launcher's pid: any other process (one that imports this module, or inherited
+the variable) leaves its ``__main__`` alone. If running the script fails, the children
+run it themselves as before.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ['ENV']
-
-ENV = 'TETHER_AGENTS_FORKSERVER_MAIN'
-"""Environment variable naming the main script the fork server runs once."""
+__all__: list[str] = []
 
 
 def _run() -> None:
-    path = os.environ.pop(ENV, None)  # agents forked from here do not inherit it
-    if not path or not os.path.isfile(path):
-        return
+    from tether.agents.launcher.process import MAIN_ENV
+
+    value = os.environ.pop(MAIN_ENV, None)  # agents forked from here do not inherit it
+    launcher, _, path = (value or '').partition(':')
+    if launcher != str(os.getppid()) or not os.path.isfile(path):
+        return  # not the fork server of the launcher that named the script
     from multiprocessing import process, spawn
 
     current = process.current_process()

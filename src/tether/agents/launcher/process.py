@@ -47,6 +47,30 @@ def _main_path() -> str | None:
     return os.path.normpath(path)
 
 
+MAIN_ENV = 'TETHER_AGENTS_FORKSERVER_MAIN'
+"""Names, for the fork server only, the script it runs once (``<launcher pid>:<path>``)."""
+
+_env_lock = threading.Lock()
+
+
+def _ensure_forkserver(main_path: str | None) -> None:
+    """Start the fork server (if it is not running) with the launching script named.
+
+    The fork server (see ``tether.agents._preload_main``) runs the script once, instead
+    of every agent process running it again. The variable is set only while the server
+    starts, so no other process this one starts inherits it.
+    """
+    from multiprocessing import forkserver
+
+    with _env_lock:
+        if main_path is not None:
+            os.environ[MAIN_ENV] = f'{os.getpid()}:{main_path}'
+        try:
+            forkserver.ensure_running()
+        finally:
+            os.environ.pop(MAIN_ENV, None)
+
+
 class ProcessLauncher(Launcher):
     """Runs each agent in its own process, restarted when it dies (per the policy).
 
@@ -62,17 +86,10 @@ class ProcessLauncher(Launcher):
         super().__init__(restart=restart)
         self.start_method = start_method
         self._ctx: Any = multiprocessing.get_context(start_method)
+        self._main_path: str | None = None
         if start_method == 'forkserver':
             self._ctx.set_forkserver_preload(_PRELOAD)
-            # The fork server (started with the first agent) runs the script once, instead
-            # of every agent process running it again (see tether.agents._preload_main).
-            from tether.agents._preload_main import ENV
-
-            main_path = _main_path()
-            if main_path is None:
-                os.environ.pop(ENV, None)
-            else:
-                os.environ[ENV] = main_path
+            self._main_path = _main_path()
         self._procs: dict[str, Any] = {}
         self._plock = threading.Lock()
 
@@ -86,6 +103,8 @@ class ProcessLauncher(Launcher):
             name=f'tether-agent-{agent_id[6:14]}',
             daemon=False,
         )
+        if self.start_method == 'forkserver':
+            _ensure_forkserver(self._main_path)
         with self._plock:
             if entry.stopping:
                 return
