@@ -116,8 +116,10 @@ def test_file_connector_polls_with_backoff(tmp_path: Any) -> None:
             pytest.fail('FileConnector is expected to be deferrable')
         future = s.future(poll_interval=0.001, poll_max=0.05)
         assert not hasattr(s.connector, 'wait')
-        threading.Timer(0.2, future.set_result, args=([7],)).start()
+        setter = threading.Timer(0.2, future.set_result, args=([7],))
+        setter.start()
         assert future.result(timeout=5) == [7]
+        setter.join(10)
 
 
 # A Redis server of our own (its command counters are ours alone).
@@ -133,8 +135,12 @@ def test_waiting_does_not_hammer_redis(private_redis: RedisServer) -> None:
     with Store('quiet', RedisConnector(private_redis.host, private_redis.port)) as s:
         future = s.future()
         client.config_resetstat()
-        threading.Timer(1.5, future.set_result, args=('done',)).start()
+        setter = threading.Timer(1.5, future.set_result, args=('done',))
+        setter.start()
         assert future.result(timeout=10) == 'done'
+        # The waiter wakes on the setter's LPUSH, before the setter has its reply: let it
+        # finish before the server stops.
+        setter.join(10)
         stats = client.info('commandstats')
     calls = sum(v['calls'] for v in stats.values())
     # A polling loop at 1 ms would issue hundreds of commands in 1.5 s.
