@@ -76,11 +76,6 @@ class InProcessFaas:
                 engine='process',
                 max_workers=workers,
                 heartbeat_s=1.0,
-                # A task is handed to a worker only when it is idle: with a prefetched
-                # task, the endpoint's pool can block sending a large task to a worker
-                # that is blocked sending it a large result (both pipes full), and the
-                # run hangs (seen with 500 kB in and out of each task).
-                worker_prefetch=0,
             )
             self._start_agent(config, endpoint_token, connect_timeout)
         except BaseException:

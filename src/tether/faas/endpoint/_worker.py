@@ -57,17 +57,39 @@ def run_task(
 
 
 def worker_main(conn: Any, env: dict[str, str]) -> None:
-    """Loop of a worker process: ``None`` or a closed pipe stops it."""
+    """Loop of a worker process: ``None`` or a closed pipe stops it.
+
+    A thread of its own reads the pipe, so the pool can always hand this worker its next
+    (prefetched) task, however large, while the worker itself is blocked sending back a
+    large result the pool has not read yet: with one thread doing both, each side waited
+    for the other through full pipes.
+    """
+    import queue
+    import threading
+
     os.environ.update(env)
     functions: dict[str, Callable[..., Any]] = {}
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = None
+            inbox.put(message)
+            if message is None:
+                return
+
+    threading.Thread(target=read, name='tether-faas-worker-inbox', daemon=True).start()
     while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
+        message = inbox.get()
         if message is None:
             return
-        conn.send(run_task(message, functions))
+        try:
+            conn.send(run_task(message, functions))
+        except (EOFError, OSError):
+            return
 
 
 _WARM: dict[str, Callable[..., Any]] = {}
