@@ -165,41 +165,10 @@ def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return cycles
 
 
-# Circles that predate this test, outside the store core. Each is to be broken as its
-# package is next worked on; test_known_cycles_still_exist makes this list shrink.
-KNOWN_CYCLES = {
-    frozenset(
-        {
-            'tether.agents._codec',
-            'tether.agents._message',
-            'tether.agents.exchange._base',
-            'tether.agents.handle',
-        },
-    ),
-    frozenset(
-        {
-            'tether.agents._runtime',
-            'tether.agents._worker',
-            'tether.agents.launcher',
-            'tether.agents.launcher.parsl',
-            'tether.agents.launcher.process',
-            'tether.agents.launcher.thread',
-            'tether.agents.manager',
-        },
-    ),
-}
-
-
 def test_no_import_cycles() -> None:
-    cycles = [sorted(c) for c in import_cycles(import_graph(SRC)) if c not in KNOWN_CYCLES]
+    # Within a package too: module-level and function-level imports both count.
+    cycles = [sorted(c) for c in import_cycles(import_graph(SRC))]
     assert not cycles, f'import circles (break them with a lower module): {cycles}'
-
-
-def test_known_cycles_still_exist() -> None:
-    # A circle that was broken leaves KNOWN_CYCLES, so that it cannot come back unseen.
-    cycles = set(import_cycles(import_graph(SRC)))
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in cycles]
-    assert not gone, f'these circles are gone: remove them from KNOWN_CYCLES: {gone}'
 
 
 def test_cycle_check_sees_function_level_imports(tmp_path: pathlib.Path) -> None:

@@ -241,11 +241,9 @@ class Codec:
         if tag == 'R':
             return self._ref(node)
         if tag == 'H':
-            from tether.agents.handle import Handle
-
             if not isinstance(body, str) or self.exchange is None:
                 raise MessageRejectedError('message carries an invalid handle')
-            return Handle(body, self.exchange)
+            return self.exchange.get_handle(body)
         raise MessageRejectedError(f'message carries an unknown value tag {tag!r:.20}')
 
     def _ref(self, node: dict[str, Any]) -> Any:

@@ -14,6 +14,7 @@ import builtins
 import contextlib
 import dataclasses
 import traceback
+import uuid
 from typing import Any
 
 from tether._wire import FIRST_APP_TYPE, Limits, encode_head
@@ -44,8 +45,15 @@ __all__ = [
     'encode',
     'encode_bytes',
     'error_info',
+    'new_mailbox_id',
     'rebuild_error',
 ]
+
+
+def new_mailbox_id(kind: str = 'agent') -> str:
+    """A fresh mailbox id (``agent-<hex>`` or ``client-<hex>``)."""
+    return f'{kind}-{uuid.uuid4().hex}'
+
 
 PROTOCOL = 1
 """Version of the agent message protocol (the ``v`` of every envelope header)."""

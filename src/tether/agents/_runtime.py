@@ -51,9 +51,23 @@ __all__ = [
     'AgentSpec',
     'LoopError',
     'current_action',
+    'set_child_manager_factory',
 ]
 
 logger = logging.getLogger(__name__)
+
+_child_manager_factory: Callable[[Exchange], Manager] | None = None
+
+
+def set_child_manager_factory(factory: Callable[[Exchange], Manager]) -> None:
+    """How :meth:`AgentContext.launch` makes the manager of an agent's children.
+
+    Set by :mod:`tether.agents.manager` when it is imported (the runtime sits below the
+    manager and its launchers, which run it, so it does not import them).
+    """
+    global _child_manager_factory
+    _child_manager_factory = factory
+
 
 _current: contextvars.ContextVar[ActionContext | None] = contextvars.ContextVar(
     'tether_agents_action', default=None
@@ -249,10 +263,9 @@ class AgentContext:
         """
         with self._lock:
             if self._manager is None:
-                from tether.agents.launcher import ThreadLauncher
-                from tether.agents.manager import Manager
-
-                self._manager = Manager(self.exchange, ThreadLauncher())
+                if _child_manager_factory is None:  # tether.agents imports the manager
+                    raise AgentError('tether.agents.manager is not imported')
+                self._manager = _child_manager_factory(self.exchange)
             manager = self._manager
         return manager.launch(behavior, launcher=launcher, **kwargs)
 

@@ -31,6 +31,7 @@ from tether.agents._message import (
     SHUTDOWN,
     Message,
     Rejected,
+    new_mailbox_id,
     rebuild_error,
 )
 from tether.agents.behavior import ActionInfo, Behavior
@@ -99,8 +100,6 @@ class _ClientMailbox:
     """This process's mailbox for responses, shared by every handle of one exchange."""
 
     def __init__(self, transport: Transport) -> None:
-        from tether.agents.exchange._base import new_mailbox_id
-
         self.transport = transport
         self.id = new_mailbox_id('client')
         self._tags = itertools.count(1)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from tether.agents._runtime import AgentSpec
+from tether.agents._runtime import AgentSpec, set_child_manager_factory
 from tether.agents.behavior import Behavior
 from tether.agents.exchange import Exchange, MailboxStatus
 from tether.agents.handle import Handle
@@ -207,3 +207,11 @@ class Manager:
         for launcher in {id(x): x for x in self.launchers.values()}.values():
             if not launcher.detached:
                 launcher.close()
+
+
+def _child_manager(exchange: Exchange) -> Manager:
+    """The manager of an agent's children: their threads run in the agent's process."""
+    return Manager(exchange, ThreadLauncher())
+
+
+set_child_manager_factory(_child_manager)

@@ -13,13 +13,12 @@ import enum
 import logging
 import os
 import threading
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.agents._codec import Codec
-from tether.agents._message import Message, Rejected
+from tether.agents._message import Message, Rejected, new_mailbox_id
 
 if TYPE_CHECKING:
     from tether.agents.behavior import Behavior
@@ -42,11 +41,6 @@ class MailboxStatus(enum.Enum):
     """Its entity shut down for good; sending raises MailboxClosedError."""
     MISSING = 'missing'
     """No mailbox of that id exists in this exchange."""
-
-
-def new_mailbox_id(kind: str = 'agent') -> str:
-    """A fresh mailbox id (``agent-<hex>`` or ``client-<hex>``)."""
-    return f'{kind}-{uuid.uuid4().hex}'
 
 
 class Listener(ABC):
