@@ -264,9 +264,10 @@ def test_unacknowledged_results_are_delivered_again(
         futures = ex.reload_tasks()
         assert sorted(f.task_id for f in futures) == sorted(ids)
         assert sorted(f.result(timeout=60) for f in futures) == [0, 1, 4, 9, 16]
-    # Now acknowledged: nothing left to reattach to.
+    # Now acknowledged, and stored before the Executor's shutdown returned: nothing is left
+    # to reattach to, at once.
+    assert all(t['acknowledged'] for t in client.task_group_tasks(group))
     with Executor(ep.config.endpoint_id, client=client, task_group_id=group) as ex:
-        wait_for(lambda: all(t['acknowledged'] for t in client.task_group_tasks(group)))
         assert ex.reload_tasks() == []
     client.close()
 

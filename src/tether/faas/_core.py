@@ -458,6 +458,17 @@ class Service:
                 taken.extend(_task_ids(frame.header))
                 if acking is None or acking.done():
                     acking = asyncio.ensure_future(take())
+                sync = frame.header.get('sync')
+                if sync is not None:
+                    # The client asks to hear once every acknowledgement so far is stored
+                    # (an Executor shutting down): the next ones wait behind this answer.
+                    while acking is not None and not acking.done():
+                        await asyncio.wait({acking, failed}, return_when=asyncio.FIRST_COMPLETED)
+                        if failed.done():
+                            failed.result()
+                        if taken and acking.done():
+                            acking = asyncio.ensure_future(take())
+                    await sock.send(_frames.encode(_frames.ACKED, {'sync': str(sync)[:64]}))
         finally:
             if recv is not None:
                 recv.cancel()

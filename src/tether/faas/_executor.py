@@ -117,6 +117,7 @@ class Executor(concurrent.futures.Executor):
         self._wake_pending = False
         # The stream loop's own state (touched only on that loop):
         self._ws: Any = None
+        self._synced: asyncio.Event | None = None
         self._inflight: dict[int, list[tuple[dict[str, Any], bytes]]] = {}
         self._requests = itertools.count(1)
         self._retry: asyncio.TimerHandle | None = None
@@ -393,6 +394,10 @@ class Executor(concurrent.futures.Executor):
                             if frame.type in (_frames.SUBMITTED, _frames.SUBMIT_FAILED):
                                 self._answered(frame)
                                 continue
+                            if frame.type == _frames.ACKED:
+                                if self._synced is not None:
+                                    self._synced.set()
+                                continue
                             ids = self._deliver(frame)
                             await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
                     finally:
@@ -450,6 +455,23 @@ class Executor(concurrent.futures.Executor):
 
     # Shutdown --------------------------------------------------------------------------
 
+    def _sync_acknowledgements(self, timeout: float = 10.0) -> None:
+        """Wait until the service has stored every acknowledgement this stream sent, so
+        that results taken here are not listed again (``reload_tasks``) once this returns.
+        Best effort: without a stream, or past ``timeout``, the service delivers them
+        again to whoever reattaches (they are then taken twice, never lost)."""
+        loop, ws = self._loop, self._ws
+        if loop is None or ws is None or loop.is_closed():
+            return
+
+        async def sync() -> None:
+            synced = self._synced = asyncio.Event()
+            await ws.send(_frames.encode(_frames.ACK, {'task_ids': [], 'sync': 'shutdown'}))
+            await synced.wait()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(sync(), loop).result(timeout)
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop accepting tasks; with ``wait``, return once every future is done."""
         with self._cond:
@@ -461,6 +483,7 @@ class Executor(concurrent.futures.Executor):
                 f.cancel()
         if wait:
             concurrent.futures.wait(futures)
+            self._sync_acknowledgements()
         if self._loop is not None and self._stream_task is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stream_task.cancel)

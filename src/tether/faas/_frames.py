@@ -53,6 +53,7 @@ SUBMIT = 46  # client -> service (HTTP body, or on a result stream): a batch of 
 FUNCTION = 47  # client -> service (HTTP body): a function to register
 SUBMITTED = 48  # service -> client (result stream): the batch ``request`` is recorded
 SUBMIT_FAILED = 49  # service -> client (result stream): it was refused (error, message)
+ACKED = 50  # service -> client (result stream): every ACK up to the one naming ``sync`` is stored
 
 
 def encode(mtype: int, header: dict[str, Any], payloads: Sequence[Any] = ()) -> bytes:
