@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import HERE, parse_args, print_table, redis_server, write_json
+from _unique_input import unique_input
 
 KB = 1000
 MB = 1000 * KB
@@ -46,24 +47,6 @@ COLMENA_SCRIPT = os.path.join(HERE, 'peer', 'colmena_synthetic.py')
 
 def noop(data: Any) -> None:
     """The synthetic task: zero length, no output."""
-
-
-_BLOCKS: dict[int, bytes] = {}
-
-
-def unique_input(size: int) -> bytes:
-    """A unique (so not cacheable) input of ``size`` bytes, made cheaply.
-
-    A fresh 16-byte prefix in front of one random block per size: a copy of ``size``
-    bytes (~2 ms at 10 MB) where ``os.urandom(size)`` costs ~27 ms of the Thinker's CPU
-    at 10 MB, which delayed the other task in flight and dwarfed the overheads measured.
-    The same on both sides of the comparison.
-    """
-    block = _BLOCKS.get(size)
-    if block is None:
-        block = _BLOCKS[size] = os.urandom(size)
-    prefix = uuid.uuid4().bytes[:size]
-    return b''.join((prefix, memoryview(block)[len(prefix) :]))
 
 
 def _tasks_for(size: int, quick: bool) -> int:
