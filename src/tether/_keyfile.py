@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tether.exceptions import ConfigError
 
-__all__ = ['config_dir', 'read_private', 'user_key']
+__all__ = ['config_dir', 'read_private', 'user_key', 'write_private']
 
 
 def config_dir() -> Path:
@@ -84,3 +84,26 @@ def read_private(path: Path, what: str) -> bytes:
                 'get a new key',
             )
         return f.read().strip()
+
+
+def write_private(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file at ``path`` with ``data``, atomically, readable by its owner only.
+
+    The bytes go to a temporary file (mode 0600) in the same directory, all of them
+    (``os.write`` may write fewer than it is given), which then replaces ``path``.
+    """
+    path = os.fspath(path)
+    tmp = f'{path}.{os.getpid()}.tmp'
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -32,6 +32,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tether._keyfile import write_private
+
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange
 
@@ -124,20 +126,14 @@ class Journal:
 
     def _compact(self) -> None:
         self._pending.clear()  # the rewrite is made from what is live
-        tmp = f'{self.path}.tmp'
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            data = ''.join(
-                [json.dumps(['=', tag, caller]) + '\n' for caller, tag in self._done]
-                + [
-                    json.dumps(['+', tag, caller, action]) + '\n'
-                    for (caller, tag), action in self._live.items()
-                ]
-            ).encode()
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        data = ''.join(
+            [json.dumps(['=', tag, caller]) + '\n' for caller, tag in self._done]
+            + [
+                json.dumps(['+', tag, caller, action]) + '\n'
+                for (caller, tag), action in self._live.items()
+            ]
+        ).encode()
+        write_private(self.path, data)
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         self._size = len(data)
@@ -192,14 +188,8 @@ def read_lost(path: str) -> list[tuple[str, int, str]]:
     data = ''.join(
         json.dumps(['=', tag, caller]) + '\n' for (caller, tag), _ in entries[-_KEEP_SEEN:]
     ).encode()
-    tmp = f'{path}.tmp'
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_private(path, data)
     except OSError:
         logger.warning('could not rewrite the journal %s', path, exc_info=True)
         with contextlib.suppress(FileNotFoundError):

@@ -182,15 +182,11 @@ def dev_file() -> pathlib.Path:
 
 def write_private(path: pathlib.Path, data: bytes) -> None:
     """Write ``data`` to ``path`` readable by its owner only (directories 0700)."""
+    from tether._keyfile import write_private as replace_private
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path.parent, 0o700)
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_private(path, data)
 
 
 def read_dev_file() -> dict[str, Any] | None:
