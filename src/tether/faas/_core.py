@@ -94,6 +94,27 @@ def _entries(body: bytes | memoryview, key: str) -> list[Entry]:
     return list(zip(headers, frame.payloads, strict=True))
 
 
+def _parse(
+    items: Sequence[Delivery], key: str
+) -> tuple[list[tuple[Delivery, list[Entry]]], list[str], list[Any]]:
+    """Deliveries' entries (``_entries``), the task ids of those delivered again, and the
+    tags of malformed messages (logged; their caller acknowledges them to drop them)."""
+    batches = []
+    again: list[str] = []
+    stale = []
+    for d in items:
+        try:
+            entries = _entries(d.body, key)
+        except WireError as e:
+            logger.warning('dropping a malformed message of a %s queue: %s', key[:-1], e)
+            stale.append(d.tag)
+            continue
+        batches.append((d, entries))
+        if d.redelivered:
+            again.extend(str(h['task_id']) for h, _ in entries)
+    return batches, again, stale
+
+
 def _pack(mtype: int, key: str, entries: Iterable[Entry]) -> list[bytes]:
     """Entries as few messages as possible (split above :data:`MESSAGE_BYTES`)."""
     messages = []
@@ -381,19 +402,7 @@ class Service:
         failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def flush(items: list[Delivery]) -> None:
-            batches = []
-            again: list[str] = []
-            stale = []
-            for d in items:
-                try:
-                    entries = _entries(d.body, 'results')
-                except WireError as e:
-                    logger.warning('dropping a malformed message of a result queue: %s', e)
-                    stale.append(d.tag)
-                    continue
-                batches.append((d, entries))
-                if d.redelivered:
-                    again.extend(str(h['task_id']) for h, _ in entries)
+            batches, again, stale = _parse(items, 'results')
             taken = await self.repo.acknowledged_ids(user_id, again) if again else set()
             out: list[Entry] = []
             for d, entries in batches:
@@ -629,19 +638,7 @@ class _EndpointSession:
 
     async def _take(self, items: list[Delivery]) -> None:
         """Deliveries from the endpoint's queue: track them, then forward their tasks."""
-        batches = []
-        again: list[str] = []
-        stale = []
-        for d in items:
-            try:
-                entries = _entries(d.body, 'tasks')
-            except WireError as e:
-                logger.warning('dropping a malformed message of a task queue: %s', e)
-                stale.append(d.tag)
-                continue
-            batches.append((d, entries))
-            if d.redelivered:
-                again.extend(str(h['task_id']) for h, _ in entries)
+        batches, again, stale = _parse(items, 'tasks')
         # Tasks of a message delivered again that are running (the endpoint holds them, or
         # they were queued again when it reconnected) or finished are not sent again.
         waiting = await self.service.repo.waiting_ids(again) if again else set()
