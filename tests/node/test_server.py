@@ -262,3 +262,15 @@ def test_frame_too_large_for_memory_is_refused(start_node: StartNode) -> None:
     c = node.connector()
     assert bytes(c.get(c.put(b'fine'))) == b'fine'
     c.close()
+
+
+def test_a_refusal_is_reported_even_when_it_cuts_the_send_short(start_node: StartNode) -> None:
+    # 64 MB against a 1 MB limit: the server answers and closes long before the client has
+    # sent it all, so the client's send fails (connection reset). The client still reads
+    # the server's answer and raises it, not a bare connection error.
+    node = start_node('--max-frame', '1MB')
+    for _ in range(3):
+        conn = SyncConnection('127.0.0.1', node.port, secret=SECRET)
+        with pytest.raises(FrameTooLargeError):
+            conn.request(proto.PUT, {'ids': ['a' * 32]}, [bytes(64 << 20)])
+        conn.close()

@@ -248,8 +248,16 @@ class SyncConnection:
         rid = self._next_id
         self.reply_started = False
         try:
-            self.send(mtype, header, payloads, request_id=rid)
-            frame = self.recv()
+            try:
+                self.send(mtype, header, payloads, request_id=rid)
+            except (ConnectionResetError, BrokenPipeError):
+                # The server may have refused the request (a frame too large, say) and
+                # closed before reading all of it: its answer can be waiting to be read.
+                frame = self._answer_after_failed_send()
+                if frame is None:
+                    raise
+            else:
+                frame = self.recv()
         except WireError:
             self.close()
             raise
@@ -264,6 +272,13 @@ class SyncConnection:
         except ProtocolError:
             self.close()
             raise
+
+    def _answer_after_failed_send(self) -> Frame | None:
+        """A frame the server sent before the connection broke, if one can be read."""
+        try:
+            return self.recv()
+        except (OSError, WireError):
+            return None
 
     def close(self) -> None:
         """Close the socket (in a forked child: only this process's descriptor)."""
