@@ -50,6 +50,46 @@ PEER_PY = str(PEER_VENV / 'bin' / 'python')
 TOKEN = 'bench-alice-token-0123456789abcdef'
 PEER_PORT = 7500
 SSH_PORT = 2222
+LINK_PORT = 7600
+
+# The link's own capacity, as one plain TCP connection sees it: site-b receives, site-a
+# sends 100 MB at a time and waits for a one-byte acknowledgement, on a new connection
+# each time and then three times on one connection (as tether's channels are reused).
+_LINK_SINK = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen()
+buf = bytearray(1 << 20)
+while True:
+    c, _ = s.accept()
+    while True:
+        n = 0
+        while n < 100_000_000:
+            k = c.recv_into(buf)
+            if not k:
+                break
+            n += k
+        if n < 100_000_000:
+            break
+        c.sendall(b'k')
+    c.close()
+"""
+_LINK_SOURCE = """
+import json, socket, sys, time
+data = memoryview(bytearray(100_000_000))
+out = {'fresh_s': [], 'reused_s': []}
+for i in range(3):
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    t = time.perf_counter(); c.sendall(data); c.recv(1)
+    out['fresh_s'].append(time.perf_counter() - t)
+    c.close()
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+for i in range(3):
+    t = time.perf_counter(); c.sendall(data); c.recv(1)
+    out['reused_s'].append(time.perf_counter() - t)
+c.close()
+print(json.dumps(out))
+"""
 
 
 def log(msg: str) -> None:
@@ -369,6 +409,20 @@ def redis_ssh(r: Run, sizes: str) -> Any:
                 Path('/run/sshd').rmdir()
 
 
+def link_capacity(r: Run) -> Any:
+    """100 MB over one plain TCP connection, site-a to site-b: what the link carries."""
+    topo = r.topo
+    r.bg('link-sink', topo.site['b'], ['python3', '-c', _LINK_SINK, topo.address['b'],
+                                         str(LINK_PORT)])  # fmt: skip
+    r.wait_port(topo.site['b'], topo.address['b'], LINK_PORT)
+    out = r.run(topo.site['a'], ['python3', '-c', _LINK_SOURCE, topo.public['b'], str(LINK_PORT)])
+    res = json.loads(out.strip().splitlines()[-1])
+    for k in ('fresh_s', 'reused_s'):
+        log(f'  raw TCP 100MB ({k[:-2]} connection): {min(res[k]) * 1e3:.1f} ms best, '
+            f'{100 / min(res[k]):.1f} MB/s')  # fmt: skip
+    return res
+
+
 # Driver -------------------------------------------------------------------------------
 
 
@@ -385,7 +439,7 @@ def phase(result: dict[str, Any], name: str, fn: Any, *a: Any) -> Any:
 
 def one_topology(rtt_ms: float, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     topo = Topology(work / 'build', rate='1gbit', delay_ms=rtt_ms / 2,
-                    forwards=(PEER_PORT, SSH_PORT))  # fmt: skip
+                    forwards=(PEER_PORT, SSH_PORT, LINK_PORT))  # fmt: skip
     result: dict[str, Any] = {'rtt_ms': rtt_ms, 'rate': '1gbit'}
     with topo:
         r = Run(topo, work)
@@ -394,6 +448,7 @@ def one_topology(rtt_ms: float, args: argparse.Namespace, work: Path) -> dict[st
                           topo.public['b']).stdout.strip().splitlines()[-1]  # fmt: skip
             result['ping_a_to_natb'] = ping
             log(f'== RTT {rtt_ms} ms: {ping}')
+            phase(result, 'link', link_capacity, r)
             t = tether_setup(r)
             result['tether_nat'] = tether_nat(r, t)
             log(f'tether NAT types: {result["tether_nat"]}')
@@ -508,6 +563,15 @@ def table(results: list[dict[str, Any]]) -> str:
                     m = med(row[op]) if row else None
                     cells.append(f'{m * 1e3:.1f}' if m is not None else '-')
             lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+        link = res.get('link', {})
+        if link.get('fresh_s'):
+            for k in ('fresh_s', 'reused_s'):
+                best = med(link[k])
+                assert best is not None
+                lines.append(
+                    f'\nraw TCP, 100 MB, {k[:-2]} connection: {best * 1e3:.1f} ms median '
+                    f'= {100 / best:.1f} MB/s ({100 / best / 1.25:.0f}% of 1 Gbit/s)'
+                )
         for name in ('tether_local', 'peer_local'):
             rows = res.get(name)
             if not rows:

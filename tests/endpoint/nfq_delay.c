@@ -79,6 +79,10 @@ int main(int argc, char **argv) {
     struct nfq_q_handle *q = nfq_create_queue(h, (uint16_t)queue, on_packet, NULL);
     if (q == NULL || nfq_set_mode(q, NFQNL_COPY_META, 0) < 0) { perror("nfq_create_queue"); return 1; }
     nfq_set_queue_maxlen(q, 100000);
+    /* Take GSO packets whole (tens of kB each) instead of having the kernel cut them into
+     * MTU-sized ones first: the helper then handles a few thousand packets a second at
+     * 1 Gbit/s, not ~80,000, and leaves the CPU to the programs being measured. */
+    nfq_set_queue_flags(q, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
     nfnl_rcvbufsiz(nfq_nfnlh(h), 32u << 20);
     int fd = nfq_fd(h), on = 1;
     setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof on);

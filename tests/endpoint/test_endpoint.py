@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.endpoint.conftest import Relay, Site, write_relay_config
+from tests.endpoint.conftest import Relay, Site, wait_for, write_relay_config
 from tether.cli import cli
 from tether.connectors.endpoint import EndpointKey
 from tether.exceptions import ConnectorError, EndpointError
@@ -273,3 +273,48 @@ def test_relay_config_errors(tmp_path: Path) -> None:
     assert config.user_of(token) == 'carol'
     assert config.user_of('wrong') is None
     assert config.user_of(None) is None
+
+
+def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay) -> None:
+    """A large PUT or GET for another endpoint is piped on, not received whole first."""
+    from tether._wire import SyncConnection, encode_head
+    from tether.endpoint import find_config
+    from tether.endpoint._protocol import PUT
+
+    relay = loop_relay.address
+    port = free_port()
+    site.configure('pipe-a', relay)
+    site.configure('pipe-b', relay, peering={'port': port, 'advertise': [f'127.0.0.1:{port}']})
+    site.start('pipe-a')
+    site.start('pipe-b')
+    conn_a, conn_b = site.connector('pipe-a'), site.connector('pipe-b')
+    key = conn_b.put(b'small')
+    assert bytes(conn_a.get(key)) == b'small'  # peers A with B; the channel is now idle
+    assert site.status('pipe-a')['piped'] == {'put': 0, 'get': 0}
+    big = os.urandom(5_000_000)
+    conn_a.set(key, big)
+    assert bytes(conn_b.get(key)) == big
+    assert bytes(conn_a.get(key)) == big
+    assert site.status('pipe-a')['piped'] == {'put': 1, 'get': 1}
+    assert site.status('pipe-b')['piped'] == {'put': 0, 'get': 0}  # B answered itself
+
+    # A client that dies in the middle of a piped PUT: A drops that channel (B discards
+    # the partial object and keeps the old one) and goes on serving.
+    config = find_config('pipe-a', site.home)
+    state = json.loads((config.folder(site.home) / 'state.json').read_text())
+    raw = SyncConnection(state['host'], state['port'], secret=config.client_token(site.home))
+    head = {'ids': [key.object_id], 'endpoint': key.endpoint_id}
+    raw.sock.sendall(encode_head(PUT, head, [50_000_000], 7, 0) + os.urandom(2_000_000))
+    wait_for(lambda: site.status('pipe-a')['piped']['put'] == 2, what='the PUT routed')
+    raw.close()
+    wait_for(
+        lambda: all(p['channels'] <= 1 for p in site.status('pipe-a')['peers']),
+        what='the half-sent channel dropped',
+    )
+    assert bytes(conn_b.get(key)) == big
+    assert conn_a.exists(key)  # opens a fresh channel to B, idle afterwards
+    conn_a.set(key, big[::-1])
+    assert bytes(conn_a.get(key)) == big[::-1]
+    assert site.status('pipe-a')['piped'] == {'put': 3, 'get': 2}
+    for c in (conn_a, conn_b):
+        c.close()

@@ -38,6 +38,7 @@ from tether._wire._frame import (
     Payload,
     encode_head,
 )
+from tether._wire._proto import FrameRouter
 from tether._wire._sync import SyncClient, SyncConnection
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     'ERROR',
     'FIRST_APP_TYPE',
     'Frame',
+    'FrameRouter',
     'Handler',
     'Limits',
     'PROTOCOL_VERSION',

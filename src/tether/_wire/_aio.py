@@ -37,7 +37,7 @@ from tether._wire._handshake import (
     hello_header,
     parse_hello,
 )
-from tether._wire._proto import FrameMemory, FrameProtocol
+from tether._wire._proto import FrameMemory, FrameProtocol, FrameRouter
 from tether.exceptions import (
     AuthenticationError,
     FrameTooLargeError,
@@ -151,6 +151,39 @@ class Connection:
             self.abort()
             raise
 
+    def start_request(
+        self, mtype: int, header: dict[str, Any] | None, sizes: Sequence[int]
+    ) -> int:
+        """Write only the head of a request and return its id (cut-through forwarding).
+
+        The caller then writes exactly ``sum(sizes)`` payload bytes to :attr:`transport`
+        and collects the reply with :meth:`reply`; it must hold the connection alone
+        until then (no :meth:`request` on it meanwhile).
+        """
+        if self.transport.is_closing():
+            raise WireConnectionError(f'connection to {self.peer} is closed')
+        self._next_id += 1
+        self.transport.write(encode_head(mtype, header, sizes, self._next_id, 0))
+        return self._next_id
+
+    async def reply(self, request_id: int, *, timeout: float | None = 30.0) -> Frame:
+        """Wait for the reply to a request begun with :meth:`start_request`."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.protocol.drain()
+                frame = await self.recv()
+        except TimeoutError as e:
+            self.abort()
+            raise WireConnectionError(f'request to {self.peer} timed out') from e
+        except OSError as e:
+            self.abort()
+            raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
+        try:
+            return check_reply(frame, request_id, self.peer)
+        except ProtocolError:
+            self.abort()
+            raise
+
     def abort(self) -> None:
         """Drop the connection at once."""
         self.transport.abort()
@@ -230,6 +263,9 @@ class Server:
         memory: Allocates each frame's payloads against a budget instead of ``alloc``,
             and is told when each frame is done with, including frames of connections
             that died midway (see :class:`~tether._wire._proto.FrameMemory`).
+        router: Called with each authenticated connection; what it returns decides,
+            from the head of each large frame, where that frame's payloads go as they
+            arrive (see :class:`~tether._wire._proto.FrameRouter`). Not with ``memory``.
     """
 
     def __init__(
@@ -244,7 +280,11 @@ class Server:
         name: str = 'tether server',
         alloc: Callable[[int], bytearray] = bytearray,
         memory: FrameMemory | None = None,
+        router: Callable[[Connection], FrameRouter] | None = None,
     ) -> None:
+        if router is not None and memory is not None:
+            raise ValueError('a server takes a router or a memory budget, not both')
+        self.router = router
         self.handler = handler
         self.alloc = alloc
         self.memory = memory
@@ -320,6 +360,8 @@ class Server:
                         await conn.send(ERROR, {'code': 'protocol', 'message': str(e)})
                 return
             conn.protocol.limits = self.limits
+            if self.router is not None:
+                conn.protocol.router = self.router(conn)
             self.connections.add(conn)
             await self._serve(conn)
         except asyncio.CancelledError:

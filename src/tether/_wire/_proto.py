@@ -27,7 +27,7 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = ['FrameMemory', 'FrameProtocol', 'PayloadSink']
+__all__ = ['FrameMemory', 'FrameProtocol', 'FrameRouter', 'PayloadSink']
 
 _SCRATCH = 64 * 1024
 _STAGE = 1 << 20
@@ -42,6 +42,24 @@ class PayloadSink(Protocol):
 
     def write(self, data: memoryview) -> None:
         """Append the next received bytes."""
+
+
+class FrameRouter(Protocol):
+    """Decides, from a frame's head, where its payloads go as they arrive (cut-through).
+
+    Called once per frame whose payloads total at least ``FrameProtocol.route_min``
+    bytes, as soon as its header is read and before anything is allocated. It returns one
+    :class:`PayloadSink` per size (bytes are handed to them as they arrive, through a
+    staging buffer that is reused: a sink copies what it keeps), or ``None`` to receive
+    the frame into buffers as usual. A sink with an ``abort()`` method is told when its
+    frame is abandoned (the connection died or was refused mid-frame, or the frame was
+    never handled).
+    """
+
+    def __call__(
+        self, mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
+    ) -> list[Any] | None:
+        """Return the sinks of this frame's payloads, or ``None``."""
 
 
 class FrameMemory(Protocol):
@@ -88,6 +106,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.version = version
         self.alloc = alloc
         self.memory = memory
+        self.router: FrameRouter | None = None
+        self.route_min = 1 << 20
         self.stalled = False
         self._progress = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -212,6 +232,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._frame = None
         self._stage = None
         for frame in frames:
+            _abort_sinks(frame.payloads)
             if self.memory is not None:
                 self.memory.release(frame.payloads)
             frame.payloads.clear()
@@ -224,6 +245,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def _fail(self, error: WireError) -> None:
         self._error = error
         frame, self._frame = self._frame, None
+        if frame is not None:
+            _abort_sinks(frame.payloads)
         if frame is not None and self.memory is not None:
             self.memory.release(frame.payloads)
         self._have = 0
@@ -277,8 +300,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 bytes(scratch[PREFIX.size : PREFIX.size + 8 * count]), count, self.limits
             )
             header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
+            routed = None
+            if self.router is not None and sum(sizes) >= self.route_min:
+                routed = self.router(mtype, header, rid, sizes)
             try:
-                if self.memory is not None:
+                if routed is not None:
+                    buffers = routed
+                elif self.memory is not None:
                     buffers = self.memory.allocate(sizes)
                 else:
                     buffers = [self.alloc(n) for n in sizes]
@@ -299,7 +327,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                         buf.write(extra[taken : taken + n])
                     except OSError as e:
                         extra.release()
-                        if self.memory is not None:
+                        _abort_sinks(frame.payloads)
+                        if self.memory is not None and routed is None:
                             self.memory.release(frame.payloads)
                         raise FrameTooLargeError(f'cannot write a payload to disk: {e}') from e
                 taken += n
@@ -360,3 +389,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         await self._write_ready.wait()
         if self._closed:
             raise self._error or WireConnectionError('connection closed')
+
+
+def _abort_sinks(payloads: list[Any]) -> None:
+    """Tell every sink of an abandoned frame (those that care) that it will not complete."""
+    for payload in payloads:
+        abort = getattr(payload, 'abort', None)
+        if abort is not None and not isinstance(payload, bytearray | memoryview):
+            abort()

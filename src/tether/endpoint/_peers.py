@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from tether._wire import (
     Connection,
     Frame,
+    FrameRouter,
     Payload,
     client_handshake,
     client_protocol,
@@ -157,6 +158,57 @@ class PeerLink:
                 self._cond.notify()
             raise
 
+    def take_idle(self) -> Connection | None:
+        """An idle open channel, taken at once without waiting (``None``: there is none).
+
+        The caller gives it back with :meth:`give` (``None`` if it dropped it).
+        """
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.transport.is_closing():
+                return conn
+            self._open -= 1
+        return None
+
+    async def give(self, conn: Connection | None) -> None:
+        """Give back a channel from :meth:`take_idle` (``None``: it was dropped)."""
+        await self._give(conn)
+
+    def dropped(self) -> None:
+        """A channel from :meth:`take_idle` was dropped (synchronous :meth:`give`)."""
+        self._open -= 1
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify()
+
+    async def finish(self, conn: Connection, request_id: int, *, timeout: float) -> Frame:
+        """The reply to a request begun on ``conn`` (from :meth:`take_idle`), giving it back.
+
+        Raises:
+            WireError: the channel failed (the link is then marked broken).
+            RemoteError: the peer refused the request.
+        """
+        try:
+            frame = await conn.reply(request_id, timeout=timeout)
+        except RemoteError:
+            await self._give(conn)
+            raise
+        except (WireError, OSError) as e:
+            conn.abort()
+            await self._give(None)
+            self.broken = str(e)
+            raise
+        except BaseException:
+            conn.abort()
+            await self._give(None)
+            raise
+        await self._give(conn)
+        self.requests += 1
+        self.bytes += sum(len(p) for p in frame.payloads)
+        return frame
+
     async def _give(self, conn: Connection | None) -> None:
         async with self._cond:
             if conn is None or conn.transport.is_closing():
@@ -172,8 +224,12 @@ class PeerLink:
         payloads: list[Payload] | tuple[Payload, ...] = (),
         *,
         timeout: float,
+        reply_router: Callable[[Connection], FrameRouter] | None = None,
     ) -> Frame:
         """Send one request on a channel of this link and return the reply.
+
+        ``reply_router`` (given the channel) routes the reply's payloads as they arrive
+        (see :class:`~tether._wire._proto.FrameRouter`).
 
         Raises:
             WireError: the channel failed (the link is then marked broken).
@@ -181,7 +237,12 @@ class PeerLink:
         """
         conn = await self._take()
         try:
-            frame = await conn.request(mtype, header, payloads, timeout=timeout)
+            if reply_router is not None:
+                conn.protocol.router = reply_router(conn)
+            try:
+                frame = await conn.request(mtype, header, payloads, timeout=timeout)
+            finally:
+                conn.protocol.router = None
         except RemoteError:
             await self._give(conn)
             raise
@@ -262,6 +323,11 @@ class PeerManager:
         return result
 
     # Initiator -------------------------------------------------------------------------
+
+    def ready_link(self, target: str) -> PeerLink | None:
+        """The live link to ``target`` if there is one now (no peering, no waiting)."""
+        link = self.links.get(self.names.get(target, target))
+        return link if link is not None and link.alive else None
 
     async def link(self, target: str) -> PeerLink:
         """A live link to ``target`` (UUID or name), peering first if needed.

@@ -12,10 +12,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
+from tether._wire import (
+    Connection,
+    Frame,
+    FrameRouter,
+    Limits,
+    Reply,
+    Server,
+    encode_head,
+    error_reply,
+)
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
-from tether.endpoint._peers import PeerManager
+from tether.endpoint._peers import PeerLink, PeerManager
+from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
 from tether.endpoint._store import PersistentTable
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
@@ -71,6 +81,7 @@ class Endpoint:
             limits=limits,
             name=f'endpoint {config.name!r}',
             alloc=self.pool.take,
+            router=self._client_router,
         )
         self.peers = PeerManager(self)
         self.peer_server = Server(
@@ -108,6 +119,7 @@ class Endpoint:
         self.started = time.time()
         self.requests = 0
         self.forwarded = 0
+        self.piped = {'put': 0, 'get': 0}
         self._stop: asyncio.Event | None = None
 
     # Status ----------------------------------------------------------------------------
@@ -129,6 +141,7 @@ class Endpoint:
             'persist': self.config.storage.persist,
             'requests': self.requests,
             'forwarded': self.forwarded,
+            'piped': dict(self.piped),
             'relay': None
             if relay is None
             else {
@@ -163,9 +176,12 @@ class Endpoint:
             target = frame.header.get('endpoint') or self.uuid
             if not isinstance(target, str):
                 return error_reply('bad-request', 'endpoint must be a UUID or a name')
+            pipe = pipe_of(frame.payloads)
+            if pipe is not None:
+                return await self._finish_piped_put(target, pipe)
             if target in (self.uuid, self.config.name):
                 return self._local(frame, ids)
-            return await self._forward(target, frame, ids)
+            return await self._forward(conn, target, frame, ids)
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.PEERS:
@@ -186,7 +202,87 @@ class Endpoint:
             return proto.OK, None, ()
         return error_reply('bad-request', f'unknown message type {t}')
 
-    async def _forward(self, target: str, frame: Frame, ids: list[str]) -> Reply:
+    # Cut-through forwarding of large objects -------------------------------------------
+
+    def _client_router(self, conn: Connection) -> FrameRouter:
+        """Route a client's large ``PUT`` for another endpoint straight to its owner."""
+
+        def route(
+            mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
+        ) -> list[Any] | None:
+            if mtype != proto.PUT:
+                return None
+            target, ids = header.get('endpoint'), header.get('ids')
+            if (
+                not isinstance(target, str)
+                or target in (self.uuid, self.config.name)
+                or not isinstance(ids, list)
+                or len(ids) != len(sizes)
+                or not all(proto.valid_id(i) for i in ids)
+            ):
+                return None
+            # Only over a channel that is open and idle now: otherwise (first use, all
+            # channels busy) the object is received whole and forwarded as usual.
+            link = self.peers.ready_link(target)
+            channel = link.take_idle() if link is not None else None
+            if link is None or channel is None:
+                return None
+            pipe = _LinkPipe(channel, conn.transport, link)
+            try:
+                pipe.request_id = channel.start_request(
+                    proto.PUT, {'ids': ids, 'endpoint': link.uuid}, sizes
+                )
+            except WireError:
+                channel.abort()
+                link.dropped()
+                return None
+            self.piped['put'] += 1
+            return pipe.sinks(sizes)
+
+        return route
+
+    async def _finish_piped_put(self, target: str, pipe: Pipe) -> Reply:
+        assert isinstance(pipe, _LinkPipe)
+        link, channel = pipe.link, pipe.out
+        if pipe.failed is not None:
+            channel.abort()
+            pipe.give_back(dropped=True)
+            return error_reply(
+                'peer-failed', f'the channel to peer endpoint {target} failed: {pipe.failed}'
+            )
+        pipe.handled = True
+        try:
+            reply = await link.finish(channel, pipe.request_id, timeout=_PEER_TIMEOUT)
+        except RemoteError as e:
+            return error_reply(e.code, f'peer endpoint {target}: {e}')
+        except (WireError, OSError) as e:
+            return error_reply('peer-failed', f'the channel to peer endpoint {target} failed: {e}')
+        self.forwarded += 1
+        return reply.type, reply.header, reply.payloads
+
+    def _reply_router(self, client: Connection, client_rid: int) -> Any:
+        """For a forwarded ``GET``: stream a large reply to the client as it arrives."""
+        pipes: list[Pipe] = []
+
+        def for_channel(channel: Connection) -> FrameRouter:
+            def route(
+                mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
+            ) -> list[Any] | None:
+                if mtype != proto.OK or client.transport.is_closing():
+                    return None
+                client.transport.write(encode_head(proto.OK, header, sizes, client_rid, 0))
+                pipe = Pipe(client, channel.transport)
+                pipes.append(pipe)
+                self.piped['get'] += 1
+                return pipe.sinks(sizes)
+
+            return route
+
+        return for_channel, pipes
+
+    async def _forward(
+        self, client: Connection, target: str, frame: Frame, ids: list[str]
+    ) -> Reply | None:
         error: Exception | None = None
         for _ in range(2):
             # Every request is idempotent (the ids are the client's), so a request whose
@@ -195,21 +291,35 @@ class Endpoint:
                 link = await self.peers.link(target)
             except PeeringError as e:
                 return error_reply('peering', str(e) if error is None else f'{error}; {e}')
+            router, pipes = (
+                self._reply_router(client, frame.request_id)
+                if frame.type == proto.GET
+                else (None, [])
+            )
             try:
                 reply = await link.request(
                     frame.type,
                     {'ids': ids, 'endpoint': link.uuid},
                     frame.payloads,
                     timeout=_PEER_TIMEOUT,
+                    reply_router=router,
                 )
             except RemoteError as e:
                 return error_reply(e.code, f'peer endpoint {target}: {e}')
             except (WireError, OSError) as e:
+                if pipes:
+                    # The client has the head of a reply that will not complete.
+                    client.abort()
+                    return None
                 link.broken = link.broken or str(e)
                 error = e
                 logger.info('channel to %s failed (%s): re-peering once', target, e)
                 continue
             self.forwarded += 1
+            if pipes:
+                if pipes[0].failed is not None:
+                    client.abort()
+                return None  # the reply went to the client as it arrived
             return reply.type, reply.header, reply.payloads
         return error_reply(
             'peer-failed',
@@ -297,3 +407,25 @@ class Endpoint:
         """Ask :meth:`serve` to return (from the endpoint's event loop)."""
         if self._stop is not None:
             asyncio.get_running_loop().call_soon(self._stop.set)
+
+
+class _LinkPipe(Pipe):
+    """A pipe into a peer channel taken from ``link``: the channel goes back exactly once."""
+
+    def __init__(self, channel: Connection, src: Any, link: PeerLink) -> None:
+        super().__init__(channel, src, on_abort=self._abandoned)
+        self.link = link
+        self.handled = False
+        self._given = False
+
+    def _abandoned(self) -> None:
+        # The client's frame was abandoned (or never handled): the channel is mid-frame.
+        if not self.handled:
+            self.give_back(dropped=True)
+
+    def give_back(self, *, dropped: bool) -> None:
+        if self._given:
+            return
+        self._given = True
+        if dropped:
+            self.link.dropped()
