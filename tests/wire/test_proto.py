@@ -68,3 +68,90 @@ def test_limits_and_garbage_are_errors() -> None:
             await proto.recv()
 
     asyncio.run(main())
+
+
+class _Sink:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data = bytearray()
+        self.aborted = False
+
+    def __len__(self) -> int:
+        return self.size
+
+    def write(self, data: memoryview) -> None:
+        self.data += data
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def pause_reading(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_a_router_takes_large_frames_as_they_arrive(seed: int) -> None:
+    """Routed payloads reach their sinks in order, whatever the chunking; small ones do not."""
+    rng = random.Random(seed)
+    big = [rng.randbytes(300_000), rng.randbytes(5)]
+    data = stream([(40, {'a': 1}, [b'small']), (41, {'b': 2}, big), (42, {}, [b'after'])])
+    routed: list[tuple[int, dict[str, object], int, tuple[int, ...]]] = []
+    sinks: list[_Sink] = []
+
+    def router(
+        mtype: int, header: dict[str, object], request_id: int, sizes: tuple[int, ...]
+    ) -> list[object]:
+        routed.append((mtype, header, request_id, sizes))
+        sinks.extend(_Sink(n) for n in sizes)
+        return list(sinks)
+
+    async def main() -> None:
+        proto = FrameProtocol(Limits(), 1)
+        proto.router = router
+        proto.route_min = 1000
+        feed(proto, data, rng)
+        frames = [await proto.recv() for _ in range(3)]
+        assert [bytes(p) for p in frames[0].payloads] == [b'small']
+        assert frames[1].payloads == sinks
+        assert [bytes(s.data) for s in sinks] == big
+        assert [bytes(p) for p in frames[2].payloads] == [b'after']
+
+    asyncio.run(main())
+    assert routed == [(41, {'b': 2}, 1, (300_000, 5))]
+
+
+def test_an_abandoned_routed_frame_aborts_its_sinks_and_holding_is_not_a_stall() -> None:
+    sink = _Sink(1_000_000)
+
+    async def main() -> None:
+        proto = FrameProtocol(Limits(frame_timeout=0.2), 1)
+        transport = _Transport()
+        proto.connection_made(transport)  # type: ignore[arg-type]
+        proto.router = lambda *_: [sink]
+        proto.route_min = 1000
+        head = encode_head(40, {}, [1_000_000], request_id=1)
+        feed(proto, head + b'x' * 1000, random.Random(0))
+        # Held back on purpose (the bytes go on to a slower connection): kept.
+        proto.held = True
+        await asyncio.sleep(0.5)
+        assert not transport.aborted
+        assert not proto.stalled
+        # No longer held and still no bytes: a stall, dropped.
+        proto.held = False
+        await asyncio.sleep(0.5)
+        assert transport.aborted
+        assert proto.stalled
+        proto.connection_lost(None)
+        proto.release_all()
+
+    asyncio.run(main())
+    assert bytes(sink.data) == b'x' * 1000
+    assert sink.aborted

@@ -64,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar('_T')
 _SMALL = 64 * 1024
+_CHUNK = 1 << 20
 
 Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 """What a handler returns: ``(message type, header, payloads)``."""
@@ -118,9 +119,16 @@ class Connection:
         if sum(sizes) <= _SMALL:
             self.transport.write(b''.join([head, *buffers]))
         else:
+            # Large payloads go out a chunk at a time, waiting whenever the transport is
+            # backed up: a TLS transport encrypts all it is given at once, so a 100 MB
+            # write would otherwise be encrypted (and copied twice) before its first byte
+            # left, and held in memory meanwhile.
             self.transport.write(head)
             for buf in buffers:
-                self.transport.write(buf)
+                for start in range(0, buf.nbytes, _CHUNK):
+                    self.transport.write(buf[start : start + _CHUNK])
+                    if self.protocol.writing_paused:
+                        await self.protocol.drain()
         await self.protocol.drain()
 
     async def request(

@@ -108,6 +108,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.memory = memory
         self.router: FrameRouter | None = None
         self.route_min = 1 << 20
+        self.held = False
         self.stalled = False
         self._progress = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -212,7 +213,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._timer = None
         if self._closed or not self._partial():
             return
-        if self._progress != seen:
+        if self._progress != seen or self.held:
+            # Progress, or reading is held back on purpose (the frame's bytes are being
+            # passed on to a slower connection): not a stall.
             self._watch()
             return
         self.stalled = True
@@ -381,6 +384,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._paused = False
             self.transport.resume_reading()
         return frame
+
+    @property
+    def writing_paused(self) -> bool:
+        """Whether the transport asked to stop writing until it drains."""
+        return not self._write_ready.is_set()
 
     async def drain(self) -> None:
         """Wait until the transport accepts more data."""

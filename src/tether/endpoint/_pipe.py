@@ -35,7 +35,8 @@ class Pipe:
 
     Args:
         out: Where the bytes go (its head has been written already).
-        src: The transport they come from, paused while ``out`` is backed up.
+        src: The connection they come from, paused while ``out`` is backed up (and
+            then not timed out as a stalled frame).
         on_abort: Called once if the frame is abandoned (after ``out`` is dropped).
 
     Attributes:
@@ -46,7 +47,7 @@ class Pipe:
     def __init__(
         self,
         out: Connection,
-        src: asyncio.Transport,
+        src: Connection,
         on_abort: Callable[[], None] | None = None,
     ) -> None:
         self.out = out
@@ -73,15 +74,17 @@ class Pipe:
         self.passed += len(data)
         if not self._paused and _buffered(transport) > _HIGH:
             self._paused = True
-            self.src.pause_reading()
+            self.src.protocol.held = True
+            self.src.transport.pause_reading()
             asyncio.get_running_loop().create_task(self._resume())
 
     async def _resume(self) -> None:
         with contextlib.suppress(WireError, OSError):
             await self.out.protocol.drain()
         self._paused = False
-        if not self.src.is_closing():
-            self.src.resume_reading()
+        self.src.protocol.held = False
+        if not self.src.transport.is_closing():
+            self.src.transport.resume_reading()
 
     def abort(self) -> None:
         """The frame will not complete: drop the outgoing connection (mid-frame)."""

@@ -227,7 +227,7 @@ class Endpoint:
             channel = link.take_idle() if link is not None else None
             if link is None or channel is None:
                 return None
-            pipe = _LinkPipe(channel, conn.transport, link)
+            pipe = _LinkPipe(channel, conn, link)
             try:
                 pipe.request_id = channel.start_request(
                     proto.PUT, {'ids': ids, 'endpoint': link.uuid}, sizes
@@ -271,7 +271,7 @@ class Endpoint:
                 if mtype != proto.OK or client.transport.is_closing():
                     return None
                 client.transport.write(encode_head(proto.OK, header, sizes, client_rid, 0))
-                pipe = Pipe(client, channel.transport)
+                pipe = Pipe(client, channel)
                 pipes.append(pipe)
                 self.piped['get'] += 1
                 return pipe.sinks(sizes)
@@ -412,7 +412,7 @@ class Endpoint:
 class _LinkPipe(Pipe):
     """A pipe into a peer channel taken from ``link``: the channel goes back exactly once."""
 
-    def __init__(self, channel: Connection, src: Any, link: PeerLink) -> None:
+    def __init__(self, channel: Connection, src: Connection, link: PeerLink) -> None:
         super().__init__(channel, src, on_abort=self._abandoned)
         self.link = link
         self.handled = False
