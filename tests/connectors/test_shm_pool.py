@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tether.cli import cli
-from tether.connectors import _shm_pool
+from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors.shared_memory import (
     SHM_DIR,
     SharedMemoryConnector,
@@ -122,14 +122,14 @@ def test_a_reader_racing_a_writer_of_its_segment_gets_nothing(
     early = os.open(path, os.O_RDONLY)
     shm.evict(a)
     writing, resume = threading.Event(), threading.Event()
-    real_write_all = _shm_pool._write_all
+    real_write = _shm_maps.write
 
-    def slow_write_all(fd: int, buffers: list[memoryview]) -> None:
+    def slow_write(path: str, fd: int, buffers: list[memoryview]) -> None:
         writing.set()
         assert resume.wait(30)
-        real_write_all(fd, buffers)
+        real_write(path, fd, buffers)
 
-    monkeypatch.setattr(_shm_pool, '_write_all', slow_write_all)
+    monkeypatch.setattr(_shm_maps, 'write', slow_write)
     keys: list[SharedMemoryKey] = []
     writer = threading.Thread(target=lambda: keys.append(shm.put(_data(2))))
     writer.start()
@@ -266,3 +266,53 @@ def test_an_exiting_process_leaves_other_processes_pooled_segments(shm_namespace
     assert len(_pool_entries(shm_namespace)) == 1  # this process's, for its next put
     c.close()
     assert segments(shm_namespace) == []
+
+
+# The writer's mappings ---------------------------------------------------------------
+
+
+def test_a_writer_copies_into_the_mapping_it_kept(shm: SharedMemoryConnector) -> None:
+    _shm_maps.clear()
+    shm.evict(shm.put(_data(1)))
+    b = shm.put(_data(2))  # claimed from the pool: mapped, and the mapping kept
+    assert list(_shm_maps._maps) == [(os.stat(SHM_DIR).st_dev, _inode(b))]
+    inode = _inode(b)
+    shm.evict(b)
+    c = shm.put(_data(3, LARGE + 5))
+    assert _inode(c) == inode
+    assert len(_shm_maps._maps) == 1
+    assert bytes(shm.get(c)) == _data(3, LARGE + 5)
+
+
+def test_mappings_of_removed_segments_are_dropped(shm_namespace: str) -> None:
+    _shm_maps.clear()
+    c = SharedMemoryConnector(shm_namespace)
+    c.evict(c.put(_data(1)))
+    c.evict(c.put(_data(2)))
+    assert len(_shm_maps._maps) == 1
+    c.close()  # empties the pool: the kept mapping must not keep the memory
+    assert _shm_maps._maps == {}
+    c.evict(c.put(_data(1)))
+    c.evict(c.put(_data(2)))
+    cleanup(shm_namespace)  # from elsewhere: dropped at this process's next write
+    c.put(_data(3, 4 * LARGE))
+    assert _shm_maps._maps == {}
+    c.close(clear=True)
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork')
+def test_a_forked_child_starts_without_the_parents_mappings(shm: SharedMemoryConnector) -> None:
+    shm.evict(shm.put(_data(1)))
+    shm.evict(shm.put(_data(2)))
+    assert len(_shm_maps._maps) == 1
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = not _shm_maps._maps
+        key = shm.put(_data(3))  # claims the pooled segment, maps it itself
+        ok = ok and bytes(shm.get(key)) == _data(3) and len(_shm_maps._maps) == 1
+        shm.evict(key)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    b = shm.put(_data(4))
+    assert bytes(shm.get(b)) == _data(4)

@@ -42,6 +42,7 @@ import struct
 import threading
 from collections.abc import Sequence
 
+from tether.connectors import _shm_maps
 from tether.connectors._util import new_id
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
@@ -175,6 +176,7 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
     size = sum(v.nbytes for v in views)
     cap = capacity(size)
     tmp = f'{path}.{new_id()[:12]}.tmp'
+    _shm_maps.prune()
     fd = _claim(pool, cap, tmp)
     fresh = fd is None
     if fd is None:
@@ -186,9 +188,12 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
             # The header first: from here on, a reader of the segment's previous key
             # finds another id and reads nothing.
             header = _HEADER.pack(_MAGIC, ident, size).ljust(HEADER_SIZE, b'\0')
-            _write_all(fd, [memoryview(header), *views])
+            buffers = [memoryview(header), *views]
             if fresh:
+                _write_all(fd, buffers)  # allocates the pages as it copies
                 os.ftruncate(fd, cap)  # the tail stays sparse until a larger object
+            else:
+                _shm_maps.write(tmp, fd, buffers)  # over pages this process has mapped
             # Unlocked before it gets a key's name: a reader that cannot lock a segment
             # reached through a key knows that it was evicted and is being rewritten.
             fcntl.flock(fd, fcntl.LOCK_UN)

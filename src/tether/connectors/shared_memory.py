@@ -28,7 +28,7 @@ import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from tether.connectors import _shm_pool
+from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
 from tether.connectors.config import ConnectorConfigModel
@@ -134,6 +134,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             cleanup(self.namespace)
         else:
             _shm_pool.drain(self._pool)
+        _shm_maps.prune()  # mappings of the segments just removed would keep their memory
 
     def evict(self, key: SharedMemoryKey) -> None:
         """Remove the object (processes that mapped it keep their mapping).
