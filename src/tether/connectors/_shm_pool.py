@@ -264,9 +264,11 @@ def release(path: str, pool: str, pool_bytes: int) -> None:
             except FileNotFoundError:
                 if not os.path.exists(path):
                     return  # evicted by someone else meanwhile
-                with contextlib.suppress(FileExistsError):
+                with contextlib.suppress(OSError):
                     os.mkdir(pool, 0o700)
                 continue
+            except OSError:
+                break  # a pool this process cannot use: unlink instead
             with _owned_lock:
                 if not _at_exit:
                     atexit.register(_drain_owned)

@@ -270,7 +270,9 @@ def segments(namespace: str | None = None) -> list[tuple[str, int]]:
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 if not entry.is_dir(follow_symlinks=False):
                     out.append((entry.name, entry.stat().st_size))
-                elif entry.name.endswith(_shm_pool.POOL_SUFFIX):
+                elif entry.name.endswith(_shm_pool.POOL_SUFFIX) and os.access(
+                    entry.path, os.R_OK | os.X_OK
+                ):
                     for sub in os.scandir(entry.path):
                         with contextlib.suppress(FileNotFoundError):
                             out.append((f'{entry.name}/{sub.name}', sub.stat().st_size))
