@@ -316,3 +316,27 @@ def test_a_forked_child_starts_without_the_parents_mappings(shm: SharedMemoryCon
     assert os.waitstatus_to_exitcode(status) == 0
     b = shm.put(_data(4))
     assert bytes(shm.get(b)) == _data(4)
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork')
+def test_a_child_forked_while_another_thread_holds_the_locks_still_writes(
+    shm: SharedMemoryConnector,
+) -> None:
+    shm.evict(shm.put(_data(1)))
+    with _shm_pool._owned_lock, _shm_maps._lock:  # as if another thread were inside
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            key = shm.put(_data(2))
+            ok = bytes(shm.get(key)) == _data(2)
+            shm.evict(key)
+            os._exit(0 if ok else 1)
+    for _ in range(600):  # a child stuck on a lock inherited held never ends: kill it
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        threading.Event().wait(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail('the forked child hung on a lock it inherited held')
+    assert os.waitstatus_to_exitcode(status) == 0

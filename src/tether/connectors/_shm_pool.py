@@ -301,6 +301,16 @@ def is_full(error: OSError) -> bool:
     return error.errno in (errno.ENOSPC, errno.ENOMEM)
 
 
+def _reset_in_child() -> None:
+    # A lock held by another thread at fork time would stay held in the child forever.
+    global _owned_lock
+    _owned_lock = threading.Lock()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_reset_in_child)
+
+
 def _drain_owned() -> None:
     with _owned_lock:
         pools = sorted(_owned)
