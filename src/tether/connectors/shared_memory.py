@@ -5,11 +5,17 @@ segment instead of copying it, so resolving a large NumPy array costs microsecon
 mapping is copy-on-write: a consumer may modify what it resolved without the producer or
 other consumers seeing the change, and pages are copied only when written.
 
+Large objects (from 256 KiB) go into reusable segments: evicting one keeps its segment in
+the namespace's pool (up to ``pool_bytes``) and a later put of a similar size writes over
+its pages, already allocated, instead of making the kernel allocate and zero new ones. A
+segment is never reused while a consumer still maps it, and a consumer never reads a
+reused segment as the object it asked for (see :mod:`tether.connectors._shm_pool`).
+
 Objects outlive the process that put them, until they are evicted. Leftovers (objects
-never evicted, temporaries of writers killed mid-write) are named
-``tether-<namespace>-<id>`` and are removed by :meth:`SharedMemoryConnector.close` with
-``clear=True``, by :func:`cleanup`, or by ``tether shm clean [--namespace NS]``. Being
-memory, they also disappear when the machine restarts.
+never evicted, temporaries of writers killed mid-write, pools of killed processes) are
+named ``tether-<namespace>-...`` and are removed by :meth:`SharedMemoryConnector.close`
+with ``clear=True``, by :func:`cleanup`, or by ``tether shm clean [--namespace NS]``.
+Being memory, they also disappear when the machine restarts.
 
 Linux only (``/dev/shm``).
 """
@@ -22,6 +28,7 @@ import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
 from tether.connectors.config import ConnectorConfigModel
@@ -40,6 +47,7 @@ __all__ = [
 SHM_DIR = '/dev/shm'
 _PREFIX = 'tether-'
 _TMP = '.tmp'
+_POOL_BYTES = 256 << 20
 
 
 class SharedMemoryKey(NamedTuple):
@@ -53,6 +61,7 @@ class SharedMemoryConnectorConfig(ConnectorConfigModel):
 
     namespace: str = 'default'
     clear: bool = False
+    pool_bytes: int = _POOL_BYTES
 
 
 class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
@@ -62,19 +71,32 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         namespace: Groups the segments of one application (used by ``clear`` and
             :func:`cleanup`); letters, digits, ``_`` and ``.`` only.
         clear: Remove every segment of the namespace when :meth:`close` is called.
+        pool_bytes: Most bytes of evicted large segments the namespace's pool keeps for
+            reuse (``0``: none, every evict unlinks).
     """
 
     config_model = SharedMemoryConnectorConfig
 
-    def __init__(self, namespace: str = 'default', clear: bool = False) -> None:
+    def __init__(
+        self,
+        namespace: str = 'default',
+        clear: bool = False,
+        pool_bytes: int = _POOL_BYTES,
+    ) -> None:
         if not os.path.isdir(SHM_DIR):
             raise ConnectorError(
                 f'SharedMemoryConnector needs {SHM_DIR} (Linux); it was not found',
             )
         check_namespace(namespace)
+        if pool_bytes < 0:
+            raise ValueError(f'pool_bytes must be at least 0, got {pool_bytes}')
         self.namespace = namespace
         self.clear = clear
-        self.settings = SharedMemoryConnectorConfig(namespace=namespace, clear=clear)
+        self.pool_bytes = pool_bytes
+        self._pool = os.path.join(SHM_DIR, f'{_PREFIX}{namespace}{_shm_pool.POOL_SUFFIX}')
+        self.settings = SharedMemoryConnectorConfig(
+            namespace=namespace, clear=clear, pool_bytes=pool_bytes
+        )
 
     def __repr__(self) -> str:
         return f'SharedMemoryConnector(namespace={self.namespace!r})'
@@ -87,15 +109,45 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     def _new_key(self) -> SharedMemoryKey:
         return SharedMemoryKey(f'{_PREFIX}{self.namespace}-{new_id()}')
 
+    def _key_for(self, nbytes: int) -> SharedMemoryKey:
+        if self.pool_bytes and nbytes >= _shm_pool.MIN_POOLED:
+            return SharedMemoryKey(_shm_pool.new_name(f'{_PREFIX}{self.namespace}-'))
+        return self._new_key()
+
+    def put_parts(self, parts: Sequence[BytesLike]) -> SharedMemoryKey:
+        """Store the concatenation of ``parts`` (written without joining them first)."""
+        key = self._key_for(total_size(parts))
+        self._write(key, parts)
+        return key
+
+    def new_key(self, data: BytesLike | None = None) -> SharedMemoryKey:
+        """Reserve a fresh key; nothing is stored under it until :meth:`set`.
+
+        Given ``data`` (what :meth:`set` will store; not stored now), a large object gets
+        a key of a reusable segment.
+        """
+        return self._new_key() if data is None else self._key_for(memoryview(data).nbytes)
+
     def close(self, clear: bool | None = None) -> None:
-        """Close; remove every segment of the namespace first if ``clear``."""
+        """Close: empty the namespace's pool; remove every segment too if ``clear``."""
         if self.clear if clear is None else clear:
             cleanup(self.namespace)
+        else:
+            _shm_pool.drain(self._pool)
+        _shm_maps.prune()  # mappings of the segments just removed would keep their memory
 
     def evict(self, key: SharedMemoryKey) -> None:
-        """Unlink the segment (processes that mapped it keep their mapping)."""
+        """Remove the object (processes that mapped it keep their mapping).
+
+        A plain segment is unlinked; a large object's segment goes to the pool, to be
+        reused once nobody maps it (or unlinked if the pool is full).
+        """
+        path = self._path(key)
         try:
-            os.remove(self._path(key))
+            if _shm_pool.key_id(key.name) is None:
+                os.remove(path)
+            else:
+                _shm_pool.release(path, self._pool, self.pool_bytes)
         except FileNotFoundError:
             pass
         except OSError as e:
@@ -108,6 +160,9 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     def get(self, key: SharedMemoryKey) -> BytesLike | None:
         """Map the segment (copy-on-write) and return a writable view, or ``None``."""
         path = self._path(key)
+        ident = _shm_pool.key_id(key.name)
+        if ident is not None:
+            return _shm_pool.read(path, key.name, ident)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -125,6 +180,10 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             os.close(fd)
 
     def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
+        ident = _shm_pool.key_id(key.name)
+        if ident is not None:
+            self._write_pooled(key, ident, parts)
+            return
         final = self._path(key)
         tmp = f'{final}{_TMP}'
         size = total_size(parts)
@@ -152,6 +211,24 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
                 f'(is {SHM_DIR} full?)',
             ) from e
 
+    def _write_pooled(
+        self, key: SharedMemoryKey, ident: bytes, parts: Sequence[BytesLike]
+    ) -> None:
+        path = self._path(key)
+        try:
+            try:
+                _shm_pool.write(path, self._pool, ident, parts)
+            except OSError as e:
+                # Free segments kept for reuse may be what fills /dev/shm: drop, retry.
+                if not _shm_pool.is_full(e) or not _shm_pool.drain(self._pool):
+                    raise
+                _shm_pool.write(path, self._pool, ident, parts)
+        except OSError as e:
+            raise ConnectorError(
+                f'cannot write {total_size(parts)} bytes to shared memory {key.name!r}: '
+                f'{e} (is {SHM_DIR} full?)',
+            ) from e
+
 
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if it is valid (letters, digits, ``_`` and ``.``), else raise.
@@ -166,8 +243,22 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
+def _pools(namespace: str | None) -> list[str]:
+    prefix = _PREFIX if namespace is None else f'{_PREFIX}{check_namespace(namespace)}-'
+    return sorted(
+        entry.name
+        for entry in os.scandir(SHM_DIR)
+        if entry.name.startswith(prefix)
+        and entry.name.endswith(_shm_pool.POOL_SUFFIX)
+        and entry.is_dir(follow_symlinks=False)
+    )
+
+
 def segments(namespace: str | None = None) -> list[tuple[str, int]]:
     """Return ``(name, size)`` of tether's shared-memory segments (of ``namespace``, or all).
+
+    Free segments kept for reuse are listed as ``tether-<namespace>-pool/<entry>``; a
+    large object's size is its segment's (a power of two, sparse beyond the object).
 
     Raises:
         ValueError: if ``namespace`` is not a valid namespace.
@@ -176,13 +267,22 @@ def segments(namespace: str | None = None) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for entry in os.scandir(SHM_DIR):
         if entry.name.startswith(prefix):
-            with contextlib.suppress(FileNotFoundError):
-                out.append((entry.name, entry.stat().st_size))
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                if not entry.is_dir(follow_symlinks=False):
+                    out.append((entry.name, entry.stat().st_size))
+                elif entry.name.endswith(_shm_pool.POOL_SUFFIX) and os.access(
+                    entry.path, os.R_OK | os.X_OK
+                ):
+                    for sub in os.scandir(entry.path):
+                        with contextlib.suppress(FileNotFoundError):
+                            out.append((f'{entry.name}/{sub.name}', sub.stat().st_size))
     return sorted(out)
 
 
 def cleanup(namespace: str | None = None) -> int:
     """Remove tether shared-memory segments (of ``namespace``, or all); return how many.
+
+    Includes the free segments of the namespaces' pools, and the pools' directories.
 
     Raises:
         ValueError: if ``namespace`` is not a valid namespace.
@@ -194,4 +294,6 @@ def cleanup(namespace: str | None = None) -> int:
             n += 1
         except FileNotFoundError:
             pass
+    for pool in _pools(namespace):
+        n += _shm_pool.drain(os.path.join(SHM_DIR, pool))
     return n

@@ -1,0 +1,319 @@
+"""Reusable segments for the large objects of a shared-memory namespace (internal).
+
+Writing an object into a new tmpfs file costs more than copying it: the kernel allocates
+and zeroes every 4 KB page as it is first written (about 5 ms for 10 MB on a VM) and
+frees them all again when the file is unlinked. So a large object lives in a *pooled*
+segment: evicting it moves the segment into the namespace's pool directory
+(``/dev/shm/tether-<namespace>-pool``) instead of unlinking it, and a later large put of
+the same size class (a power of two) claims it and writes over pages already allocated.
+
+A pooled segment starts with a 64-byte header (magic, the 16-byte id of the key it holds,
+the object's size); the object follows it, and the rest of the segment is a sparse tail.
+Reuse is safe because of two rules:
+
+* A reader takes a shared ``flock`` on the segment before it reads the header, and keeps
+  it for as long as it maps the segment (the lock belongs to the open file, which the
+  mapping holds). It returns nothing unless the header names its own key.
+* A writer claims a pool entry by renaming it to a name of its own, then writes only
+  under an exclusive lock taken without waiting; if a reader still holds the segment, the
+  writer unlinks it instead (its memory goes when the reader unmaps) and moves on.
+
+So a reader never sees another key's bytes: either it locked first (no writer can touch
+the segment until its mapping is gone) or a writer did (the reader then fails to lock,
+or finds another key's id in the header). A segment is only locked exclusively while it
+has a private name, never while it is reachable through a key.
+
+Pool entries are named ``<capacity>-<pid>-<id>``, the pid being the process that evicted
+the object. A process removes its own entries at exit, :meth:`SharedMemoryConnector.close
+<tether.connectors.shared_memory.SharedMemoryConnector.close>` empties the pool, and the
+namespace's cleanups remove it with the rest; the entries of a killed process stay until
+one of those (or a put that claims them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Sequence
+
+from tether.connectors import _shm_maps
+from tether.connectors._util import new_id
+from tether.exceptions import ConnectorError
+from tether.serialize import BytesLike
+
+__all__ = [
+    'HEADER_SIZE',
+    'MIN_POOLED',
+    'POOL_SUFFIX',
+    'capacity',
+    'drain',
+    'is_full',
+    'key_id',
+    'new_name',
+    'read',
+    'release',
+    'write',
+]
+
+POOL_SUFFIX = '-pool'
+"""The pool directory of namespace ``ns`` is ``tether-<ns>-pool`` under ``/dev/shm``."""
+MIN_POOLED = 256 << 10
+"""Objects from this size live in pooled segments (below it, fresh pages cost little)."""
+HEADER_SIZE = 64
+"""Bytes before the object (a multiple of 64, so arrays on the mapping stay aligned)."""
+MAX_ENTRIES = 64
+"""Most segments in one pool (more are unlinked on evict), so listing it stays cheap."""
+
+_HEADER = struct.Struct('<8s16sQ')
+_MAGIC = b'tethSHM1'
+_MARK = 'p'
+"""Pooled keys end in ``-p<32 hex digits>`` (plain keys: ``-<32 hex digits>``)."""
+_TRIES = 4
+
+_owned_lock = threading.Lock()
+_owned: set[str] = set()
+"""Pool directories this process evicted into: their entries of this pid go at exit."""
+_at_exit: list[bool] = []
+
+
+def capacity(nbytes: int) -> int:
+    """The size class of a segment holding an object of ``nbytes``: a power of two."""
+    return 1 << (HEADER_SIZE + nbytes - 1).bit_length()
+
+
+def new_name(prefix: str) -> str:
+    """A new pooled key name under ``prefix`` (``tether-<namespace>-``)."""
+    return f'{prefix}{_MARK}{new_id()}'
+
+
+def key_id(name: str) -> bytes | None:
+    """The 16-byte id of a pooled key's name, or ``None`` if the key is not pooled."""
+    tail = name.rpartition('-')[2]
+    if len(tail) != 33 or tail[0] != _MARK:
+        return None
+    try:
+        return bytes.fromhex(tail[1:])
+    except ValueError:
+        return None
+
+
+def _entries(pool: str) -> list[str]:
+    try:
+        return os.listdir(pool)
+    except FileNotFoundError:
+        return []
+
+
+def _entry_capacity(entry: str) -> int:
+    head = entry.partition('-')[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _claim(pool: str, cap: int, tmp: str) -> int | None:
+    """Rename a free segment of ``cap`` bytes to ``tmp``; return it locked, or ``None``."""
+    tries = 0
+    for entry in _entries(pool):
+        if _entry_capacity(entry) != cap:
+            continue
+        if tries == _TRIES:
+            break
+        tries += 1
+        try:
+            os.rename(os.path.join(pool, entry), tmp)
+        except FileNotFoundError:
+            continue  # another writer claimed it first
+        try:
+            fd = os.open(tmp, os.O_RDWR)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            # A reader still maps it: never write it; its memory goes when they unmap.
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            continue
+        if os.fstat(fd).st_size != cap:  # not a segment this module made
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            continue
+        return fd
+    return None
+
+
+def _write_all(fd: int, buffers: list[memoryview]) -> None:
+    offset = 0
+    while buffers:
+        n = os.pwritev(fd, buffers, offset)
+        offset += n
+        while buffers and n >= buffers[0].nbytes:
+            n -= buffers[0].nbytes
+            buffers.pop(0)
+        if buffers and n:
+            buffers[0] = buffers[0][n:]
+
+
+def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> None:
+    """Write the concatenation of ``parts`` as the pooled object at ``path``.
+
+    Into a free segment of the pool when there is one of its size class, else into a new
+    one; under a private name, renamed to ``path`` when complete.
+
+    Raises:
+        OSError: if the segment cannot be created or written (``/dev/shm`` full ...).
+    """
+    views = [memoryview(p).cast('B') for p in parts]
+    size = sum(v.nbytes for v in views)
+    cap = capacity(size)
+    tmp = f'{path}.{new_id()[:12]}.tmp'
+    _shm_maps.prune()
+    fd = _claim(pool, cap, tmp)
+    fresh = fd is None
+    if fd is None:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            if fresh:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            # The header first: from here on, a reader of the segment's previous key
+            # finds another id and reads nothing.
+            header = _HEADER.pack(_MAGIC, ident, size).ljust(HEADER_SIZE, b'\0')
+            buffers = [memoryview(header), *views]
+            if fresh:
+                _write_all(fd, buffers)  # allocates the pages as it copies
+                os.ftruncate(fd, cap)  # the tail stays sparse until a larger object
+            else:
+                _shm_maps.write(tmp, fd, buffers)  # over pages this process has mapped
+            # Unlocked before it gets a key's name: a reader that cannot lock a segment
+            # reached through a key knows that it was evicted and is being rewritten.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
+    """Map the pooled object at ``path`` (copy-on-write); ``None`` if it is not there.
+
+    Raises:
+        ConnectorError: if the segment cannot be read or its header is corrupt.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # evicted, and a writer is rewriting it for another key
+        head = os.pread(fd, _HEADER.size, 0)
+        if len(head) < _HEADER.size:
+            raise ConnectorError(f'shared memory {name!r} is too short for its header')
+        magic, stored, size = _HEADER.unpack(head)
+        if magic != _MAGIC:
+            raise ConnectorError(f'shared memory {name!r} has no tether segment header')
+        if stored != ident:
+            return None  # evicted, and the segment now holds another object
+        if HEADER_SIZE + size > os.fstat(fd).st_size:
+            raise ConnectorError(f'shared memory {name!r} is shorter than its header says')
+        if size == 0:
+            return bytearray()
+        # The mapping keeps the open file, hence the shared lock, until it is unmapped.
+        mapping = mmap.mmap(fd, HEADER_SIZE + size, access=mmap.ACCESS_COPY)
+        return memoryview(mapping)[HEADER_SIZE:]
+    except OSError as e:
+        raise ConnectorError(f'cannot map shared memory {name!r}: {e}') from e
+    finally:
+        os.close(fd)
+
+
+def release(path: str, pool: str, pool_bytes: int) -> None:
+    """Evict the pooled object at ``path``: into the pool if it has room, else unlink it.
+
+    Raises:
+        OSError: if the segment exists but can be neither moved nor removed.
+    """
+    try:
+        cap = os.stat(path).st_size
+    except FileNotFoundError:
+        return
+    entries = _entries(pool)
+    held = sum(_entry_capacity(e) for e in entries)
+    if pool_bytes and len(entries) < MAX_ENTRIES and held + cap <= pool_bytes:
+        entry = os.path.join(pool, f'{cap}-{os.getpid()}-{new_id()}')
+        for _ in range(2):
+            try:
+                os.rename(path, entry)
+            except FileNotFoundError:
+                if not os.path.exists(path):
+                    return  # evicted by someone else meanwhile
+                with contextlib.suppress(OSError):
+                    os.mkdir(pool, 0o700)
+                continue
+            except OSError:
+                break  # a pool this process cannot use: unlink instead
+            with _owned_lock:
+                if not _at_exit:
+                    atexit.register(_drain_owned)
+                    _at_exit.append(True)
+                _owned.add(pool)
+            return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def drain(pool: str, pid: int | None = None) -> int:
+    """Remove the pool's entries (only those evicted by ``pid`` if given); return how many.
+
+    Removes the pool directory too once it is empty.
+    """
+    n = 0
+    for entry in _entries(pool):
+        if pid is not None and entry.split('-')[1:2] != [str(pid)]:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(pool, entry))
+            n += 1
+    with contextlib.suppress(OSError):
+        os.rmdir(pool)  # fails while entries remain (other processes' or new ones)
+    return n
+
+
+def is_full(error: OSError) -> bool:
+    """Whether ``error`` says that ``/dev/shm`` has no room left."""
+    return error.errno in (errno.ENOSPC, errno.ENOMEM)
+
+
+def _reset_in_child() -> None:
+    # A lock held by another thread at fork time would stay held in the child forever.
+    global _owned_lock
+    _owned_lock = threading.Lock()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def _drain_owned() -> None:
+    with _owned_lock:
+        pools = sorted(_owned)
+        _owned.clear()
+    for pool in pools:
+        drain(pool, os.getpid())
