@@ -20,6 +20,7 @@ from __future__ import annotations
 from tether._wire._aio import (
     Connection,
     Handler,
+    InlineHandler,
     Reply,
     SecretLookup,
     Server,
@@ -46,6 +47,7 @@ __all__ = [
     'FIRST_APP_TYPE',
     'Frame',
     'Handler',
+    'InlineHandler',
     'Limits',
     'PROTOCOL_VERSION',
     'Payload',

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl as _ssl
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -50,6 +51,7 @@ from tether.exceptions import (
 __all__ = [
     'Connection',
     'Handler',
+    'InlineHandler',
     'Reply',
     'SecretLookup',
     'Server',
@@ -70,6 +72,9 @@ Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
+
+InlineHandler = Callable[['Connection', Frame], Reply | None]
+"""A handler that never waits: called straight from the connection's data callback."""
 
 SecretLookup = Callable[[str], bytes | None]
 """Returns the secret of the client that announced itself by this name (``None``: refuse)."""
@@ -111,6 +116,23 @@ class Connection:
         flags: int = 0,
     ) -> None:
         """Write one frame; large payloads are handed to the transport without joining."""
+        self.write(mtype, header, payloads, request_id=request_id, flags=flags)
+        await self.protocol.drain()
+
+    def write(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None = None,
+        payloads: Sequence[Payload] = (),
+        *,
+        request_id: int = 0,
+        flags: int = 0,
+    ) -> None:
+        """Hand one frame to the transport without waiting for it to drain.
+
+        Raises:
+            WireConnectionError: if the connection is closed.
+        """
         sizes, buffers = flatten(payloads)
         head = encode_head(mtype, header, sizes, request_id, flags)
         if self.transport.is_closing():
@@ -121,7 +143,6 @@ class Connection:
             self.transport.write(head)
             for buf in buffers:
                 self.transport.write(buf)
-        await self.protocol.drain()
 
     async def request(
         self,
@@ -230,11 +251,15 @@ class Server:
         memory: Allocates each frame's payloads against a budget instead of ``alloc``,
             and is told when each frame is done with, including frames of connections
             that died midway (see :class:`~tether._wire._proto.FrameMemory`).
+        inline: ``handler`` is an :data:`InlineHandler`, a plain function called with
+            each frame from the connection's data callback as soon as the frame is
+            complete: no future, task step or coroutine per frame. Its reply is written
+            without waiting for the connection to drain.
     """
 
     def __init__(
         self,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         host: str = '127.0.0.1',
         port: int = 0,
@@ -244,8 +269,10 @@ class Server:
         name: str = 'tether server',
         alloc: Callable[[int], bytearray] = bytearray,
         memory: FrameMemory | None = None,
+        inline: bool = False,
     ) -> None:
         self.handler = handler
+        self.inline = inline
         self.alloc = alloc
         self.memory = memory
         self.frame_timeouts = 0
@@ -336,7 +363,23 @@ class Server:
                     '%s: dropped %s, stalled in the middle of a frame', self.name, conn.peer
                 )
 
+    def _dispatch_inline(self, conn: Connection, frame: Frame) -> None:
+        handler: InlineHandler = self.handler  # type: ignore[assignment]
+        try:
+            reply = handler(conn, frame)
+        except Exception as e:
+            logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
+            reply = error_reply('internal', f'{self.name} failed: {e!r}')
+        finally:
+            if self.memory is not None:
+                self.memory.release(frame.payloads)
+        if reply is not None:
+            with contextlib.suppress(WireError, OSError):
+                conn.write(reply[0], reply[1], reply[2], request_id=frame.request_id)
+
     async def _serve(self, conn: Connection) -> None:
+        if self.inline:
+            conn.protocol.deliver_to(functools.partial(self._dispatch_inline, conn))
         while True:
             try:
                 frame = await conn.recv()
@@ -349,8 +392,11 @@ class Server:
                 return
             except (WireError, OSError):
                 return
+            if self.inline:  # pragma: no cover - recv only raises once frames go inline
+                self._dispatch_inline(conn, frame)
+                continue
             try:
-                reply = await self.handler(conn, frame)
+                reply = await self.handler(conn, frame)  # type: ignore[misc]
             except Exception as e:
                 logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
                 reply = error_reply('internal', f'{self.name} failed: {e!r}')
