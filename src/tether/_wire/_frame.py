@@ -114,6 +114,12 @@ def flatten(payloads: Sequence[Payload]) -> tuple[list[int], list[memoryview]]:
     buffers: list[memoryview] = []
     for payload in payloads:
         parts = _parts(payload)
+        if len(parts) == 1:  # the usual case: one buffer, no generator
+            n = parts[0].nbytes
+            sizes.append(n)
+            if n:
+                buffers.append(parts[0])
+            continue
         sizes.append(sum(p.nbytes for p in parts))
         buffers.extend(p for p in parts if p.nbytes)
     return sizes, buffers
@@ -122,6 +128,12 @@ def flatten(payloads: Sequence[Payload]) -> tuple[list[int], list[memoryview]]:
 def payload_sizes(payloads: Sequence[Payload]) -> list[int]:
     """Return the length of each payload."""
     return flatten(payloads)[0]
+
+
+def _pack_sizes(sizes: Sequence[int]) -> bytes:
+    if len(sizes) == 1:
+        return _ONE_SIZE.pack(sizes[0])
+    return struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b''
 
 
 def encode_head(  # noqa: PLR0917
@@ -137,7 +149,7 @@ def encode_head(  # noqa: PLR0917
     return b''.join(
         (
             PREFIX.pack(MAGIC, version, flags, mtype, request_id, len(body), len(sizes)),
-            struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b'',
+            _pack_sizes(sizes),
             body,
         ),
     )
