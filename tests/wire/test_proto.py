@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 
 import pytest
 
@@ -155,3 +156,22 @@ def test_an_abandoned_routed_frame_aborts_its_sinks_and_holding_is_not_a_stall()
     asyncio.run(main())
     assert bytes(sink.data) == b'x' * 1000
     assert sink.aborted
+
+
+def test_prefix_sizes_and_header_are_read_in_place() -> None:
+    from tether._wire._frame import PREFIX, check_sizes, decode_header, unpack_prefix
+
+    head = encode_head(40, {'k': 'é'}, [3, 0, 5], request_id=9)
+    # Inside a larger buffer, at an offset, without slicing copies.
+    buf = bytearray(b'..' + head)
+    version, _flags, mtype, rid, hlen, count = unpack_prefix(buf, Limits(), 2)
+    assert (mtype, rid, count) == (40, 9, 3)
+    assert check_sizes(buf, count, Limits(), 2 + PREFIX.size) == (3, 0, 5)
+    start = 2 + PREFIX.size + 8 * count
+    assert decode_header(memoryview(buf)[start : start + hlen]) == {'k': 'é'}
+    assert check_sizes(encode_head(40, None, [7])[PREFIX.size :], 1, Limits()) == (7,)
+    with pytest.raises(ProtocolError, match='not valid JSON'):
+        decode_header(memoryview(b'\xff{}'))
+    with pytest.raises(FrameTooLargeError):
+        check_sizes(b'.' + struct.pack('!2Q', 1, 2), 2, Limits(max_frame=2), 1)
+    assert version == 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 from tether._wire._aio import (
     Connection,
     Handler,
+    InlineHandler,
     Reply,
     SecretLookup,
     Server,
@@ -48,6 +49,7 @@ __all__ = [
     'Frame',
     'FrameRouter',
     'Handler',
+    'InlineHandler',
     'Limits',
     'PROTOCOL_VERSION',
     'Payload',

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl as _ssl
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -50,6 +51,7 @@ from tether.exceptions import (
 __all__ = [
     'Connection',
     'Handler',
+    'InlineHandler',
     'Reply',
     'SecretLookup',
     'Server',
@@ -71,6 +73,9 @@ Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
+
+InlineHandler = Callable[['Connection', Frame], Reply | None]
+"""A handler that never waits: called straight from the connection's data callback."""
 
 SecretLookup = Callable[[str], bytes | None]
 """Returns the secret of the client that announced itself by this name (``None``: refuse)."""
@@ -111,18 +116,20 @@ class Connection:
         request_id: int = 0,
         flags: int = 0,
     ) -> None:
-        """Write one frame; large payloads are handed to the transport without joining."""
+        """Write one frame and wait until the transport drains.
+
+        Large payloads go out a chunk at a time, waiting whenever the transport is backed
+        up: a TLS transport encrypts all it is given at once, so a 100 MB write would
+        otherwise be encrypted (and copied twice) before its first byte left, and held in
+        memory meanwhile.
+        """
         sizes, buffers = flatten(payloads)
-        head = encode_head(mtype, header, sizes, request_id, flags)
-        if self.transport.is_closing():
-            raise WireConnectionError(f'connection to {self.peer} is closed')
         if sum(sizes) <= _SMALL:
-            self.transport.write(b''.join([head, *buffers]))
+            self.write(mtype, header, payloads, request_id=request_id, flags=flags)
         else:
-            # Large payloads go out a chunk at a time, waiting whenever the transport is
-            # backed up: a TLS transport encrypts all it is given at once, so a 100 MB
-            # write would otherwise be encrypted (and copied twice) before its first byte
-            # left, and held in memory meanwhile.
+            head = encode_head(mtype, header, sizes, request_id, flags)
+            if self.transport.is_closing():
+                raise WireConnectionError(f'connection to {self.peer} is closed')
             self.transport.write(head)
             for buf in buffers:
                 for start in range(0, buf.nbytes, _CHUNK):
@@ -130,6 +137,31 @@ class Connection:
                     if self.protocol.writing_paused:
                         await self.protocol.drain()
         await self.protocol.drain()
+
+    def write(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None = None,
+        payloads: Sequence[Payload] = (),
+        *,
+        request_id: int = 0,
+        flags: int = 0,
+    ) -> None:
+        """Hand one frame to the transport without waiting for it to drain.
+
+        Raises:
+            WireConnectionError: if the connection is closed.
+        """
+        sizes, buffers = flatten(payloads)
+        head = encode_head(mtype, header, sizes, request_id, flags)
+        if self.transport.is_closing():
+            raise WireConnectionError(f'connection to {self.peer} is closed')
+        if sum(sizes) <= _SMALL:
+            self.transport.write(b''.join([head, *buffers]))
+        else:
+            self.transport.write(head)
+            for buf in buffers:
+                self.transport.write(buf)
 
     async def request(
         self,
@@ -274,11 +306,15 @@ class Server:
         router: Called with each authenticated connection; what it returns decides,
             from the head of each large frame, where that frame's payloads go as they
             arrive (see :class:`~tether._wire._proto.FrameRouter`). Not with ``memory``.
+        inline: ``handler`` is an :data:`InlineHandler`, a plain function called with
+            each frame from the connection's data callback as soon as the frame is
+            complete: no future, task step or coroutine per frame. Its reply is written
+            without waiting for the connection to drain.
     """
 
     def __init__(
         self,
-        handler: Handler,
+        handler: Handler | InlineHandler,
         *,
         host: str = '127.0.0.1',
         port: int = 0,
@@ -289,11 +325,13 @@ class Server:
         alloc: Callable[[int], bytearray] = bytearray,
         memory: FrameMemory | None = None,
         router: Callable[[Connection], FrameRouter] | None = None,
+        inline: bool = False,
     ) -> None:
         if router is not None and memory is not None:
             raise ValueError('a server takes a router or a memory budget, not both')
         self.router = router
         self.handler = handler
+        self.inline = inline
         self.alloc = alloc
         self.memory = memory
         self.frame_timeouts = 0
@@ -386,7 +424,23 @@ class Server:
                     '%s: dropped %s, stalled in the middle of a frame', self.name, conn.peer
                 )
 
+    def _dispatch_inline(self, conn: Connection, frame: Frame) -> None:
+        handler: InlineHandler = self.handler  # type: ignore[assignment]
+        try:
+            reply = handler(conn, frame)
+        except Exception as e:
+            logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
+            reply = error_reply('internal', f'{self.name} failed: {e!r}')
+        finally:
+            if self.memory is not None:
+                self.memory.release(frame.payloads)
+        if reply is not None:
+            with contextlib.suppress(WireError, OSError):
+                conn.write(reply[0], reply[1], reply[2], request_id=frame.request_id)
+
     async def _serve(self, conn: Connection) -> None:
+        if self.inline:
+            conn.protocol.deliver_to(functools.partial(self._dispatch_inline, conn))
         while True:
             try:
                 frame = await conn.recv()
@@ -399,8 +453,11 @@ class Server:
                 return
             except (WireError, OSError):
                 return
+            if self.inline:  # pragma: no cover - recv only raises once frames go inline
+                self._dispatch_inline(conn, frame)
+                continue
             try:
-                reply = await self.handler(conn, frame)
+                reply = await self.handler(conn, frame)  # type: ignore[misc]
             except Exception as e:
                 logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
                 reply = error_reply('internal', f'{self.name} failed: {e!r}')

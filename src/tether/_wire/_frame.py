@@ -39,9 +39,11 @@ PROTOCOL_VERSION = 1
 
 # magic, version, flags, message type, request id, header length, payload count
 PREFIX = struct.Struct('!4sBBHQII')
+_ONE_SIZE = struct.Struct('!Q')
 
 # One encoder for every header: json.dumps with separators builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(',', ':'))
+_DECODER = json.JSONDecoder()
 
 # Message types 0-31 belong to the wire core; applications number theirs from 32.
 HELLO = 1
@@ -112,6 +114,12 @@ def flatten(payloads: Sequence[Payload]) -> tuple[list[int], list[memoryview]]:
     buffers: list[memoryview] = []
     for payload in payloads:
         parts = _parts(payload)
+        if len(parts) == 1:  # the usual case: one buffer, no generator
+            n = parts[0].nbytes
+            sizes.append(n)
+            if n:
+                buffers.append(parts[0])
+            continue
         sizes.append(sum(p.nbytes for p in parts))
         buffers.extend(p for p in parts if p.nbytes)
     return sizes, buffers
@@ -120,6 +128,12 @@ def flatten(payloads: Sequence[Payload]) -> tuple[list[int], list[memoryview]]:
 def payload_sizes(payloads: Sequence[Payload]) -> list[int]:
     """Return the length of each payload."""
     return flatten(payloads)[0]
+
+
+def _pack_sizes(sizes: Sequence[int]) -> bytes:
+    if len(sizes) == 1:
+        return _ONE_SIZE.pack(sizes[0])
+    return struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b''
 
 
 def encode_head(  # noqa: PLR0917
@@ -135,22 +149,25 @@ def encode_head(  # noqa: PLR0917
     return b''.join(
         (
             PREFIX.pack(MAGIC, version, flags, mtype, request_id, len(body), len(sizes)),
-            struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b'',
+            _pack_sizes(sizes),
             body,
         ),
     )
 
 
-def unpack_prefix(data: bytes, limits: Limits) -> tuple[int, int, int, int, int, int]:
+def unpack_prefix(
+    data: Any, limits: Limits, offset: int = 0
+) -> tuple[int, int, int, int, int, int]:
     """Check and decode a prefix: ``(version, flags, type, request_id, hlen, count)``.
 
+    ``data`` is any buffer holding the prefix at ``offset`` (read in place, not copied).
     The version is returned, not checked: the caller decides what it accepts.
 
     Raises:
         ProtocolError: if the magic bytes are wrong (not a tether peer).
         FrameTooLargeError: if the header or payload count exceed ``limits``.
     """
-    magic, version, flags, mtype, rid, hlen, count = PREFIX.unpack(data)
+    magic, version, flags, mtype, rid, hlen, count = PREFIX.unpack_from(data, offset)
     if magic != MAGIC:
         raise ProtocolError(f'not a tether wire frame (magic {magic!r}, expected {MAGIC!r})')
     if hlen > limits.max_header:
@@ -164,9 +181,12 @@ def unpack_prefix(data: bytes, limits: Limits) -> tuple[int, int, int, int, int,
     return version, flags, mtype, rid, hlen, count
 
 
-def check_sizes(raw: bytes, count: int, limits: Limits) -> tuple[int, ...]:
-    """Decode the payload lengths and check their sum against ``limits``."""
-    sizes: tuple[int, ...] = struct.unpack(f'!{count}Q', raw) if count else ()
+def check_sizes(raw: Any, count: int, limits: Limits, offset: int = 0) -> tuple[int, ...]:
+    """Decode the payload lengths (in ``raw`` at ``offset``) and check their sum."""
+    if count == 1:
+        sizes: tuple[int, ...] = _ONE_SIZE.unpack_from(raw, offset)
+    else:
+        sizes = struct.unpack_from(f'!{count}Q', raw, offset) if count else ()
     total = sum(sizes)
     if total > limits.max_frame:
         raise FrameTooLargeError(
@@ -175,12 +195,12 @@ def check_sizes(raw: bytes, count: int, limits: Limits) -> tuple[int, ...]:
     return sizes
 
 
-def decode_header(raw: bytes) -> dict[str, Any]:
-    """Decode a JSON header (empty bytes give an empty dict)."""
+def decode_header(raw: Any) -> dict[str, Any]:
+    """Decode a UTF-8 JSON header from any buffer (empty gives an empty dict)."""
     if not raw:
         return {}
     try:
-        header = json.loads(raw)
+        header = _DECODER.decode(str(raw, 'utf-8'))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ProtocolError(f'frame header is not valid JSON: {e}') from e
     if not isinstance(header, dict):

@@ -117,6 +117,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._scratch = bytearray(_SCRATCH)
         self._have = 0
         self._frames: collections.deque[Frame] = collections.deque()
+        self._on_frame: Callable[[Frame], None] | None = None
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._write_ready: asyncio.Event = asyncio.Event()
@@ -263,6 +264,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
     def _emit(self, frame: Frame) -> None:
+        on_frame = self._on_frame
+        if on_frame is not None:
+            on_frame(frame)
+            return
         self._frames.append(frame)
         self._wake()
         if len(self._frames) >= _MAX_QUEUED and self.transport is not None and not self._paused:
@@ -285,10 +290,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if self._have < PREFIX.size:
                 return
             scratch = self._scratch
-            version, flags, mtype, rid, hlen, count = unpack_prefix(
-                bytes(scratch[: PREFIX.size]),
-                self.limits,
-            )
+            version, flags, mtype, rid, hlen, count = unpack_prefix(scratch, self.limits)
             if self.version is not None and version != self.version:
                 raise ProtocolVersionError(
                     f'peer sent protocol version {version}, this side speaks {self.version}',
@@ -299,10 +301,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return  # the rest of the header arrives into the bigger buffer
             if self._have < head:
                 return
-            sizes = check_sizes(
-                bytes(scratch[PREFIX.size : PREFIX.size + 8 * count]), count, self.limits
-            )
-            header = decode_header(bytes(scratch[PREFIX.size + 8 * count : head]))
+            sizes = check_sizes(scratch, count, self.limits, PREFIX.size)
+            header = decode_header(memoryview(scratch)[PREFIX.size + 8 * count : head])
             routed = None
             if self.router is not None and sum(sizes) >= self.route_min:
                 routed = self.router(mtype, header, rid, sizes)
@@ -367,6 +367,20 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def expect(self, version: int) -> None:
         """From now on, refuse frames of any other version."""
         self.version = version
+
+    def deliver_to(self, on_frame: Callable[[Frame], None]) -> None:
+        """From now on, call ``on_frame`` with each frame as soon as it is complete.
+
+        Frames already received are handed over first. ``on_frame`` runs in the data
+        callback (no future or task step per frame); :meth:`recv` then only raises the
+        connection's error once it has one.
+        """
+        self._on_frame = on_frame
+        while self._frames:
+            on_frame(self._frames.popleft())
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
 
     async def recv(self) -> Frame:
         """Return the next frame (raises the connection's error once it has one)."""

@@ -188,10 +188,15 @@ def decode_bytes(data: bytes, codec: Codec) -> Message | Rejected:
 
 def decode(header: dict[str, Any], payloads: list[Any], codec: Codec) -> Message | Rejected:
     """Check an envelope header and rebuild its message (or say why it is refused)."""
-    src = header.get('s') if isinstance(header.get('s'), str) else None
+    src = header.get('s')
+    if not isinstance(src, str):
+        src = None
     tag = header.get('t', 0)
-    tag = tag if isinstance(tag, int) and not isinstance(tag, bool) else None
-    kind = header.get('k') if header.get('k') in KINDS else None
+    if not isinstance(tag, int) or isinstance(tag, bool):
+        tag = None
+    kind = header.get('k')
+    if not isinstance(kind, str) or kind not in KINDS:
+        kind = None
     version = header.get('v')
     if version != PROTOCOL:
         return Rejected(

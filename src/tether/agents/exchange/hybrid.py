@@ -188,6 +188,7 @@ class _HybridTransport(_RedisTransport):
                 ssl=self._server_tls,
                 limits=Limits(max_frame=self.exchange.max_message),
                 name=f'agent exchange {self.exchange.prefix} pid {os.getpid()}{shm}',
+                inline=True,
             )
             ready = threading.Event()
             thread = threading.Thread(
@@ -223,7 +224,7 @@ class _HybridTransport(_RedisTransport):
         loop.run_until_complete(server.close())
         loop.close()
 
-    async def _handle(self, conn: WireConnection, frame: Frame) -> Any:
+    def _handle(self, conn: WireConnection, frame: Frame) -> Any:
         if frame.type != AGENT_MESSAGE:
             return error_reply('bad-request', f'unknown message type {frame.type}')
         dest = frame.header.get('d')
