@@ -47,6 +47,8 @@ def test_a_10_mb_value_is_a_list_of_equal_chunks(
     data = _data(10_000_000)
     key = redis_connector.put(data)
     assert redis_client.type(key.redis_key) == b'list'
+    assert redis_client.ttl(key.redis_key) == -1  # not the temporary key's expiry
+    assert not redis_client.exists(key.redis_key + ':writing')
     sizes = [len(c) for c in redis_client.lrange(key.redis_key, 0, -1)]
     assert len(sizes) == 3
     assert max(sizes) <= redis_connector.chunk_size

@@ -236,19 +236,6 @@ class ReplyReader:
             return bytes(data)
         raise self._redis.ConnectionError(f'unexpected reply: {line[:80]!r}')
 
-    def transaction(self) -> list[Any] | Exception | None:
-        """Read the reply to ``EXEC``: the replies of the queued commands.
-
-        ``None`` (a null reply) means the transaction was not run (a watched key changed);
-        a refused transaction is an ``EXECABORT`` error.
-        """
-        marker, count = self._header('EXEC')
-        if not isinstance(count, int):
-            return count
-        if marker != b'*':
-            raise self._redis.ConnectionError('expected an array reply to EXEC')
-        return [self.simple() for _ in range(count)]
-
     def array_joined(self) -> memoryview | Exception | None:
         """Read an array of bulk strings into one new buffer: their concatenation.
 

@@ -5,12 +5,13 @@ batches are one round trip; large values are written from their own memory with 
 vectored send and read straight into one buffer (``tether.connectors._redis_io``).
 
 Values over ``chunk_size`` (4 MiB by default) are stored as a Redis list of chunks of
-(almost) equal size, written in one transaction (readers see all of it or nothing). Not
-only because a Redis string holds at most 512 MB: Redis's allocator (jemalloc) serves
-allocations of 8 MiB and more from an arena that returns their memory to the kernel as
-soon as they are freed, so a 10 MB string costs the server a page fault per 4 KB page
-when it is stored, and again for the reply buffer of every GET (about half the server's
-time for such values). Chunks under 4 MiB reuse the memory of earlier ones.
+(almost) equal size, pushed onto a temporary key and renamed to the key once complete
+(readers see all of it or nothing). Not only because a Redis string holds at most 512 MB:
+Redis's allocator (jemalloc) serves allocations of 8 MiB and more from an arena that
+returns their memory to the kernel as soon as they are freed, so a 10 MB string costs the
+server a page fault per 4 KB page when it is stored, and again for the reply buffer of
+every GET (about half the server's time for such values). Chunks under 4 MiB reuse the
+memory of earlier ones.
 
 Credentials are never part of :meth:`RedisConnector.config`, so they never travel in a
 proxy, a store config or a stream event. A connector rebuilt from a config finds its
@@ -48,6 +49,17 @@ __all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
 _DEFAULT_CHUNK = 4 * 1024 * 1024 - 1024
 _R = TypeVar('_R')
 _READY = ':ready'
+_WRITING = ':writing'
+# Renames the chunks pushed onto KEYS[1] to KEYS[2] (without the temporary key's expiry)
+# if all ARGV[1] of them are there; else deletes them (the server refused one: its error
+# reply says why).
+_PUBLISH = (
+    b"if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1]) then "
+    b"redis.call('RENAME', KEYS[1], KEYS[2]) "
+    b"return redis.call('PERSIST', KEYS[2]) end "
+    b"redis.call('DEL', KEYS[1]) "
+    b"return redis.error_reply('ERR a chunk of the value was refused: nothing stored')"
+)
 _READY_TTL = 24 * 3600
 
 
@@ -361,7 +373,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         """Send ``command`` on a pooled connection and read its one reply with ``read``.
 
         Retried on a dropped connection (the commands sent this way are idempotent: a
-        SET, a transaction that deletes a key and pushes its chunks, GET and LRANGE). An
+        SET, pushing chunks onto a temporary key cleared first, GET and LRANGE). An
         error reply leaves the connection clean; any other failure (a timeout, an
         interrupt mid-send) drops it, since its place in the reply stream is then unknown
         and it must not go back to the pool.
@@ -419,27 +431,31 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
             packer.bulk(views)
             replies = 1  # +OK
         else:
-            # A list of chunks, replaced as a whole in a transaction (so a retry after a
-            # dropped connection cannot push the chunks twice).
+            # A list of chunks, one RPUSH each onto a temporary key (one command with
+            # every chunk, or a transaction, would hold the whole value twice in the
+            # server until it ran: twice slower at 100 MB), renamed to the key by a
+            # script once every chunk is there, so that readers see all or nothing. The
+            # temporary key is deleted first: a retry after a dropped connection starts
+            # over.
+            # The temporary key of a writer that dies midway expires.
             count = -(-size // self.chunk_size)
-            packer.command(b'MULTI')
-            packer.command(b'DEL', name)
-            packer.array(2 + count)
-            packer.arg(b'RPUSH')
-            packer.arg(name)
-            for chunk in split(views, count):
+            temp = name + _WRITING
+            packer.command(b'DEL', temp)
+            for i, chunk in enumerate(split(views, count)):
+                packer.array(3)
+                packer.arg(b'RPUSH')
+                packer.arg(temp)
                 packer.bulk(chunk)
-            packer.command(b'EXEC')
-            replies = 3  # +OK +QUEUED +QUEUED, then EXEC's array
+                if i == 0:
+                    packer.command(b'EXPIRE', temp, b'%d' % _READY_TTL)
+            packer.command(b'EVAL', _PUBLISH, b'2', temp, name, b'%d' % count)
+            replies = count + 3  # DEL, each RPUSH, EXPIRE, the script
 
         def read(conn: Any) -> None:
             self._expect_echo(conn, nonce, raw=True)
             reader = ReplyReader(conn, self._redis_mod)
             # Every reply is read before an error is raised: the connection stays in step.
-            got: list[Any] = [reader.simple() for _ in range(replies)]
-            if replies > 1:
-                done = reader.transaction()
-                got += done if isinstance(done, list) else [done]
+            got = [reader.simple() for _ in range(replies)]
             self._check_clean(reader)
             for reply in got:
                 if isinstance(reply, Exception):
