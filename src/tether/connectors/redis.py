@@ -2,8 +2,16 @@
 
 Uses redis-py (with hiredis when installed) through one connection pool per connector;
 batches are one round trip; large values are written from their own memory with a
-vectored send. A single Redis string holds at most 512 MB, so larger values are stored as
-a Redis list of chunks written in one transaction (readers see all of it or nothing).
+vectored send and read straight into one buffer (``tether.connectors._redis_io``).
+
+Values over ``chunk_size`` (4 MiB by default) are stored as a Redis list of chunks of
+(almost) equal size, pushed onto a temporary key and renamed to the key once complete
+(readers see all of it or nothing). Not only because a Redis string holds at most 512 MB:
+Redis's allocator (jemalloc) serves allocations of 8 MiB and more from an arena that
+returns their memory to the kernel as soon as they are freed, so a 10 MB string costs the
+server a page fault per 4 KB page when it is stored, and again for the reply buffer of
+every GET (about half the server's time for such values). Chunks under 4 MiB reuse the
+memory of earlier ones.
 
 Credentials are never part of :meth:`RedisConnector.config`, so they never travel in a
 proxy, a store config or a stream event. A connector rebuilt from a config finds its
@@ -28,16 +36,30 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
+from tether.connectors._redis_io import Packer, ReplyReader, read_exact, split
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
-from tether.serialize import BytesLike, new_buffer
+from tether.serialize import BytesLike
 
 __all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
 
-_DEFAULT_CHUNK = 256 * 1024 * 1024
+# 4 MiB less room for Redis's own headers, so that a chunk (its list node, the query or
+# reply buffer that carries it) fits one 4 MiB allocation.
+_DEFAULT_CHUNK = 4 * 1024 * 1024 - 1024
 _R = TypeVar('_R')
 _READY = ':ready'
+_WRITING = ':writing'
+# Renames the chunks pushed onto KEYS[1] to KEYS[2] (without the temporary key's expiry)
+# if all ARGV[1] of them are there; else deletes them (the server refused one: its error
+# reply says why).
+_PUBLISH = (
+    b"if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1]) then "
+    b"redis.call('RENAME', KEYS[1], KEYS[2]) "
+    b"return redis.call('PERSIST', KEYS[2]) end "
+    b"redis.call('DEL', KEYS[1]) "
+    b"return redis.error_reply('ERR a chunk of the value was refused: nothing stored')"
+)
 _READY_TTL = 24 * 3600
 
 
@@ -90,8 +112,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         connect_timeout: Seconds a connection attempt may take.
         retries: Attempts after the first when the server cannot be reached.
         max_connections: Size of the connection pool (default: unbounded).
-        chunk_size: Values larger than this are split into chunks (Redis refuses
-            strings over 512 MB).
+        chunk_size: Values larger than this are stored as a list of chunks of at most
+            this size (see the module's documentation; Redis refuses strings over 512 MB).
         clear: Delete every key that starts with ``prefix`` (literally, never as a glob)
             when :meth:`close` is called; refused with an empty prefix.
     """
@@ -282,40 +304,49 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         with self._errors('exists'):
             return bool(self._client.exists(key.redis_key))
 
-    def _get_chunked(self, name: str) -> bytes | None:
-        chunks = self._client.lrange(name, 0, -1)
-        return b''.join(chunks) if chunks else None
-
     def get(self, key: RedisKey) -> BytesLike | None:
         """Return the bytes under ``key`` (a writable buffer) or ``None``."""
-        redis = self._redis_mod
         with self._errors('get'):
-            try:
-                return self._get_direct(key.redis_key)
-            except redis.ResponseError as e:
-                if 'WRONGTYPE' not in str(e):
-                    raise
-                return self._get_chunked(key.redis_key)
+            return self._get_direct(key.redis_key)
 
     def _get_direct(self, name: str) -> memoryview | None:
-        # GET with the reply read straight from the socket into one preallocated buffer:
-        # redis-py's parsers copy large bulk replies several times (hiredis grows its
-        # buffer 64 KB at a time), which made resolving 100 MB cost ~4x the transfer.
-        # An ECHO of a fresh nonce goes first, in the same round trip: RESP has no request
-        # ids, and this is how a reply is known to answer this request (see _expect_echo).
-        encoded = name.encode()
+        # GET and LRANGE (for a value stored in chunks) in one round trip, each reply
+        # read straight from the socket into one preallocated buffer: redis-py's parsers
+        # copy large replies several times (hiredis grows its buffer 64 KB at a time).
+        # One of the two answers WRONGTYPE, cheaply. An ECHO of a fresh nonce goes first:
+        # RESP has no request ids, and this is how a reply is known to answer this
+        # request (see _expect_echo).
         nonce = new_id().encode()
-        command = b'%s*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (
-            _echo(nonce),
-            len(encoded),
-            encoded,
-        )
+        packer = Packer()
+        packer.raw(_echo(nonce))
+        packer.command(b'GET', name)
+        packer.command(b'LRANGE', name, b'0', b'-1')
 
         def read(conn: Any) -> memoryview | None:
             self._expect_echo(conn, nonce, raw=True)
-            return _read_bulk(conn, self._redis_mod)
+            reader = ReplyReader(conn, self._redis_mod)
+            value = reader.bulk()
+            chunks = reader.array_joined()
+            self._check_clean(reader)
+            # Each command sees the key at its own moment: whichever found the value
+            # answers (a value written or evicted between them reads as present or
+            # missing, as it was at one of those moments).
+            if isinstance(value, memoryview):
+                return value
+            if isinstance(chunks, memoryview):
+                return chunks
+            if isinstance(value, Exception) and isinstance(chunks, Exception):
+                raise value  # neither a string nor a list: WRONGTYPE
+            return None
 
-        return self._round_trip([command], read)
+        return self._round_trip(packer.finish(), read)
+
+    def _check_clean(self, reader: ReplyReader) -> None:
+        if not reader.clean():
+            raise ConnectorError(
+                f'Redis at {self.hostname}:{self.port}: more reply bytes than the request '
+                'expects (the connection was out of step); it was dropped',
+            )
 
     def _expect_echo(self, conn: Any, nonce: bytes, *, raw: bool = False) -> None:
         """Read the reply to our ECHO; anything else means replies are out of step.
@@ -327,7 +358,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         expected = b'$%d\r\n%s\r\n' % (len(nonce), nonce)
         if raw:
             # Exactly the expected length: nothing past it is consumed from the socket.
-            got = _read_exact(conn, len(expected), self._redis_mod)
+            got = read_exact(conn, len(expected), self._redis_mod)
         else:
             reply = conn.read_response()
             got = b'$%d\r\n%s\r\n' % (len(reply), reply) if isinstance(reply, bytes) else b''
@@ -341,10 +372,11 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
     def _round_trip(self, command: list[Any], read: Callable[[Any], _R]) -> _R:
         """Send ``command`` on a pooled connection and read its one reply with ``read``.
 
-        Retried on a dropped connection (the commands sent this way, a SET of a fresh key
-        and a GET, are idempotent). An error reply leaves the connection clean; any other
-        failure (a timeout, an interrupt mid-send) drops it, since its place in the reply
-        stream is then unknown and it must not go back to the pool.
+        Retried on a dropped connection (the commands sent this way are idempotent: a
+        SET, pushing chunks onto a temporary key cleared first, GET and LRANGE). An
+        error reply leaves the connection clean; any other failure (a timeout, an
+        interrupt mid-send) drops it, since its place in the reply stream is then unknown
+        and it must not go back to the pool.
         """
         redis = self._redis_mod
         attempts = self.retries + 1
@@ -386,31 +418,50 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
             return values
 
     def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
-        size = total_size(parts)
-        if size > self.chunk_size:
-            self._set_chunked(name, parts)
-            return
-        views = [memoryview(p).cast('B') for p in parts]
-        head = b'*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n' % (
-            len(name.encode()),
-            name.encode(),
-            size,
-        )
-        nonce = new_id().encode()
-
-        def read(conn: Any) -> Any:
-            self._expect_echo(conn, nonce)
-            return conn.read_response()
-
         # One vectored send from the caller's buffers (after the ECHO that matches it).
-        self._round_trip([_echo(nonce) + head, *views, b'\r\n'], read)
+        views = [memoryview(p).cast('B') for p in parts]
+        size = sum(v.nbytes for v in views)
+        nonce = new_id().encode()
+        packer = Packer()
+        packer.raw(_echo(nonce))
+        if size <= self.chunk_size:
+            packer.array(3)
+            packer.arg(b'SET')
+            packer.arg(name)
+            packer.bulk(views)
+            replies = 1  # +OK
+        else:
+            # A list of chunks, one RPUSH each onto a temporary key (one command with
+            # every chunk, or a transaction, would hold the whole value twice in the
+            # server until it ran: twice slower at 100 MB), renamed to the key by a
+            # script once every chunk is there, so that readers see all or nothing. The
+            # temporary key is deleted first: a retry after a dropped connection starts
+            # over.
+            # The temporary key of a writer that dies midway expires.
+            count = -(-size // self.chunk_size)
+            temp = name + _WRITING
+            packer.command(b'DEL', temp)
+            for i, chunk in enumerate(split(views, count)):
+                packer.array(3)
+                packer.arg(b'RPUSH')
+                packer.arg(temp)
+                packer.bulk(chunk)
+                if i == 0:
+                    packer.command(b'EXPIRE', temp, b'%d' % _READY_TTL)
+            packer.command(b'EVAL', _PUBLISH, b'2', temp, name, b'%d' % count)
+            replies = count + 3  # DEL, each RPUSH, EXPIRE, the script
 
-    def _set_chunked(self, name: str, parts: Sequence[BytesLike]) -> None:
-        pipe = self._client.pipeline(transaction=True)
-        pipe.delete(name)
-        for chunk in _chunks(parts, self.chunk_size):
-            pipe.rpush(name, chunk)
-        pipe.execute()
+        def read(conn: Any) -> None:
+            self._expect_echo(conn, nonce, raw=True)
+            reader = ReplyReader(conn, self._redis_mod)
+            # Every reply is read before an error is raised: the connection stays in step.
+            got = [reader.simple() for _ in range(replies)]
+            self._check_clean(reader)
+            for reply in got:
+                if isinstance(reply, Exception):
+                    raise reply
+
+        self._round_trip(packer.finish(), read)
 
     def put(self, data: BytesLike) -> RedisKey:
         """Store ``data`` and return its key."""
@@ -427,7 +478,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         """Store each item's parts as one value, in one round trip; return the keys.
 
         The SET commands of the whole batch go out in one send, each value from its
-        own buffers (never joined); values over ``chunk_size`` are stored in chunks.
+        own buffers (never joined); values over ``chunk_size`` are stored in chunks, one
+        round trip each.
         """
         keys = [self._key() for _ in batch]
         command: list[Any] = []
@@ -462,7 +514,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
 
                 self._round_trip([_echo(nonce), *command], read)
             for key, parts in large:
-                self._set_chunked(key.redis_key, parts)
+                self._set_parts(key.redis_key, parts)
         return keys
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[RedisKey]:
@@ -478,7 +530,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
                 self._client.mset({k.redis_key: memoryview(d).cast('B') for k, d in small})
             for k, d in zip(keys, datas, strict=True):
                 if memoryview(d).nbytes > self.chunk_size:
-                    self._set_chunked(k.redis_key, [d])
+                    self._set_parts(k.redis_key, [d])
         return keys
 
     def new_key(self, data: BytesLike | None = None) -> RedisKey:
@@ -521,77 +573,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         return self._client
 
 
-_HEAD_SIZE = 64 * 1024
-
-
-def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
-    try:
-        n: int = sock.recv_into(view)
-    except TimeoutError as e:
-        raise redis.TimeoutError(f'timed out reading a GET reply: {e}') from e
-    except OSError as e:
-        raise redis.ConnectionError(f'error reading a GET reply: {e}') from e
-    if n == 0:
-        raise redis.ConnectionError('connection closed by the server while reading a reply')
-    return n
-
-
 def _echo(nonce: bytes) -> bytes:
     return b'*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n' % (len(nonce), nonce)
-
-
-def _read_exact(conn: Any, n: int, redis: Any) -> bytes:
-    sock = conn._sock
-    if sock is None:
-        raise redis.ConnectionError('connection is not open')
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        got += _recv_into(sock, view[got:], redis)
-    return bytes(buf)
-
-
-def _read_bulk(conn: Any, redis: Any) -> memoryview | None:
-    """Read one bulk-string reply (RESP2 or RESP3) from ``conn``'s socket into a new buffer.
-
-    Returns ``None`` for a nil reply; raises ``redis.ResponseError`` for an error reply.
-    """
-    sock = conn._sock
-    if sock is None:
-        raise redis.ConnectionError('connection is not open')
-    head = bytearray(_HEAD_SIZE)
-    hview = memoryview(head)
-    n = 0
-    while True:
-        n += _recv_into(sock, hview[n:], redis)
-        end = head.find(b'\r\n', 0, n)
-        if end >= 0:
-            break
-        if n == _HEAD_SIZE:
-            raise redis.ConnectionError('reply line longer than 64 KB: not a GET reply')
-    marker = head[:1]
-    if marker == b'_':  # RESP3 null
-        return None
-    if marker == b'-':
-        raise redis.ResponseError(head[1:end].decode('utf-8', 'replace'))
-    if marker != b'$':
-        raise redis.ConnectionError(f'unexpected reply to GET: {bytes(head[:end])!r}')
-    size = int(head[1:end])
-    if size < 0:
-        return None
-    start = end + 2
-    view = new_buffer(size)
-    have = min(n - start, size)
-    view[:have] = hview[start : start + have]
-    got = have
-    while got < size:
-        got += _recv_into(sock, view[got:], redis)
-    # The reply ends with CRLF; part of it may already be in ``head``.
-    trailer = n - start - have
-    while trailer < 2:
-        trailer += _recv_into(sock, hview[: 2 - trailer], redis)
-    return view
 
 
 # Passwords given to connectors of this process, by (host, port, db, user): a connector
@@ -667,19 +650,3 @@ def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
             batch = []
     if batch:
         yield batch
-
-
-def _chunks(parts: Sequence[BytesLike], size: int) -> Iterator[bytes]:
-    """Yield the concatenation of ``parts`` in chunks of at most ``size`` bytes."""
-    buf = bytearray()
-    for part in parts:
-        view = memoryview(part).cast('B')
-        while view.nbytes:
-            take = min(size - len(buf), view.nbytes)
-            buf += view[:take]
-            view = view[take:]
-            if len(buf) == size:
-                yield bytes(buf)
-                buf = bytearray()
-    if buf:
-        yield bytes(buf)

@@ -1,0 +1,265 @@
+"""Raw Redis protocol (RESP2/RESP3) I/O for :class:`~tether.connectors.redis.RedisConnector`.
+
+Large values go to and come from the socket without redis-py's packer and parser, which
+copy them several times:
+
+* :class:`Packer` builds a command as a list of buffers: small pieces (command names,
+  lengths, CRLFs) are gathered into one ``bytes`` while large ones stay views of the
+  caller's memory, so a value is sent without being joined;
+* :class:`ReplyReader` reads replies straight from the socket: a bulk string into one new
+  buffer, and the array of bulk strings of a value stored in chunks into one buffer too,
+  each byte copied once, from the kernel.
+
+Errors are redis-py's (``redis.ConnectionError``, ``redis.TimeoutError``,
+``redis.ResponseError``), so the connector's retry and error mapping apply unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tether.serialize import BytesLike, new_buffer
+
+__all__ = ['Packer', 'ReplyReader', 'read_exact', 'split']
+
+# Pieces smaller than this are copied into the command's small-piece buffer; larger ones
+# are sent from the caller's memory.
+_INLINE_MAX = 16 * 1024
+_BUFFER = 64 * 1024
+
+
+class Packer:
+    """Build Redis commands as a list of buffers for one vectored send."""
+
+    def __init__(self) -> None:
+        self._out: list[BytesLike] = []
+        self._small = bytearray()
+
+    def raw(self, data: bytes) -> None:
+        """Append protocol bytes as they are."""
+        self._small += data
+
+    def array(self, count: int) -> None:
+        """Start a command of ``count`` arguments (its name included)."""
+        self._small += b'*%d\r\n' % count
+
+    def arg(self, arg: bytes | str) -> None:
+        """Append a small argument."""
+        data = arg.encode() if isinstance(arg, str) else arg
+        self._small += b'$%d\r\n%s\r\n' % (len(data), data)
+
+    def command(self, *args: bytes | str) -> None:
+        """Append a command whose arguments are all small."""
+        self.array(len(args))
+        for arg in args:
+            self.arg(arg)
+
+    def bulk(self, pieces: Sequence[memoryview]) -> None:
+        """Append one bulk-string argument made of ``pieces``, sent without joining."""
+        self._small += b'$%d\r\n' % sum(p.nbytes for p in pieces)
+        for piece in pieces:
+            if piece.nbytes < _INLINE_MAX:
+                self._small += piece
+            else:
+                self._flush()
+                self._out.append(piece)
+        self._small += b'\r\n'
+
+    def _flush(self) -> None:
+        if self._small:
+            self._out.append(bytes(self._small))
+            self._small = bytearray()
+
+    def finish(self) -> list[BytesLike]:
+        """Return the buffers to send, in order."""
+        self._flush()
+        return self._out
+
+
+def split(parts: Sequence[BytesLike], count: int) -> Iterator[list[memoryview]]:
+    """Cut the concatenation of ``parts`` into ``count`` chunks of (almost) equal size.
+
+    Each chunk is a list of views of ``parts`` (nothing is copied). The first chunks are
+    the longest, by one byte at most, so a reader can size one buffer for the whole value
+    from the first chunk's length (see :meth:`ReplyReader.array_joined`).
+    """
+    views = [memoryview(p).cast('B') for p in parts]
+    total = sum(v.nbytes for v in views)
+    base, extra = divmod(total, count)
+    index = 0
+    view = views[0] if views else memoryview(b'')
+    for i in range(count):
+        want = base + (1 if i < extra else 0)
+        chunk: list[memoryview] = []
+        while want:
+            while not view.nbytes:
+                index += 1
+                view = views[index]
+            take = min(want, view.nbytes)
+            chunk.append(view[:take])
+            view = view[take:]
+            want -= take
+        yield chunk
+
+
+def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
+    try:
+        n: int = sock.recv_into(view)
+    except TimeoutError as e:
+        raise redis.TimeoutError(f'timed out reading a reply: {e}') from e
+    except OSError as e:
+        raise redis.ConnectionError(f'error reading a reply: {e}') from e
+    if n == 0:
+        raise redis.ConnectionError('connection closed by the server while reading a reply')
+    return n
+
+
+def _socket(conn: Any, redis: Any) -> Any:
+    sock = conn._sock
+    if sock is None:
+        raise redis.ConnectionError('connection is not open')
+    return sock
+
+
+def read_exact(conn: Any, n: int, redis: Any) -> bytes:
+    """Read exactly ``n`` bytes from ``conn``'s socket (nothing past them)."""
+    sock = _socket(conn, redis)
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        got += _recv_into(sock, view[got:], redis)
+    return bytes(buf)
+
+
+class ReplyReader:
+    """Read the replies of one request from a redis-py connection's socket.
+
+    The reader buffers at most 64 KB past what it has returned; the caller reads every
+    reply of its request, then checks :meth:`clean` (bytes left over mean the replies were
+    not what the request expects, and the connection must be dropped).
+
+    Error replies are returned as ``redis.ResponseError`` instances, not raised, so that
+    the caller can read the replies that follow before raising.
+    """
+
+    def __init__(self, conn: Any, redis: Any) -> None:
+        self._sock = _socket(conn, redis)
+        self._redis = redis
+        self._buf = bytearray(_BUFFER)
+        self._view = memoryview(self._buf)
+        self._start = 0
+        self._end = 0
+
+    def clean(self) -> bool:
+        """Whether every byte read from the socket has been consumed."""
+        return self._start == self._end
+
+    def _line(self) -> bytes:
+        while True:
+            end = self._buf.find(b'\r\n', self._start, self._end)
+            if end >= 0:
+                line = bytes(self._view[self._start : end])
+                self._start = end + 2
+                return line
+            if self._start:
+                pending = self._end - self._start
+                self._view[:pending] = self._view[self._start : self._end]
+                self._start, self._end = 0, pending
+            if self._end == _BUFFER:
+                raise self._redis.ConnectionError('reply line longer than 64 KB')
+            self._end += _recv_into(self._sock, self._view[self._end :], self._redis)
+
+    def _into(self, view: memoryview) -> None:
+        have = min(self._end - self._start, view.nbytes)
+        view[:have] = self._view[self._start : self._start + have]
+        self._start += have
+        got = have
+        while got < view.nbytes:
+            got += _recv_into(self._sock, view[got:], self._redis)
+
+    def _crlf(self) -> None:
+        end = bytearray(2)
+        self._into(memoryview(end))
+        if end != b'\r\n':
+            raise self._redis.ConnectionError('bulk reply not followed by CRLF')
+
+    def _header(self, what: str) -> tuple[bytes, int | Exception | None]:
+        """Read a reply's first line: ``(marker, length)``, or an error or a null."""
+        line = self._line()
+        marker = line[:1]
+        if marker == b'-':
+            return marker, self._redis.ResponseError(line[1:].decode('utf-8', 'replace'))
+        if marker == b'_':  # RESP3 null
+            return marker, None
+        if marker not in (b'$', b'*'):
+            raise self._redis.ConnectionError(f'unexpected reply to {what}: {line[:80]!r}')
+        try:
+            size = int(line[1:])
+        except ValueError:
+            raise self._redis.ConnectionError(f'bad reply to {what}: {line[:80]!r}') from None
+        return marker, (None if size < 0 else size)
+
+    def bulk(self) -> memoryview | Exception | None:
+        """Read a bulk-string reply into a new buffer (``None`` for a null)."""
+        marker, size = self._header('GET')
+        if not isinstance(size, int):
+            return size
+        if marker != b'$':
+            raise self._redis.ConnectionError('expected a bulk string reply, got an array')
+        view = new_buffer(size)
+        self._into(view)
+        self._crlf()
+        return view
+
+    def simple(self) -> bytes | int | Exception | None:
+        """Read a small reply (status, integer, error or short bulk string)."""
+        line = self._line()
+        marker = line[:1]
+        if marker == b'-':
+            error: Exception = self._redis.ResponseError(line[1:].decode('utf-8', 'replace'))
+            return error
+        if marker == b'+':
+            return line[1:]
+        if marker == b':':
+            return int(line[1:])
+        if marker == b'_':
+            return None
+        if marker == b'$':
+            size = int(line[1:])
+            if size < 0:
+                return None
+            data = bytearray(size)
+            self._into(memoryview(data))
+            self._crlf()
+            return bytes(data)
+        raise self._redis.ConnectionError(f'unexpected reply: {line[:80]!r}')
+
+    def array_joined(self) -> memoryview | Exception | None:
+        """Read an array of bulk strings into one new buffer: their concatenation.
+
+        ``None`` for an empty or null array. The buffer is sized from the first element
+        (the longest, as :func:`split` writes them) and grown if a later one does not fit.
+        """
+        marker, count = self._header('LRANGE')
+        if not isinstance(count, int):
+            return count
+        if marker != b'*':
+            raise self._redis.ConnectionError('expected an array reply, got a bulk string')
+        if count == 0:
+            return None
+        out = memoryview(b'')
+        used = 0
+        for i in range(count):
+            kind, size = self._header('LRANGE')
+            if kind != b'$' or not isinstance(size, int):
+                raise self._redis.ConnectionError('a chunk of a stored value is not a string')
+            if used + size > out.nbytes:
+                grown = new_buffer(used + size * (count - i))
+                grown[:used] = out[:used]
+                out = grown
+            self._into(out[used : used + size])
+            self._crlf()
+            used += size
+        return out[:used]
