@@ -87,6 +87,12 @@ class Link:
         )
         self._reader.start()
 
+    @property
+    def in_flight(self) -> int:
+        """Messages sent and not yet acknowledged, refused or rerouted."""
+        with self._lock:
+            return len(self._inflight)
+
     def send(
         self, dest: str, header: dict[str, Any], payloads: list[Any], extra: Any = None
     ) -> bool:
