@@ -179,14 +179,21 @@ class Connection:
                 async with asyncio.timeout(timeout):
                     await self.send(mtype, header, payloads, request_id=rid)
                     frame = await self.recv()
-            except TimeoutError as e:
-                self.abort()
-                raise WireConnectionError(f'request to {self.peer} timed out') from e
-            except OSError as e:
-                self.abort()
-                raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
+            except (TimeoutError, OSError) as e:
+                raise self._lost(e) from e
+        return self._checked(frame, rid)
+
+    def _lost(self, error: BaseException) -> WireConnectionError:
+        """Drop the connection after a request failed; the error to raise."""
+        self.abort()
+        if isinstance(error, TimeoutError):
+            return WireConnectionError(f'request to {self.peer} timed out')
+        return WireConnectionError(f'connection to {self.peer} failed: {error!r}')
+
+    def _checked(self, frame: Frame, request_id: int) -> Frame:
+        """``frame`` if it answers ``request_id`` (a reply out of step drops the connection)."""
         try:
-            return check_reply(frame, rid, self.peer)
+            return check_reply(frame, request_id, self.peer)
         except ProtocolError:
             self.abort()
             raise
@@ -212,17 +219,9 @@ class Connection:
             async with asyncio.timeout(timeout):
                 await self.protocol.drain()
                 frame = await self.recv()
-        except TimeoutError as e:
-            self.abort()
-            raise WireConnectionError(f'request to {self.peer} timed out') from e
-        except OSError as e:
-            self.abort()
-            raise WireConnectionError(f'connection to {self.peer} failed: {e!r}') from e
-        try:
-            return check_reply(frame, request_id, self.peer)
-        except ProtocolError:
-            self.abort()
-            raise
+        except (TimeoutError, OSError) as e:
+            raise self._lost(e) from e
+        return self._checked(frame, request_id)
 
     def abort(self) -> None:
         """Drop the connection at once."""

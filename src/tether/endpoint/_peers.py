@@ -190,8 +190,12 @@ class PeerLink:
             WireError: the channel failed (the link is then marked broken).
             RemoteError: the peer refused the request.
         """
+        return await self._settle(conn, conn.reply(request_id, timeout=timeout))
+
+    async def _settle(self, conn: Connection, reply: Awaitable[Frame]) -> Frame:
+        """Await ``reply`` on ``conn`` and give the channel back (dropped if it failed)."""
         try:
-            frame = await conn.reply(request_id, timeout=timeout)
+            frame = await reply
         except RemoteError:
             await self._give(conn)
             raise
@@ -236,29 +240,17 @@ class PeerLink:
             RemoteError: the peer refused the request.
         """
         conn = await self._take()
-        try:
+
+        async def routed() -> Frame:
+            # The router is the channel's only while this request holds it.
             if reply_router is not None:
                 conn.protocol.router = reply_router(conn)
             try:
-                frame = await conn.request(mtype, header, payloads, timeout=timeout)
+                return await conn.request(mtype, header, payloads, timeout=timeout)
             finally:
                 conn.protocol.router = None
-        except RemoteError:
-            await self._give(conn)
-            raise
-        except (WireError, OSError) as e:
-            conn.abort()
-            await self._give(None)
-            self.broken = str(e)
-            raise
-        except BaseException:
-            conn.abort()
-            await self._give(None)
-            raise
-        await self._give(conn)
-        self.requests += 1
-        self.bytes += sum(len(p) for p in frame.payloads)
-        return frame
+
+        return await self._settle(conn, routed())
 
     def close(self) -> None:
         """Close every channel and the path under them."""
