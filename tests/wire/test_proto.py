@@ -175,3 +175,20 @@ def test_prefix_sizes_and_header_are_read_in_place() -> None:
     with pytest.raises(FrameTooLargeError):
         check_sizes(b'.' + struct.pack('!2Q', 1, 2), 2, Limits(max_frame=2), 1)
     assert version == 1
+
+
+def test_a_server_takes_a_router_or_a_memory_budget_not_both() -> None:
+    from tether._wire import Server
+
+    async def handler(conn: object, frame: object) -> None:
+        return None
+
+    class _Memory:
+        def allocate(self, sizes: object) -> list[object]:
+            return []
+
+        def release(self, payloads: object) -> None:
+            pass
+
+    with pytest.raises(ValueError, match='router or a memory budget'):
+        Server(handler, router=lambda conn: lambda *_: None, memory=_Memory())
