@@ -103,6 +103,11 @@ class Connection:
         self._next_id = 0
         self._lock = asyncio.Lock()
 
+    @property
+    def last_request_id(self) -> int:
+        """The id of the latest request this side sent (0: none yet)."""
+        return self._next_id
+
     async def recv(self) -> Frame:
         """Read the next frame."""
         return await self.protocol.recv()

@@ -268,7 +268,13 @@ class Endpoint:
             def route(
                 mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
             ) -> list[Any] | None:
-                if mtype != proto.OK or client.transport.is_closing():
+                # Only the answer to the request in flight (a reply out of step is
+                # received whole, refused by the request's check, and drops the channel).
+                if (
+                    mtype != proto.OK
+                    or request_id != channel.last_request_id
+                    or client.transport.is_closing()
+                ):
                     return None
                 client.transport.write(encode_head(proto.OK, header, sizes, client_rid, 0))
                 pipe = Pipe(client, channel)
