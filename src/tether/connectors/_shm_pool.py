@@ -56,6 +56,7 @@ __all__ = [
     'is_full',
     'key_id',
     'new_name',
+    'open_segment',
     'read',
     'release',
     'write',
@@ -206,18 +207,29 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
         raise
 
 
+def open_segment(path: str, name: str) -> int | None:
+    """Open a segment for reading; ``None`` if there is none at ``path``.
+
+    Raises:
+        ConnectorError: if it exists but cannot be opened.
+    """
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
+
+
 def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
     """Map the pooled object at ``path`` (copy-on-write); ``None`` if it is not there.
 
     Raises:
         ConnectorError: if the segment cannot be read or its header is corrupt.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    fd = open_segment(path, name)
+    if fd is None:
         return None
-    except OSError as e:
-        raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

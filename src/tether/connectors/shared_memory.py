@@ -163,12 +163,9 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         ident = _shm_pool.key_id(key.name)
         if ident is not None:
             return _shm_pool.read(path, key.name, ident)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+        fd = _shm_pool.open_segment(path, key.name)
+        if fd is None:
             return None
-        except OSError as e:
-            raise ConnectorError(f'cannot open shared memory {key.name!r}: {e}') from e
         try:
             size = os.fstat(fd).st_size
             if size == 0:

@@ -161,7 +161,7 @@ class PeerLink:
     def take_idle(self) -> Connection | None:
         """An idle open channel, taken at once without waiting (``None``: there is none).
 
-        The caller gives it back with :meth:`give` (``None`` if it dropped it).
+        The caller ends with :meth:`finish` (which gives it back) or :meth:`dropped`.
         """
         while self._idle:
             conn = self._idle.pop()
@@ -169,10 +169,6 @@ class PeerLink:
                 return conn
             self._open -= 1
         return None
-
-    async def give(self, conn: Connection | None) -> None:
-        """Give back a channel from :meth:`take_idle` (``None``: it was dropped)."""
-        await self._give(conn)
 
     def dropped(self) -> None:
         """A channel from :meth:`take_idle` was dropped (synchronous :meth:`give`)."""

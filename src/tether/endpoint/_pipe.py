@@ -55,7 +55,6 @@ class Pipe:
         self._on_abort = on_abort
         self.failed: str | None = None
         self.request_id = 0
-        self.passed = 0
         self._paused = False
 
     def sinks(self, sizes: tuple[int, ...]) -> list[PipeSlice]:
@@ -71,7 +70,6 @@ class Pipe:
             self.failed = f'the connection to {self.out.peer} closed'
             return
         transport.write(bytes(data))
-        self.passed += len(data)
         if not self._paused and _buffered(transport) > _HIGH:
             self._paused = True
             self.src.protocol.held = True

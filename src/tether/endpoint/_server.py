@@ -246,7 +246,7 @@ class Endpoint:
         link, channel = pipe.link, pipe.out
         if pipe.failed is not None:
             channel.abort()
-            pipe.give_back(dropped=True)
+            pipe.drop()
             return error_reply(
                 'peer-failed', f'the channel to peer endpoint {target} failed: {pipe.failed}'
             )
@@ -422,16 +422,15 @@ class _LinkPipe(Pipe):
         super().__init__(channel, src, on_abort=self._abandoned)
         self.link = link
         self.handled = False
-        self._given = False
+        self._dropped = False
 
     def _abandoned(self) -> None:
         # The client's frame was abandoned (or never handled): the channel is mid-frame.
         if not self.handled:
-            self.give_back(dropped=True)
+            self.drop()
 
-    def give_back(self, *, dropped: bool) -> None:
-        if self._given:
-            return
-        self._given = True
-        if dropped:
+    def drop(self) -> None:
+        """The channel was dropped: count it out of the link, once."""
+        if not self._dropped:
+            self._dropped = True
             self.link.dropped()
