@@ -7,6 +7,7 @@ their final buffers); writes go from the caller's buffers.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -52,6 +53,7 @@ __all__ = [
     'Connection',
     'Handler',
     'InlineHandler',
+    'Later',
     'Reply',
     'SecretLookup',
     'Server',
@@ -67,6 +69,7 @@ logger = logging.getLogger(__name__)
 _T = TypeVar('_T')
 _SMALL = 64 * 1024
 _CHUNK = 1 << 20
+_MAX_HELD = 8
 
 Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 """What a handler returns: ``(message type, header, payloads)``."""
@@ -74,11 +77,44 @@ Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
 
-InlineHandler = Callable[['Connection', Frame], Reply | None]
-"""A handler that never waits: called straight from the connection's data callback."""
+InlineHandler = Callable[['Connection', Frame], 'Reply | Later | Awaitable[Reply | None] | None']
+"""A handler called straight from the connection's data callback, which never waits: it
+returns its reply, ``None`` (no reply), or, for a reply that is not ready yet, a
+:class:`Later` or an awaitable (the connection's later frames wait for it)."""
 
 SecretLookup = Callable[[str], bytes | None]
 """Returns the secret of the client that announced itself by this name (``None``: refuse)."""
+
+
+class Later:
+    """A reply an inline handler gives later: it returns a ``Later`` and calls :meth:`set`.
+
+    Unlike a future, :meth:`set` hands the reply to the server at once, from whatever
+    callback calls it (on the server's event loop), with no task step or callback round.
+    """
+
+    __slots__ = ('_done', '_on_set', '_reply')
+
+    def __init__(self) -> None:
+        self._on_set: Callable[[Reply | None], None] | None = None
+        self._reply: Reply | None = None
+        self._done = False
+
+    def set(self, reply: Reply | None) -> None:
+        """Give the reply (``None``: no reply); only the first call counts."""
+        if self._done:
+            return
+        self._done = True
+        self._reply = reply
+        on_set, self._on_set = self._on_set, None
+        if on_set is not None:
+            on_set(reply)
+
+    def _bind(self, on_set: Callable[[Reply | None], None]) -> None:
+        if self._done:
+            on_set(self._reply)
+        else:
+            self._on_set = on_set
 
 
 def error_reply(code: str, message: str) -> Reply:
@@ -102,6 +138,10 @@ class Connection:
         self.info: dict[str, Any] = {}
         self._next_id = 0
         self._lock = asyncio.Lock()
+        # An inline server's state for this connection: frames held back while a reply
+        # is pending (deferred, or waiting for the connection to drain).
+        self._busy = False
+        self._held: collections.deque[Frame] = collections.deque()
 
     @property
     def last_request_id(self) -> int:
@@ -158,6 +198,18 @@ class Connection:
             WireConnectionError: if the connection is closed.
         """
         sizes, buffers = flatten(payloads)
+        self._write_flat(mtype, header, sizes, buffers, request_id=request_id, flags=flags)
+
+    def _write_flat(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None,
+        sizes: list[int],
+        buffers: list[memoryview],
+        *,
+        request_id: int,
+        flags: int = 0,
+    ) -> None:
         head = encode_head(mtype, header, sizes, request_id, flags)
         if self.transport.is_closing():
             raise WireConnectionError(f'connection to {self.peer} is closed')
@@ -167,6 +219,25 @@ class Connection:
             self.transport.write(head)
             for buf in buffers:
                 self.transport.write(buf)
+
+    def write_request(
+        self,
+        mtype: int,
+        header: dict[str, Any] | None = None,
+        payloads: Sequence[Payload] = (),
+    ) -> int:
+        """Hand a whole request to the transport without waiting; return its id.
+
+        For a caller that collects the reply itself (with ``protocol.on_next``) and holds
+        the connection alone until then (no :meth:`request` on it meanwhile).
+
+        Raises:
+            WireConnectionError: if the connection is closed.
+        """
+        rid = self._next_id + 1
+        self.write(mtype, header, payloads, request_id=rid)
+        self._next_id = rid
+        return rid
 
     async def request(
         self,
@@ -312,8 +383,13 @@ class Server:
             arrive (see :class:`~tether._wire._proto.FrameRouter`). Not with ``memory``.
         inline: ``handler`` is an :data:`InlineHandler`, a plain function called with
             each frame from the connection's data callback as soon as the frame is
-            complete: no future, task step or coroutine per frame. Its reply is written
-            without waiting for the connection to drain.
+            complete: no future, task step or coroutine per frame. A small reply is
+            written at once; a large one (over 1 MiB) is sent a chunk at a time. The
+            handler may instead return an awaitable (a future or a coroutine) for a reply
+            that is not ready yet. While a reply is pending, or the connection has not
+            drained, the connection's next frames are held back (and reading stops
+            after a few): replies go out in request order, and a client that does not
+            read its replies cannot make the server queue them without bound.
     """
 
     def __init__(
@@ -422,6 +498,10 @@ class Server:
             # Frames received but never handled, and a partial one, are given back now:
             # a connection that died mid-frame leaves nothing allocated behind.
             conn.protocol.release_all()
+            held, conn._held = list(conn._held), collections.deque()
+            if self.memory is not None:
+                for frame in held:
+                    self.memory.release(frame.payloads)
             if conn.protocol.stalled:
                 self.frame_timeouts += 1
                 logger.info(
@@ -429,18 +509,99 @@ class Server:
                 )
 
     def _dispatch_inline(self, conn: Connection, frame: Frame) -> None:
-        handler: InlineHandler = self.handler  # type: ignore[assignment]
+        if conn._busy:
+            conn._held.append(frame)
+            if len(conn._held) == _MAX_HELD:
+                conn.transport.pause_reading()
+            return
+        self._run_inline(conn, frame)
+
+    def _run_inline(self, conn: Connection, frame: Frame) -> None:
+        """Handle one frame; the connection is busy afterwards if its reply is pending."""
+        handler: InlineHandler = self.handler
         try:
             reply = handler(conn, frame)
         except Exception as e:
             logger.exception('%s: handler failed for a frame from %s', self.name, conn.peer)
             reply = error_reply('internal', f'{self.name} failed: {e!r}')
-        finally:
+        if isinstance(reply, Later):
+            conn._busy = True
+            reply._bind(functools.partial(self._later_set, conn, frame))
+            return
+        if reply is not None and not isinstance(reply, tuple):
+            conn._busy = True
+            later = asyncio.ensure_future(reply)
+            if isinstance(later, asyncio.Task):
+                self._tasks.add(later)  # type: ignore[arg-type]
+                later.add_done_callback(self._tasks.discard)
+            later.add_done_callback(functools.partial(self._deferred_done, conn, frame))
+            return
+        if self.memory is not None:
+            self.memory.release(frame.payloads)
+        if reply is not None:
+            self._reply_inline(conn, frame.request_id, reply)
+
+    def _deferred_done(self, conn: Connection, frame: Frame, later: asyncio.Future[Any]) -> None:
+        if later.cancelled():
             if self.memory is not None:
                 self.memory.release(frame.payloads)
+            conn.abort()
+            return
+        error = later.exception()
+        if error is None:
+            self._later_set(conn, frame, later.result())
+            return
+        logger.error(
+            '%s: handler failed for a frame from %s', self.name, conn.peer, exc_info=error
+        )
+        self._later_set(conn, frame, error_reply('internal', f'{self.name} failed: {error!r}'))
+
+    def _later_set(self, conn: Connection, frame: Frame, reply: Reply | None) -> None:
+        if self.memory is not None:
+            self.memory.release(frame.payloads)
+        conn._busy = False
         if reply is not None:
-            with contextlib.suppress(WireError, OSError):
-                conn.write(reply[0], reply[1], reply[2], request_id=frame.request_id)
+            self._reply_inline(conn, frame.request_id, reply)
+        self._resume(conn)
+
+    def _reply_inline(self, conn: Connection, rid: int, reply: Reply) -> None:
+        """Write ``reply``; a large one, or one that fills the transport, makes it busy."""
+        sizes, buffers = flatten(reply[2])
+        if sum(sizes) > _CHUNK:
+            # Large: a chunk at a time (a TLS transport would encrypt it all at once).
+            conn._busy = True
+            self._later(conn, self._send_reply(conn, rid, reply))
+            return
+        with contextlib.suppress(WireError, OSError):
+            conn._write_flat(reply[0], reply[1], sizes, buffers, request_id=rid)
+        if conn.protocol.writing_paused and not conn.transport.is_closing():
+            conn._busy = True
+            self._later(conn, conn.protocol.drain())
+
+    def _later(self, conn: Connection, step: Coroutine[Any, Any, None]) -> None:
+        async def then_resume() -> None:
+            try:
+                await step
+            except (WireError, OSError):
+                return
+            conn._busy = False
+            self._resume(conn)
+
+        task = asyncio.get_running_loop().create_task(then_resume())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_reply(self, conn: Connection, rid: int, reply: Reply) -> None:
+        await conn.send(reply[0], reply[1], reply[2], request_id=rid)
+
+    def _resume(self, conn: Connection) -> None:
+        """Handle the frames held back while the connection was busy, in order."""
+        held = conn._held
+        while held and not conn._busy:
+            resume = len(held) == _MAX_HELD
+            self._run_inline(conn, held.popleft())
+            if resume:
+                conn.transport.resume_reading()
 
     async def _serve(self, conn: Connection) -> None:
         if self.inline:

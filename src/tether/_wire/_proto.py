@@ -118,6 +118,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._have = 0
         self._frames: collections.deque[Frame] = collections.deque()
         self._on_frame: Callable[[Frame], None] | None = None
+        self._on_next: Callable[[Frame | BaseException], None] | None = None
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._write_ready: asyncio.Event = asyncio.Event()
@@ -262,11 +263,20 @@ class FrameProtocol(asyncio.BufferedProtocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        on_next = self._on_next
+        if on_next is not None and self._error is not None:
+            self._on_next = None
+            on_next(self._error)
 
     def _emit(self, frame: Frame) -> None:
         on_frame = self._on_frame
         if on_frame is not None:
             on_frame(frame)
+            return
+        on_next = self._on_next
+        if on_next is not None:
+            self._on_next = None
+            on_next(frame)
             return
         self._frames.append(frame)
         self._wake()
@@ -381,6 +391,24 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
+
+    def on_next(self, callback: Callable[[Frame | BaseException], None]) -> None:
+        """Hand the next frame, or the connection's error, to ``callback`` (once).
+
+        ``callback`` runs in the data callback as soon as the frame is complete (no future
+        or task step); if the connection fails first it gets the error instead. For a
+        request whose reply is awaited by a callback rather than :meth:`recv`: nothing
+        else may read the connection meanwhile.
+
+        Raises:
+            RuntimeError: a frame is already queued or another callback is waiting.
+        """
+        if self._frames or self._on_next is not None or self._on_frame is not None:
+            raise RuntimeError('on_next on a connection that has a reader already')
+        if self._error is not None:
+            callback(self._error)
+            return
+        self._on_next = callback
 
     async def recv(self) -> Frame:
         """Return the next frame (raises the connection's error once it has one)."""

@@ -112,6 +112,7 @@ class PeerLink:
         self._idle: list[Connection] = [first] if first is not None else []
         self._open = len(self._idle)
         self._cond = asyncio.Condition()
+        self._waiting = 0
         self.broken: str | None = None
         self.since = time.time()
         self.requests = 0
@@ -148,7 +149,11 @@ class PeerLink:
                 if self._open < self.max_channels:
                     self._open += 1
                     break
-                await self._cond.wait()
+                self._waiting += 1
+                try:
+                    await self._cond.wait()
+                finally:
+                    self._waiting -= 1
         try:
             return await self._opener()
         except BaseException as e:
@@ -171,9 +176,21 @@ class PeerLink:
         return None
 
     def dropped(self) -> None:
-        """A channel from :meth:`take_idle` was dropped (synchronous :meth:`give`)."""
+        """A channel from :meth:`take_idle` was dropped."""
         self._open -= 1
-        asyncio.get_running_loop().create_task(self._notify())
+        if self._waiting:
+            asyncio.get_running_loop().create_task(self._notify())
+
+    def give_back(self, conn: Connection, reply: Frame) -> None:
+        """A channel from :meth:`take_idle` answered ``reply``: it is idle again."""
+        if conn.transport.is_closing():
+            self._open -= 1
+        else:
+            self._idle.append(conn)
+        self.requests += 1
+        self.bytes += sum(len(p) for p in reply.payloads)
+        if self._waiting:
+            asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._cond:

@@ -9,19 +9,23 @@ import os
 import ssl as _ssl
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 from tether._wire import (
+    ERROR,
     Connection,
     Frame,
     FrameRouter,
+    Later,
     Limits,
     Reply,
     Server,
     encode_head,
     error_reply,
 )
+from tether._wire._handshake import error_from_frame
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
 from tether.endpoint._peers import PeerLink, PeerManager
@@ -41,6 +45,8 @@ __all__ = ['Endpoint']
 logger = logging.getLogger(__name__)
 
 _PEER_TIMEOUT = 300.0
+_FAST_MAX = 1 << 20
+"""Largest request forwarded straight from the data callback (larger: chunked sends)."""
 
 
 class Endpoint:
@@ -82,6 +88,7 @@ class Endpoint:
             name=f'endpoint {config.name!r}',
             alloc=self.pool.take,
             router=self._client_router,
+            inline=True,
         )
         self.peers = PeerManager(self)
         self.peer_server = Server(
@@ -93,6 +100,7 @@ class Endpoint:
             limits=limits,
             name=f'endpoint {config.name!r} (peers)',
             alloc=self.pool.take,
+            inline=True,
         )
         self.relay: RelayLink | None = None
         if config.relay.address is not None:
@@ -121,6 +129,7 @@ class Endpoint:
         self.forwarded = 0
         self.piped = {'put': 0, 'get': 0}
         self._stop: asyncio.Event | None = None
+        self._retries: set[asyncio.Task[Reply | None]] = set()
 
     # Status ----------------------------------------------------------------------------
 
@@ -166,10 +175,17 @@ class Endpoint:
             return None
         return ids
 
-    async def _handle_client(self, conn: Connection, frame: Frame) -> Reply | None:
+    def _handle_client(
+        self, conn: Connection, frame: Frame
+    ) -> Reply | Later | Awaitable[Reply | None] | None:
+        """A client's frame, from its connection's data callback (see ``Server(inline=)``).
+
+        Local objects are answered at once; a small request for another endpoint is
+        written to an idle peer channel at once and answered from that channel's data
+        callback (:meth:`_forward_now`). Anything else runs as a coroutine.
+        """
         self.requests += 1
-        t = frame.type
-        if t in proto.OBJECT_TYPES:
+        if frame.type in proto.OBJECT_TYPES:
             ids = self._ids(frame)
             if ids is None:
                 return error_reply('bad-request', 'ids must be a list of object ids')
@@ -178,10 +194,15 @@ class Endpoint:
                 return error_reply('bad-request', 'endpoint must be a UUID or a name')
             pipe = pipe_of(frame.payloads)
             if pipe is not None:
-                return await self._finish_piped_put(target, pipe)
+                return self._finish_piped_put(target, pipe)
             if target in (self.uuid, self.config.name):
                 return self._local(frame, ids)
-            return await self._forward(conn, target, frame, ids)
+            now = self._forward_now(conn, target, frame, ids)
+            return now if now is not None else self._forward(conn, target, frame, ids)
+        return self._handle_other(conn, frame)
+
+    async def _handle_other(self, conn: Connection, frame: Frame) -> Reply | None:
+        t = frame.type
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.PEERS:
@@ -286,6 +307,85 @@ class Endpoint:
 
         return for_channel, pipes
 
+    def _forward_now(
+        self, client: Connection, target: str, frame: Frame, ids: list[str]
+    ) -> Later | None:
+        """Forward a small request over an idle channel, without a task (``None``: cannot).
+
+        The reply is taken from the channel's data callback and given to the client from
+        there. If the channel fails first, the request goes the slow way
+        (:meth:`_forward`: a fresh peering, once), as every request is idempotent.
+        """
+        link = self.peers.ready_link(target)
+        if link is None or sum(len(p) for p in frame.payloads) > _FAST_MAX:
+            return None
+        channel = link.take_idle()
+        if channel is None:
+            return None
+        try:
+            rid = channel.write_request(
+                frame.type, {'ids': ids, 'endpoint': link.uuid}, frame.payloads
+            )
+        except WireError:
+            channel.abort()
+            link.dropped()
+            return None
+        loop = asyncio.get_running_loop()
+        done = Later()
+        pipes: list[Pipe] = []
+        if frame.type == proto.GET:
+            for_channel, pipes = self._reply_router(client, frame.request_id)
+            channel.protocol.router = for_channel(channel)
+
+        def on_reply(reply: Frame | BaseException) -> None:
+            timer.cancel()
+            channel.protocol.router = None
+            failure: BaseException | None = None
+            if isinstance(reply, BaseException):
+                failure = reply
+            elif reply.type == ERROR:
+                error = error_from_frame(reply, channel.peer)
+                if isinstance(error, RemoteError):
+                    link.give_back(channel, reply)
+                    done.set(error_reply(error.code, f'peer endpoint {target}: {error}'))
+                    return
+                failure = error
+            elif reply.request_id != rid:
+                failure = WireError(
+                    f'{channel.peer} answered request {reply.request_id}, expected {rid}'
+                )
+            if failure is not None:
+                channel.abort()
+                link.dropped()
+                link.broken = link.broken or str(failure)
+                if pipes:
+                    # The client has the head of a reply that will not complete.
+                    client.abort()
+                    done.set(None)
+                    return
+                logger.info('channel to %s failed (%s): re-peering once', target, failure)
+                retry = loop.create_task(self._forward(client, target, frame, ids))
+                self._retries.add(retry)
+                retry.add_done_callback(self._retries.discard)
+                retry.add_done_callback(lambda t: _chain(t, done))
+                return
+            assert not isinstance(reply, BaseException)
+            link.give_back(channel, reply)
+            self.forwarded += 1
+            if pipes:
+                if pipes[0].failed is not None:
+                    client.abort()
+                done.set(None)  # the reply went to the client as it arrived
+                return
+            done.set((reply.type, reply.header, reply.payloads))
+
+        def on_timeout() -> None:
+            channel.abort()  # the channel's error reaches on_reply
+
+        timer = loop.call_later(_PEER_TIMEOUT, on_timeout)
+        channel.protocol.on_next(on_reply)
+        return done
+
     async def _forward(
         self, client: Connection, target: str, frame: Frame, ids: list[str]
     ) -> Reply | None:
@@ -332,7 +432,7 @@ class Endpoint:
             f'the channel to peer endpoint {target} failed during the request: {error}',
         )
 
-    async def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | None:
+    def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | None:
         if frame.type not in proto.OBJECT_TYPES:
             return error_reply('bad-request', f'peers may not send message type {frame.type}')
         if frame.header.get('endpoint') != self.uuid:
@@ -434,3 +534,14 @@ class _LinkPipe(Pipe):
         if not self._dropped:
             self._dropped = True
             self.link.dropped()
+
+
+def _chain(task: asyncio.Task[Reply | None], done: Later) -> None:
+    """Give ``done`` the reply of ``task``."""
+    if task.cancelled():
+        done.set(error_reply('internal', 'the request was cancelled'))
+    elif (error := task.exception()) is not None:
+        logger.error('forwarding a request failed', exc_info=error)
+        done.set(error_reply('internal', f'forwarding failed: {error!r}'))
+    else:
+        done.set(task.result())
