@@ -318,3 +318,39 @@ def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay
     assert site.status('pipe-a')['piped'] == {'put': 3, 'get': 2}
     for c in (conn_a, conn_b):
         c.close()
+
+
+def test_small_requests_forwarded_from_the_data_callback_survive_a_peer_restart(
+    site: Site, loop_relay: Relay
+) -> None:
+    """Small requests go over an idle channel at once; a dead channel means one re-peering."""
+    relay = loop_relay.address
+    port = free_port()
+    site.configure('fast-a', relay)
+    site.configure(
+        'fast-b',
+        relay,
+        peering={'port': port, 'advertise': [f'127.0.0.1:{port}']},
+        storage={'persist': True},
+    )
+    site.start('fast-a')
+    site.start('fast-b')
+    conn_a, conn_b = site.connector('fast-a'), site.connector('fast-b')
+    keys = [conn_b.put(f'value {n}'.encode()) for n in range(20)]
+    # In order on one connection: every reply answers its own request.
+    assert [bytes(conn_a.get(k)) for k in keys] == [f'value {n}'.encode() for n in range(20)]
+    missing = EndpointKey(str(_uuid.uuid4()), keys[0].endpoint_id)
+    assert conn_a.get(missing) is None
+    conn_a.set(keys[0], b'changed from A')
+    assert bytes(conn_b.get(keys[0])) == b'changed from A'
+    before = site.status('fast-a')
+    assert before['forwarded'] == 22
+    assert before['peers'][0]['alive']
+    # B restarts: A's idle channel is dead; the next request finds out, peers again once
+    # and is answered (B keeps its objects across the restart).
+    site.stop('fast-b')
+    site.start('fast-b')
+    assert bytes(conn_a.get(keys[1])) == b'value 1'
+    assert [p['alive'] for p in site.status('fast-a')['peers']] == [True]
+    conn_a.close()
+    conn_b.close()
