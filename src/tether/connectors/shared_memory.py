@@ -10,6 +10,9 @@ the namespace's pool (up to ``pool_bytes``) and a later put of a similar size wr
 its pages, already allocated, instead of making the kernel allocate and zero new ones. A
 segment is never reused while a consumer still maps it, and a consumer never reads a
 reused segment as the object it asked for (see :mod:`tether.connectors._shm_pool`).
+Objects that are copied as they are read (``bytes``, ``str`` ...) are copied out of a
+read-only mapping the reader keeps, lent for the copy (:meth:`SharedMemoryConnector.get_lent`),
+instead of a mapping made for each read.
 
 Objects outlive the process that put them, until they are evicted. Leftovers (objects
 never evicted, temporaries of writers killed mid-write, pools of killed processes) are
