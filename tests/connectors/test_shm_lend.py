@@ -11,7 +11,12 @@ import pytest
 
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors.protocols import Capabilities, LendingConnector
-from tether.connectors.shared_memory import SHM_DIR, SharedMemoryConnector, SharedMemoryKey
+from tether.connectors.shared_memory import (
+    SHM_DIR,
+    SharedMemoryConnector,
+    SharedMemoryKey,
+    cleanup,
+)
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
 from tether.store import Store
@@ -220,3 +225,15 @@ def test_a_mapping_put_back_twice_keeps_one(shm: SharedMemoryConnector) -> None:
     _shm_maps._keep(ident, second)
     assert list(_shm_maps._maps.values()) == [second]
     assert first[1].closed
+
+
+def test_a_readers_mappings_of_removed_segments_are_dropped(shm_namespace: str) -> None:
+    with SharedMemoryConnector(shm_namespace) as c:
+        key = c.put(_data(1))
+        _shm_maps.clear()
+        assert c.get_lent(key, _copy, None) == _data(1)
+        assert len(_shm_maps._maps) == 1
+        cleanup(shm_namespace)  # from elsewhere: the mapping would keep the memory ...
+        assert len(_shm_maps._maps) == 1
+        assert c.get_lent(key, _copy, 'gone') == 'gone'
+        assert _shm_maps._maps == {}  # ... until this process's next read

@@ -293,6 +293,7 @@ def lend(
     Raises:
         ConnectorError: if the segment cannot be read or its header is corrupt.
     """
+    _shm_maps.prune()
     fd = open_segment(path, name)
     if fd is None:
         return None
