@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from tether.exceptions import SerializationError
-from tether.serialize import deserialize, serialize, serialize_parts
+from tether.serialize import copies_out, deserialize, serialize, serialize_parts
 
 
 class Local:
@@ -206,3 +206,32 @@ def test_corrupt_pickle_stream_raises() -> None:
 def test_non_bytes_input_raises() -> None:
     with pytest.raises(SerializationError):
         deserialize(123)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ('obj', 'copied'),
+    [
+        (b'x' * 1000, True),
+        (bytearray(b'abc'), True),
+        ('text', True),
+        ({'a': [1, 2.5, 'x']}, True),  # a pickle without out-of-band buffers
+        (lambda: 1, True),  # cloudpickle, no buffers either
+        (np.arange(10), False),  # built on the memory it is given, if writable
+        (pd.DataFrame({'a': range(5)}), False),  # a pickle with out-of-band buffers
+        (pl.DataFrame({'a': [1, 2]}), False),
+    ],
+)
+def test_copies_out_tells_which_objects_never_refer_to_their_input(obj: Any, copied: bool) -> None:
+    data = bytearray(serialize(obj))
+    assert copies_out(data) is copied
+    if copied:  # what deserialize returns survives its input being overwritten
+        before = serialize(deserialize(memoryview(data).toreadonly()))
+        got = deserialize(memoryview(data).toreadonly())
+        data[:] = bytes(len(data))
+        assert serialize(got) == before
+
+
+@pytest.mark.parametrize('data', [b'', b'TZ', b'garbage!' * 4, memoryview(b'ab' * 8).cast('H')])
+def test_copies_out_is_false_for_anything_else(data: Any) -> None:
+    assert copies_out(data) is False
+    assert copies_out(object()) is False  # type: ignore[arg-type]

@@ -11,7 +11,9 @@ systems, or if the self-check at first use fails) it is ``b''.join``.
 proxy resolving in a background thread while the task it feeds runs): the buffer is
 allocated without being zeroed (``PyByteArray_FromStringAndSize(NULL, n)``), so its pages
 are faulted in by the ``recv_into`` that fills it, with the GIL released; and the copy
-into a new ``bytes`` is a ``memmove`` called through ctypes, which also releases the GIL.
+into a new ``bytes`` is a ``memmove`` called through ctypes, which also releases the GIL
+(from read-only memory too, such as a segment a connector lends: its address comes from
+the buffer protocol).
 Zeroing 10 MB and copying it with the GIL held blocked every other thread of the
 process for ~6 ms each. Neither asks for huge pages (see ``tether.serialize.new_buffer``).
 """
@@ -34,6 +36,24 @@ _GIL_FREE_MIN = 256 << 10
 _state: dict[str, Any] = {}
 
 
+class _PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer`` (part of the stable ABI since Python 3.11)."""
+
+    _fields_ = (
+        ('buf', ctypes.c_void_p),
+        ('obj', ctypes.c_void_p),  # a reference PyBuffer_Release drops: not ctypes'
+        ('len', ctypes.c_ssize_t),
+        ('itemsize', ctypes.c_ssize_t),
+        ('readonly', ctypes.c_int),
+        ('ndim', ctypes.c_int),
+        ('format', ctypes.c_char_p),
+        ('shape', ctypes.c_void_p),
+        ('strides', ctypes.c_void_p),
+        ('suboffsets', ctypes.c_void_p),
+        ('internal', ctypes.c_void_p),
+    )
+
+
 def _setup() -> bool:
     if 'ok' in _state:
         return bool(_state['ok'])
@@ -50,11 +70,19 @@ def _setup() -> bool:
             new_array = ctypes.pythonapi.PyByteArray_FromStringAndSize
             new_array.restype = ctypes.py_object
             new_array.argtypes = [ctypes.c_char_p, ctypes.c_ssize_t]
+            get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+            get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+            get_buffer.restype = ctypes.c_int
+            release = ctypes.pythonapi.PyBuffer_Release
+            release.argtypes = [ctypes.POINTER(_PyBuffer)]
+            release.restype = None
             probe = new(b'tether', 6)
             ok = (ctypes.c_char * 6).from_address(id(probe) + offset).raw == b'tether'
             ok = ok and len(new_array(None, 3)) == 3
             _state.update(new=new, new_array=new_array, madvise=madvise, offset=offset)
-        except (AttributeError, OSError, TypeError, ValueError):
+            _state.update(get_buffer=get_buffer, release=release)
+            ok = ok and _copied(memoryview(b'xtether')[1:].toreadonly()) == b'tether'
+        except (AttributeError, BufferError, OSError, TypeError, ValueError):
             ok = False
     _state['ok'] = ok
     return ok
@@ -94,13 +122,26 @@ def empty_bytearray(nbytes: int) -> bytearray:
 def copy_to_bytes(view: memoryview) -> bytes:
     """Return ``view``'s bytes as a new ``bytes``, copied with the GIL released.
 
-    Falls back to ``view.tobytes()`` for small or read-only views (ctypes can only take
-    the address of a writable buffer).
+    Read-only views too (memory lent by a connector): the source address comes from the
+    buffer protocol (``PyObject_GetBuffer``), which also keeps the memory from being
+    released during the copy. Falls back to ``view.tobytes()`` for small or
+    non-contiguous views.
     """
     nbytes = view.nbytes
-    if nbytes < _GIL_FREE_MIN or view.readonly or not view.c_contiguous or not _setup():
+    if nbytes < _GIL_FREE_MIN or not view.c_contiguous or not _setup():
         return view.tobytes()
+    return _copied(view)
+
+
+def _copied(view: memoryview) -> bytes:
+    nbytes = view.nbytes
     out: bytes = _state['new'](None, nbytes)
-    source = (ctypes.c_char * nbytes).from_buffer(view)
-    ctypes.memmove(id(out) + _state['offset'], source, nbytes)
+    buffer = _PyBuffer()
+    _state['get_buffer'](view, ctypes.byref(buffer), 0)  # PyBUF_SIMPLE; raises on failure
+    try:
+        if buffer.len != nbytes or not buffer.buf:
+            raise ValueError(f'buffer of {buffer.len} bytes, expected {nbytes}')
+        ctypes.memmove(id(out) + _state['offset'], buffer.buf, nbytes)  # GIL released
+    finally:
+        _state['release'](ctypes.byref(buffer))
     return out

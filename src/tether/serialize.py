@@ -40,6 +40,7 @@ __all__ = [
     'BytesLike',
     'Deserializer',
     'Serializer',
+    'copies_out',
     'deserialize',
     'is_bytes_like',
     'is_pickled',
@@ -178,6 +179,33 @@ def is_pickled(data: BytesLike) -> bool:
     view = memoryview(data)
     kind = view[3] if view.nbytes > 3 else -1
     return kind in (_KIND_PICKLE, _KIND_CLOUDPICKLE)
+
+
+_COPIED_KINDS = (_KIND_BYTES, _KIND_BYTEARRAY, _KIND_STR)
+_NO_BUFFERS = struct.Struct('<8xQI')  # prefix, then a pickle header's stream length and count
+
+
+def copies_out(data: BytesLike) -> bool:
+    """Return whether :func:`deserialize` builds its object from a copy of all of ``data``.
+
+    True for ``bytes``, ``bytearray`` and ``str`` payloads and for pickles without
+    out-of-band buffers (given read-only memory, arrays are copied too, but on writable
+    memory they are built on it without a copy): what deserializing such data returns
+    never refers to ``data``, which may then be memory that is reused right after. Reads
+    the header only; never raises (false for anything else, corrupt input included).
+    """
+    try:
+        view = memoryview(data)
+    except TypeError:
+        return False
+    if view.nbytes < _PREFIX.size or view.ndim != 1 or view.itemsize != 1:
+        return False
+    kind = view[3]
+    if kind in _COPIED_KINDS:
+        return True
+    if kind in (_KIND_PICKLE, _KIND_CLOUDPICKLE) and view.nbytes >= _NO_BUFFERS.size:
+        return bool(_NO_BUFFERS.unpack_from(view, 0)[1] == 0)
+    return False
 
 
 def deserialize(data: BytesLike) -> Any:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 
 from tether import _hugebytes
@@ -49,3 +52,34 @@ def test_large_bytes_deserialize_from_a_writable_buffer() -> None:
     back = deserialize(bytearray(serialize(data)))
     assert type(back) is bytes
     assert back == data
+
+
+def test_copy_to_bytes_copies_read_only_memory_without_the_gil(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only mapping, as a connector lends: copied by memmove (the GIL released),
+    # the mapping kept exported (it cannot be closed) until the copy is done.
+    import ctypes
+    import mmap
+
+    data = os.urandom(1 << 20)
+    path = tmp_path / 'segment'
+    path.write_bytes(data)
+    with open(path, 'rb') as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    calls: list[bool] = []
+    real = ctypes.memmove
+
+    def spy(dst: Any, src: Any, n: int) -> Any:
+        with pytest.raises(BufferError):
+            mapping.close()
+        calls.append(True)
+        return real(dst, src, n)
+
+    monkeypatch.setattr(_hugebytes.ctypes, 'memmove', spy)
+    with memoryview(mapping) as whole, whole[7:].toreadonly() as view:
+        out = _hugebytes.copy_to_bytes(view)
+    assert calls == [True]
+    assert type(out) is bytes
+    assert out == data[7:]
+    mapping.close()

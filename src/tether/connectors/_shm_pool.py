@@ -40,7 +40,8 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from tether.connectors import _shm_maps
 from tether.connectors._util import new_id
@@ -55,6 +56,7 @@ __all__ = [
     'drain',
     'is_full',
     'key_id',
+    'lend',
     'new_name',
     'open_segment',
     'read',
@@ -76,6 +78,8 @@ _MAGIC = b'tethSHM1'
 _MARK = 'p'
 """Pooled keys end in ``-p<32 hex digits>`` (plain keys: ``-<32 hex digits>``)."""
 _TRIES = 4
+
+R = TypeVar('R')
 
 _owned_lock = threading.Lock()
 _owned: set[str] = set()
@@ -221,6 +225,38 @@ def open_segment(path: str, name: str) -> int | None:
         raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
 
 
+def _checked_size(fd: int, name: str, ident: bytes) -> int | None:
+    """Lock the pooled segment open as ``fd`` (shared) and return its object's size.
+
+    ``None`` if the segment no longer holds the object of ``ident`` (evicted, maybe being
+    rewritten for another key). The lock stays until ``fd`` (and any mapping made
+    through it) is closed.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return None  # evicted, and a writer is rewriting it for another key
+    head = os.pread(fd, _HEADER.size, 0)
+    if len(head) < _HEADER.size:
+        raise ConnectorError(f'shared memory {name!r} is too short for its header')
+    magic, stored, size = _HEADER.unpack(head)
+    if magic != _MAGIC:
+        raise ConnectorError(f'shared memory {name!r} has no tether segment header')
+    if stored != ident:
+        return None  # evicted, and the segment now holds another object
+    if HEADER_SIZE + size > os.fstat(fd).st_size:
+        raise ConnectorError(f'shared memory {name!r} is shorter than its header says')
+    return int(size)
+
+
+def _map(fd: int, size: int) -> memoryview | bytearray:
+    if size == 0:
+        return bytearray()
+    # The mapping keeps the open file, hence the shared lock, until it is unmapped.
+    mapping = mmap.mmap(fd, HEADER_SIZE + size, access=mmap.ACCESS_COPY)
+    return memoryview(mapping)[HEADER_SIZE:]
+
+
 def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
     """Map the pooled object at ``path`` (copy-on-write); ``None`` if it is not there.
 
@@ -231,25 +267,45 @@ def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
     if fd is None:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None  # evicted, and a writer is rewriting it for another key
-        head = os.pread(fd, _HEADER.size, 0)
-        if len(head) < _HEADER.size:
-            raise ConnectorError(f'shared memory {name!r} is too short for its header')
-        magic, stored, size = _HEADER.unpack(head)
-        if magic != _MAGIC:
-            raise ConnectorError(f'shared memory {name!r} has no tether segment header')
-        if stored != ident:
-            return None  # evicted, and the segment now holds another object
-        if HEADER_SIZE + size > os.fstat(fd).st_size:
-            raise ConnectorError(f'shared memory {name!r} is shorter than its header says')
-        if size == 0:
-            return bytearray()
-        # The mapping keeps the open file, hence the shared lock, until it is unmapped.
-        mapping = mmap.mmap(fd, HEADER_SIZE + size, access=mmap.ACCESS_COPY)
-        return memoryview(mapping)[HEADER_SIZE:]
+        size = _checked_size(fd, name, ident)
+        return None if size is None else _map(fd, size)
+    except OSError as e:
+        raise ConnectorError(f'cannot map shared memory {name!r}: {e}') from e
+    finally:
+        os.close(fd)
+
+
+def lend(
+    path: str,
+    name: str,
+    ident: bytes,
+    use: Callable[[memoryview, Callable[[], BytesLike]], R],
+) -> tuple[R] | None:
+    """Call ``use`` on the pooled object at ``path``, lent; ``None`` if it is not there.
+
+    ``use(view, keep)`` gets a read-only view of the object in a mapping this process
+    keeps (:func:`tether.connectors._shm_maps.lend`), valid during the call only: the
+    segment stays locked (shared) until ``use`` returns, and may then be rewritten for
+    another object. ``keep()`` returns what :func:`read` would (a copy-on-write mapping
+    of the object, which holds the lock for as long as it lives), for a ``use`` that
+    needs the object's memory afterwards.
+
+    Raises:
+        ConnectorError: if the segment cannot be read or its header is corrupt.
+    """
+    _shm_maps.prune()
+    fd = open_segment(path, name)
+    if fd is None:
+        return None
+    try:
+        size = _checked_size(fd, name, ident)
+        if size is None:
+            return None
+        locked = fd
+        lent = _shm_maps.lend(
+            path, fd, HEADER_SIZE, size, keep=lambda: _map(locked, size), use=use
+        )
+        return (lent,)
     except OSError as e:
         raise ConnectorError(f'cannot map shared memory {name!r}: {e}') from e
     finally:

@@ -12,17 +12,18 @@ Beyond :class:`Connector`, a connector may offer capabilities, each a runtime-ch
 protocol: :class:`DeferrableConnector` (keys handed out before the data exists: futures,
 ``update``), :class:`VectoredConnector` (an object written from a list of buffers without
 joining them), :class:`VectoredBatchConnector` (several such objects in one call, one
-round trip where the channel allows) and :class:`WaitingConnector` (block until a key is
-set). A :class:`~tether.store.Store` resolves them once, when it is made
+round trip where the channel allows), :class:`LendingConnector` (an object's bytes lent
+for one call, for readers that copy them out) and :class:`WaitingConnector` (block until
+a key is set). A :class:`~tether.store.Store` resolves them once, when it is made
 (:class:`Capabilities`); a call that needs one its connector lacks raises
 :class:`~tether.exceptions.MissingCapabilityError`, while the optional ones
-(vectored writes, waits) fall back to joining the buffers or polling.
+(vectored writes, lent reads, waits) fall back to joining the buffers or polling.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, Self, TypeVar, runtime_checkable
 
 from tether.exceptions import MissingCapabilityError
@@ -33,11 +34,14 @@ __all__ = [
     'Connector',
     'DeferrableConnector',
     'KeyT',
+    'LendingConnector',
     'VectoredBatchConnector',
     'VectoredConnector',
     'WaitingConnector',
 ]
 
+_R = TypeVar('_R')
+_D = TypeVar('_D')
 KeyT = TypeVar('KeyT', bound=NamedTuple)
 
 
@@ -115,6 +119,31 @@ class VectoredConnector(Connector[KeyT], Protocol[KeyT]):
 
 
 @runtime_checkable
+class LendingConnector(Connector[KeyT], Protocol[KeyT]):
+    """A connector that can lend an object's bytes for one call.
+
+    :meth:`Store.get <tether.store.Store.get>` uses this, with the default deserializer,
+    to build objects that copy their bytes anyway (``bytes``, ``str`` ...) straight from
+    memory the connector keeps and reuses, instead of from memory of their own.
+    """
+
+    def get_lent(
+        self,
+        key: KeyT,
+        use: Callable[[memoryview, Callable[[], BytesLike]], _R],
+        default: _D,
+    ) -> _R | _D:
+        """Return ``use(view, keep)`` for the object under ``key``, or ``default``.
+
+        ``view`` is the object's bytes, read-only and valid only until ``use`` returns:
+        ``use`` must copy what it needs and keep nothing that refers to ``view``.
+        ``keep()`` returns the object's bytes as :meth:`get` would (memory that stays
+        valid), for a ``use`` that finds it needs them after all.
+        """
+        ...
+
+
+@runtime_checkable
 class VectoredBatchConnector(Connector[KeyT], Protocol[KeyT]):
     """A connector that writes several objects, each a list of buffers, in one call.
 
@@ -150,6 +179,7 @@ class Capabilities:
     vectored: VectoredConnector[Any] | None = None
     vectored_batch: VectoredBatchConnector[Any] | None = None
     waiting: WaitingConnector[Any] | None = None
+    lending: LendingConnector[Any] | None = None
 
     @classmethod
     def of(cls, connector: Connector[Any]) -> Capabilities:
@@ -160,6 +190,7 @@ class Capabilities:
             vectored=connector if isinstance(connector, VectoredConnector) else None,
             vectored_batch=(connector if isinstance(connector, VectoredBatchConnector) else None),
             waiting=connector if isinstance(connector, WaitingConnector) else None,
+            lending=connector if isinstance(connector, LendingConnector) else None,
         )
 
     def require_deferrable(self, what: str, where: str = '') -> DeferrableConnector[Any]:

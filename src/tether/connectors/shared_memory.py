@@ -10,6 +10,9 @@ the namespace's pool (up to ``pool_bytes``) and a later put of a similar size wr
 its pages, already allocated, instead of making the kernel allocate and zero new ones. A
 segment is never reused while a consumer still maps it, and a consumer never reads a
 reused segment as the object it asked for (see :mod:`tether.connectors._shm_pool`).
+Objects that are copied as they are read (``bytes``, ``str`` ...) are copied out of a
+read-only mapping the reader keeps, lent for the copy (:meth:`SharedMemoryConnector.get_lent`),
+instead of a mapping made for each read.
 
 Objects outlive the process that put them, until they are evicted. Leftovers (objects
 never evicted, temporaries of writers killed mid-write, pools of killed processes) are
@@ -25,8 +28,8 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, TypeVar
 
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
@@ -48,6 +51,9 @@ SHM_DIR = '/dev/shm'
 _PREFIX = 'tether-'
 _TMP = '.tmp'
 _POOL_BYTES = 256 << 20
+
+R = TypeVar('R')
+D = TypeVar('D')
 
 
 class SharedMemoryKey(NamedTuple):
@@ -175,6 +181,29 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             raise ConnectorError(f'cannot map shared memory {key.name!r}: {e}') from e
         finally:
             os.close(fd)
+
+    def get_lent(
+        self,
+        key: SharedMemoryKey,
+        use: Callable[[memoryview, Callable[[], BytesLike]], R],
+        default: D,
+    ) -> R | D:
+        """Return ``use(view, keep)`` for the object under ``key``, or ``default``.
+
+        ``view`` is the object's bytes, read-only and valid only until ``use`` returns.
+        For a large object it lies in a mapping of its segment that this process keeps
+        (no page faults when the segment comes round again), and the segment stays
+        locked until ``use`` returns; then it may be reused for another object, so
+        ``use`` must copy what it needs. ``keep()`` returns what :meth:`get` would.
+        """
+        ident = _shm_pool.key_id(key.name)
+        if ident is None:
+            data = self.get(key)
+            if data is None:
+                return default
+            return use(memoryview(data).toreadonly(), lambda: data)
+        lent = _shm_pool.lend(self._path(key), key.name, ident, use)
+        return default if lent is None else lent[0]
 
     def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
         ident = _shm_pool.key_id(key.name)

@@ -24,7 +24,7 @@ from tether.proxy import (
     set_metadata,
     set_target,
 )
-from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
+from tether.serialize import BytesLike, Deserializer, Serializer, copies_out, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
 from tether.store._registry import (
@@ -323,16 +323,33 @@ class Store(Generic[ConnectorT]):
             self._record('store.get.cache_hit', key, start)
             return obj
         generation = self.cache.generation
-        data = self.connector.get(key)
-        if data is None:
+        lender = self.capabilities.lending
+        if lender is not None and deserializer is None and self.deserializer is None:
+            loaded = lender.get_lent(key, self._load_lent, None)
+        else:
+            data = self.connector.get(key)
+            loaded = None
+            if data is not None:
+                loaded = (self.deserialize(data, deserializer), memoryview(data).nbytes)
+        if loaded is None:
             self._record('store.get.missing', key, start)
             return default
-        nbytes = memoryview(data).nbytes
-        obj = self.deserialize(data, deserializer)
+        obj, nbytes = loaded
         # Not cached if an evict ran meanwhile: it would serve an evicted object again.
         self.cache.set(key, obj, generation=generation)
         self._record('store.get', key, start, nbytes)
         return obj
+
+    def _load_lent(self, view: memoryview, keep: Callable[[], BytesLike]) -> tuple[Any, int]:
+        """Deserialize an object from bytes lent by the connector (see ``get``).
+
+        Objects built from a copy of their bytes (``bytes``, ``str`` ...) are built from
+        the lent ones: one copy, from memory the connector keeps mapped. Others (arrays)
+        are built on memory of their own (``keep()``), without a copy.
+        """
+        if copies_out(view):
+            return self.deserialize(view), view.nbytes
+        return self.deserialize(keep()), view.nbytes
 
     def exists(self, key: Any) -> bool:
         """Return whether an object is stored under ``key``."""

@@ -30,7 +30,12 @@ from typing import Any
 
 import pytest
 
-from tether.connectors.protocols import Connector, DeferrableConnector, VectoredBatchConnector
+from tether.connectors.protocols import (
+    Connector,
+    DeferrableConnector,
+    LendingConnector,
+    VectoredBatchConnector,
+)
 from tether.serialize import BytesLike
 from tether.store import Store
 from tether.testing.threads import hammer
@@ -128,6 +133,26 @@ class ConnectorConformance:
             b'x' * 100_000 + b'y',
         ]
         assert connector.put_parts_batch([]) == []
+
+    def test_lent_reads(self, connector: Any) -> None:
+        # Connectors that lend an object's bytes for one call (LendingConnector) pass them
+        # read-only, with keep() giving what get() would; a missing key gets the default.
+        if not isinstance(connector, LendingConnector):
+            pytest.skip('not a LendingConnector')
+        seen: list[tuple[bool, bytes, bytes]] = []
+
+        def use(view: memoryview, keep: Any) -> str:
+            seen.append((view.readonly, bytes(view), bytes(keep())))
+            return 'used'
+
+        for data in (b'', b'small', bytes(range(256)) * 4096):
+            seen.clear()
+            key = connector.put(data)
+            assert connector.get_lent(key, use, None) == 'used'
+            assert seen == [(True, data, data)]
+            connector.evict(key)
+            assert connector.get_lent(key, use, 'missing') == 'missing'
+            assert len(seen) == 1
 
     def test_large_value(self, connector: Any) -> None:
         data = bytes(8 * 1024 * 1024) + b'end'
