@@ -323,12 +323,21 @@ class Store(Generic[ConnectorT]):
             self._record('store.get.cache_hit', key, start)
             return obj
         generation = self.cache.generation
-        data = self.connector.get(key)
-        if data is None:
-            self._record('store.get.missing', key, start)
-            return default
-        nbytes = memoryview(data).nbytes
-        obj = self.deserialize(data, deserializer)
+        decoding = self.capabilities.decoding
+        if decoding is not None and deserializer is None and self.deserializer is None:
+            # Deserialized as it is read (a large bytes value lands in its final object).
+            got = decoding.get_decoded(key)
+            if got is None:
+                self._record('store.get.missing', key, start)
+                return default
+            obj, nbytes = got
+        else:
+            data = self.connector.get(key)
+            if data is None:
+                self._record('store.get.missing', key, start)
+                return default
+            nbytes = memoryview(data).nbytes
+            obj = self.deserialize(data, deserializer)
         # Not cached if an evict ran meanwhile: it would serve an evicted object again.
         self.cache.set(key, obj, generation=generation)
         self._record('store.get', key, start, nbytes)
