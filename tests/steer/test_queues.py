@@ -274,3 +274,28 @@ def test_threshold_compares_the_payload_and_never_proxies_none(store: Any) -> No
         assert not proxied(value, 0)
     assert _pack.pack_value(None, store, 0).unpack() is None
     assert proxied(0, 0)
+
+
+def test_the_evicting_thread_ends_when_idle_and_starts_again(monkeypatch: Any) -> None:
+    import threading
+    import uuid
+
+    from tether.connectors.local import LocalConnector
+    from tether.steer.queue import _evict
+    from tether.store import Store, get_key
+
+    monkeypatch.setattr(_evict, '_IDLE', 0.01)
+    evictor = _evict.Evictor()
+    with Store(f'evict-{uuid.uuid4().hex[:8]}', LocalConnector()) as store:
+        for round_ in range(2):
+            proxies = [store.proxy(b'x' * 10) for _ in range(3)]
+            evictor.submit(store, proxies[:1])
+            evictor.submit(store, proxies[1:])
+            assert evictor.drain(timeout=60)
+            assert not any(store.exists(get_key(p)) for p in proxies), round_
+            # Idle: the thread ends (no thread is left behind) ...
+            for t in threading.enumerate():
+                if t.name == 'tether.steer.evict':
+                    t.join(60)
+            assert not evictor._running
+            # ... and the next submit starts another.

@@ -52,30 +52,42 @@ class Evictor:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        try:
+            while self._next_batch():
+                pass
+        except BaseException:
+            with self._cond:
+                # The thread dies: a later submit starts another, and drain returns.
+                self._running = self._busy = False
+                self._cond.notify_all()
+            raise
+
+    def _next_batch(self) -> bool:
+        """Evict what is pending; return ``False`` once idle for ``_IDLE`` seconds."""
         from tether.store.utils import get_key
 
-        while True:
-            with self._cond:
-                if not self._pending:
-                    self._cond.wait(_IDLE)
-                if not self._pending:
-                    self._running = False
-                    self._cond.notify_all()
-                    return
-                batch, self._pending = self._pending, []
-                self._busy = True
-            error: BaseException | None = None
-            for store, proxies in batch:
-                for proxy in proxies:
-                    try:
-                        store.evict(get_key(proxy))
-                    except Exception as e:  # kept for the Thinker; the others go on
-                        error = error or e
-            with self._cond:
-                self._busy = False
-                if error is not None and self._error is None:
-                    self._error = error
+        with self._cond:
+            if not self._pending:
+                self._cond.wait(_IDLE)
+            if not self._pending:
+                self._running = False  # under the lock: a submit from now starts a thread
                 self._cond.notify_all()
+                return False
+            batch, self._pending = self._pending, []
+            self._busy = True
+        error: BaseException | None = None
+        for store, proxies in batch:
+            for proxy in proxies:
+                try:
+                    store.evict(get_key(proxy))
+                except Exception as e:  # kept for the Thinker; the others go on
+                    error = error or e
+        with self._cond:
+            self._busy = False
+            if error is not None and self._error is None:
+                self._error = error
+            self._cond.notify_all()
+        return True
 
     def check(self) -> None:
         """Raise the first eviction error not reported yet, if any.
@@ -101,9 +113,3 @@ class Evictor:
             done = self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
         self.check()
         return done
-
-    @property
-    def pending(self) -> int:
-        """Inputs' batches handed over and not deleted yet."""
-        with self._cond:
-            return len(self._pending) + self._busy

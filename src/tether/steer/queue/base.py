@@ -375,7 +375,11 @@ class BaseQueues(abc.ABC):
 
     def wait_until_done(self, timeout: float | None = None) -> bool:
         """Block until every task sent has had its result read and its proxied inputs
-        deleted (:meth:`finish_evictions`); return whether it did."""
+        deleted (:meth:`finish_evictions`); return whether it did.
+
+        Raises:
+            SteerQueueError: such an input could not be deleted.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             if not self._lock.wait_for(lambda: self._active <= 0, timeout):
