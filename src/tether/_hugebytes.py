@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ['copy_to_bytes', 'empty_bytearray', 'join']
+__all__ = ['copy_to_bytes', 'empty_bytearray', 'empty_bytes', 'join']
 
 _MIN_SIZE = 4 << 20
 _HUGE_PAGE = 2 << 20
@@ -117,6 +117,22 @@ def empty_bytearray(nbytes: int) -> bytearray:
         return bytearray(nbytes)
     out: bytearray = _state['new_array'](None, nbytes)
     return out
+
+
+def empty_bytes(nbytes: int) -> tuple[bytes, memoryview] | None:
+    """Return a new ``bytes`` of ``nbytes`` whose content is not initialised, and a
+    writable view of its memory; ``None`` for small sizes or where this is not possible.
+
+    For a receiver that reads a payload straight into the object it returns, instead of
+    into a buffer that it then copies into a new ``bytes`` (at 100 MB, the copy and the
+    fresh pages it faults in cost ~60 ms). The caller must fill all of it, through the
+    view, before anyone else sees the object, and must not use the view afterwards.
+    """
+    if nbytes < _GIL_FREE_MIN or not _setup():
+        return None
+    out: bytes = _state['new'](None, nbytes)
+    view = memoryview((ctypes.c_char * nbytes).from_address(id(out) + _state['offset']))
+    return out, view.cast('B')
 
 
 def copy_to_bytes(view: memoryview) -> bytes:

@@ -42,6 +42,7 @@ __all__ = [
     'Serializer',
     'copies_out',
     'deserialize',
+    'framed_bytes_size',
     'is_bytes_like',
     'is_pickled',
     'new_buffer',
@@ -245,6 +246,30 @@ def deserialize(data: BytesLike) -> Any:
         raise
     except Exception as e:
         raise _corrupt(f'{type(e).__name__}: {e}') from e
+
+
+BYTES_HEAD = _PREFIX.size + _U64.size + (-(_PREFIX.size + _U64.size)) % _ALIGN
+"""Length of the framing in front of a serialized ``bytes`` (see :func:`framed_bytes_size`)."""
+
+
+def framed_bytes_size(head: BytesLike) -> int | None:
+    """The size of the ``bytes`` object whose serialization starts with ``head``.
+
+    ``head`` is the first :data:`BYTES_HEAD` bytes of a serialization; ``None`` if it is
+    not that of a ``bytes`` object (or is not a tether serialization at all). A
+    connector that knows the size can read the rest of the value straight into the
+    object that :func:`deserialize` would have returned, instead of copying it there.
+    """
+    view = memoryview(head).cast('B')
+    if view.nbytes < BYTES_HEAD:
+        return None
+    magic, version, kind, hlen = _PREFIX.unpack_from(view, 0)
+    if magic != _MAGIC or version != _VERSION or kind != _KIND_BYTES:
+        return None
+    if _PREFIX.size + hlen != BYTES_HEAD:
+        return None
+    (size,) = _U64.unpack_from(view, _PREFIX.size)
+    return int(size)
 
 
 def new_buffer(nbytes: int) -> memoryview:

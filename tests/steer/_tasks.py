@@ -66,3 +66,12 @@ def append_line(path: str) -> int:
         f.write('ran\n')
     with open(path) as f:
         return len(f.readlines())
+
+
+def is_cached(box: list[Any]) -> bool:
+    """Whether this worker's store cache holds the object behind the proxy in ``box``."""
+    from tether.proxy import get_factory
+
+    factory: Any = get_factory(box[0])
+    store = factory.current_store()
+    return store is not None and bool(store.is_cached(factory.key))

@@ -158,8 +158,103 @@ def test_inputs_proxied_by_the_queues_are_evicted_when_not_kept(
             assert store.exists(key)
             result = queues.get_result(timeout=60)
             assert result.value == 1000
+    # Deleted in the background once the result is read; finish_evictions waits for it.
+    assert queues.finish_evictions(timeout=60)
     assert not any(store.exists(key) for key in keys)
     assert queues._made_proxies == {}
+
+
+def test_a_thinker_returns_once_the_inputs_it_proxied_are_deleted(
+    make_queues: Any,
+    redis_connector: Any,
+) -> None:
+    import threading
+    import uuid
+
+    from tether.steer import BaseThinker, agent
+    from tether.store import Store, get_key
+
+    release = threading.Event()
+    evicting = threading.Event()
+
+    class SlowEvict(Store[Any]):
+        def evict(self, key: Any) -> None:
+            evicting.set()
+            release.wait(60)
+            super().evict(key)
+
+    name = f'steer-slow-{uuid.uuid4().hex[:8]}'
+    with SlowEvict(name, redis_connector, register=True) as store:
+        queues = make_queues(keep_inputs=False, proxystore_name=name, proxystore_threshold=10)
+        keys = []
+
+        class OneTask(BaseThinker):
+            @agent
+            def run_one(self) -> None:
+                self.queues.send_inputs(b'q' * 1000, method='nbytes')
+                (_store, (proxy,)) = next(iter(self.queues._made_proxies.values()))
+                keys.append(get_key(proxy))
+                assert self.queues.get_result(timeout=60).value == 1000
+
+        with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
+            thinker = OneTask(queues)
+            thinker.start()
+            assert evicting.wait(60)
+            thinker.join(0.2)
+            assert thinker.is_alive()  # its agent is done; the eviction is not
+            assert store.exists(keys[0])
+            release.set()
+            thinker.join(60)
+            assert not thinker.is_alive()
+            assert thinker.error is None
+            assert not store.exists(keys[0])
+
+
+def test_an_input_that_cannot_be_evicted_is_an_error(
+    make_queues: Any,
+    redis_connector: Any,
+) -> None:
+    import uuid
+
+    from tether.store import Store
+
+    name = f'steer-closing-{uuid.uuid4().hex[:8]}'
+    store = Store(name, redis_connector, register=True)
+    queues = make_queues(keep_inputs=False, proxystore_name=name, proxystore_threshold=10)
+    with serving(LocalTaskServer(queues, [_tasks.nbytes], num_workers=1)):
+        queues.send_inputs(b'q' * 1000, method='nbytes')
+        queues.send_inputs(b'r' * 1000, method='nbytes')
+        store.close()  # the Thinker's store: it can no longer delete what it proxied
+        assert queues.get_result(timeout=60).value == 1000
+        with pytest.raises(SteerQueueError, match='could not delete the proxied input'):
+            queues.finish_evictions(timeout=60)
+        # Reported once; the next result is read (none is lost), and fails to evict too.
+        assert queues.get_result(timeout=60).value == 1000
+        with pytest.raises(SteerQueueError, match='could not delete'):
+            queues.wait_until_done(timeout=60)
+
+
+def test_a_worker_does_not_keep_the_inputs_the_thinker_proxied(
+    make_queues: Any,
+    store: Any,
+) -> None:
+    queues = make_queues(keep_inputs=False, proxystore_name=store.name, proxystore_threshold=500)
+    with serving(LocalTaskServer(queues, [_tasks.nbytes, _tasks.is_cached], num_workers=1)):
+        queues.send_inputs(b'q' * 1000, method='nbytes')
+        (_store, (proxy,)) = next(iter(queues._made_proxies.values()))
+        assert queues.get_result(timeout=60).value == 1000
+        # The same worker, asked about the input it resolved (the proxy, in a list, is
+        # under the threshold: it travels inline as a user's proxy, unresolved).
+        queues.send_inputs([proxy], method='is_cached')
+        result = queues.get_result(timeout=60)
+        assert result.success, result.failure_info
+        assert result.value is False
+        # A proxy the user made is cached as before.
+        own = store.proxy(b'u' * 1000)
+        queues.send_inputs(own, method='nbytes')
+        assert queues.get_result(timeout=60).value == 1000
+        queues.send_inputs([own], method='is_cached')
+        assert queues.get_result(timeout=60).value is True
 
 
 def test_threshold_compares_the_payload_and_never_proxies_none(store: Any) -> None:
@@ -179,3 +274,28 @@ def test_threshold_compares_the_payload_and_never_proxies_none(store: Any) -> No
         assert not proxied(value, 0)
     assert _pack.pack_value(None, store, 0).unpack() is None
     assert proxied(0, 0)
+
+
+def test_the_evicting_thread_ends_when_idle_and_starts_again(monkeypatch: Any) -> None:
+    import threading
+    import uuid
+
+    from tether.connectors.local import LocalConnector
+    from tether.steer.queue import _evict
+    from tether.store import Store, get_key
+
+    monkeypatch.setattr(_evict, '_IDLE', 0.01)
+    evictor = _evict.Evictor()
+    with Store(f'evict-{uuid.uuid4().hex[:8]}', LocalConnector()) as store:
+        for round_ in range(2):
+            proxies = [store.proxy(b'x' * 10) for _ in range(3)]
+            evictor.submit(store, proxies[:1])
+            evictor.submit(store, proxies[1:])
+            assert evictor.drain(timeout=60)
+            assert not any(store.exists(get_key(p)) for p in proxies), round_
+            # Idle: the thread ends (no thread is left behind) ...
+            for t in threading.enumerate():
+                if t.name == 'tether.steer.evict':
+                    t.join(60)
+            assert not evictor._running
+            # ... and the next submit starts another.

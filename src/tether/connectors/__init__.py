@@ -15,6 +15,7 @@ from __future__ import annotations
 from tether.connectors.protocols import (
     Capabilities,
     Connector,
+    DecodingConnector,
     DeferrableConnector,
     VectoredBatchConnector,
     VectoredConnector,
@@ -24,6 +25,7 @@ from tether.connectors.protocols import (
 __all__ = [
     'Capabilities',
     'Connector',
+    'DecodingConnector',
     'DeferrableConnector',
     'VectoredBatchConnector',
     'VectoredConnector',

@@ -8,7 +8,8 @@ copy them several times:
   caller's memory, so a value is sent without being joined;
 * :class:`ReplyReader` reads replies straight from the socket: a bulk string into one new
   buffer, and the array of bulk strings of a value stored in chunks into one buffer too,
-  each byte copied once, from the kernel.
+  each byte copied once, from the kernel; or, asked to decode, a value serialized as
+  ``bytes`` straight into that ``bytes`` object (no buffer, no copy out of it).
 
 Errors are redis-py's (``redis.ConnectionError``, ``redis.TimeoutError``,
 ``redis.ResponseError``), so the connector's retry and error mapping apply unchanged.
@@ -17,11 +18,12 @@ Errors are redis-py's (``redis.ConnectionError``, ``redis.TimeoutError``,
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from tether.serialize import BytesLike, new_buffer
+from tether._hugebytes import empty_bytes
+from tether.serialize import BYTES_HEAD, BytesLike, framed_bytes_size, new_buffer
 
-__all__ = ['Packer', 'ReplyReader', 'read_exact', 'split']
+__all__ = ['Decoded', 'Packer', 'ReplyReader', 'read_exact', 'split']
 
 # Pieces smaller than this are copied into the command's small-piece buffer; larger ones
 # are sent from the caller's memory.
@@ -201,17 +203,21 @@ class ReplyReader:
             raise self._redis.ConnectionError(f'bad reply to {what}: {line[:80]!r}') from None
         return marker, (None if size < 0 else size)
 
-    def bulk(self) -> memoryview | Exception | None:
-        """Read a bulk-string reply into a new buffer (``None`` for a null)."""
+    def bulk(self, *, decode: bool = False) -> memoryview | Decoded | Exception | None:
+        """Read a bulk-string reply into a new buffer (``None`` for a null).
+
+        With ``decode``, a value serialized as ``bytes`` is read straight into that
+        ``bytes`` object, returned as :class:`Decoded` (see :class:`_Value`).
+        """
         marker, size = self._header('GET')
         if not isinstance(size, int):
             return size
         if marker != b'$':
             raise self._redis.ConnectionError('expected a bulk string reply, got an array')
-        view = new_buffer(size)
-        self._into(view)
+        value = _Value(self, decode, size)
+        value.read(size, 0)
         self._crlf()
-        return view
+        return value.finish()
 
     def simple(self) -> bytes | int | Exception | None:
         """Read a small reply (status, integer, error or short bulk string)."""
@@ -236,11 +242,12 @@ class ReplyReader:
             return bytes(data)
         raise self._redis.ConnectionError(f'unexpected reply: {line[:80]!r}')
 
-    def array_joined(self) -> memoryview | Exception | None:
+    def array_joined(self, *, decode: bool = False) -> memoryview | Decoded | Exception | None:
         """Read an array of bulk strings into one new buffer: their concatenation.
 
         ``None`` for an empty or null array. The buffer is sized from the first element
         (the longest, as :func:`split` writes them) and grown if a later one does not fit.
+        ``decode`` as for :meth:`bulk`.
         """
         marker, count = self._header('LRANGE')
         if not isinstance(count, int):
@@ -249,17 +256,86 @@ class ReplyReader:
             raise self._redis.ConnectionError('expected an array reply, got a bulk string')
         if count == 0:
             return None
-        out = memoryview(b'')
-        used = 0
+        value: _Value | None = None
         for i in range(count):
             kind, size = self._header('LRANGE')
             if kind != b'$' or not isinstance(size, int):
                 raise self._redis.ConnectionError('a chunk of a stored value is not a string')
-            if used + size > out.nbytes:
-                grown = new_buffer(used + size * (count - i))
-                grown[:used] = out[:used]
-                out = grown
-            self._into(out[used : used + size])
+            if value is None:
+                value = _Value(self, decode, size * count)
+            value.read(size, count - i - 1)
             self._crlf()
-            used += size
-        return out[:used]
+        assert value is not None
+        return value.finish()
+
+
+class Decoded(NamedTuple):
+    """A value already deserialized while it was read (see :meth:`ReplyReader.bulk`)."""
+
+    obj: Any
+
+
+class _Value:
+    """Where the bytes of one stored value go as they are read from the socket.
+
+    By default, into one new buffer (grown if the value is longer than ``hint``). With
+    ``decode``, the value's first :data:`~tether.serialize.BYTES_HEAD` bytes are read
+    first: if they frame a ``bytes`` object, the rest goes straight into that object
+    (uninitialised until then, see :func:`tether._hugebytes.empty_bytes`), which is
+    returned as :class:`Decoded`; the copy that deserializing the buffer would make, and
+    the fresh pages it would fault in, are saved. A value whose length then does not
+    match its framing goes back to the buffer (deserializing it raises the usual error).
+    """
+
+    def __init__(self, reader: ReplyReader, decode: bool, hint: int) -> None:
+        self._reader = reader
+        self._decode = decode
+        self._hint = hint
+        self._obj: bytes | None = None  # the bytes being filled, in the direct mode
+        self._head = b''
+        # Decoding, the buffer waits for the head (the value may not need one).
+        self._out = new_buffer(0 if decode else hint)
+        self._used = 0
+
+    def read(self, size: int, chunks_left: int) -> None:
+        """Read the value's next ``size`` bytes (``chunks_left`` chunks follow them)."""
+        if self._decode and not self._used and self._obj is None and size >= BYTES_HEAD:
+            self._decode = False
+            head = bytearray(BYTES_HEAD)
+            self._reader._into(memoryview(head))
+            size -= BYTES_HEAD
+            payload = framed_bytes_size(head)
+            made = None if payload is None else empty_bytes(payload)
+            if made is not None:
+                self._obj, self._out = made
+                self._head = bytes(head)
+            else:
+                self._out = new_buffer(self._hint)
+                self._out[:BYTES_HEAD] = head
+                self._used = BYTES_HEAD
+        if self._used + size > self._out.nbytes:
+            self._grow(self._used + size * (chunks_left + 1))
+        self._reader._into(self._out[self._used : self._used + size])
+        self._used += size
+
+    def _grow(self, nbytes: int) -> None:
+        if self._obj is not None:
+            # Longer than its framing says: back to a plain buffer, head first.
+            grown = new_buffer(BYTES_HEAD + nbytes)
+            grown[:BYTES_HEAD] = self._head
+            grown[BYTES_HEAD : BYTES_HEAD + self._used] = self._out[: self._used]
+            self._used += BYTES_HEAD
+            self._obj = None
+        else:
+            grown = new_buffer(nbytes)
+            grown[: self._used] = self._out[: self._used]
+        self._out = grown
+
+    def finish(self) -> memoryview | Decoded:
+        """The value: its buffer, or the ``bytes`` object it is the serialization of."""
+        if self._obj is not None:
+            if self._used == self._out.nbytes:
+                obj, self._obj, self._out = self._obj, None, new_buffer(0)
+                return Decoded(obj)
+            self._grow(self._used)  # shorter than its framing says
+        return self._out[: self._used]

@@ -32,6 +32,7 @@ from tether.serialize import BytesLike
 __all__ = [
     'Capabilities',
     'Connector',
+    'DecodingConnector',
     'DeferrableConnector',
     'KeyT',
     'LendingConnector',
@@ -144,6 +145,20 @@ class LendingConnector(Connector[KeyT], Protocol[KeyT]):
 
 
 @runtime_checkable
+class DecodingConnector(Connector[KeyT], Protocol[KeyT]):
+    """A connector that deserializes while it reads (with tether's serializer).
+
+    :meth:`Store.get <tether.store.Store.get>` uses it when the store has no serializer
+    of its own, so that a large ``bytes`` value is read into its final object rather
+    than into a buffer that is then copied (the Redis connector does this).
+    """
+
+    def get_decoded(self, key: KeyT) -> tuple[Any, int] | None:
+        """Return the object under ``key`` and the bytes it is stored in, or ``None``."""
+        ...
+
+
+@runtime_checkable
 class VectoredBatchConnector(Connector[KeyT], Protocol[KeyT]):
     """A connector that writes several objects, each a list of buffers, in one call.
 
@@ -180,6 +195,7 @@ class Capabilities:
     vectored_batch: VectoredBatchConnector[Any] | None = None
     waiting: WaitingConnector[Any] | None = None
     lending: LendingConnector[Any] | None = None
+    decoding: DecodingConnector[Any] | None = None
 
     @classmethod
     def of(cls, connector: Connector[Any]) -> Capabilities:
@@ -191,6 +207,7 @@ class Capabilities:
             vectored_batch=(connector if isinstance(connector, VectoredBatchConnector) else None),
             waiting=connector if isinstance(connector, WaitingConnector) else None,
             lending=connector if isinstance(connector, LendingConnector) else None,
+            decoding=connector if isinstance(connector, DecodingConnector) else None,
         )
 
     def require_deferrable(self, what: str, where: str = '') -> DeferrableConnector[Any]:

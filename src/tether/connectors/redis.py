@@ -36,11 +36,11 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
-from tether.connectors._redis_io import Packer, ReplyReader, read_exact, split
+from tether.connectors._redis_io import Decoded, Packer, ReplyReader, read_exact, split
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
-from tether.serialize import BytesLike
+from tether.serialize import BYTES_HEAD, BytesLike, deserialize
 
 __all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
 
@@ -307,9 +307,26 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
     def get(self, key: RedisKey) -> BytesLike | None:
         """Return the bytes under ``key`` (a writable buffer) or ``None``."""
         with self._errors('get'):
-            return self._get_direct(key.redis_key)
+            value: memoryview | None = self._get_direct(key.redis_key)
+            return value
 
-    def _get_direct(self, name: str) -> memoryview | None:
+    def get_decoded(self, key: RedisKey) -> tuple[Any, int] | None:
+        """Return the object under ``key``, deserialized, and its stored size; or ``None``.
+
+        For stores that use tether's serializer: a value serialized as ``bytes`` is read
+        from the socket straight into the ``bytes`` object returned, never into a buffer
+        that is then copied (:meth:`get` and :func:`~tether.serialize.deserialize`
+        would copy it once more, into fresh memory).
+        """
+        with self._errors('get'):
+            value = self._get_direct(key.redis_key, decode=True)
+        if value is None:
+            return None
+        if isinstance(value, Decoded):
+            return value.obj, len(value.obj) + BYTES_HEAD
+        return deserialize(value), value.nbytes
+
+    def _get_direct(self, name: str, *, decode: bool = False) -> Any:
         # GET and LRANGE (for a value stored in chunks) in one round trip, each reply
         # read straight from the socket into one preallocated buffer: redis-py's parsers
         # copy large replies several times (hiredis grows its buffer 64 KB at a time).
@@ -322,18 +339,18 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         packer.command(b'GET', name)
         packer.command(b'LRANGE', name, b'0', b'-1')
 
-        def read(conn: Any) -> memoryview | None:
+        def read(conn: Any) -> memoryview | Decoded | None:
             self._expect_echo(conn, nonce, raw=True)
             reader = ReplyReader(conn, self._redis_mod)
-            value = reader.bulk()
-            chunks = reader.array_joined()
+            value = reader.bulk(decode=decode)
+            chunks = reader.array_joined(decode=decode)
             self._check_clean(reader)
             # Each command sees the key at its own moment: whichever found the value
             # answers (a value written or evicted between them reads as present or
             # missing, as it was at one of those moments).
-            if isinstance(value, memoryview):
+            if isinstance(value, memoryview | Decoded):
                 return value
-            if isinstance(chunks, memoryview):
+            if isinstance(chunks, memoryview | Decoded):
                 return chunks
             if isinstance(value, Exception) and isinstance(chunks, Exception):
                 raise value  # neither a string nor a list: WRONGTYPE

@@ -323,9 +323,14 @@ class Store(Generic[ConnectorT]):
             self._record('store.get.cache_hit', key, start)
             return obj
         generation = self.cache.generation
+        own = deserializer is None and self.deserializer is None
         lender = self.capabilities.lending
-        if lender is not None and deserializer is None and self.deserializer is None:
+        decoding = self.capabilities.decoding
+        if lender is not None and own:
             loaded = lender.get_lent(key, self._load_lent, None)
+        elif decoding is not None and own:
+            # Deserialized as it is read (a large bytes value lands in its final object).
+            loaded = decoding.get_decoded(key)
         else:
             data = self.connector.get(key)
             loaded = None

@@ -33,6 +33,7 @@ from tether.exceptions import (
 )
 from tether.steer import _auth, _pack
 from tether.steer.models import ResourceRequirements, Result
+from tether.steer.queue._evict import Evictor
 
 __all__ = ['BaseQueues', 'ColmenaQueues']
 
@@ -130,10 +131,13 @@ class BaseQueues(abc.ABC):
         self._lock = threading.Condition()
         self._active = 0
         self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
+        self._evictor = Evictor()
         _all_queues.add(self)
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Condition()
+        # The evicting thread is the parent's: the child evicts nothing it did not make.
+        self._evictor = Evictor()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -142,11 +146,13 @@ class BaseQueues(abc.ABC):
         # file), or stays unsigned if these queues were made with secret=False.
         state['_sealer'] = None
         state['_made_proxies'] = {}
+        state['_evictor'] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Condition()
+        self._evictor = Evictor()
         self._sealer = self._new_sealer(_auth.resolve_secret(self._secret_spec))
         _all_queues.add(self)
 
@@ -310,13 +316,19 @@ class BaseQueues(abc.ABC):
     def get_result(self, topic: str = 'default', timeout: float | None = None) -> Result:
         """Return the next result of ``topic``.
 
+        The inputs the Thinker proxied for the task are deleted from their store in the
+        background (see :meth:`finish_evictions`).
+
         Raises:
             SteerTimeoutError: nothing arrived within ``timeout`` seconds.
             KillSignalError: the task server shut down (it forwards the kill signal).
-            SteerQueueError: the broker failed or restarted (results may be lost).
+            SteerQueueError: the broker failed or restarted (results may be lost), or
+                the proxied inputs of an earlier task could not be deleted (raised before
+                any result is read, so none is lost).
         """
         if topic not in self.topics:
             raise ConfigError(f'unknown topic {topic!r}; topics: {self.topics}')
+        self._evictor.check()
         message = self._get_result(topic, timeout)
         received = time.time()
         start = time.perf_counter()
@@ -334,22 +346,26 @@ class BaseQueues(abc.ABC):
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
             # Not on the worker as it resolves them: an executor that re-runs a task
-            # whose worker died (the function service does) would find them gone.
-            self._evict(*made)
+            # whose worker died (the function service does) would find them gone. Nor
+            # here, one round trip per input before the next task can be sent: on the
+            # evicting thread.
+            self._evictor.submit(*made)
         with self._lock:
             self._active -= 1
             self._lock.notify_all()
         return result
 
-    @staticmethod
-    def _evict(store: Any, proxies: list[Any]) -> None:
-        from tether.store.utils import get_key
+    def finish_evictions(self, timeout: float | None = None) -> bool:
+        """Wait until the proxied inputs of every finished task are deleted.
 
-        for proxy in proxies:
-            try:
-                store.evict(get_key(proxy))
-            except Exception:  # pragma: no cover - eviction is best effort
-                logger.warning('could not evict an input of a finished task', exc_info=True)
+        :meth:`get_result` hands them to a background thread; a :class:`BaseThinker`
+        calls this when its agents stop, so that none is left in the store. Returns
+        whether they were all deleted within ``timeout`` seconds.
+
+        Raises:
+            SteerQueueError: one could not be deleted (it may still be in the store).
+        """
+        return self._evictor.drain(timeout)
 
     @property
     def active_count(self) -> int:
@@ -358,9 +374,18 @@ class BaseQueues(abc.ABC):
             return self._active
 
     def wait_until_done(self, timeout: float | None = None) -> bool:
-        """Block until every task sent has had its result read; return whether it did."""
+        """Block until every task sent has had its result read and its proxied inputs
+        deleted (:meth:`finish_evictions`); return whether it did.
+
+        Raises:
+            SteerQueueError: such an input could not be deleted.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            return self._lock.wait_for(lambda: self._active <= 0, timeout)
+            if not self._lock.wait_for(lambda: self._active <= 0, timeout):
+                return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.finish_evictions(left)
 
     def send_kill_signal(self) -> None:
         """Tell the task server to finish the tasks it has and stop."""

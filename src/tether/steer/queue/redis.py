@@ -173,7 +173,9 @@ class RedisQueues(BaseQueues):
         self._call('flush the queues', lambda c: c.delete(*keys))
 
     def close(self) -> None:
-        """Close this process's connections."""
+        """Close this process's connections, once the proxied inputs of the finished
+        tasks are deleted (see :meth:`finish_evictions`; raises if one could not be)."""
+        self.finish_evictions()
         with self._client_lock:
             if self._client is not None:
                 self._client.close()

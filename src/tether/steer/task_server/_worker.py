@@ -22,6 +22,26 @@ def _store(config: Any) -> Any:
     return get_or_create_store(config)
 
 
+def _forget_proxied(packed: _pack.Packed) -> None:
+    """Drop the inputs the Thinker proxied for this task from this worker's store cache.
+
+    They are unique to the task and the Thinker deletes them when its result arrives, so
+    a cached copy would never be read again: it would only hold memory (up to the
+    store's ``cache_size`` large inputs per worker), and keep the allocator from reusing
+    it for the next input, which then faults in fresh pages. A resolve still running
+    caches nothing once its key is dropped (see ``LRUCache.set``'s ``generation``).
+    """
+    from tether.proxy import get_factory
+    from tether.store.factory import StoreFactory
+
+    for index in packed.proxied:
+        factory = get_factory(packed.items[index])
+        if isinstance(factory, StoreFactory):
+            store = factory.current_store()
+            if store is not None:
+                store.cache.evict(factory.key)
+
+
 def run_task(method: Callable[..., Any], result: Result) -> Result:
     """Run ``method`` on ``result``'s inputs in this worker and record the outcome.
 
@@ -62,6 +82,8 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
         result.set_result(packed_value, runtime)
     except Exception as e:
         result.set_failure(e, runtime)
+    if isinstance(packed, _pack.Packed):
+        _forget_proxied(packed)
     # Inputs go back exactly as they came (no second serialization), or not at all.
     result.inputs = packed if result.keep_inputs else _pack.Packed([], ())
     return result

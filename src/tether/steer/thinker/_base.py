@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from tether.exceptions import ConfigError, KillSignalError, SteerTimeoutError
+from tether.exceptions import ConfigError, KillSignalError, SteerQueueError, SteerTimeoutError
 from tether.steer.thinker.resources import ResourceCounter
 
 __all__ = [
@@ -250,9 +250,14 @@ class BaseThinker(threading.Thread):
     def run(self) -> None:
         """Run every agent in its own thread and return when all have stopped.
 
+        The proxied inputs of the tasks whose results were read are deleted from their
+        stores before it returns (``queues.finish_evictions()``).
+
         Raises:
-            The first error an agent raised (after every agent stopped), when called
-            directly. Run as a thread (``start()``), the error is kept in :attr:`error`.
+            The first error an agent raised (after every agent stopped), or a
+            :class:`~tether.exceptions.SteerQueueError` if such an input could not be
+            deleted, when called directly. Run as a thread (``start()``), the error is
+            kept in :attr:`error`.
         """
         agents = self.list_agents()
         if not agents:
@@ -273,6 +278,15 @@ class BaseThinker(threading.Thread):
             t.join()
         self.done.set()
         self.logger.info('all agents stopped')
+        # The proxied inputs of the tasks whose results were read are deleted in the
+        # background: none is left behind when the Thinker returns, and a failure shows.
+        finish = getattr(self.queues, 'finish_evictions', None)
+        if finish is not None:
+            try:
+                finish()
+            except SteerQueueError as e:
+                self.logger.error('%s', e)
+                self._errors.append(e)
         if self._errors and threading.current_thread() is not self:
             raise self._errors[0]
 
