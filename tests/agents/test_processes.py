@@ -15,7 +15,7 @@ import pytest
 
 from tests.agents._behaviors import Counter, Echo, Stuck
 from tests.parsl_env import parsl_environment
-from tether.agents import Manager
+from tether.agents import Behavior, Manager, action
 from tether.agents.launcher import ProcessLauncher, RestartPolicy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -315,3 +315,74 @@ def test_the_fork_server_runs_the_launching_script_once(
     # The script itself and the fork server, which ran it once for the three agents
     # (a behavior defined in the script still unpickles in each of them).
     assert len(runs.read_text().split()) == 2
+
+
+class _PeekJournal(Behavior):
+    """Its actions return the agent's journal as they find it when they start."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @action
+    def peek(self) -> str:
+        return pathlib.Path(self.path).read_text()
+
+    @action
+    async def apeek(self) -> str:
+        return pathlib.Path(self.path).read_text()
+
+
+@pytest.mark.parametrize('name', ['peek', 'apeek'])
+def test_an_action_runs_only_once_its_journal_line_is_written(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The agent writes a request's journal line while the action's thread wakes up; the
+    action's thread writes it itself if it gets there first (here: always)."""
+    import threading
+
+    from tether.agents._journal import Journal
+    from tether.agents._runtime import AgentRuntime, AgentSpec
+    from tether.agents.exchange import ThreadExchange
+
+    delivering = threading.local()
+    request, flush = AgentRuntime._request, Journal.flush
+
+    def late_request(self: AgentRuntime, msg: Any) -> None:
+        delivering.on = True
+        try:
+            request(self, msg)
+        finally:
+            delivering.on = False
+
+    def late_flush(self: Journal) -> None:
+        if not getattr(delivering, 'on', False):  # the delivering thread is late
+            flush(self)
+
+    monkeypatch.setattr(AgentRuntime, '_request', late_request)
+    monkeypatch.setattr(Journal, 'flush', late_flush)
+    exchange = ThreadExchange()
+    agent_id = exchange.register_agent(_PeekJournal)
+    path = str(tmp_path / f'{agent_id}.inflight')
+    runtime = AgentRuntime(AgentSpec(_PeekJournal(path), agent_id, exchange, journal=path))
+    thread = threading.Thread(target=runtime.run)
+    thread.start()
+    try:
+        handle = exchange.get_handle(agent_id)
+        future = handle.action(name)
+        assert f'["+", {future.tag}, ' in future.result(30)
+    finally:
+        runtime.request_shutdown()
+        thread.join(30)
+        exchange.close()
+
+
+def test_a_started_line_can_wait_for_the_next_flush(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    journal.started('client-a', 1, 'echo', flush=False)
+    assert path.read_text() == ''
+    journal.flush()
+    assert read_lost(str(path)) == [('client-a', 1, 'echo')]
+    journal.close()

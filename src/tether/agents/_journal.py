@@ -79,11 +79,19 @@ class Journal:
             found = self._strings[text] = json.dumps(text)
         return found
 
-    def started(self, caller: str, tag: int, action: str) -> None:
-        """Record an accepted request."""
+    def started(self, caller: str, tag: int, action: str, *, flush: bool = True) -> None:
+        """Record an accepted request.
+
+        With ``flush=False`` the line waits for :meth:`flush`, which must be called
+        before the action runs (the agent wakes the action's thread first and writes
+        while that thread wakes up; the thread flushes too before it runs the action).
+        """
         line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
             self._live[(caller, tag)] = action
+            if not flush:
+                self._pending.append(line)
+                return
             if self._pending:
                 line = b''.join([*self._pending, line])
                 self._pending.clear()

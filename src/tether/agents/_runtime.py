@@ -609,7 +609,7 @@ class AgentRuntime:
             if not stopping:
                 self._active[key] = ctx
                 if self._journal is not None:
-                    self._journal.started(msg.src, msg.tag, msg.action)
+                    self._journal.started(msg.src, msg.tag, msg.action, flush=False)
                 run_now = self.cap is None or self._running < self.cap
                 if run_now:
                     self._running += 1
@@ -619,8 +619,14 @@ class AgentRuntime:
             self._reply(
                 msg.src, msg.tag, error=AgentError(f'agent {self.agent_id} is shutting down')
             )
-        elif run_now:
+            return
+        if run_now:
             self._start(ctx)
+        if self._journal is not None:
+            # Written while the action's thread wakes up (it flushes too before it runs
+            # the action, so an action never runs before its line is written), and
+            # before the exchange acknowledges the message.
+            self._journal.flush()
 
     def _start(self, ctx: ActionContext) -> None:
         ctx.started = True
@@ -689,6 +695,8 @@ class AgentRuntime:
         msg = ctx.msg
         _current.set(ctx)
         try:
+            if self._journal is not None:
+                self._journal.flush()  # its line first (see _request)
             result = await ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except asyncio.CancelledError:
             if not ctx.cancelled:
@@ -709,6 +717,8 @@ class AgentRuntime:
         msg = ctx.msg
         token = _current.set(ctx)
         try:
+            if self._journal is not None:
+                self._journal.flush()  # its line first (see _request)
             result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
