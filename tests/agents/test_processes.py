@@ -386,3 +386,33 @@ def test_a_started_line_can_wait_for_the_next_flush(tmp_path: pathlib.Path) -> N
     journal.flush()
     assert read_lost(str(path)) == [('client-a', 1, 'echo')]
     journal.close()
+
+
+def test_an_answered_line_goes_out_with_the_next_request(tmp_path: pathlib.Path) -> None:
+    """One journal write per request: an idle agent does not write a line of its own."""
+    import threading
+
+    from tether.agents._runtime import AgentRuntime, AgentSpec
+    from tether.agents.exchange import ThreadExchange
+
+    exchange = ThreadExchange()
+    agent_id = exchange.register_agent(_PeekJournal)
+    path = tmp_path / f'{agent_id}.inflight'
+    runtime = AgentRuntime(
+        AgentSpec(_PeekJournal(str(path)), agent_id, exchange, journal=str(path))
+    )
+    thread = threading.Thread(target=runtime.run)
+    thread.start()
+    try:
+        handle = exchange.get_handle(agent_id)
+        first = handle.action('peek')
+        first.result(30)
+        time.sleep(0.2)  # the agent is idle
+        assert f'["-", {first.tag}, ' not in path.read_text()
+        second = handle.action('peek')
+        assert f'["-", {first.tag}, ' in second.result(30)
+    finally:
+        runtime.request_shutdown()
+        thread.join(30)
+        exchange.close()
+    assert not path.exists()  # everything answered: removed at the stop

@@ -2,8 +2,8 @@
 
 An agent that runs in a process of its own (process, Parsl and daemon launchers) appends
 one line per accepted request and one per finished one to ``<state dir>/<id>.inflight``
-(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line may
-wait for the next write while the agent is busy, see :meth:`Journal.finished`). When the process
+(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line
+waits for the next write, see :meth:`Journal.finished`). When the process
 dies, its launcher (and, failing that, the next incarnation of the agent) reads the
 journal and answers every request that was accepted and never finished with
 :class:`~tether.exceptions.AgentCrashedError`, so that no caller waits for a reply that
@@ -101,9 +101,9 @@ class Journal:
         """Record that a request was answered (or will never need an answer).
 
         With ``flush=False`` the line waits for the next write (the next accepted
-        request, or :meth:`flush` when the agent has nothing left to run): one write per
-        request in a burst instead of two. A crash before it is written makes the
-        launcher answer an already answered request again, which its caller ignores.
+        request, or :meth:`close`): one write per request instead of two. A crash before
+        it is written makes the launcher answer an already answered request again, which
+        its caller ignores.
         """
         with self._lock:
             if self._live.pop((caller, tag), None) is None:

@@ -648,8 +648,9 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
-            # The journal's finished line is written with the next accepted request, or
-            # here when nothing is left to run.
+            # The journal's finished line is written with the next accepted request (or
+            # when the agent stops): a crash before that only makes the launcher answer
+            # this request again, which its caller ignores.
             self._forget(ctx, flush=False)
             while self._waiting:
                 candidate = self._waiting.popleft()
@@ -658,11 +659,8 @@ class AgentRuntime:
                     break
             if nxt is None:
                 self._running -= 1
-                if self._running == 0:
-                    if self._journal is not None:
-                        self._journal.flush()
-                    if self._idle is not None:
-                        self._call_soon(self._idle.set)
+                if self._running == 0 and self._idle is not None:
+                    self._call_soon(self._idle.set)
         if nxt is not None:
             self._start(nxt)
 
