@@ -17,7 +17,6 @@ import contextvars
 import dataclasses
 import inspect
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from tether.agents._message import (
     Rejected,
     error_info,
 )
+from tether.agents._pool import Workers
 from tether.agents.behavior import Behavior, _wait_async_event, _wait_thread_event
 from tether.exceptions import AgentError, MessageRejectedError, TetherError
 
@@ -78,73 +78,6 @@ _event_lock = threading.Lock()
 
 class LoopError(AgentError):
     """A control loop raised, and the behavior shuts down on loop errors."""
-
-
-class _Workers:
-    """Threads that run synchronous actions, started as needed up to ``limit``.
-
-    Lighter than a ``ThreadPoolExecutor`` (no future per call, one lock): the runtime
-    needs no result back, an action answers its caller itself.
-    """
-
-    def __init__(self, limit: int, name: str) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None]
-        self._queue = queue.SimpleQueue()
-        self._limit = limit
-        self._name = name
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0  # workers waiting for work that no submitted call has claimed
-        self._unclaimed = 0  # calls queued while no worker was free
-        self._closed = False
-
-    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
-        """Run ``fn(arg)`` in a worker.
-
-        Raises:
-            RuntimeError: once :meth:`shutdown` was called.
-        """
-        with self._lock:
-            if self._closed:
-                raise RuntimeError('the action threads are shut down')
-            if self._idle:
-                self._idle -= 1
-            elif len(self._threads) < self._limit:
-                thread = threading.Thread(
-                    target=self._run, name=f'{self._name}_{len(self._threads)}', daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-            else:
-                self._unclaimed += 1
-        self._queue.put((fn, arg))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fn, arg = item
-            try:
-                fn(arg)
-            except BaseException:
-                logger.exception('an action thread failed')
-            del item, fn, arg
-            with self._lock:
-                if self._unclaimed:
-                    self._unclaimed -= 1  # this worker takes a queued call next
-                else:
-                    self._idle += 1
-
-    def shutdown(self) -> None:
-        """Let queued calls run, then stop the threads and wait for them."""
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._queue.put(None)
-        for thread in threads:
-            thread.join()
 
 
 @dataclasses.dataclass
@@ -354,7 +287,7 @@ class AgentRuntime:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f'agent-{self.agent_id[6:14]}-setup'
         )
-        self._workers = _Workers(self.cap or 32, f'agent-{self.agent_id[6:14]}')
+        self._workers = Workers(self.cap or 32, f'agent-{self.agent_id[6:14]}')
         context = AgentContext(self)
         self.behavior.__dict__['_tether_context'] = context
         transport = self.exchange.transport()
