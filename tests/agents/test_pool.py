@@ -69,3 +69,34 @@ def test_a_parked_thread_takes_the_next_call_and_failures_are_logged(
     assert 'an action thread failed' in caplog.text
     assert not workers._parked
     assert all(not t.is_alive() for t in workers._threads)
+
+
+def test_without_a_free_file_descriptor_threads_wait_on_a_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(24, 'Too many open files')
+
+    monkeypatch.setattr(os, 'pipe', no_pipe)
+    workers = Workers(1, 'test-pool')
+    done: list[int] = []
+    finished = threading.Event()
+
+    def call(n: int) -> None:
+        done.append(n)
+        if n == 1:
+            finished.set()
+
+    workers.submit(call, 0)
+    for _ in range(1000):  # until the thread parked itself (on its lock)
+        with workers._lock:
+            if workers._parked:
+                break
+        threading.Event().wait(0.01)
+    workers.submit(call, 1)
+    assert finished.wait(10)
+    workers.shutdown()
+    assert done == [0, 1]
+    assert all(not t.is_alive() for t in workers._threads)

@@ -101,3 +101,21 @@ def test_a_forked_child_waits_on_a_pipe_of_its_own() -> None:
     os.close(r)
     os.waitpid(pid, 0)
     assert thread_waker() is parent
+
+
+def test_without_a_free_file_descriptor_a_caller_waits_the_usual_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tether.agents._wake as wake
+
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(24, 'Too many open files')
+
+    monkeypatch.setattr(wake, '_local', threading.local())
+    monkeypatch.setattr(os, 'pipe', no_pipe)
+    future = _future()
+    thread = _later(future.set_result, 'ok')
+    assert future.result(30) == 'ok'
+    thread.join()
+    with pytest.raises(ActionTimeoutError):
+        _future().result(0.05)

@@ -27,13 +27,39 @@ _Call = tuple[Callable[[Any], None], Any]
 
 
 class _Parked:
-    """An idle thread's pipe, and the call handed to it (``None``: stop)."""
+    """An idle thread's pipe, and the call handed to it (``None``: stop).
 
-    __slots__ = ('call', 'r', 'w')
+    Without a free file descriptor for the pipe, a lock stands in for it.
+    """
+
+    __slots__ = ('call', 'lock', 'r', 'w')
 
     def __init__(self) -> None:
-        self.r, self.w = os.pipe()
         self.call: _Call | None = None
+        self.lock: threading.Lock | None = None
+        try:
+            self.r, self.w = os.pipe()
+        except OSError:
+            self.r = self.w = -1
+            self.lock = threading.Lock()
+            self.lock.acquire()
+
+    def wait(self) -> None:
+        if self.lock is not None:
+            self.lock.acquire()
+        else:
+            os.read(self.r, 1)
+
+    def wake(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+        else:
+            os.write(self.w, b'.')
+
+    def close(self) -> None:
+        if self.lock is None:
+            os.close(self.r)
+            os.close(self.w)
 
 
 class Workers:
@@ -75,7 +101,7 @@ class Workers:
                 return
             parked = self._parked.pop()
             parked.call = (fn, arg)
-        os.write(parked.w, b'.')
+        parked.wake()
 
     def _run(self) -> None:
         parked = _Parked()
@@ -90,7 +116,7 @@ class Workers:
                         call = parked.call = None
                         self._parked.append(parked)
                 if call is None:
-                    os.read(parked.r, 1)
+                    parked.wait()
                     call = parked.call
                     if call is None:
                         return
@@ -101,8 +127,7 @@ class Workers:
                     logger.exception('an action thread failed')
                 del call, fn, arg
         finally:
-            os.close(parked.r)
-            os.close(parked.w)
+            parked.close()
 
     def shutdown(self) -> None:
         """Let waiting calls run, then stop the threads and wait for them."""
@@ -111,6 +136,6 @@ class Workers:
             threads = list(self._threads)
             parked, self._parked = self._parked, []
         for idle in parked:
-            os.write(idle.w, b'.')  # its call is None: it stops
+            idle.wake()  # its call is None: it stops
         for thread in threads:
             thread.join()

@@ -25,6 +25,7 @@ class Waker:
     __slots__ = ('pid', 'r', 'w')
 
     def __init__(self) -> None:
+        self.r = self.w = -1
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
         os.set_blocking(self.w, False)
@@ -47,9 +48,11 @@ class Waker:
             os.read(self.r, 4096)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.r)
-            os.close(self.w)
+        for fd in (self.r, self.w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.r = self.w = -1
 
     def __del__(self) -> None:
         self.close()
@@ -58,11 +61,18 @@ class Waker:
 _local = threading.local()
 
 
-def thread_waker() -> Waker:
-    """This thread's waker (made on first use; a forked child makes its own)."""
+def thread_waker() -> Waker | None:
+    """This thread's waker (made on first use; a forked child makes its own).
+
+    ``None`` when no pipe can be made (no free file descriptor): wait another way.
+    """
     waker: Waker | None = getattr(_local, 'waker', None)
     if waker is None or waker.pid != os.getpid():
         if waker is not None:
             waker.close()  # the parent's pipe: this process's copies only
-        waker = _local.waker = Waker()
+        try:
+            waker = Waker()
+        except OSError:
+            return None
+        _local.waker = waker
     return waker

@@ -102,6 +102,9 @@ class ActionFuture(concurrent.futures.Future[T]):
         if self._state in _DONE:
             return
         waker = thread_waker()
+        if waker is None:  # no pipe: the base class's wait
+            concurrent.futures.wait((self,), timeout)
+            return
         with self._condition:
             if self._state in _DONE:
                 return
