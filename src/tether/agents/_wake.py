@@ -39,11 +39,14 @@ class Waker:
     def wait(self, deadline: float | None) -> None:
         """Sleep until woken or until ``deadline`` (``time.monotonic()``); may return early.
 
-        Wake-ups meant for an earlier wait may end this one early: callers check their
-        condition again and wait again.
+        The wake-up stays in the pipe (no read on the way back to the caller): callers
+        :meth:`drain` before they wait again, and check their condition after each wait.
         """
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         select.select([self.r], [], [], timeout)
+
+    def drain(self) -> None:
+        """Forget wake-ups that are in the pipe."""
         with contextlib.suppress(BlockingIOError):
             os.read(self.r, 4096)
 

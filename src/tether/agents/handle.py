@@ -105,6 +105,7 @@ class ActionFuture(concurrent.futures.Future[T]):
         if waker is None:  # no pipe: the base class's wait
             concurrent.futures.wait((self,), timeout)
             return
+        waker.drain()  # what earlier waits left (a wake-up for this one comes later)
         with self._condition:
             if self._state in _DONE:
                 return
@@ -115,6 +116,8 @@ class ActionFuture(concurrent.futures.Future[T]):
                 if deadline is not None and time.monotonic() >= deadline:
                     return
                 waker.wait(deadline)
+                if self._state not in _DONE:
+                    waker.drain()  # a wake-up meant for an earlier wait
         finally:
             self._wakers.remove(waker)
 
