@@ -345,7 +345,7 @@ def test_an_action_runs_only_once_its_journal_line_is_written(
     from tether.agents.exchange import ThreadExchange
 
     delivering = threading.local()
-    request, flush = AgentRuntime._request, Journal.flush
+    request, ensure = AgentRuntime._request, Journal.ensure
 
     def late_request(self: AgentRuntime, msg: Any) -> None:
         delivering.on = True
@@ -354,12 +354,12 @@ def test_an_action_runs_only_once_its_journal_line_is_written(
         finally:
             delivering.on = False
 
-    def late_flush(self: Journal) -> None:
+    def late_ensure(self: Journal, number: int) -> None:
         if not getattr(delivering, 'on', False):  # the delivering thread is late
-            flush(self)
+            ensure(self, number)
 
     monkeypatch.setattr(AgentRuntime, '_request', late_request)
-    monkeypatch.setattr(Journal, 'flush', late_flush)
+    monkeypatch.setattr(Journal, 'ensure', late_ensure)
     exchange = ThreadExchange()
     agent_id = exchange.register_agent(_PeekJournal)
     path = str(tmp_path / f'{agent_id}.inflight')
@@ -416,3 +416,22 @@ def test_an_answered_line_goes_out_with_the_next_request(tmp_path: pathlib.Path)
         thread.join(30)
         exchange.close()
     assert not path.exists()  # everything answered: removed at the stop
+
+
+def test_a_started_line_is_written_once_by_whoever_ensures_it_first(
+    tmp_path: pathlib.Path,
+) -> None:
+    from tether.agents._journal import Journal
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    first = journal.started('client-a', 1, 'echo', flush=False)
+    journal.finished('client-a', 1, flush=False)
+    second = journal.started('client-a', 2, 'echo', flush=False)
+    journal.ensure(first)  # writes everything waiting, the second line included
+    size = path.stat().st_size
+    journal.finished('client-a', 2, flush=False)
+    journal.ensure(second)  # already written: the answered line keeps waiting
+    assert path.stat().st_size == size
+    assert path.read_text().count('"+"') == 2
+    journal.close()

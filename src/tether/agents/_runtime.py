@@ -121,6 +121,7 @@ class ActionContext:
         self.is_async = False
         self.msg: Any = None
         self.fn: Any = None
+        self.journal_line = 0
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -542,7 +543,9 @@ class AgentRuntime:
             if not stopping:
                 self._active[key] = ctx
                 if self._journal is not None:
-                    self._journal.started(msg.src, msg.tag, msg.action, flush=False)
+                    ctx.journal_line = self._journal.started(
+                        msg.src, msg.tag, msg.action, flush=False
+                    )
                 run_now = self.cap is None or self._running < self.cap
                 if run_now:
                     self._running += 1
@@ -556,10 +559,10 @@ class AgentRuntime:
         if run_now:
             self._start(ctx)
         if self._journal is not None:
-            # Written while the action's thread wakes up (it flushes too before it runs
-            # the action, so an action never runs before its line is written), and
-            # before the exchange acknowledges the message.
-            self._journal.flush()
+            # Written while the action's thread wakes up (that thread makes sure of it
+            # too before it runs the action, so an action never runs before its line is
+            # written), and before the exchange acknowledges the message.
+            self._journal.ensure(ctx.journal_line)
 
     def _start(self, ctx: ActionContext) -> None:
         ctx.started = True
@@ -627,7 +630,7 @@ class AgentRuntime:
         _current.set(ctx)
         try:
             if self._journal is not None:
-                self._journal.flush()  # its line first (see _request)
+                self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = await ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except asyncio.CancelledError:
             if not ctx.cancelled:
@@ -649,7 +652,7 @@ class AgentRuntime:
         token = _current.set(ctx)
         try:
             if self._journal is not None:
-                self._journal.flush()  # its line first (see _request)
+                self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
