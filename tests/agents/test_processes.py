@@ -15,7 +15,7 @@ import pytest
 
 from tests.agents._behaviors import Counter, Echo, Stuck
 from tests.parsl_env import parsl_environment
-from tether.agents import Manager
+from tether.agents import Behavior, Manager, action
 from tether.agents.launcher import ProcessLauncher, RestartPolicy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -315,3 +315,123 @@ def test_the_fork_server_runs_the_launching_script_once(
     # The script itself and the fork server, which ran it once for the three agents
     # (a behavior defined in the script still unpickles in each of them).
     assert len(runs.read_text().split()) == 2
+
+
+class _PeekJournal(Behavior):
+    """Its actions return the agent's journal as they find it when they start."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @action
+    def peek(self) -> str:
+        return pathlib.Path(self.path).read_text()
+
+    @action
+    async def apeek(self) -> str:
+        return pathlib.Path(self.path).read_text()
+
+
+@pytest.mark.parametrize('name', ['peek', 'apeek'])
+def test_an_action_runs_only_once_its_journal_line_is_written(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The agent writes a request's journal line while the action's thread wakes up; the
+    action's thread writes it itself if it gets there first (here: always)."""
+    import threading
+
+    from tether.agents._journal import Journal
+    from tether.agents._runtime import AgentRuntime, AgentSpec
+    from tether.agents.exchange import ThreadExchange
+
+    delivering = threading.local()
+    request, ensure = AgentRuntime._request, Journal.ensure
+
+    def late_request(self: AgentRuntime, msg: Any) -> None:
+        delivering.on = True
+        try:
+            request(self, msg)
+        finally:
+            delivering.on = False
+
+    def late_ensure(self: Journal, number: int) -> None:
+        if not getattr(delivering, 'on', False):  # the delivering thread is late
+            ensure(self, number)
+
+    monkeypatch.setattr(AgentRuntime, '_request', late_request)
+    monkeypatch.setattr(Journal, 'ensure', late_ensure)
+    exchange = ThreadExchange()
+    agent_id = exchange.register_agent(_PeekJournal)
+    path = str(tmp_path / f'{agent_id}.inflight')
+    runtime = AgentRuntime(AgentSpec(_PeekJournal(path), agent_id, exchange, journal=path))
+    thread = threading.Thread(target=runtime.run)
+    thread.start()
+    try:
+        handle = exchange.get_handle(agent_id)
+        future = handle.action(name)
+        assert f'["+", {future.tag}, ' in future.result(30)
+    finally:
+        runtime.request_shutdown()
+        thread.join(30)
+        exchange.close()
+
+
+def test_a_started_line_can_wait_for_the_next_flush(tmp_path: pathlib.Path) -> None:
+    from tether.agents._journal import Journal, read_lost
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    journal.started('client-a', 1, 'echo', flush=False)
+    assert path.read_text() == ''
+    journal.flush()
+    assert read_lost(str(path)) == [('client-a', 1, 'echo')]
+    journal.close()
+
+
+def test_an_answered_line_goes_out_with_the_next_request(tmp_path: pathlib.Path) -> None:
+    """One journal write per request: an idle agent does not write a line of its own."""
+    import threading
+
+    from tether.agents._runtime import AgentRuntime, AgentSpec
+    from tether.agents.exchange import ThreadExchange
+
+    exchange = ThreadExchange()
+    agent_id = exchange.register_agent(_PeekJournal)
+    path = tmp_path / f'{agent_id}.inflight'
+    runtime = AgentRuntime(
+        AgentSpec(_PeekJournal(str(path)), agent_id, exchange, journal=str(path))
+    )
+    thread = threading.Thread(target=runtime.run)
+    thread.start()
+    try:
+        handle = exchange.get_handle(agent_id)
+        first = handle.action('peek')
+        first.result(30)
+        time.sleep(0.2)  # the agent is idle
+        assert f'["-", {first.tag}, ' not in path.read_text()
+        second = handle.action('peek')
+        assert f'["-", {first.tag}, ' in second.result(30)
+    finally:
+        runtime.request_shutdown()
+        thread.join(30)
+        exchange.close()
+    assert not path.exists()  # everything answered: removed at the stop
+
+
+def test_a_started_line_is_written_once_by_whoever_ensures_it_first(
+    tmp_path: pathlib.Path,
+) -> None:
+    from tether.agents._journal import Journal
+
+    path = tmp_path / 'agent.inflight'
+    journal = Journal(str(path))
+    first = journal.started('client-a', 1, 'echo', flush=False)
+    journal.finished('client-a', 1, flush=False)
+    second = journal.started('client-a', 2, 'echo', flush=False)
+    journal.ensure(first)  # writes everything waiting, the second line included
+    size = path.stat().st_size
+    journal.finished('client-a', 2, flush=False)
+    journal.ensure(second)  # already written: the answered line keeps waiting
+    assert path.stat().st_size == size
+    assert path.read_text().count('"+"') == 2
+    journal.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import struct
 
@@ -192,3 +193,35 @@ def test_a_server_takes_a_router_or_a_memory_budget_not_both() -> None:
 
     with pytest.raises(ValueError, match='router or a memory budget'):
         Server(handler, router=lambda conn: lambda *_: None, memory=_Memory())
+
+
+def test_headers_round_trip_and_other_json_spellings_are_read() -> None:
+    from tether._wire._frame import PREFIX, decode_header
+
+    def header_of(head: bytes) -> bytes:
+        return head[PREFIX.size + 8 :]
+
+    header = {'v': 1, 's': 'é\n"', 'n': [1, 2.5, None, True], 'f': float('nan'), 3: 'k'}
+    head = encode_head(40, header, [0])
+    assert header_of(head) == json.dumps(header, separators=(',', ':')).encode()
+    assert decode_header(header_of(head))['s'] == 'é\n"'
+    # Another peer may write spaces, before, inside and after the object.
+    assert decode_header(b' { "a" : [1, 2] }\n') == {'a': [1, 2]}
+    with pytest.raises(ProtocolError, match='not valid JSON'):
+        decode_header(b'{"a": 1} {"b": 2}')
+    with pytest.raises(ProtocolError, match='not valid JSON'):
+        decode_header(b'{"a": ')
+    with pytest.raises(ProtocolError, match='must be a JSON object'):
+        decode_header(b'[1]')
+
+
+def test_headers_that_are_not_json_raise_as_json_does() -> None:
+    looped: dict[str, object] = {}
+    looped['self'] = looped
+    with pytest.raises(ValueError, match='Circular reference'):
+        encode_head(40, looped, [])
+    with pytest.raises(TypeError, match='not JSON serializable'):
+        encode_head(40, {'x': object()}, [])
+    with pytest.raises(ValueError, match='Circular reference'):  # nothing left behind
+        encode_head(40, looped, [])
+    assert encode_head(40, {'x': 1}, []).endswith(b'{"x":1}')

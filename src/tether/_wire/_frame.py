@@ -9,6 +9,7 @@ import dataclasses
 import json
 import struct
 from collections.abc import Sequence
+from json import encoder as _json_encoder
 from typing import Any
 
 from tether.exceptions import FrameTooLargeError, ProtocolError
@@ -44,6 +45,26 @@ _ONE_SIZE = struct.Struct('!Q')
 # One encoder for every header: json.dumps with separators builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(',', ':'))
 _DECODER = json.JSONDecoder()
+# The C encoder and scanner behind those two, kept instead of rebuilt per header. The
+# encoder skips the circular-reference check: whatever it cannot encode (a cycle
+# included) goes through _ENCODER again for the usual error.
+_C_ENCODER: Any = _json_encoder.c_make_encoder  # type: ignore[attr-defined]
+_ENCODE_FAST = (
+    None
+    if _C_ENCODER is None
+    else _C_ENCODER(
+        None,
+        _ENCODER.default,
+        _json_encoder.encode_basestring_ascii,
+        None,
+        ':',
+        ',',
+        False,
+        False,
+        True,
+    )
+)
+_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]
 
 # Message types 0-31 belong to the wire core; applications number theirs from 32.
 HELLO = 1
@@ -136,6 +157,15 @@ def _pack_sizes(sizes: Sequence[int]) -> bytes:
     return struct.pack(f'!{len(sizes)}Q', *sizes) if sizes else b''
 
 
+def _encode_json(header: dict[str, Any]) -> str:
+    if _ENCODE_FAST is not None:
+        try:
+            return ''.join(_ENCODE_FAST(header, 0))
+        except (TypeError, ValueError, RecursionError):
+            pass
+    return _ENCODER.encode(header)
+
+
 def encode_head(  # noqa: PLR0917
     mtype: int,
     header: dict[str, Any] | None,
@@ -145,7 +175,7 @@ def encode_head(  # noqa: PLR0917
     version: int = PROTOCOL_VERSION,
 ) -> bytes:
     """Encode everything of a frame that precedes its payloads."""
-    body = _ENCODER.encode(header).encode() if header else b''
+    body = _encode_json(header).encode() if header else b''
     return b''.join(
         (
             PREFIX.pack(MAGIC, version, flags, mtype, request_id, len(body), len(sizes)),
@@ -200,7 +230,13 @@ def decode_header(raw: Any) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        header = _DECODER.decode(str(raw, 'utf-8'))
+        text = str(raw, 'utf-8')
+        try:
+            header, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):  # whitespace, trailing data or an error: the full decoder
+            header = _DECODER.decode(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ProtocolError(f'frame header is not valid JSON: {e}') from e
     if not isinstance(header, dict):

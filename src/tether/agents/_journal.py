@@ -2,8 +2,8 @@
 
 An agent that runs in a process of its own (process, Parsl and daemon launchers) appends
 one line per accepted request and one per finished one to ``<state dir>/<id>.inflight``
-(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line may
-wait for the next write while the agent is busy, see :meth:`Journal.finished`). When the process
+(unbuffered writes, so the lines survive a SIGKILL of the process; a finished line
+waits for the next write, see :meth:`Journal.finished`). When the process
 dies, its launcher (and, failing that, the next incarnation of the agent) reads the
 journal and answers every request that was accepted and never finished with
 :class:`~tether.exceptions.AgentCrashedError`, so that no caller waits for a reply that
@@ -67,6 +67,8 @@ class Journal:
         self._lock = threading.Lock()
         self._strings: dict[str, str] = {}
         self._pending: list[bytes] = []
+        self._started = 0  # accepted lines so far, and how many of them are written
+        self._written = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self._fd).st_size
 
@@ -79,23 +81,38 @@ class Journal:
             found = self._strings[text] = json.dumps(text)
         return found
 
-    def started(self, caller: str, tag: int, action: str) -> None:
-        """Record an accepted request."""
+    def started(self, caller: str, tag: int, action: str, *, flush: bool = True) -> int:
+        """Record an accepted request; returns the line's number for :meth:`ensure`.
+
+        With ``flush=False`` the line waits: :meth:`ensure` must be called with its
+        number before the action runs (the agent wakes the action's thread first and
+        writes while that thread wakes up; the thread ensures it too before it runs the
+        action, and whichever comes first writes it).
+        """
         line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
             self._live[(caller, tag)] = action
-            if self._pending:
-                line = b''.join([*self._pending, line])
-                self._pending.clear()
-            self._write(line)
+            self._started += 1
+            self._pending.append(line)
+            if flush:
+                self._flush()
+            return self._started
+
+    def ensure(self, number: int) -> None:
+        """Make sure accepted line ``number`` is written (with what waits before it)."""
+        if self._written >= number:
+            return
+        with self._lock:
+            if self._written < number:
+                self._flush()
 
     def finished(self, caller: str, tag: int, *, flush: bool = True) -> None:
         """Record that a request was answered (or will never need an answer).
 
         With ``flush=False`` the line waits for the next write (the next accepted
-        request, or :meth:`flush` when the agent has nothing left to run): one write per
-        request in a burst instead of two. A crash before it is written makes the
-        launcher answer an already answered request again, which its caller ignores.
+        request, or :meth:`close`): one write per request instead of two. A crash before
+        it is written makes the launcher answer an already answered request again, which
+        its caller ignores.
         """
         with self._lock:
             if self._live.pop((caller, tag), None) is None:
@@ -117,6 +134,7 @@ class Journal:
             data = b''.join(self._pending)
             self._pending.clear()
             self._write(data)
+        self._written = self._started
 
     def _write(self, line: bytes) -> None:
         if self._fd < 0:
@@ -137,6 +155,7 @@ class Journal:
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         self._size = len(data)
+        self._written = self._started
 
     def close(self) -> None:
         """Close the file; it is removed when nothing is in flight any more."""

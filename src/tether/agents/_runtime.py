@@ -17,7 +17,6 @@ import contextvars
 import dataclasses
 import inspect
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from tether.agents._message import (
     Rejected,
     error_info,
 )
+from tether.agents._pool import Workers
 from tether.agents.behavior import Behavior, _wait_async_event, _wait_thread_event
 from tether.exceptions import AgentError, MessageRejectedError, TetherError
 
@@ -80,73 +80,6 @@ class LoopError(AgentError):
     """A control loop raised, and the behavior shuts down on loop errors."""
 
 
-class _Workers:
-    """Threads that run synchronous actions, started as needed up to ``limit``.
-
-    Lighter than a ``ThreadPoolExecutor`` (no future per call, one lock): the runtime
-    needs no result back, an action answers its caller itself.
-    """
-
-    def __init__(self, limit: int, name: str) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None]
-        self._queue = queue.SimpleQueue()
-        self._limit = limit
-        self._name = name
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0  # workers waiting for work that no submitted call has claimed
-        self._unclaimed = 0  # calls queued while no worker was free
-        self._closed = False
-
-    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
-        """Run ``fn(arg)`` in a worker.
-
-        Raises:
-            RuntimeError: once :meth:`shutdown` was called.
-        """
-        with self._lock:
-            if self._closed:
-                raise RuntimeError('the action threads are shut down')
-            if self._idle:
-                self._idle -= 1
-            elif len(self._threads) < self._limit:
-                thread = threading.Thread(
-                    target=self._run, name=f'{self._name}_{len(self._threads)}', daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-            else:
-                self._unclaimed += 1
-        self._queue.put((fn, arg))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fn, arg = item
-            try:
-                fn(arg)
-            except BaseException:
-                logger.exception('an action thread failed')
-            del item, fn, arg
-            with self._lock:
-                if self._unclaimed:
-                    self._unclaimed -= 1  # this worker takes a queued call next
-                else:
-                    self._idle += 1
-
-    def shutdown(self) -> None:
-        """Let queued calls run, then stop the threads and wait for them."""
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._queue.put(None)
-        for thread in threads:
-            thread.join()
-
-
 @dataclasses.dataclass
 class AgentSpec:
     """Everything needed to run one agent (what a launcher ships to where it runs).
@@ -188,6 +121,7 @@ class ActionContext:
         self.is_async = False
         self.msg: Any = None
         self.fn: Any = None
+        self.journal_line = 0
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -354,7 +288,7 @@ class AgentRuntime:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f'agent-{self.agent_id[6:14]}-setup'
         )
-        self._workers = _Workers(self.cap or 32, f'agent-{self.agent_id[6:14]}')
+        self._workers = Workers(self.cap or 32, f'agent-{self.agent_id[6:14]}')
         context = AgentContext(self)
         self.behavior.__dict__['_tether_context'] = context
         transport = self.exchange.transport()
@@ -609,7 +543,9 @@ class AgentRuntime:
             if not stopping:
                 self._active[key] = ctx
                 if self._journal is not None:
-                    self._journal.started(msg.src, msg.tag, msg.action)
+                    ctx.journal_line = self._journal.started(
+                        msg.src, msg.tag, msg.action, flush=False
+                    )
                 run_now = self.cap is None or self._running < self.cap
                 if run_now:
                     self._running += 1
@@ -619,8 +555,14 @@ class AgentRuntime:
             self._reply(
                 msg.src, msg.tag, error=AgentError(f'agent {self.agent_id} is shutting down')
             )
-        elif run_now:
+            return
+        if run_now:
             self._start(ctx)
+        if self._journal is not None:
+            # Written while the action's thread wakes up (that thread makes sure of it
+            # too before it runs the action, so an action never runs before its line is
+            # written), and before the exchange acknowledges the message.
+            self._journal.ensure(ctx.journal_line)
 
     def _start(self, ctx: ActionContext) -> None:
         ctx.started = True
@@ -642,8 +584,9 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
-            # The journal's finished line is written with the next accepted request, or
-            # here when nothing is left to run.
+            # The journal's finished line is written with the next accepted request (or
+            # when the agent stops): a crash before that only makes the launcher answer
+            # this request again, which its caller ignores.
             self._forget(ctx, flush=False)
             while self._waiting:
                 candidate = self._waiting.popleft()
@@ -652,11 +595,8 @@ class AgentRuntime:
                     break
             if nxt is None:
                 self._running -= 1
-                if self._running == 0:
-                    if self._journal is not None:
-                        self._journal.flush()
-                    if self._idle is not None:
-                        self._call_soon(self._idle.set)
+                if self._running == 0 and self._idle is not None:
+                    self._call_soon(self._idle.set)
         if nxt is not None:
             self._start(nxt)
 
@@ -689,6 +629,8 @@ class AgentRuntime:
         msg = ctx.msg
         _current.set(ctx)
         try:
+            if self._journal is not None:
+                self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = await ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except asyncio.CancelledError:
             if not ctx.cancelled:
@@ -709,6 +651,8 @@ class AgentRuntime:
         msg = ctx.msg
         token = _current.set(ctx)
         try:
+            if self._journal is not None:
+                self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)

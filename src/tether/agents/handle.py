@@ -34,6 +34,7 @@ from tether.agents._message import (
     new_mailbox_id,
     rebuild_error,
 )
+from tether.agents._wake import Waker, thread_waker
 from tether.agents.behavior import ActionInfo, Behavior
 from tether.exceptions import ActionTimeoutError, AgentError, TetherError
 
@@ -46,6 +47,7 @@ __all__ = ['ActionFuture', 'Handle', 'Seconds']
 logger = logging.getLogger(__name__)
 
 B = TypeVar('B', bound=Behavior)
+_DONE = frozenset({'CANCELLED', 'CANCELLED_AND_NOTIFIED', 'FINISHED'})
 T = TypeVar('T')
 
 
@@ -71,18 +73,59 @@ class ActionFuture(concurrent.futures.Future[T]):
         self.agent_id = dest
         self.tag = tag
         self.action = action
+        self._wakers: list[Waker] = []  # threads waiting in result() (see _wake)
 
     def cancel(self) -> bool:
         """Cancel the request here and at the agent (False if it already finished)."""
         if not super().cancel():
             return False
+        self._wake()
         self._mailbox._cancelled(self)
         return True
+
+    def set_result(self, result: T) -> None:
+        super().set_result(result)
+        self._wake()
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        super().set_exception(exception)
+        self._wake()
+
+    def _wake(self) -> None:
+        # A waiter registers under the future's lock before it checks the state, which
+        # is changed under that lock: whoever registered before is in the list now.
+        for waker in tuple(self._wakers):  # a copy: a waiter may leave meanwhile
+            waker.wake()
+
+    def _wait(self, timeout: float | None) -> None:
+        """Return once done, or once ``timeout`` seconds passed."""
+        if self._state in _DONE:
+            return
+        waker = thread_waker()
+        if waker is None:  # no pipe: the base class's wait
+            concurrent.futures.wait((self,), timeout)
+            return
+        waker.drain()  # what earlier waits left (a wake-up for this one comes later)
+        with self._condition:
+            if self._state in _DONE:
+                return
+            self._wakers.append(waker)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self._state not in _DONE:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                waker.wait(deadline)
+                if self._state not in _DONE:
+                    waker.drain()  # a wake-up meant for an earlier wait
+        finally:
+            self._wakers.remove(waker)
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the result; on timeout, cancel the action and raise ActionTimeoutError."""
         try:
-            return super().result(timeout)
+            self._wait(timeout)
+            return super().result(0)
         except TimeoutError:
             if self.done():
                 raise  # the action itself raised a TimeoutError

@@ -100,7 +100,7 @@ class Link:
 
         ``extra`` goes with the message to ``on_acked`` or to ``reroute``.
         """
-        with self._room:
+        with self._lock:  # the lock of _room (a plain lock is cheaper to enter)
             while len(self._inflight) >= self.window and not self.broken:
                 self._room.wait(1.0)
                 self._check_overdue()
