@@ -297,6 +297,15 @@ def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay
     assert bytes(conn_a.get(key)) == big
     assert site.status('pipe-a')['piped'] == {'put': 1, 'get': 1}
     assert site.status('pipe-b')['piped'] == {'put': 0, 'get': 0}  # B answered itself
+    # Replies to a GET pass through from 64 KiB up (a PUT only from 1 MiB); smaller
+    # ones are received whole and sent on.
+    mid, small = os.urandom(200_000), os.urandom(60_000)
+    mid_key, small_key = conn_b.put(mid), conn_b.put(small)
+    assert bytes(conn_a.get(mid_key)) == mid
+    assert bytes(conn_a.get(small_key)) == small
+    assert site.status('pipe-a')['piped'] == {'put': 1, 'get': 2}
+    conn_b.evict(mid_key)
+    conn_b.evict(small_key)
 
     # A client that dies in the middle of a piped PUT: A drops that channel (B discards
     # the partial object and keeps the old one) and goes on serving.
@@ -315,7 +324,7 @@ def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay
     assert conn_a.exists(key)  # opens a fresh channel to B, idle afterwards
     conn_a.set(key, big[::-1])
     assert bytes(conn_a.get(key)) == big[::-1]
-    assert site.status('pipe-a')['piped'] == {'put': 3, 'get': 2}
+    assert site.status('pipe-a')['piped'] == {'put': 3, 'get': 3}
     for c in (conn_a, conn_b):
         c.close()
 

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 _PEER_TIMEOUT = 300.0
 _FAST_MAX = 1 << 20
+_PIPE_REPLY_MIN = 64 << 10
+"""Smallest reply to a forwarded ``GET`` passed on to the client as it arrives."""
 """Largest request forwarded straight from the data callback (larger: chunked sends)."""
 
 
@@ -286,6 +288,10 @@ class Endpoint:
         pipes: list[Pipe] = []
 
         def for_channel(channel: Connection) -> FrameRouter:
+            # Replies from 64 KiB up go on as they arrive: the client's copy then ends
+            # with the last chunk instead of starting after it.
+            channel.protocol.route_min = _PIPE_REPLY_MIN
+
             def route(
                 mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
             ) -> list[Any] | None:
