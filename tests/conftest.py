@@ -41,6 +41,27 @@ def redis_client(redis_available: None) -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture
+def chunked_redis(redis_client: Any, unique_prefix: str) -> Iterator[Any]:
+    """Makes Redis connectors that store values in chunks of the size given (cleaned up)."""
+    from tether.connectors.redis import RedisConnector
+
+    made: list[Any] = []
+
+    def make(chunk_size: int) -> Any:
+        connector = RedisConnector(
+            REDIS_HOST, REDIS_PORT, prefix=unique_prefix, chunk_size=chunk_size
+        )
+        made.append(connector)
+        return connector
+
+    yield make
+    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
+        redis_client.delete(key)
+    for connector in made:
+        connector.close()
+
+
 def count_keys(client: Any, prefix: str) -> int:
     """Count the Redis keys that start with ``prefix`` (literally: globs escaped)."""
     from tether.connectors._util import glob_escape

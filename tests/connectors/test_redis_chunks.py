@@ -8,12 +8,10 @@ and writing it keeps the value intact and the connection in step.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import REDIS_HOST, REDIS_PORT
 from tether.connectors._redis_io import Packer, split
 from tether.connectors.redis import RedisConnector, RedisKey
 from tether.exceptions import ConnectorError
@@ -27,12 +25,8 @@ def _data(size: int, salt: int = 0) -> bytes:
 
 
 @pytest.fixture
-def small_chunks(redis_client: Any, unique_prefix: str) -> Iterator[RedisConnector]:
-    connector = RedisConnector(REDIS_HOST, REDIS_PORT, prefix=unique_prefix, chunk_size=1000)
-    yield connector
-    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
-        redis_client.delete(key)
-    connector.close()
+def small_chunks(chunked_redis: Any) -> RedisConnector:
+    return chunked_redis(1000)
 
 
 def test_default_chunk_size_is_under_4_mib(redis_connector: RedisConnector) -> None:

@@ -9,7 +9,6 @@ length does not match its framing is refused as corrupt, with the connection in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,12 +27,8 @@ def _data(size: int) -> bytes:
 
 
 @pytest.fixture
-def small_chunks(redis_client: Any, unique_prefix: str) -> Iterator[RedisConnector]:
-    connector = RedisConnector(REDIS_HOST, REDIS_PORT, prefix=unique_prefix, chunk_size=70_000)
-    yield connector
-    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
-        redis_client.delete(key)
-    connector.close()
+def small_chunks(chunked_redis: Any) -> RedisConnector:
+    return chunked_redis(70_000)
 
 
 def test_framed_bytes_size_reads_only_a_bytes_framing() -> None:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import REDIS_HOST, REDIS_PORT
 from tether.connectors.redis import RedisConnector, RedisKey
 from tether.exceptions import ConnectorError
 
 
 @pytest.fixture
-def small_chunks(redis_client: Any, unique_prefix: str) -> Iterator[RedisConnector]:
-    connector = RedisConnector(REDIS_HOST, REDIS_PORT, prefix=unique_prefix, chunk_size=1000)
-    yield connector
-    for key in redis_client.scan_iter(match=f'{unique_prefix}*'):
-        redis_client.delete(key)
-    connector.close()
+def small_chunks(chunked_redis: Any) -> RedisConnector:
+    return chunked_redis(1000)
 
 
 @pytest.mark.parametrize('size', [0, 1, 65_536 - 10, 65_536, 3 * 1024 * 1024 + 7])
