@@ -9,6 +9,7 @@ length does not match its framing is refused as corrupt, with the connection in 
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
@@ -115,6 +116,26 @@ def test_a_value_longer_or_shorter_than_its_framing_is_corrupt(
     assert redis_connector.get(RedisKey(name)) == head + body
     good = redis_connector.put_parts(serialize_parts(_data(400_000)))
     assert redis_connector.get_decoded(good) == (_data(400_000), 400_000 + BYTES_HEAD)
+
+
+@pytest.mark.parametrize('chunked', [False, True])
+def test_a_framing_claiming_more_than_the_value_holds_allocates_nothing_of_its_size(
+    redis_connector: RedisConnector, redis_client: Any, unique_prefix: str, chunked: bool
+) -> None:
+    # A framing that says 1 TiB follows, in a value of 300 KB: refused as corrupt, not
+    # a 1 TiB allocation (MemoryError) on the reader's side.
+    head = bytearray(serialize(_data(300_000))[:BYTES_HEAD])
+    struct.pack_into('<Q', head, 8, 1 << 40)  # the size follows the 8-byte prefix
+    assert framed_bytes_size(head) == 1 << 40
+    body = _data(300_000)
+    name = f'{unique_prefix}boastful'
+    if chunked:
+        redis_client.rpush(name, bytes(head) + body[:150_000], body[150_000:])
+    else:
+        redis_client.set(name, bytes(head) + body)
+    with pytest.raises(SerializationError):
+        redis_connector.get_decoded(RedisKey(name))
+    assert redis_connector.get(RedisKey(name)) == bytes(head) + body
 
 
 def test_a_store_reads_through_get_decoded_unless_it_has_a_deserializer(

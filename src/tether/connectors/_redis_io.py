@@ -305,7 +305,10 @@ class _Value:
             self._reader._into(memoryview(head))
             size -= BYTES_HEAD
             payload = framed_bytes_size(head)
-            made = None if payload is None else empty_bytes(payload)
+            # The framing is what another writer stored: never allocate more than the
+            # reply itself can hold (``hint``, from the sizes Redis sent).
+            fits = payload is not None and payload + BYTES_HEAD <= self._hint
+            made = empty_bytes(payload) if fits and payload is not None else None
             if made is not None:
                 self._obj, self._out = made
                 self._head = bytes(head)
