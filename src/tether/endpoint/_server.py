@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from tether._wire import (
-    ERROR,
     Connection,
     Frame,
     FrameRouter,
@@ -25,7 +24,7 @@ from tether._wire import (
     encode_head,
     error_reply,
 )
-from tether._wire._handshake import error_from_frame
+from tether._wire._handshake import check_reply
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
 from tether.endpoint._peers import PeerLink, PeerManager
@@ -349,17 +348,15 @@ class Endpoint:
             failure: BaseException | None = None
             if isinstance(reply, BaseException):
                 failure = reply
-            elif reply.type == ERROR:
-                error = error_from_frame(reply, channel.peer)
-                if isinstance(error, RemoteError):
+            else:
+                try:
+                    check_reply(reply, rid, channel.peer)
+                except RemoteError as e:
                     link.give_back(channel, reply)
-                    done.set(error_reply(error.code, f'peer endpoint {target}: {error}'))
+                    done.set(error_reply(e.code, f'peer endpoint {target}: {e}'))
                     return
-                failure = error
-            elif reply.request_id != rid:
-                failure = WireError(
-                    f'{channel.peer} answered request {reply.request_id}, expected {rid}'
-                )
+                except WireError as e:  # out of step, or the peer refused the channel
+                    failure = e
             if failure is not None:
                 channel.abort()
                 link.dropped()
