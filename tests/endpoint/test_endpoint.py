@@ -114,6 +114,13 @@ def test_three_paths_and_relay_limit(site: Site, loop_relay: Relay) -> None:
         for name in ('ep-a', 'ep-b', 'ep-c')
     }
     assert site.status('ep-a')['peers'][0]['transport'] == 'quic'
+    # The direct and punched channels carried their warm-up (4 MiB each way) before
+    # their first request; relayed ones do not (the relay's bandwidth is shared).
+    for name in ('ep-a', 'ep-b'):
+        rate = site.status(name)['peers'][0]['warm_up_mbps']
+        assert isinstance(rate, float)
+        assert rate > 0
+    assert site.status('ep-c')['peers'][0]['warm_up_mbps'] is None
     assert paths == {
         'ep-a': {'ep-b': 'punched'},
         'ep-b': {'ep-a': 'direct'},
@@ -363,3 +370,51 @@ def test_small_requests_forwarded_from_the_data_callback_survive_a_peer_restart(
     assert [p['alive'] for p in site.status('fast-a')['peers']] == [True]
     conn_a.close()
     conn_b.close()
+
+
+def test_warm_up_settings_and_refusals(site: Site, loop_relay: Relay, tmp_path: Path) -> None:
+    """``warm_up = 0`` turns it off; clients may not ask for one; sizes are bounded."""
+    from tether._wire import ERROR, Frame, SyncConnection
+    from tether.endpoint import EndpointConfig, find_config
+    from tether.endpoint._protocol import OK, WARM_UP, WARM_UP_MAX
+    from tether.endpoint._server import Endpoint
+    from tether.exceptions import ConfigError
+
+    relay = loop_relay.address
+    port = free_port()
+    site.configure('cold-a', relay, peering={'warm_up': 0})
+    site.configure('cold-b', relay, peering={'port': port, 'advertise': [f'127.0.0.1:{port}']})
+    site.start('cold-a')
+    site.start('cold-b')
+    conn_a, conn_b = site.connector('cold-a'), site.connector('cold-b')
+    key = conn_b.put(b'no warm-up')
+    assert bytes(conn_a.get(key)) == b'no warm-up'
+    peer = site.status('cold-a')['peers'][0]
+    assert peer['path'] == 'direct'
+    assert peer['warm_up_mbps'] is None
+    conn_a.close()
+    conn_b.close()
+
+    # A client of the endpoint (not a peer) cannot make it send bytes.
+    config = find_config('cold-b', site.home)
+    state = json.loads((config.folder(site.home) / 'state.json').read_text())
+    raw = SyncConnection(state['host'], state['port'], secret=config.client_token(site.home))
+    with pytest.raises(Exception, match='unknown message type'):
+        raw.request(WARM_UP, {'size': 1000})
+    raw.close()
+
+    # The peer side answers with as many zero bytes as it received, within bounds
+    # (whatever the header claims: no amplification).
+    endpoint = Endpoint(config, site.home)
+    sent = Frame(WARM_UP, {'size': 10**9}, [bytearray(1000)], 1)
+    reply = endpoint._handle_peer(None, sent)  # type: ignore[arg-type]
+    assert reply is not None
+    assert reply[0] == OK
+    assert [bytes(p) for p in reply[2]] == [bytes(1000)]
+    too_big = Frame(WARM_UP, {}, [bytearray(WARM_UP_MAX), bytearray(1)], 1)
+    refused = endpoint._handle_peer(None, too_big)  # type: ignore[arg-type]
+    assert refused is not None
+    assert refused[0] == ERROR
+
+    with pytest.raises(ConfigError, match='warm_up'):
+        EndpointConfig.create('too-warm', tmp_path, peering={'warm_up': '65MiB'})

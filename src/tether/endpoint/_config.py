@@ -122,6 +122,10 @@ class PeeringSettings(BaseModel):
         punch: How it punches through cone NATs when it opens a peering, in order:
             ``tcp`` (a simultaneous TCP open, then TLS: kernel TCP speed) and ``udp``
             (UDP hole punching, then QUIC).
+        warm_up: Bytes each new direct or punched channel it opens carries each way
+            before its first request (``'4MiB'``; ``0``: none; at most 64 MiB), so that
+            the kernel's congestion control knows the path's real rate from the start.
+            Relayed channels carry none.
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -131,6 +135,17 @@ class PeeringSettings(BaseModel):
     advertise: list[str] = Field(default_factory=list)
     paths: list[PathName] = Field(default_factory=_all_paths)
     punch: list[PunchName] = Field(default_factory=_all_punches)
+    warm_up: str | int = '4MiB'
+
+    @field_validator('warm_up')
+    @classmethod
+    def _check_warm_up(cls, value: str | int) -> str | int:
+        from tether.endpoint._protocol import WARM_UP_MAX
+        from tether.node._sizes import parse_size
+
+        if not 0 <= parse_size(value) <= WARM_UP_MAX:
+            raise ValueError(f'warm_up must be 0 to 64MiB, got {value!r}')
+        return value
 
 
 class StorageSettings(BaseModel):

@@ -39,6 +39,7 @@ from tether._wire import (
     client_protocol,
     connect,
 )
+from tether.endpoint._protocol import WARM_UP
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
 from tether.relay import _protocol as rp
 from tether.relay._tls import pinned_client_context
@@ -55,6 +56,15 @@ _DIAL_TIMEOUT = 3.0
 _PUNCH_TIMEOUT = 4.0
 _QUIC_TIMEOUT = 8.0
 _TCP_PUNCH_TIMEOUT = 5.0
+_WARM_UP_TIMEOUT = 30.0
+_zeros: list[memoryview] = [memoryview(b'')]
+
+
+def zeros(size: int) -> memoryview:
+    """``size`` zero bytes, from one buffer kept for every warm-up of this process."""
+    if len(_zeros[0]) < size:
+        _zeros[0] = memoryview(bytes(size))
+    return _zeros[0][:size]
 
 
 def choose_path(paths: list[str], offer: dict[str, Any], answer: dict[str, Any]) -> str:
@@ -100,8 +110,11 @@ class PeerLink:
         first: Connection | None = None,
         max_channels: int = _MAX_CHANNELS,
         transport: str = 'tcp',
+        warm_up: int = 0,
     ) -> None:
         self.uuid = uuid
+        self.warm_up = warm_up
+        self.warm_rate: float | None = None
         self.max_channels = max_channels
         self.transport = transport
         self.name = name
@@ -136,7 +149,56 @@ class PeerLink:
             'requests': self.requests,
             'bytes': self.bytes,
             'broken': self.broken,
+            'warm_up_mbps': self.warm_rate,
         }
+
+    async def warm(self, conn: Connection) -> None:
+        """Carry ``warm_up`` bytes each way over a new channel before its first request.
+
+        A short request and its reply never fill the path, so a congestion control that
+        paces by its measure of the path (BBR) measures only them, and keeps pacing each
+        later reply at that rate: a 100 KB reply then takes half a round trip longer
+        than the path needs. One transfer that does fill the path gives it the real
+        measure, which it keeps. The rate seen (both ways, round trips included) is
+        shown as ``warm_up_mbps``. A peer that does not know the request is let be.
+
+        Raises:
+            WireError: the channel failed.
+        """
+        if self.warm_up <= 0:
+            return
+        t0 = time.perf_counter()
+        try:
+            reply = await conn.request(
+                WARM_UP,
+                {'size': self.warm_up},
+                [zeros(self.warm_up)],
+                timeout=_WARM_UP_TIMEOUT,
+            )
+        except RemoteError as e:
+            logger.info('peer %s does not warm channels up (%s)', self.name, e)
+            return
+        seconds = time.perf_counter() - t0
+        moved = self.warm_up + sum(len(p) for p in reply.payloads)
+        self.warm_rate = round(moved * 8 / seconds / 1e6, 1)
+
+    async def warm_idle(self) -> None:
+        """Warm up the channel the link was opened with (see :meth:`warm`).
+
+        Raises:
+            WireError: the channel failed (the link is then marked broken).
+        """
+        if self.warm_up <= 0 or not self._idle:
+            return
+        conn = self._idle.pop()
+        try:
+            await self.warm(conn)
+        except BaseException as e:
+            conn.abort()
+            self._open -= 1
+            self.broken = self.broken or f'warming the channel up failed: {e!r}'
+            raise
+        self._idle.append(conn)
 
     async def _take(self) -> Connection:
         async with self._cond:
@@ -155,13 +217,23 @@ class PeerLink:
                 finally:
                     self._waiting -= 1
         try:
-            return await self._opener()
+            conn = await self._opener()
         except BaseException as e:
             self.broken = self.broken or f'cannot open a channel: {e!r}'
             async with self._cond:
                 self._open -= 1
                 self._cond.notify()
             raise
+        try:
+            await self.warm(conn)
+        except BaseException as e:
+            conn.abort()
+            self.broken = self.broken or f'warming a channel up failed: {e!r}'
+            async with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+        return conn
 
     def take_idle(self) -> Connection | None:
         """An idle open channel, taken at once without waiting (``None``: there is none).
@@ -434,12 +506,24 @@ class PeerManager:
                 if udp is not None:
                     udp.close()
                 continue
+            # Not through the relay: its bandwidth is shared, and counted against the
+            # user's forwarded bytes.
+            link.warm_up = self.ep.warm_up if link.path != 'relayed' else 0
+            try:
+                await link.warm_idle()
+            except (WireError, OSError) as e:
+                logger.warning('warming the channel to %s up failed: %s', name, e)
+                errors.append(f'{path}: {e}')
+                link.close()
+                paths.remove(path)
+                continue
             logger.info(
-                'peered with %s (%s) over the %s path in %.3f s',
+                'peered with %s (%s) over the %s path in %.3f s (warm-up: %s Mbit/s)',
                 name,
                 uuid,
                 path,
                 time.perf_counter() - t0,
+                link.warm_rate,
             )
             self.links[uuid] = link
             self.names[name] = uuid

@@ -5,6 +5,8 @@ Clients and peers use the node object server's requests (``PUT``, ``GET``, ``EXI
 with one more header field, ``endpoint``: the UUID of the endpoint that owns the
 objects. An endpoint answers requests for its own UUID and forwards the others to the
 owner over a peer channel. ``PEERS`` (48) lists the peer channels and their paths.
+``WARM_UP`` (49), from peer to peer only, carries zero bytes (one payload, at most
+:data:`WARM_UP_MAX`) that the other side answers with as many: see ``PeerLink.warm``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ __all__ = [
     'PUT',
     'SHUTDOWN',
     'STATUS',
+    'WARM_UP',
+    'WARM_UP_MAX',
     'valid_id',
 ]
 
 PEERS = FIRST_APP_TYPE + 16
+WARM_UP = FIRST_APP_TYPE + 17
+WARM_UP_MAX = 64 << 20
 OBJECT_TYPES = frozenset({PUT, GET, EXISTS, EVICT})

@@ -27,7 +27,7 @@ from tether._wire import (
 from tether._wire._handshake import check_reply
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
-from tether.endpoint._peers import PeerLink, PeerManager
+from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
 from tether.endpoint._store import PersistentTable
@@ -69,6 +69,7 @@ class Endpoint:
             self.cert_pem = self.cert_file.read_text()
             memory = parse_size(config.storage.memory)
             max_object = parse_size(config.storage.max_object)
+            self.warm_up = parse_size(config.peering.warm_up)
         except (OSError, ValueError) as e:
             raise EndpointError(f'endpoint {config.name}: {e}') from e
         self.server_ssl: _ssl.SSLContext = server_context(self.cert_file, self.key_file)
@@ -436,6 +437,12 @@ class Endpoint:
         )
 
     def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | None:
+        if frame.type == proto.WARM_UP:
+            # As many bytes back as came in (never more: no amplification), bounded.
+            size = sum(len(p) for p in frame.payloads)
+            if size > proto.WARM_UP_MAX:
+                return error_reply('bad-request', f'a warm-up carries at most {proto.WARM_UP_MAX}')
+            return proto.OK, {'size': size}, (zeros(size),)
         if frame.type not in proto.OBJECT_TYPES:
             return error_reply('bad-request', f'peers may not send message type {frame.type}')
         if frame.header.get('endpoint') != self.uuid:

@@ -79,6 +79,12 @@ def endpoint() -> None:
     show_default=True,
     help='How to punch through cone NATs: tcp (simultaneous open, then TLS), udp (then QUIC).',
 )
+@click.option(
+    '--warm-up',
+    default='4MiB',
+    show_default=True,
+    help='Bytes each new peer channel carries each way before its first request (0: none).',
+)
 @click.option('--memory', default='1GB', show_default=True, help='Memory budget for objects.')
 @click.option('--persist', is_flag=True, help='Keep objects on disk across restarts.')
 @click.option('--home', default=None, help=_HOME_HELP)
@@ -97,6 +103,7 @@ def _configure(  # noqa: PLR0917
     advertise: tuple[str, ...],
     paths: str,
     punch: str,
+    warm_up: str,
     memory: str,
     persist: bool,
     home: str | None,
@@ -126,6 +133,7 @@ def _configure(  # noqa: PLR0917
                 'advertise': list(advertise),
                 'paths': [p.strip() for p in paths.split(',') if p.strip()],
                 'punch': [p.strip() for p in punch.split(',') if p.strip()],
+                'warm_up': warm_up,
             },
             storage={'memory': memory, 'persist': persist},
         )
