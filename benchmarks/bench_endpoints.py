@@ -18,6 +18,8 @@ half the round trip added on each router's uplink), then in that one topology:
   server (coturn) in the public namespace, endpoints at site-a, site-b and site-c.
 * Redis on site-b's host reached from site-a through ``ssh -L`` (sshd behind nat-b's port
   forward), the seed's own comparison.
+* interleaved: tether's direct path and Redis over SSH, one operation of each in turn
+  (their order flipping every time), so that both see the same link and load.
 * local rows (figure 3.13): 1-8 client processes at site-a against their own endpoint,
   tether and peer.
 
@@ -348,7 +350,9 @@ def peer_worker(r: Run, p: dict[str, Any], args: list[str], timeout: float = 900
 # Redis over SSH -----------------------------------------------------------------------
 
 
-def redis_ssh(r: Run, sizes: str) -> Any:
+def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
+    """Redis at site-b through ``ssh -L`` from site-a; then, with ``t`` (tether's setup),
+    the direct path and the tunnel interleaved operation by operation."""
     topo, work = r.topo, r.work
     d = work / 'ssh'
     d.mkdir()
@@ -402,7 +406,18 @@ def redis_ssh(r: Run, sizes: str) -> Any:
         out = r.run(
             topo.site['a'], [sys.executable, WORKER, '--backend', 'redis', '--sizes', sizes]
         )
-        return json.loads(out.strip().splitlines()[-1])
+        result = json.loads(out.strip().splitlines()[-1])
+        if t is not None:
+            log('-- tether direct and Redis over SSH, interleaved')
+            env = {**os.environ, 'TETHER_HOME': str(t['homes']['a'])}
+            mixed = r.run(
+                topo.site['a'],
+                [sys.executable, WORKER, '--backend', 'tether', '--phase', 'interleaved',
+                 '--local', 'ea', '--remote', t['uuids']['eb-direct'], '--sizes', sizes],
+                env,
+            )  # fmt: skip
+            result['interleaved'] = json.loads(mixed.strip().splitlines()[-1])['interleaved']
+        return result
     finally:
         if made_run_sshd:
             with contextlib.suppress(OSError):
@@ -530,7 +545,7 @@ def one_topology(rtt_ms: float, args: argparse.Namespace, work: Path) -> dict[st
                         ],
                     )['local']
             log('-- Redis over SSH')
-            phase(result, 'redis_ssh', redis_ssh, r, sizes)
+            phase(result, 'redis_ssh', redis_ssh, r, sizes, t)
         finally:
             r.stop_all()
     return result
@@ -563,6 +578,20 @@ def table(results: list[dict[str, Any]]) -> str:
                     m = med(row[op]) if row else None
                     cells.append(f'{m * 1e3:.1f}' if m is not None else '-')
             lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+        mixed = res.get('redis_ssh', {}).get('interleaved')
+        if mixed:
+            lines.append(
+                '\nInterleaved, one operation of each in turn (median ms, set / get):\n\n'
+                '| size | tether direct | Redis over SSH | tether / Redis, get |\n'
+                '|---|---|---|---|'
+            )
+            for label, row in mixed.items():
+                ts, tg = med(row['tether']['set_s']) or 0, med(row['tether']['get_s']) or 0
+                rs, rg = med(row['redis']['set_s']) or 0, med(row['redis']['get_s']) or 1
+                lines.append(
+                    f'| {label} | {ts * 1e3:.2f} / {tg * 1e3:.2f} | {rs * 1e3:.2f} / '
+                    f'{rg * 1e3:.2f} | {tg / rg:.3f} |'
+                )
         link = res.get('link', {})
         if link.get('fresh_s'):
             for k in ('fresh_s', 'reused_s'):

@@ -142,6 +142,53 @@ def remote_phase(b: Backend, sizes: list[int], budget: float) -> dict[str, Any]:
     return {'first_op': first, 'rows': rows}
 
 
+def interleaved_phase(local: str, remote: str, port: int, sizes: list[int], reps: int) -> Any:
+    """tether's direct path and Redis over SSH, one operation of each in turn.
+
+    Both run in the same minutes through the same links, so drifts of the emulated link
+    and of the machine's load fall on both alike; the order of the two flips on every
+    repetition. Per size: ``reps`` timed set/get pairs for each, after two untimed.
+    """
+    backends = [Backend('tether', local, remote, port), Backend('redis', local, remote, port)]
+    rows: dict[str, Any] = {}
+    for size in sizes:
+        data = os.urandom(size)
+        n = reps if size <= 1_000_000 else max(3, reps // 10) if size <= 10_000_000 else 3
+        row: dict[str, Any] = {'size': size}
+        for b in backends:
+            row[b.kind] = {'set_s': [], 'get_s': []}
+        for i in range(n + 2):
+            for b in backends if i % 2 == 0 else backends[::-1]:
+                key = b.key(remote)
+                t0 = time.perf_counter()
+                b.set(key, data)
+                t1 = time.perf_counter()
+                got = b.get(key)
+                t2 = time.perf_counter()
+                b.evict(key)
+                if got is None or len(got) != size:
+                    raise RuntimeError(f'{b.kind}: wrong length for {size}')
+                if i >= 2:
+                    row[b.kind]['set_s'].append(t1 - t0)
+                    row[b.kind]['get_s'].append(t2 - t1)
+        rows[LABEL[size]] = row
+        ms = {
+            f'{kind} {op}': (med(row[kind][f'{op}_s']) or 0.0) * 1e3
+            for kind in ('tether', 'redis')
+            for op in ('set', 'get')
+        }
+        print(
+            f'  interleaved {LABEL[size]:>5}: tether set/get {ms["tether set"]:8.2f} /'
+            f' {ms["tether get"]:8.2f} ms, redis+ssh {ms["redis set"]:8.2f} /'
+            f' {ms["redis get"]:8.2f} ms  n={n}',
+            file=sys.stderr,
+            flush=True,
+        )
+    for b in backends:
+        b.close()
+    return rows
+
+
 def _client(args: tuple[str, str, str, int, int, float, float]) -> dict[str, Any]:
     kind, local, remote, port, size, duration, start_at = args
     b = Backend(kind, local, remote, port)
@@ -218,7 +265,8 @@ def main() -> None:
     ap.add_argument('--local', default='', help='this site endpoint (name or UUID)')
     ap.add_argument('--remote', default='', help='the remote endpoint (UUID)')
     ap.add_argument('--redis-port', type=int, default=16379)
-    ap.add_argument('--phase', choices=['remote', 'local'], default='remote')
+    ap.add_argument('--phase', choices=['remote', 'local', 'interleaved'], default='remote')
+    ap.add_argument('--reps', type=int, default=60, help='interleaved: pairs per size')
     ap.add_argument('--sizes', default=','.join(LABEL[s] for s in SIZES))
     ap.add_argument('--clients', default='1,2,4,8')
     ap.add_argument('--duration', type=float, default=1.5)
@@ -226,7 +274,9 @@ def main() -> None:
     a = ap.parse_args()
     sizes = [s for s in SIZES if LABEL[s] in a.sizes.split(',')]
     out: dict[str, Any] = {'backend': a.backend, 'python': sys.version.split()[0]}
-    if a.phase == 'remote':
+    if a.phase == 'interleaved':
+        out['interleaved'] = interleaved_phase(a.local, a.remote, a.redis_port, sizes, a.reps)
+    elif a.phase == 'remote':
         b = Backend(a.backend, a.local, a.remote, a.redis_port)
         out.update(remote_phase(b, sizes, a.budget))
         b.close()
