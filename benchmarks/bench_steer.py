@@ -2,8 +2,9 @@
 
 The seed's synthetic application (dissertation section 3.6.1): a Thinker and N workers;
 T zero-length tasks, each with a unique (so not cacheable) input of I bytes and no
-output; the Thinker submits one task per worker, then a new one for each result. Per
-task it records the life cycle (Thinker serialization, Thinker -> task server, task
+output; the Thinker submits one task per worker, then a new one for each result (as
+Colmena's synthetic app: a submitting agent and a receiving agent sharing one slot per
+worker, so a result is read while the next input is made and stored). Per task it records the life cycle (Thinker serialization, Thinker -> task server, task
 server -> worker, time on the worker, back to the Thinker) and the overhead (round trip
 minus the time in the method), without proxies and with every input proxied
 (threshold 0) or at a default threshold (100 kB: tether compares a value's payload with
@@ -79,7 +80,7 @@ def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
 def run_tether(server: str, size: int, threshold: int | None, tasks: int, port: int) -> Any:
     """Run the synthetic application once; return the per-component medians."""
     from tether.connectors.redis import RedisConnector
-    from tether.steer import BaseThinker, RedisQueues, agent
+    from tether.steer import BaseThinker, RedisQueues, ResourceCounter, agent
     from tether.steer.task_server import LocalTaskServer, ParslTaskServer
     from tether.store import Store
 
@@ -96,20 +97,33 @@ def run_tether(server: str, size: int, threshold: int | None, tasks: int, port: 
     n_workers = 2
 
     class Synthetic(BaseThinker):
+        """Colmena's synthetic Thinker: one agent submits, another receives.
+
+        The submitter holds one slot per worker: it takes a slot before it makes and
+        sends each input, and the receiver gives one back per result. So one task per
+        worker goes first, then a new one per result (as in the dissertation), and a
+        finished task's result is read while the next input is being made and stored,
+        not after.
+        """
+
         results: list[Any]
 
-        @agent
-        def run_all(self) -> None:
+        def __init__(self, queues: Any) -> None:
+            super().__init__(queues, ResourceCounter(n_workers))
             self.results = []
-            sent = 0
-            for _ in range(min(n_workers, tasks)):
+
+        @agent(startup=True)
+        def producer(self) -> None:
+            for _ in range(tasks):
+                if not self.rec.acquire(None, 1, cancel_if=self.done):
+                    return
                 self.queues.send_inputs(unique_input(size), method='noop')
-                sent += 1
+
+        @agent
+        def consumer(self) -> None:
             while len(self.results) < tasks:
                 self.results.append(self.queues.get_result(timeout=600))
-                if sent < tasks:
-                    self.queues.send_inputs(unique_input(size), method='noop')
-                    sent += 1
+                self.rec.release(None, 1)
 
     run_dir = tempfile.mkdtemp(prefix='bench-steer-')
     if server == 'local':
