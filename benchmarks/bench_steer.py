@@ -4,12 +4,14 @@ The seed's synthetic application (dissertation section 3.6.1): a Thinker and N w
 T zero-length tasks, each with a unique (so not cacheable) input of I bytes and no
 output; the Thinker submits one task per worker, then a new one for each result (as
 Colmena's synthetic app: a submitting agent and a receiving agent sharing one slot per
-worker, so a result is read while the next input is made and stored). Per task it records the life cycle (Thinker serialization, Thinker -> task server, task
-server -> worker, time on the worker, back to the Thinker) and the overhead (round trip
-minus the time in the method), without proxies and with every input proxied
-(threshold 0) or at a default threshold (100 kB: tether compares a value's payload with
-it, so the 100,000-byte input goes inline and larger ones by proxy). tether's queues
-sign every message (the default); Colmena's do not.
+worker, so a result is read while the next input is made and stored). Per task it
+records the life cycle (Thinker serialization, Thinker -> task server, task server ->
+worker, time on the worker, back to the Thinker) and the overhead (round trip minus the
+time in the method), without proxies and with every input proxied (threshold 0) or at a
+default threshold (100 kB: tether compares a value's payload with it, so the
+100,000-byte input goes inline and larger ones by proxy). tether's queues sign every
+message (the default); Colmena's do not. Parsl runs with ``initialize_logging=False``
+on both sides.
 
 * figure 3.18 (top left): the components at I = 1 MB, with and without proxies;
 * figure 3.18 (bottom left): the overhead reduction with proxies, I from 1 KB to 10 MB;
@@ -168,6 +170,9 @@ def _htex(run_dir: str, workers: int) -> Any:
         ],
         run_dir=run_dir,
         strategy='none',
+        # The setting docs/steer.md recommends (both sides): no DEBUG log of every task
+        # in the task server's process (parsl.log), ~1 ms per task on this machine.
+        initialize_logging=False,
     )
 
 
