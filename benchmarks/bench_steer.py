@@ -2,13 +2,16 @@
 
 The seed's synthetic application (dissertation section 3.6.1): a Thinker and N workers;
 T zero-length tasks, each with a unique (so not cacheable) input of I bytes and no
-output; the Thinker submits one task per worker, then a new one for each result. Per
-task it records the life cycle (Thinker serialization, Thinker -> task server, task
-server -> worker, time on the worker, back to the Thinker) and the overhead (round trip
-minus the time in the method), without proxies and with every input proxied
-(threshold 0) or at a default threshold (100 kB: tether compares a value's payload with
-it, so the 100,000-byte input goes inline and larger ones by proxy). tether's queues
-sign every message (the default); Colmena's do not.
+output; the Thinker submits one task per worker, then a new one for each result (as
+Colmena's synthetic app: a submitting agent and a receiving agent sharing one slot per
+worker, so a result is read while the next input is made and stored). Per task it
+records the life cycle (Thinker serialization, Thinker -> task server, task server ->
+worker, time on the worker, back to the Thinker) and the overhead (round trip minus the
+time in the method), without proxies and with every input proxied (threshold 0) or at a
+default threshold (100 kB: tether compares a value's payload with it, so the
+100,000-byte input goes inline and larger ones by proxy). tether's queues sign every
+message (the default); Colmena's do not. Parsl runs with ``initialize_logging=False``
+on both sides.
 
 * figure 3.18 (top left): the components at I = 1 MB, with and without proxies;
 * figure 3.18 (bottom left): the overhead reduction with proxies, I from 1 KB to 10 MB;
@@ -79,7 +82,7 @@ def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
 def run_tether(server: str, size: int, threshold: int | None, tasks: int, port: int) -> Any:
     """Run the synthetic application once; return the per-component medians."""
     from tether.connectors.redis import RedisConnector
-    from tether.steer import BaseThinker, RedisQueues, agent
+    from tether.steer import BaseThinker, RedisQueues, ResourceCounter, agent
     from tether.steer.task_server import LocalTaskServer, ParslTaskServer
     from tether.store import Store
 
@@ -96,20 +99,33 @@ def run_tether(server: str, size: int, threshold: int | None, tasks: int, port: 
     n_workers = 2
 
     class Synthetic(BaseThinker):
+        """Colmena's synthetic Thinker: one agent submits, another receives.
+
+        The submitter holds one slot per worker: it takes a slot before it makes and
+        sends each input, and the receiver gives one back per result. So one task per
+        worker goes first, then a new one per result (as in the dissertation), and a
+        finished task's result is read while the next input is being made and stored,
+        not after.
+        """
+
         results: list[Any]
 
-        @agent
-        def run_all(self) -> None:
+        def __init__(self, queues: Any) -> None:
+            super().__init__(queues, ResourceCounter(n_workers))
             self.results = []
-            sent = 0
-            for _ in range(min(n_workers, tasks)):
+
+        @agent(startup=True)
+        def producer(self) -> None:
+            for _ in range(tasks):
+                if not self.rec.acquire(None, 1, cancel_if=self.done):
+                    return
                 self.queues.send_inputs(unique_input(size), method='noop')
-                sent += 1
+
+        @agent
+        def consumer(self) -> None:
             while len(self.results) < tasks:
                 self.results.append(self.queues.get_result(timeout=600))
-                if sent < tasks:
-                    self.queues.send_inputs(unique_input(size), method='noop')
-                    sent += 1
+                self.rec.release(None, 1)
 
     run_dir = tempfile.mkdtemp(prefix='bench-steer-')
     if server == 'local':
@@ -154,6 +170,9 @@ def _htex(run_dir: str, workers: int) -> Any:
         ],
         run_dir=run_dir,
         strategy='none',
+        # The setting docs/steer.md recommends (both sides): no DEBUG log of every task
+        # in the task server's process (parsl.log), ~1 ms per task on this machine.
+        initialize_logging=False,
     )
 
 

@@ -1,6 +1,7 @@
 """The synthetic application on Colmena 0.7.2, for bench_steer.py (run in the Colmena venv).
 
-Same application as the tether side: a Thinker, 2 Parsl HTEX workers on loopback, T
+Same application as the tether side: a Thinker (a submitting agent and a receiving
+agent sharing one slot per worker), 2 Parsl HTEX workers on loopback, T
 zero-length tasks with unique inputs of SIZE bytes and no output; Redis queues; inputs
 proxied through ProxyStore's Redis store when a threshold is given. Prints one JSON line
 with the per-component medians (seconds). Not imported by tether.
@@ -37,6 +38,7 @@ def main() -> None:
     from colmena.queue.redis import RedisQueues
     from colmena.task_server import ParslTaskServer
     from colmena.thinker import BaseThinker, agent
+    from colmena.thinker.resources import ResourceCounter
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
@@ -70,22 +72,31 @@ def main() -> None:
         ],
         run_dir=tempfile.mkdtemp(prefix='bench-colmena-'),
         strategy='none',
+        # The setting docs/steer.md recommends (both sides): no DEBUG log of every task
+        # in the task server's process (parsl.log), ~1 ms per task on this machine.
+        initialize_logging=False,
     )
     n_tasks, size = args.tasks, args.size
 
     class Synthetic(BaseThinker):
-        @agent
-        def run_all(self) -> None:
-            self.results = []
-            sent = 0
-            for _ in range(min(2, n_tasks)):
+        """The same two agents as the tether side: one submits, one receives."""
+
+        def __init__(self, queues: Any) -> None:
+            super().__init__(queues, ResourceCounter(2))
+            self.results: list[Any] = []
+
+        @agent(startup=True)
+        def producer(self) -> None:
+            for _ in range(n_tasks):
+                if not self.rec.acquire(None, 1, cancel_if=self.done):
+                    return
                 self.queues.send_inputs(unique_input(size), method='noop')
-                sent += 1
+
+        @agent
+        def consumer(self) -> None:
             while len(self.results) < n_tasks:
                 self.results.append(self.queues.get_result(timeout=600))
-                if sent < n_tasks:
-                    self.queues.send_inputs(unique_input(size), method='noop')
-                    sent += 1
+                self.rec.release(None, 1)
 
     server = ParslTaskServer([noop], queues, config)
     server.start()

@@ -261,3 +261,57 @@ def test_forked_task_server_after_background_resolves_in_the_parent(
         result = queues.get_result(timeout=60)
     assert result.success, result.failure_info
     assert result.value == 1000
+
+
+def test_parsl_apps_get_and_return_one_pickle() -> None:
+    """A request crosses Parsl as bytes, with the method bound in the app's function.
+
+    Parsl serializes an app's arguments and return value with dill, a pure-Python
+    pickler: a ``Result`` (or a method defined in ``__main__``) passed as an argument was
+    walked by it on every task, each way. And its executor, logging at DEBUG (Parsl's
+    default), takes the ``repr`` of every argument in full: the bytes are wrapped in an
+    object whose ``repr`` is short.
+    """
+    import concurrent.futures
+    import pickle
+
+    from tether.steer import Result
+    from tether.steer.task_server.parsl import _MethodTask
+
+    queues = PipeQueues()
+    queues.send_inputs(b'x' * 1000, method='echo')
+    request = queues.get_task(timeout=10)
+    server = ParslTaskServer(METHODS, queues, config=None)
+    handed: list[tuple[Any, ...]] = []
+
+    def app(*args: Any) -> concurrent.futures.Future[Any]:
+        handed.append(args)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_result(_MethodTask(_tasks.echo)(*args))
+        return future
+
+    server._apps = {'echo': app}
+    done: list[Result] = []
+    server._submit(_tasks.echo, request, done.append)
+
+    assert len(handed) == 1
+    assert len(handed[0]) == 1
+    (message,) = handed[0]
+    assert type(message.message) is bytes
+    assert pickle.loads(message.message).task_id == request.task_id
+    assert len(repr(message)) < 100
+    # What Parsl's dill makes of it on the way to the worker.
+    assert type(pickle.loads(pickle.dumps(message)).message) is bytes
+    assert len(done) == 1
+    assert done[0].success, done[0].failure_info
+    assert done[0].task_id == request.task_id
+    queues.send_result(done[0])
+    assert queues.get_result(timeout=10).value == b'x' * 1000
+
+
+def test_parsl_method_task_is_named_after_its_method() -> None:
+    from tether.steer.task_server.parsl import _MethodTask
+
+    task = _MethodTask(_tasks.add)
+    assert task.__name__ == 'add'
+    assert task.method is _tasks.add

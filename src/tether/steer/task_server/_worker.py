@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import time
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from typing import Any
 from tether.steer import _pack
 from tether.steer.models import Result
 
-__all__ = ['run_task']
+__all__ = ['run_pickled_task', 'run_task']
 
 
 def _store(config: Any) -> Any:
@@ -87,3 +88,13 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
     # Inputs go back exactly as they came (no second serialization), or not at all.
     result.inputs = packed if result.keep_inputs else _pack.Packed([], ())
     return result
+
+
+def run_pickled_task(method: Callable[..., Any], message: bytes) -> bytes:
+    """:func:`run_task` on a pickled request; return the pickled finished result.
+
+    For executors that serialize a task's arguments and return value themselves, and
+    slowly (Parsl's, with dill): handed bytes, they have one string to copy each way.
+    """
+    result = run_task(method, pickle.loads(message))
+    return pickle.dumps(result, protocol=5)

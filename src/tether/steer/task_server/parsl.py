@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import pickle
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from tether.steer.models import Result
-from tether.steer.task_server._worker import run_task
+from tether.steer.task_server._worker import run_pickled_task
 from tether.steer.task_server.base import BaseTaskServer, method_name
 
 __all__ = ['ParslTaskServer']
@@ -15,8 +16,50 @@ __all__ = ['ParslTaskServer']
 logger = logging.getLogger(__name__)
 
 
+class _Request:
+    """A pickled request on its way through Parsl: its bytes, with a short ``repr``.
+
+    Parsl's executor logs the ``repr`` of every argument of a task when its logger is at
+    DEBUG, as it is by default (``Config(initialize_logging=True)`` logs everything to
+    ``parsl.log``): it cut the ``repr`` to 100 characters, but only after building all of
+    it, ~4 characters a byte, milliseconds for a 1 MB input sent inline.
+    """
+
+    __slots__ = ('message',)
+
+    def __init__(self, message: bytes) -> None:
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Request, (self.message,))
+
+    def __repr__(self) -> str:
+        return f'<tether task request, {len(self.message)} bytes>'
+
+
+class _MethodTask:
+    """One method as a Parsl app's function: a pickled request in, a pickled result out.
+
+    Parsl serializes an app's function once (it caches it) but its arguments and return
+    value every time, with dill, a pure-Python pickler (~20 times as slow as
+    :mod:`pickle` on a :class:`~tether.steer.models.Result`): so the method is bound
+    here, not passed per task, and the request and result cross Parsl as bytes, which it
+    only copies.
+    """
+
+    def __init__(self, method: Callable[..., Any]) -> None:
+        self.method = method
+        self.__name__ = method_name(method)
+
+    def __call__(self, request: _Request) -> bytes:
+        return run_pickled_task(self.method, request.message)
+
+
 class ParslTaskServer(BaseTaskServer):
     """Run tasks as Parsl apps.
+
+    Each method is one app; a request reaches it, and its result comes back, as one
+    pickle of bytes (which Parsl only copies).
 
     Args:
         methods: Functions, or ``(function, {'executors': [...]})`` pairs to pin a method
@@ -51,10 +94,12 @@ class ParslTaskServer(BaseTaskServer):
         self._dfk = DataFlowKernel(self.config)
         for name, method in self.methods.items():
             executors = self.default_executors
+            fn = method
             if isinstance(method, tuple):
+                fn = method[0]
                 executors = method[1].get('executors', executors)
             app = PythonApp(  # type: ignore[no-untyped-call]
-                run_task,
+                _MethodTask(fn),
                 data_flow_kernel=self._dfk,
                 executors=executors,
             )
@@ -68,11 +113,11 @@ class ParslTaskServer(BaseTaskServer):
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         fn = method[0] if isinstance(method, tuple) else method
-        future = self._apps[method_name(fn)](fn, result)
+        future = self._apps[method_name(fn)](_Request(pickle.dumps(result, protocol=5)))
 
         def callback(f: Any) -> None:
             try:
-                finished = f.result()
+                finished = pickle.loads(f.result())
             except Exception as e:
                 # The app never returned: its worker was lost, or Parsl failed.
                 result.set_failure(f'{type(e).__name__}: the task did not finish on Parsl: {e}')
