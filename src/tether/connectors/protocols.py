@@ -15,10 +15,12 @@ joining them), :class:`VectoredBatchConnector` (several such objects in one call
 round trip where the channel allows), :class:`BackgroundWriteConnector` (an object whose
 bytes cannot change copied in the background, its key handed out at once),
 :class:`LendingConnector` (an object's bytes lent for one call, for readers that copy them
-out) and :class:`WaitingConnector` (block until a key is set). A :class:`~tether.store.Store` resolves them once, when it is made
-(:class:`Capabilities`); a call that needs one its connector lacks raises
-:class:`~tether.exceptions.MissingCapabilityError`, while the optional ones
-(vectored and background writes, lent reads, waits) fall back to joining the buffers or polling.
+out) and :class:`WaitingConnector` (block until a key is set). A
+:class:`~tether.store.Store` resolves them once, when it is made (:class:`Capabilities`);
+a call that needs one its connector lacks raises
+:class:`~tether.exceptions.MissingCapabilityError`, while the optional ones (vectored and
+background writes, lent reads, waits) fall back to joining the buffers, writing before
+returning, or polling.
 """
 
 from __future__ import annotations
