@@ -137,6 +137,27 @@ def test_an_early_reader_of_another_process_waits(
     assert out.strip() == hashlib.sha256(data).hexdigest()
 
 
+def test_a_reader_waits_for_a_writer_that_completed_but_has_not_unlocked(
+    shm: SharedMemoryConnector,
+) -> None:
+    import fcntl
+
+    data = _data(14)
+    key = shm.put_parts([data])  # complete; its header says so
+    fd = os.open(os.path.join(SHM_DIR, key.name), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as the background writer between the two
+        reader = _Reader(lambda: shm.get_lent(key, _copy, None))
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive()  # never "evicted" while its key still names it
+    finally:
+        os.close(fd)
+    reader.join(30)
+    assert reader.error is None
+    assert reader.result == data
+
+
 def test_a_reader_gives_up_after_the_wait_timeout(
     shm: SharedMemoryConnector, gate: threading.Event
 ) -> None:

@@ -27,8 +27,9 @@ A *background* write (:func:`begin_write`) gives the segment its key's name befo
 object is copied: the writer locks it exclusively, writes the header with the *pending*
 word set, renames it to the key's name and returns; the copy runs later (in another
 thread), and the writer clears the pending word after it, then unlocks. A reader that
-cannot lock a segment whose header names its own key with the pending word set waits for
-the lock (up to a timeout); under the lock, it reads only if the word is clear. A writer
+cannot lock a segment that its key still names (so not evicted: evicting renames it) and
+whose header names that key waits for the lock (up to a timeout); under the lock, it
+reads only if the header still names its key and the word is clear. A writer
 that dies mid-copy releases the lock (the kernel drops it with the process) but leaves
 the word set, so its readers fail with a clear error instead of reading a partial object.
 Any other segment is only locked exclusively while it has a private name, never while
@@ -320,13 +321,13 @@ def open_segment(path: str, name: str) -> int | None:
         raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
 
 
-def _pending_for(fd: int, ident: bytes) -> bool:
-    """Whether the segment's header (read without its lock) names ``ident``, pending."""
+def _names(fd: int, ident: bytes) -> bool:
+    """Whether the segment's header (read without its lock) names the object ``ident``."""
     head = os.pread(fd, _HEADER.size, 0)
     if len(head) < _HEADER.size:
         return False
-    magic, stored, _, state = _HEADER.unpack(head)
-    return bool(magic == _MAGIC and stored == ident and state == _PENDING)
+    magic, stored, _, _ = _HEADER.unpack(head)
+    return bool(magic == _MAGIC and stored == ident)
 
 
 def _wait_shared(fd: int, name: str, timeout: float) -> None:
@@ -350,7 +351,17 @@ def _wait_shared(fd: int, name: str, timeout: float) -> None:
         delay = min(delay * 2, _WAIT_MAX)
 
 
-def _checked_size(fd: int, name: str, ident: bytes, timeout: float) -> int | None:
+def _named_by(path: str, fd: int) -> bool:
+    """Whether ``path`` is still a name of the file open as ``fd``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _checked_size(fd: int, path: str, name: str, ident: bytes, timeout: float) -> int | None:
     """Lock the pooled segment open as ``fd`` (shared) and return its object's size.
 
     ``None`` if the segment no longer holds the object of ``ident`` (evicted, maybe being
@@ -361,8 +372,10 @@ def _checked_size(fd: int, name: str, ident: bytes, timeout: float) -> int | Non
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        if not _pending_for(fd, ident):
+        if not _names(fd, ident) or not _named_by(path, fd):
             return None  # evicted, and a writer is rewriting it for another key
+        # Locked while its key still names it: a background write of this object, still
+        # copying (or done, about to unlock). The header read under the lock tells.
         _wait_shared(fd, name, timeout)
     head = os.pread(fd, _HEADER.size, 0)
     if len(head) < _HEADER.size:
@@ -404,7 +417,7 @@ def read(
     if fd is None:
         return None
     try:
-        size = _checked_size(fd, name, ident, timeout)
+        size = _checked_size(fd, path, name, ident, timeout)
         return None if size is None else _map(fd, size)
     except OSError as e:
         raise ConnectorError(f'cannot map shared memory {name!r}: {e}') from e
@@ -438,7 +451,7 @@ def lend(
     if fd is None:
         return None
     try:
-        size = _checked_size(fd, name, ident, timeout)
+        size = _checked_size(fd, path, name, ident, timeout)
         if size is None:
             return None
         locked = fd
