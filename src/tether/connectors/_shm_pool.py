@@ -96,8 +96,11 @@ _MAGIC = b'tethSHM1'
 _PENDING = 1
 """The header's last word while a background write copies the object (0: complete)."""
 _PENDING_AT = struct.calcsize('<8s16sQ')
-_WAIT_MAX = 0.001
-"""Longest sleep between two tries of a reader waiting for a background write."""
+_WAIT_SHORT = 0.0002
+"""Longest sleep between two tries of a reader waiting for a background write, for the
+first :data:`_WAIT_LONG_AFTER` seconds (a copy of a few MB: a late wake-up costs little)."""
+_WAIT_LONG = 0.005
+_WAIT_LONG_AFTER = 0.05
 _MARK = 'p'
 """Pooled keys end in ``-p<32 hex digits>`` (plain keys: ``-<32 hex digits>``)."""
 _TRIES = 4
@@ -332,8 +335,9 @@ def _names(fd: int, ident: bytes) -> bool:
 
 def _wait_shared(fd: int, name: str, timeout: float) -> None:
     """Take the segment's shared lock, waiting for a background write to let go of it."""
-    deadline = time.monotonic() + timeout
-    delay = 0.00005
+    start = time.monotonic()
+    deadline = start + timeout
+    delay = 0.00002
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -348,7 +352,8 @@ def _wait_shared(fd: int, name: str, timeout: float) -> None:
                 "connector's wait_timeout if such large objects need longer",
             )
         time.sleep(min(delay, left))
-        delay = min(delay * 2, _WAIT_MAX)
+        longest = _WAIT_SHORT if time.monotonic() - start < _WAIT_LONG_AFTER else _WAIT_LONG
+        delay = min(delay * 2, longest)
 
 
 def _named_by(path: str, fd: int) -> bool:
