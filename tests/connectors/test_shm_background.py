@@ -382,3 +382,27 @@ def test_store_put_of_an_array_is_copied_before_it_returns(
         key = store.put(array)
         array[:] = -1  # the caller's change after the put
         assert int(store.get(key)[5]) == 5
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_copies(
+    shm: SharedMemoryConnector, gate: threading.Event
+) -> None:
+    key, done = shm.put_parts_background([_data(15)])
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of its own pending, closes at once
+        ok = shm.flush(0) and not shm._pending_writes()
+        shm.close()
+        os._exit(0 if ok else 1)
+    for _ in range(600):
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        threading.Event().wait(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child waited for its parent's copy")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not done.done()
+    gate.set()
+    assert shm.get_lent(key, _copy, None) == _data(15)

@@ -194,14 +194,26 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             done.set_result(None)
             return key, done
         finish = self._begin_pooled(key, ident, parts)
-        future = _writer().submit(finish)
+        try:
+            future = _writer().submit(finish)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            finish()
+            done = Future()
+            done.set_result(None)
+            return key, done
         with self._pending_lock:
-            if self._pending_pid != os.getpid():  # forked: the parent's copies are not ours
-                self._pending.clear()
-                self._pending_pid = os.getpid()
+            self._forget_parent()
             self._pending[key.name] = future
         future.add_done_callback(lambda done: self._written(key.name, done))
         return key, future
+
+    def _forget_parent(self) -> None:
+        """In a forked child, drop the parent's pending copies and failures (hold the
+        lock)."""
+        if self._pending_pid != os.getpid():
+            self._pending.clear()
+            self._failed.clear()
+            self._pending_pid = os.getpid()
 
     def _written(self, name: str, future: Future[None]) -> None:
         with self._pending_lock:
@@ -214,8 +226,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     def _pending_writes(self, name: str | None = None) -> list[Future[None]]:
         """This process's pending background writes (of key ``name`` only, if given)."""
         with self._pending_lock:
-            if self._pending_pid != os.getpid():
-                return []
+            self._forget_parent()
             if name is None:
                 return list(self._pending.values())
             future = self._pending.get(name)
@@ -223,6 +234,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
 
     def _raise_failed(self) -> None:
         with self._pending_lock:
+            self._forget_parent()
             failed, self._failed = self._failed, []
         if failed:
             name, error = failed[0]
