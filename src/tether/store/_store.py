@@ -277,6 +277,11 @@ class Store(Generic[ConnectorT]):
         ``lifetime`` (see :mod:`tether.store.lifetimes`) evicts the object when it ends.
         Extra keyword arguments go to the connector's ``put`` (for example the
         constraints of a multi-connector).
+
+        Over a :class:`~tether.connectors.protocols.BackgroundWriteConnector` (shared
+        memory), a large object whose serialized memory cannot change (``bytes``, a
+        string, a pickle of plain values) may still be being copied when this returns:
+        the key is valid at once, and whoever reads it first waits for the copy.
         """
         self._check_open()
         key = self._put_one(obj, serializer, kwargs)
