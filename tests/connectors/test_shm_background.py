@@ -406,3 +406,13 @@ def test_a_forked_child_does_not_wait_for_its_parents_copies(
     assert not done.done()
     gate.set()
     assert shm.get_lent(key, _copy, None) == _data(15)
+
+
+def test_the_connector_pickles_with_its_settings(shm: SharedMemoryConnector) -> None:
+    import copy
+    import pickle
+
+    slow = SharedMemoryConnector(shm.namespace, background_writes=False, wait_timeout=5)
+    for again in (pickle.loads(pickle.dumps(slow)), copy.deepcopy(slow)):
+        assert again.config() == slow.config()
+        assert again.flush()

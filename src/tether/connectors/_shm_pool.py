@@ -63,9 +63,9 @@ from tether.serialize import BytesLike
 
 __all__ = [
     'HEADER_SIZE',
-    'WAIT_TIMEOUT',
     'MIN_POOLED',
     'POOL_SUFFIX',
+    'WAIT_TIMEOUT',
     'begin_write',
     'capacity',
     'drain',

@@ -141,6 +141,19 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     def __repr__(self) -> str:
         return f'SharedMemoryConnector(namespace={self.namespace!r})'
 
+    def __reduce__(self) -> tuple[type[SharedMemoryConnector], tuple[str, bool, int, bool, float]]:
+        # Its settings only: pending background writes belong to this process.
+        return (
+            type(self),
+            (
+                self.namespace,
+                self.clear,
+                self.pool_bytes,
+                self.background_writes,
+                self.wait_timeout,
+            ),
+        )
+
     def _path(self, key: SharedMemoryKey) -> str:
         if '/' in key.name or not key.name.startswith(_PREFIX):
             raise ConnectorError(f'invalid shared-memory key {key!r}')
