@@ -416,3 +416,34 @@ def test_the_connector_pickles_with_its_settings(shm: SharedMemoryConnector) -> 
     for again in (pickle.loads(pickle.dumps(slow)), copy.deepcopy(slow)):
         assert again.config() == slow.config()
         assert again.flush()
+
+
+def test_a_process_that_exits_without_closing_completes_its_copies(
+    shm: SharedMemoryConnector,
+) -> None:
+    script = textwrap.dedent(f"""
+        from tether.connectors import _shm_pool
+        from tether.connectors.shared_memory import SharedMemoryConnector
+
+        real = _shm_pool.begin_write
+
+        def slow(*args):
+            finish = real(*args)
+
+            def later():
+                import time
+                time.sleep(0.3)  # still copying when the main thread ends
+                finish()
+
+            return later
+
+        _shm_pool.begin_write = slow
+        c = SharedMemoryConnector({shm.namespace!r})
+        key, _ = c.put_parts_background([bytes(range(256)) * {LARGE // 256}])
+        print(key.name, flush=True)
+    """)
+    out = subprocess.run(
+        [sys.executable, '-c', script], capture_output=True, text=True, timeout=60, check=True
+    )
+    key = SharedMemoryKey(out.stdout.strip())
+    assert shm.get_lent(key, _copy, None) == bytes(range(256)) * (LARGE // 256)
