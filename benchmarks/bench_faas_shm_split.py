@@ -7,6 +7,11 @@ faults it took, so that every round trip splits into the put, the way to the wor
 the worker's resolve and the way back (``time.perf_counter`` is one clock for all the
 processes of a machine). Prints medians; writes no results file.
 
+The put is the time until ``Store.proxy`` returns: a 10 MB ``bytes`` argument is copied
+into its segment in the background (see docs/connectors/shared-memory.md, "Background
+writes"), so that copy runs during the way to the worker, and a worker that comes first
+waits for it in its resolve.
+
     .venv/bin/python benchmarks/bench_faas_shm_split.py [--quick]
 """
 

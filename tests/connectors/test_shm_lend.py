@@ -190,21 +190,37 @@ def test_a_lent_read_of_an_evicted_and_reused_segment_gets_nothing(
     assert store.get(b) == _data(2)
 
 
-def test_a_lent_read_of_a_segment_being_written_gets_nothing(shm: SharedMemoryConnector) -> None:
-    key = shm.put(_data(1))
-    fd = os.open(os.path.join(SHM_DIR, key.name), os.O_RDONLY)
-    try:
-        import fcntl
+def test_a_lent_read_of_a_segment_being_written_gets_nothing(
+    shm: SharedMemoryConnector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fcntl
 
-        fcntl.flock(fd, fcntl.LOCK_EX)  # as a writer rewriting it for another key
+    key = shm.put(_data(1))
+    path = os.path.join(SHM_DIR, key.name)
+    early = os.open(path, os.O_RDONLY)  # opened through the key before the evict
+    writer = os.open(path, os.O_RDONLY)
+    claimed = f'{path}.claimed.tmp'
+    try:
+        os.rename(path, claimed)  # as a writer that claimed it from the pool
+        fcntl.flock(writer, fcntl.LOCK_EX)  # ... to rewrite it for another key
+        real_open = os.open
+        monkeypatch.setattr(
+            _shm_pool.os,
+            'open',
+            lambda p, *a, **k: os.dup(early) if p == path else real_open(p, *a, **k),
+        )
         assert shm.get_lent(key, _copy, None) is None
+        monkeypatch.undo()
     finally:
-        os.close(fd)
+        os.close(writer)
+        os.close(early)
+        os.rename(claimed, path)
     assert shm.get_lent(key, _copy, None) == _data(1)
 
 
 def test_a_lent_read_of_a_corrupt_segment_raises(store: Store[Any]) -> None:
     key = store.put(_data(1))
+    store.connector.flush()  # the put's background copy would write the header again
     with open(os.path.join(SHM_DIR, key.name), 'r+b') as f:
         f.write(b'garbage!')
     with pytest.raises(ConnectorError, match='header'):

@@ -49,6 +49,12 @@ def nbytes(data: Any) -> int:
     return len(data)
 
 
+def digest(data: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(bytes(data)).hexdigest()
+
+
 def make_bytes(n: int) -> bytes:
     return b'x' * n
 

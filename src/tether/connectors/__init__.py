@@ -13,6 +13,7 @@ does not pull in redis-py).
 from __future__ import annotations
 
 from tether.connectors.protocols import (
+    BackgroundWriteConnector,
     Capabilities,
     Connector,
     DecodingConnector,
@@ -23,6 +24,7 @@ from tether.connectors.protocols import (
 )
 
 __all__ = [
+    'BackgroundWriteConnector',
     'Capabilities',
     'Connector',
     'DecodingConnector',

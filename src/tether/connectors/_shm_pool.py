@@ -8,8 +8,9 @@ segment: evicting it moves the segment into the namespace's pool directory
 the same size class (a power of two) claims it and writes over pages already allocated.
 
 A pooled segment starts with a 64-byte header (magic, the 16-byte id of the key it holds,
-the object's size); the object follows it, and the rest of the segment is a sparse tail.
-Reuse is safe because of two rules:
+the object's size, and a word that is non-zero while the object is still being written);
+the object follows it, and the rest of the segment is a sparse tail. Reuse is safe
+because of two rules:
 
 * A reader takes a shared ``flock`` on the segment before it reads the header, and keeps
   it for as long as it maps the segment (the lock belongs to the open file, which the
@@ -20,8 +21,19 @@ Reuse is safe because of two rules:
 
 So a reader never sees another key's bytes: either it locked first (no writer can touch
 the segment until its mapping is gone) or a writer did (the reader then fails to lock,
-or finds another key's id in the header). A segment is only locked exclusively while it
-has a private name, never while it is reachable through a key.
+or finds another key's id in the header).
+
+A *background* write (:func:`begin_write`) gives the segment its key's name before the
+object is copied: the writer locks it exclusively, writes the header with the *pending*
+word set, renames it to the key's name and returns; the copy runs later (in another
+thread), and the writer clears the pending word after it, then unlocks. A reader that
+cannot lock a segment that its key still names (so not evicted: evicting renames it) and
+whose header names that key waits for the lock (up to a timeout); under the lock, it
+reads only if the header still names its key and the word is clear. A writer
+that dies mid-copy releases the lock (the kernel drops it with the process) but leaves
+the word set, so its readers fail with a clear error instead of reading a partial object.
+Any other segment is only locked exclusively while it has a private name, never while
+it is reachable through a key.
 
 Pool entries are named ``<capacity>-<pid>-<id>``, the pid being the process that evicted
 the object. A process removes its own entries at exit, :meth:`SharedMemoryConnector.close
@@ -40,6 +52,7 @@ import mmap
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -52,6 +65,8 @@ __all__ = [
     'HEADER_SIZE',
     'MIN_POOLED',
     'POOL_SUFFIX',
+    'WAIT_TIMEOUT',
+    'begin_write',
     'capacity',
     'drain',
     'is_full',
@@ -73,8 +88,19 @@ HEADER_SIZE = 64
 MAX_ENTRIES = 64
 """Most segments in one pool (more are unlinked on evict), so listing it stays cheap."""
 
-_HEADER = struct.Struct('<8s16sQ')
+WAIT_TIMEOUT = 60.0
+"""Seconds a reader waits for a background write of its object to complete."""
+
+_HEADER = struct.Struct('<8s16sQQ')
 _MAGIC = b'tethSHM1'
+_PENDING = 1
+"""The header's last word while a background write copies the object (0: complete)."""
+_PENDING_AT = struct.calcsize('<8s16sQ')
+_WAIT_SHORT = 0.0002
+"""Longest sleep between two tries of a reader waiting for a background write, for the
+first :data:`_WAIT_LONG_AFTER` seconds (a copy of a few MB: a late wake-up costs little)."""
+_WAIT_LONG = 0.005
+_WAIT_LONG_AFTER = 0.05
 _MARK = 'p'
 """Pooled keys end in ``-p<32 hex digits>`` (plain keys: ``-<32 hex digits>``)."""
 _TRIES = 4
@@ -156,8 +182,7 @@ def _claim(pool: str, cap: int, tmp: str) -> int | None:
     return None
 
 
-def _write_all(fd: int, buffers: list[memoryview]) -> None:
-    offset = 0
+def _write_all(fd: int, buffers: list[memoryview], offset: int = 0) -> None:
     while buffers:
         n = os.pwritev(fd, buffers, offset)
         offset += n
@@ -166,6 +191,87 @@ def _write_all(fd: int, buffers: list[memoryview]) -> None:
             buffers.pop(0)
         if buffers and n:
             buffers[0] = buffers[0][n:]
+
+
+def _header(ident: bytes, size: int, *, pending: bool) -> bytes:
+    state = _PENDING if pending else 0
+    return _HEADER.pack(_MAGIC, ident, size, state).ljust(HEADER_SIZE, b'\0')
+
+
+def _lock_segment(pool: str, path: str, cap: int) -> tuple[int, str, bool]:
+    """A segment of ``cap`` bytes, exclusively locked under a private name: claimed from
+    the pool, else new. Returns its open file, its name and whether it is new."""
+    tmp = f'{path}.{new_id()[:12]}.tmp'
+    _shm_maps.prune()
+    fd = _claim(pool, cap, tmp)
+    if fd is not None:
+        return fd, tmp, False
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    return fd, tmp, True
+
+
+def begin_write(
+    path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]
+) -> Callable[[], None]:
+    """Start writing the concatenation of ``parts`` as the pooled object at ``path``.
+
+    Claims or creates the segment, locks it exclusively, writes its header marked
+    *pending* and renames it to ``path``: from then on the key exists, and its readers
+    wait (see the module docstring). Returns the function that copies the object and
+    completes it (clears the pending word, then unlocks); it may run in another thread,
+    and must run exactly once. ``parts`` must not change until it has returned.
+
+    Raises:
+        OSError: if the segment cannot be created or named (``/dev/shm`` full ...).
+    """
+    views = [memoryview(p).cast('B') for p in parts]
+    size = sum(v.nbytes for v in views)
+    cap = capacity(size)
+    fd, tmp, fresh = _lock_segment(pool, path, cap)
+    header = _header(ident, size, pending=True)
+    try:
+        try:
+            os.pwrite(fd, header, 0)
+            if fresh:
+                os.ftruncate(fd, cap)  # sparse: the copy allocates the object's pages
+            os.rename(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+    except BaseException:
+        os.close(fd)
+        raise
+
+    def finish() -> None:
+        try:
+            if fresh:
+                _write_all(fd, list(views), HEADER_SIZE)
+            else:
+                # Through the mapping this process keeps of the segment; the path may
+                # have been evicted meanwhile, so the mapping is made through the fd.
+                _shm_maps.write(f'/proc/self/fd/{fd}', fd, [memoryview(header), *views])
+            # Last: a reader that gets the lock without this (the writer died or
+            # failed) reads nothing.
+            os.pwrite(fd, bytes(8), _PENDING_AT)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    os.remove(path)  # its readers now find nothing, or fail on the word
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    return finish
 
 
 def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> None:
@@ -180,19 +286,12 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
     views = [memoryview(p).cast('B') for p in parts]
     size = sum(v.nbytes for v in views)
     cap = capacity(size)
-    tmp = f'{path}.{new_id()[:12]}.tmp'
-    _shm_maps.prune()
-    fd = _claim(pool, cap, tmp)
-    fresh = fd is None
-    if fd is None:
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    fd, tmp, fresh = _lock_segment(pool, path, cap)
     try:
         try:
-            if fresh:
-                fcntl.flock(fd, fcntl.LOCK_EX)
             # The header first: from here on, a reader of the segment's previous key
             # finds another id and reads nothing.
-            header = _HEADER.pack(_MAGIC, ident, size).ljust(HEADER_SIZE, b'\0')
+            header = _header(ident, size, pending=False)
             buffers = [memoryview(header), *views]
             if fresh:
                 _write_all(fd, buffers)  # allocates the pages as it copies
@@ -225,25 +324,77 @@ def open_segment(path: str, name: str) -> int | None:
         raise ConnectorError(f'cannot open shared memory {name!r}: {e}') from e
 
 
-def _checked_size(fd: int, name: str, ident: bytes) -> int | None:
+def _names(fd: int, ident: bytes) -> bool:
+    """Whether the segment's header (read without its lock) names the object ``ident``."""
+    head = os.pread(fd, _HEADER.size, 0)
+    if len(head) < _HEADER.size:
+        return False
+    magic, stored, _, _ = _HEADER.unpack(head)
+    return bool(magic == _MAGIC and stored == ident)
+
+
+def _wait_shared(fd: int, name: str, timeout: float) -> None:
+    """Take the segment's shared lock, waiting for a background write to let go of it."""
+    start = time.monotonic()
+    deadline = start + timeout
+    delay = 0.00002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ConnectorError(
+                f'shared memory {name!r} is still being written after {timeout:g} s: its '
+                'writer holds it (is the process that put it stuck?); raise the '
+                "connector's wait_timeout if such large objects need longer",
+            )
+        time.sleep(min(delay, left))
+        longest = _WAIT_SHORT if time.monotonic() - start < _WAIT_LONG_AFTER else _WAIT_LONG
+        delay = min(delay * 2, longest)
+
+
+def _named_by(path: str, fd: int) -> bool:
+    """Whether ``path`` is still a name of the file open as ``fd``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _checked_size(fd: int, path: str, name: str, ident: bytes, timeout: float) -> int | None:
     """Lock the pooled segment open as ``fd`` (shared) and return its object's size.
 
     ``None`` if the segment no longer holds the object of ``ident`` (evicted, maybe being
-    rewritten for another key). The lock stays until ``fd`` (and any mapping made
-    through it) is closed.
+    rewritten for another key). If a background write of the object still holds the
+    segment, waits for it (up to ``timeout`` seconds). The lock stays until ``fd`` (and
+    any mapping made through it) is closed.
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return None  # evicted, and a writer is rewriting it for another key
+        if not _names(fd, ident) or not _named_by(path, fd):
+            return None  # evicted, and a writer is rewriting it for another key
+        # Locked while its key still names it: a background write of this object, still
+        # copying (or done, about to unlock). The header read under the lock tells.
+        _wait_shared(fd, name, timeout)
     head = os.pread(fd, _HEADER.size, 0)
     if len(head) < _HEADER.size:
         raise ConnectorError(f'shared memory {name!r} is too short for its header')
-    magic, stored, size = _HEADER.unpack(head)
+    magic, stored, size, state = _HEADER.unpack(head)
     if magic != _MAGIC:
         raise ConnectorError(f'shared memory {name!r} has no tether segment header')
     if stored != ident:
         return None  # evicted, and the segment now holds another object
+    if state != 0:
+        raise ConnectorError(
+            f'shared memory {name!r} holds an incomplete object: the process that put it '
+            'died or failed while copying it in the background; put the object again',
+        )
     if HEADER_SIZE + size > os.fstat(fd).st_size:
         raise ConnectorError(f'shared memory {name!r} is shorter than its header says')
     return int(size)
@@ -257,8 +408,12 @@ def _map(fd: int, size: int) -> memoryview | bytearray:
     return memoryview(mapping)[HEADER_SIZE:]
 
 
-def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
+def read(
+    path: str, name: str, ident: bytes, timeout: float = WAIT_TIMEOUT
+) -> memoryview | bytearray | None:
     """Map the pooled object at ``path`` (copy-on-write); ``None`` if it is not there.
+
+    Waits up to ``timeout`` seconds for a background write of the object to complete.
 
     Raises:
         ConnectorError: if the segment cannot be read or its header is corrupt.
@@ -267,7 +422,7 @@ def read(path: str, name: str, ident: bytes) -> memoryview | bytearray | None:
     if fd is None:
         return None
     try:
-        size = _checked_size(fd, name, ident)
+        size = _checked_size(fd, path, name, ident, timeout)
         return None if size is None else _map(fd, size)
     except OSError as e:
         raise ConnectorError(f'cannot map shared memory {name!r}: {e}') from e
@@ -280,8 +435,11 @@ def lend(
     name: str,
     ident: bytes,
     use: Callable[[memoryview, Callable[[], BytesLike]], R],
+    timeout: float = WAIT_TIMEOUT,
 ) -> tuple[R] | None:
     """Call ``use`` on the pooled object at ``path``, lent; ``None`` if it is not there.
+
+    Waits up to ``timeout`` seconds for a background write of the object to complete.
 
     ``use(view, keep)`` gets a read-only view of the object in a mapping this process
     keeps (:func:`tether.connectors._shm_maps.lend`), valid during the call only: the
@@ -298,7 +456,7 @@ def lend(
     if fd is None:
         return None
     try:
-        size = _checked_size(fd, name, ident)
+        size = _checked_size(fd, path, name, ident, timeout)
         if size is None:
             return None
         locked = fd

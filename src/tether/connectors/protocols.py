@@ -12,24 +12,29 @@ Beyond :class:`Connector`, a connector may offer capabilities, each a runtime-ch
 protocol: :class:`DeferrableConnector` (keys handed out before the data exists: futures,
 ``update``), :class:`VectoredConnector` (an object written from a list of buffers without
 joining them), :class:`VectoredBatchConnector` (several such objects in one call, one
-round trip where the channel allows), :class:`LendingConnector` (an object's bytes lent
-for one call, for readers that copy them out) and :class:`WaitingConnector` (block until
-a key is set). A :class:`~tether.store.Store` resolves them once, when it is made
-(:class:`Capabilities`); a call that needs one its connector lacks raises
-:class:`~tether.exceptions.MissingCapabilityError`, while the optional ones
-(vectored writes, lent reads, waits) fall back to joining the buffers or polling.
+round trip where the channel allows), :class:`BackgroundWriteConnector` (an object whose
+bytes cannot change copied in the background, its key handed out at once),
+:class:`LendingConnector` (an object's bytes lent for one call, for readers that copy them
+out) and :class:`WaitingConnector` (block until a key is set). A
+:class:`~tether.store.Store` resolves them once, when it is made (:class:`Capabilities`);
+a call that needs one its connector lacks raises
+:class:`~tether.exceptions.MissingCapabilityError`, while the optional ones (vectored and
+background writes, lent reads, waits) fall back to joining the buffers, writing before
+returning, or polling.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, NamedTuple, Protocol, Self, TypeVar, runtime_checkable
 
 from tether.exceptions import MissingCapabilityError
 from tether.serialize import BytesLike
 
 __all__ = [
+    'BackgroundWriteConnector',
     'Capabilities',
     'Connector',
     'DecodingConnector',
@@ -120,6 +125,24 @@ class VectoredConnector(Connector[KeyT], Protocol[KeyT]):
 
 
 @runtime_checkable
+class BackgroundWriteConnector(Connector[KeyT], Protocol[KeyT]):
+    """A connector that can copy an object in the background, its key usable at once.
+
+    :meth:`Store.put <tether.store.Store.put>`, ``proxy`` and ``proxy_serialized`` use
+    this (without a custom serializer or connector keywords), so that the caller goes on
+    (sends the task that carries the key ...) while a large object is copied. Readers of
+    the key that come before the copy is complete wait for it; a reader never sees part
+    of the object. The connector decides what it copies in the background: only objects
+    whose memory cannot change (``bytes``), never memory the caller may still change.
+    """
+
+    def put_parts_background(self, parts: Sequence[BytesLike]) -> tuple[KeyT, Future[None]]:
+        """Store the concatenation of ``parts``; return its key and a future that
+        completes (or fails) when the object is written. ``parts`` must not change."""
+        ...
+
+
+@runtime_checkable
 class LendingConnector(Connector[KeyT], Protocol[KeyT]):
     """A connector that can lend an object's bytes for one call.
 
@@ -193,6 +216,7 @@ class Capabilities:
     deferrable: DeferrableConnector[Any] | None = None
     vectored: VectoredConnector[Any] | None = None
     vectored_batch: VectoredBatchConnector[Any] | None = None
+    background: BackgroundWriteConnector[Any] | None = None
     waiting: WaitingConnector[Any] | None = None
     lending: LendingConnector[Any] | None = None
     decoding: DecodingConnector[Any] | None = None
@@ -205,6 +229,7 @@ class Capabilities:
             deferrable=connector if isinstance(connector, DeferrableConnector) else None,
             vectored=connector if isinstance(connector, VectoredConnector) else None,
             vectored_batch=(connector if isinstance(connector, VectoredBatchConnector) else None),
+            background=(connector if isinstance(connector, BackgroundWriteConnector) else None),
             waiting=connector if isinstance(connector, WaitingConnector) else None,
             lending=connector if isinstance(connector, LendingConnector) else None,
             decoding=connector if isinstance(connector, DecodingConnector) else None,

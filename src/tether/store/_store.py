@@ -244,7 +244,7 @@ class Store(Generic[ConnectorT]):
         if serializer is None and self.serializer is None and vectored and not kwargs:
             parts = serialize_parts(obj)
             nbytes = sum(memoryview(p).nbytes for p in parts)
-            key = vectored.put_parts(parts)
+            key = self._put_parts(parts)
         else:
             data = self.serialize(obj, serializer)
             nbytes = memoryview(data).nbytes
@@ -252,6 +252,17 @@ class Store(Generic[ConnectorT]):
             key = put(data, **kwargs)
         self._record('store.put', key, start, nbytes)
         return key
+
+    def _put_parts(self, parts: Sequence[BytesLike]) -> Any:
+        """Store serialized parts: in the background where the connector can (it keeps
+        the memory that may change out of it), else vectored, else joined."""
+        background = self.capabilities.background
+        if background is not None:
+            return background.put_parts_background(parts)[0]
+        vectored = self.capabilities.vectored
+        if vectored is not None:
+            return vectored.put_parts(parts)
+        return self.connector.put(b''.join(parts))
 
     def put(
         self,
@@ -266,6 +277,11 @@ class Store(Generic[ConnectorT]):
         ``lifetime`` (see :mod:`tether.store.lifetimes`) evicts the object when it ends.
         Extra keyword arguments go to the connector's ``put`` (for example the
         constraints of a multi-connector).
+
+        Over a :class:`~tether.connectors.protocols.BackgroundWriteConnector` (shared
+        memory), a large object whose serialized memory cannot change (``bytes``, a
+        string, a pickle of plain values) may still be being copied when this returns:
+        the key is valid at once, and whoever reads it first waits for the copy.
         """
         self._check_open()
         key = self._put_one(obj, serializer, kwargs)
@@ -623,11 +639,7 @@ class Store(Generic[ConnectorT]):
         self._check_open()
         start = time.perf_counter_ns()
         nbytes = sum(memoryview(p).nbytes for p in parts)
-        vectored = self.capabilities.vectored
-        if vectored is not None:
-            key = vectored.put_parts(parts)
-        else:
-            key = self.connector.put(b''.join(parts))
+        key = self._put_parts(parts)
         self._record('store.put', key, start, nbytes)
         proxy = self._make_proxy(
             obj,
