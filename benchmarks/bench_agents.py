@@ -5,7 +5,10 @@
   exchange (figures 5.8 and 5.10 top);
 * throughput of one client driving N worker agents with no-op actions (5.9, 5.10 middle);
 * time to start N agents until each answers a ping (5.7 top);
-* memory of idle agent processes (5.11).
+* memory of idle agent processes (5.11);
+* only with ``--only handoffs``: hand-offs (threads put to sleep and woken by another)
+  and CPU time per 1 KB round trip on the hybrid exchange, counted from /proc rather
+  than timed, so that they hold on a busy machine too.
 
 Agents run in their own processes: tether's ProcessLauncher (fork server), academy-py's
 Manager over a spawned ProcessPoolExecutor, Ray actors, Dask actors in a LocalCluster.
@@ -192,6 +195,73 @@ def tether_memory(n: int) -> dict[str, float]:
         _cleanup(prefix)
 
 
+def _thread_stats(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of ``pid``: (voluntary context switches, CPU time in ns) from /proc."""
+    out = {}
+    for tid in os.listdir(f'/proc/{pid}/task'):
+        try:
+            with open(f'/proc/{pid}/task/{tid}/status') as f:
+                status = f.read()
+            with open(f'/proc/{pid}/task/{tid}/schedstat') as f:
+                cpu_ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        switches = int(status.split('\nvoluntary_ctxt_switches:')[1].split()[0])
+        out[int(tid)] = (switches, cpu_ns)
+    return out
+
+
+def tether_handoffs(calls: int) -> dict[str, Any]:
+    """Hand-offs and CPU time per 1 KB round trip on the hybrid exchange, counted rather
+    than timed (Linux only).
+
+    A hand-off is a thread going to sleep until another one wakes it: the voluntary
+    context switches of the client's and the agent's threads, per call. Unlike the round
+    trip's time, neither count depends much on which vCPU a wake-up lands on or on what
+    else the machine runs, so a change that saves a hand-off shows on a busy machine too.
+    """
+    from tether.agents import Manager
+    from tether.agents.launcher import ProcessLauncher
+
+    if not os.path.exists(f'/proc/{os.getpid()}/task'):
+        return {'error': 'needs /proc (Linux)'}
+    prefix = f'bench-agents-{uuid.uuid4().hex[:8]}:'
+    exchange = _tether_exchange('hybrid', prefix)
+    data = b'x' * 1_000
+    try:
+        with Manager(exchange, ProcessLauncher()) as manager:
+            handle = manager.launch(Echo())
+            handle.ping(timeout=120)
+            agent_pid = handle.pid().result(120)
+            for _ in range(200):  # warm-up: connections, addresses, threads
+                bytes(handle.echo(data).result(120))
+            sides = {'client': os.getpid(), 'agent': agent_pid}
+            before = {side: _thread_stats(pid) for side, pid in sides.items()}
+            for _ in range(calls):
+                bytes(handle.echo(data).result(120))
+            after = {side: _thread_stats(pid) for side, pid in sides.items()}
+    finally:
+        exchange.close()
+        _cleanup(prefix)
+    out: dict[str, Any] = {}
+    for side in sides:
+        switches = cpu = 0
+        busy = 0  # threads that slept at least once per ten calls
+        for tid, (s1, c1) in after[side].items():
+            s0, c0 = before[side].get(tid, (0, 0))
+            switches += s1 - s0
+            cpu += c1 - c0
+            busy += (s1 - s0) >= calls / 10
+        out[side] = {
+            'handoffs': switches / calls,
+            'cpu_us': cpu / calls / 1e3,
+            'threads': busy,
+        }
+    out['handoffs'] = out['client']['handoffs'] + out['agent']['handoffs']
+    out['cpu_us'] = out['client']['cpu_us'] + out['agent']['cpu_us']
+    return out
+
+
 # academy-py 1.0 --------------------------------------------------------------------------
 
 
@@ -365,6 +435,8 @@ def main() -> None:
         results['startup'] = {'tether process': tether_startup(counts)}
     if 'memory' in only:
         results['memory'] = {'tether process': tether_memory(mem_n)}
+    if 'handoffs' in only:
+        results['handoffs'] = {'tether hybrid': tether_handoffs(500 if args.quick else 2000)}
     checkpoint('after_tether')
     if 'academy' not in skip:
         rep = json.dumps({str(k): v for k, v in repeats.items()})
@@ -462,6 +534,28 @@ def main() -> None:
             print_table(
                 f'memory of {mem_n} idle agents, per process',
                 ['system', 'processes', 'RSS MiB', 'USS MiB'],
+                rows,
+            )
+        )
+    if 'handoffs' in results:
+        rows = []
+        for name, d in results['handoffs'].items():
+            if 'error' in d:
+                rows.append([name, str(d['error'])[:40], '-', '-', '-'])
+                continue
+            rows.append(
+                [
+                    name,
+                    f'{d["handoffs"]:.2f}',
+                    f'{d["client"]["handoffs"]:.2f} ({d["client"]["threads"]} threads)',
+                    f'{d["agent"]["handoffs"]:.2f} ({d["agent"]["threads"]} threads)',
+                    f'{d["cpu_us"]:.0f} us',
+                ]
+            )
+        md.append(
+            print_table(
+                'hand-offs (threads woken) and CPU time per 1 KB round trip',
+                ['system', 'hand-offs', 'client', 'agent', 'CPU'],
                 rows,
             )
         )
