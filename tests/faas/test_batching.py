@@ -359,3 +359,85 @@ def test_a_malformed_acknowledgement_closes_the_stream_with_a_clear_code(
                 assert 'task_ids' in closed.value.rcvd.reason
 
         asyncio.run(scenario())
+
+
+def test_results_whose_headers_outgrow_one_message_all_reach_the_client(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    """A batch of results is split by the length of its JSON header, not only by its
+    payloads: the service adds fields to every result it queues, and a message whose
+    header grew past the receivers' 1 MiB limit used to be dropped as malformed."""
+    st = make_service(endpoint_prefetch=4000)
+    user, token = new_user(st)
+    endpoint_id, endpoint_token = new_endpoint(st, user)
+    n = 2000
+    with Client(st.url, token) as client:
+        fid = client.register_function(_tasks.square)
+        group = client.create_task_group()
+        ids = submit(client, endpoint_id, fid, n, group)
+
+        async def scenario() -> None:
+            async with endpoint(st, endpoint_token) as ep:
+                await hello(ep)
+                got: list[str] = []
+                while len(got) < n:
+                    frame = await ep.expect(_frames.TASKS)
+                    assert _frames.header_length(frame_bytes(frame)) <= _frames.HEADER_BUDGET
+                    got += ids_of(frame, 'tasks')
+                await ep.send(_frames.ACK, {'task_ids': got})
+                # One frame of results whose header (about 0.9 MiB) the service accepts.
+                error = {'type': 'ValueError', 'message': 'x' * 300, 'traceback': ''}
+                headers = [
+                    {'task_id': t, 'status': 'failed', 'error': error, 't': {}} for t in ids
+                ]
+                message = _frames.encode(_frames.RESULTS, {'results': headers}, [b''] * n)
+                assert 2**19 < _frames.header_length(message) < 2**20
+                await ep.ws.send(message)
+                await ep.expect(_frames.RESULTS_OK)
+            seen: list[str] = []
+            async with results(st, token, group) as stream:
+                while len(seen) < n:
+                    frame = await stream.expect(_frames.RESULTS)
+                    seen += ids_of(frame, 'results')
+                await stream.send(_frames.ACK, {'task_ids': seen})
+            assert sorted(seen) == sorted(ids)
+
+        asyncio.run(scenario())
+
+
+def frame_bytes(frame: Any) -> bytes:
+    """A decoded frame encoded again (to measure its header)."""
+    return _frames.encode(frame.type, frame.header, frame.payloads)
+
+
+def test_pack_splits_by_header_length_count_and_payload_bytes() -> None:
+    from tether.exceptions import ProtocolError
+    from tether.faas._frames import HEADER_BUDGET, MESSAGE_BYTES, MESSAGE_ENTRIES
+
+    big = [({'task_id': str(i), 'pad': 'p' * 1000}, b'r') for i in range(1500)]
+    messages = _frames.pack(_frames.RESULTS, 'results', big)
+    assert len(messages) > 1
+    decoded = [_frames.decode(m) for m in messages]  # each within the default Limits
+    assert [h['task_id'] for f in decoded for h in f.header['results']] == [
+        str(i) for i in range(1500)
+    ]
+    assert all(_frames.header_length(m) <= HEADER_BUDGET for m in messages)
+    small = [({'task_id': str(i)}, b'') for i in range(MESSAGE_ENTRIES + 1)]
+    counts = [len(_frames.decode(m).header['results']) for m in _frames.pack(43, 'results', small)]
+    assert counts == [MESSAGE_ENTRIES, 1]
+    heavy = [({'task_id': str(i)}, bytes(MESSAGE_BYTES // 2 + 1)) for i in range(3)]
+    assert len(_frames.pack(43, 'results', heavy)) == 3
+    with pytest.raises(ProtocolError, match='header of'):
+        _frames.pack(43, 'results', [({'task_id': '1', 'pad': 'p' * HEADER_BUDGET}, b'')])
+
+
+def test_a_worker_cuts_long_error_texts() -> None:
+    from tether.faas.endpoint._worker import _clip
+
+    assert _clip('short', head=True) == 'short'
+    long = 'a' * 100_000 + 'END'
+    cut = _clip(long, head=False)
+    assert cut.endswith('END')
+    assert 'characters cut' in cut
+    assert len(cut) < 70_000
+    assert _clip(long, head=True).startswith('aaa')

@@ -74,7 +74,7 @@ class Socket:
 
 # Payload bytes above which a batch is split into several messages (one task or result
 # alone may be larger: the payload limit applies to it).
-MESSAGE_BYTES = 8 * 2**20
+MESSAGE_BYTES = _frames.MESSAGE_BYTES
 
 Entry = tuple[dict[str, Any], memoryview | bytes]
 
@@ -116,22 +116,8 @@ def _parse(
 
 
 def _pack(mtype: int, key: str, entries: Iterable[Entry]) -> list[bytes]:
-    """Entries as few messages as possible (split above :data:`MESSAGE_BYTES`)."""
-    messages = []
-    headers: list[dict[str, Any]] = []
-    payloads: list[memoryview | bytes] = []
-    size = 0
-    for header, payload in entries:
-        n = len(payload)
-        if headers and size + n > MESSAGE_BYTES:
-            messages.append(_frames.encode(mtype, {key: headers}, payloads))
-            headers, payloads, size = [], [], 0
-        headers.append(header)
-        payloads.append(payload)
-        size += n
-    if headers:
-        messages.append(_frames.encode(mtype, {key: headers}, payloads))
-    return messages
+    """Entries as few messages as every receiver accepts (:func:`_frames.pack`)."""
+    return _frames.pack(mtype, key, entries)
 
 
 class _Held:
@@ -672,7 +658,10 @@ class _EndpointSession:
                 now = time.time()
                 while self._backlog and len(headers) < room:
                     header, payload = self._backlog[0]
-                    if headers and size + len(payload) > MESSAGE_BYTES:
+                    if headers and (
+                        size + len(payload) > MESSAGE_BYTES
+                        or len(headers) >= _frames.MESSAGE_ENTRIES
+                    ):
                         break
                     self._backlog.popleft()
                     header.setdefault('t', {})['service_dispatched'] = now
@@ -682,7 +671,10 @@ class _EndpointSession:
                     self._forwarded.add(str(header['task_id']))
                     if isinstance(header.get('task_group_id'), str):
                         self._groups[str(header['task_id'])] = header['task_group_id']
-                await self.sock.send(_frames.encode(_frames.TASKS, {'tasks': headers}, payloads))
+                for message in _frames.pack(
+                    _frames.TASKS, 'tasks', zip(headers, payloads, strict=True)
+                ):
+                    await self.sock.send(message)
         except Exception as e:
             self._fail(e)
 

@@ -253,12 +253,21 @@ class Executor(concurrent.futures.Executor):
                 batch.append(self._queue.pop(0))
                 size += n
         request = next(self._requests)
+        while True:
+            frame = _frames.encode(
+                _frames.SUBMIT,
+                {'request': request, 'tasks': [t for t, _ in batch]},
+                [p for _, p in batch],
+            )
+            # Tasks with large headers (a result store's settings each): fewer per
+            # request, so that the service accepts the request's header.
+            if len(batch) == 1 or _frames.header_length(frame) <= _frames.HEADER_BUDGET:
+                break
+            half = len(batch) // 2
+            with self._cond:
+                self._queue[:0] = batch[half:]
+            del batch[half:]
         self._inflight[request] = batch
-        frame = _frames.encode(
-            _frames.SUBMIT,
-            {'request': request, 'tasks': [t for t, _ in batch]},
-            [p for _, p in batch],
-        )
         ws = self._ws
         self._sending = asyncio.ensure_future(self._send_frame(ws, frame))
 

@@ -8,7 +8,7 @@ bytes, and the service never deserializes them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tether._wire._frame import (
@@ -38,6 +38,8 @@ __all__ = [
     'TASKS',
     'decode',
     'encode',
+    'header_length',
+    'pack',
 ]
 
 CONTENT_TYPE = 'application/x-tether-frame'
@@ -60,6 +62,66 @@ def encode(mtype: int, header: dict[str, Any], payloads: Sequence[Any] = ()) -> 
     """One message: prefix, sizes, JSON header, payloads."""
     sizes, buffers = flatten(list(payloads))
     return b''.join([encode_head(mtype, header, sizes), *buffers])
+
+
+# A batch of tasks or results is cut into messages that every receiver accepts: payloads
+# up to MESSAGE_BYTES and a JSON header (one entry per task or result) up to HEADER_BUDGET,
+# half the default Limits.max_header. Payload bytes alone are not enough: 5,000 no-op
+# results carry about 2 MB of headers (their timings) and 1 KB of payloads.
+MESSAGE_BYTES = 8 * 2**20
+HEADER_BUDGET = 2**19
+MESSAGE_ENTRIES = 1024
+
+
+def header_length(message: bytes) -> int:
+    """The length of the JSON header of an encoded message."""
+    return int(PREFIX.unpack_from(message)[5])
+
+
+def pack(
+    mtype: int,
+    key: str,
+    entries: Iterable[tuple[dict[str, Any], Any]],
+    extra: dict[str, Any] | None = None,
+) -> list[bytes]:
+    """``(header, payload)`` entries as few messages ``{key: [headers], **extra}`` as fit.
+
+    Each message holds at most :data:`MESSAGE_ENTRIES` entries and :data:`MESSAGE_BYTES`
+    of payloads (one larger payload goes alone) and a header of at most
+    :data:`HEADER_BUDGET` bytes: a group whose header is longer is halved.
+
+    Raises:
+        ProtocolError: one entry's header alone is longer than :data:`HEADER_BUDGET`.
+    """
+    groups: list[list[tuple[dict[str, Any], Any]]] = []
+    group: list[tuple[dict[str, Any], Any]] = []
+    size = 0
+    for entry in entries:
+        n = len(entry[1])
+        if group and (size + n > MESSAGE_BYTES or len(group) >= MESSAGE_ENTRIES):
+            groups.append(group)
+            group, size = [], 0
+        group.append(entry)
+        size += n
+    if group:
+        groups.append(group)
+    messages: list[bytes] = []
+    while groups:
+        group = groups.pop(0)
+        message = encode(
+            mtype, {key: [h for h, _ in group], **(extra or {})}, [p for _, p in group]
+        )
+        if header_length(message) <= HEADER_BUDGET:
+            messages.append(message)
+            continue
+        if len(group) == 1:
+            raise ProtocolError(
+                f'one {key[:-1]} has a header of {header_length(message)} bytes, over the '
+                f'{HEADER_BUDGET} a message may carry',
+            )
+        half = len(group) // 2
+        groups[:0] = [group[:half], group[half:]]
+    return messages
 
 
 def decode(data: bytes | bytearray | memoryview, limits: Limits | None = None) -> Frame:

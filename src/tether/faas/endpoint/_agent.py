@@ -156,9 +156,7 @@ class Agent:
             await ws.send(data)
 
     async def _send_results(self, ws: Any, ids: list[str]) -> None:
-        headers = []
-        payloads = []
-        size = 0  # a running total: summing the list for each result was quadratic
+        entries = []
         now = time.time()
         for task_id in ids:
             item = self._unconfirmed.get(task_id)
@@ -166,16 +164,10 @@ class Agent:
                 continue
             header, payload = item
             header.setdefault('t', {})['endpoint_sent'] = now
-            headers.append(header)
-            payloads.append(payload)
-            size += len(payload)
-            if size > 8 * 2**20:
-                await self._send(
-                    ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads)
-                )
-                headers, payloads, size = [], [], 0
-        if headers:
-            await self._send(ws, _frames.encode(_frames.RESULTS, {'results': headers}, payloads))
+            entries.append((header, payload))
+        # Split by payload bytes and by header length, so the service accepts each.
+        for message in _frames.pack(_frames.RESULTS, 'results', entries):
+            await self._send(ws, message)
 
     # Connection ------------------------------------------------------------------------
 

@@ -50,10 +50,23 @@ def run_task(
     except BaseException as e:
         error = {
             'type': f'{type(e).__module__}.{type(e).__qualname__}'.removeprefix('builtins.'),
-            'message': str(e),
-            'traceback': traceback.format_exc(),
+            'message': _clip(str(e), head=True),
+            'traceback': _clip(traceback.format_exc(), head=False),
         }
         return task_id, 'failed', dser, b'', error, start, time.time()
+
+
+# A result's error travels in the JSON header of messages that the service and clients
+# accept up to 1 MiB: an exception's text is cut to its first, a traceback to its last,
+# 64 KiB (where the exception was raised).
+_ERROR_TEXT = 64 * 1024
+
+
+def _clip(text: str, *, head: bool) -> str:
+    if len(text) <= _ERROR_TEXT:
+        return text
+    cut = f'[... {len(text) - _ERROR_TEXT} characters cut ...]'
+    return text[:_ERROR_TEXT] + cut if head else cut + text[-_ERROR_TEXT:]
 
 
 def worker_main(conn: Any, env: dict[str, str]) -> None:
