@@ -113,3 +113,18 @@ def connector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     c, cleanup = CONNECTOR_FACTORIES[request.param](request, tmp_path)
     yield c
     cleanup()
+
+
+@pytest.fixture
+def shm(shm_namespace: str) -> Iterator[Any]:
+    """A shared-memory connector of its own namespace, cleared afterwards."""
+    from tether.connectors.shared_memory import SharedMemoryConnector
+
+    c = SharedMemoryConnector(shm_namespace)
+    yield c
+    c.close(clear=True)
+
+
+def copy_lent(view: memoryview, keep: Callable[[], Any]) -> bytes:
+    """A copier for ``get_lent``: the lent bytes, copied."""
+    return bytes(view)

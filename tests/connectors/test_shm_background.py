@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.connectors.conftest import copy_lent
 from tether.connectors import _shm_pool
 from tether.connectors.protocols import BackgroundWriteConnector, Capabilities
 from tether.connectors.shared_memory import SHM_DIR, SharedMemoryConnector, SharedMemoryKey
 from tether.exceptions import ConnectorError
-from tether.serialize import BytesLike
 from tether.store import Store
 
 LARGE = 1 << 20
@@ -27,17 +27,6 @@ HEAD = b'head' * 2
 
 def _data(tag: int, size: int = LARGE) -> bytes:
     return bytes(range(256)) * (size // 256) + bytes([tag % 251])
-
-
-def _copy(view: memoryview, keep: Callable[[], BytesLike]) -> bytes:
-    return bytes(view)
-
-
-@pytest.fixture
-def shm(shm_namespace: str) -> Iterator[SharedMemoryConnector]:
-    c = SharedMemoryConnector(shm_namespace)
-    yield c
-    c.close(clear=True)
 
 
 @pytest.fixture
@@ -84,7 +73,7 @@ def test_a_background_put_reads_back(shm: SharedMemoryConnector) -> None:
     for _ in range(3):  # a new segment, then one reused from the pool
         key, done = shm.put_parts_background([HEAD, data])
         assert bytes(shm.get(key) or b'') == HEAD + data
-        assert shm.get_lent(key, _copy, None) == HEAD + data
+        assert shm.get_lent(key, copy_lent, None) == HEAD + data
         assert done.result() is None
         shm.evict(key)
         assert shm.get(key) is None
@@ -96,7 +85,7 @@ def test_an_early_reader_waits_for_the_copy(
     data = _data(2)
     key, done = shm.put_parts_background([HEAD, data])
     assert shm.exists(key)
-    readers = [_Reader(lambda: shm.get_lent(key, _copy, None)), _Reader(lambda: shm.get(key))]
+    readers = [_Reader(lambda: shm.get_lent(key, copy_lent, None)), _Reader(lambda: shm.get(key))]
     for reader in readers:
         reader.start()
     for reader in readers:
@@ -147,7 +136,7 @@ def test_a_reader_waits_for_a_writer_that_completed_but_has_not_unlocked(
     fd = os.open(os.path.join(SHM_DIR, key.name), os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # as the background writer between the two
-        reader = _Reader(lambda: shm.get_lent(key, _copy, None))
+        reader = _Reader(lambda: shm.get_lent(key, copy_lent, None))
         reader.start()
         reader.join(0.2)
         assert reader.is_alive()  # never "evicted" while its key still names it
@@ -166,7 +155,7 @@ def test_a_reader_gives_up_after_the_wait_timeout(
     with pytest.raises(ConnectorError, match='still being written'):
         impatient.get(key)
     with pytest.raises(ConnectorError, match='still being written'):
-        impatient.get_lent(key, _copy, None)
+        impatient.get_lent(key, copy_lent, None)
 
 
 def _killed_writer(namespace: str, reuse: bool) -> str:
@@ -232,14 +221,14 @@ def test_a_writer_killed_mid_copy_never_lets_a_reader_see_part_of_it(
     with pytest.raises(ConnectorError, match='incomplete object'):
         shm.get(key)
     with pytest.raises(ConnectorError, match='incomplete object'):
-        shm.get_lent(key, _copy, None)
+        shm.get_lent(key, copy_lent, None)
     store = Store('shm-killed-writer', shm, cache_size=0, register=False)
     with pytest.raises(ConnectorError, match='incomplete object'):
         store.get(key)
     shm.evict(key)  # and its segment can be reused
     data = _data(5)
     again, _ = shm.put_parts_background([data])
-    assert shm.get_lent(again, _copy, None) == data
+    assert shm.get_lent(again, copy_lent, None) == data
 
 
 @pytest.mark.parametrize(
@@ -261,7 +250,7 @@ def test_memory_the_caller_may_change_is_copied_before_the_put_returns(
     key, done = shm.put_parts_background(parts)
     assert done.done()  # the gate holds background copies: there was none
     memoryview(parts[-1]).cast('B')[:4] = b'XXXX'  # the caller's later change
-    assert shm.get_lent(key, _copy, None) == expected
+    assert shm.get_lent(key, copy_lent, None) == expected
 
 
 def test_small_objects_and_disabled_background_writes_are_synchronous(
@@ -273,7 +262,7 @@ def test_small_objects_and_disabled_background_writes_are_synchronous(
     off = SharedMemoryConnector(shm.namespace, background_writes=False)
     key, done = off.put_parts_background([_data(7)])
     assert done.done()
-    assert shm.get_lent(key, _copy, None) == _data(7)
+    assert shm.get_lent(key, copy_lent, None) == _data(7)
     assert off.config()['background_writes'] is False
 
 
@@ -289,7 +278,7 @@ def test_close_waits_for_pending_copies(shm_namespace: str, gate: threading.Even
     assert closer.error is None
     assert done.done()
     reader = SharedMemoryConnector(shm_namespace)
-    assert reader.get_lent(key, _copy, None) == _data(8)
+    assert reader.get_lent(key, copy_lent, None) == _data(8)
     reader.close(clear=True)
 
 
@@ -405,7 +394,7 @@ def test_a_forked_child_does_not_wait_for_its_parents_copies(
     assert os.waitstatus_to_exitcode(status) == 0
     assert not done.done()
     gate.set()
-    assert shm.get_lent(key, _copy, None) == _data(15)
+    assert shm.get_lent(key, copy_lent, None) == _data(15)
 
 
 def test_the_connector_pickles_with_its_settings(shm: SharedMemoryConnector) -> None:
@@ -446,4 +435,4 @@ def test_a_process_that_exits_without_closing_completes_its_copies(
         [sys.executable, '-c', script], capture_output=True, text=True, timeout=60, check=True
     )
     key = SharedMemoryKey(out.stdout.strip())
-    assert shm.get_lent(key, _copy, None) == bytes(range(256)) * (LARGE // 256)
+    assert shm.get_lent(key, copy_lent, None) == bytes(range(256)) * (LARGE // 256)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.connectors.conftest import copy_lent
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors.protocols import Capabilities, LendingConnector
 from tether.connectors.shared_memory import (
@@ -30,17 +31,6 @@ def _data(tag: int, size: int = LARGE) -> bytes:
 
 def _inode(key: SharedMemoryKey) -> int:
     return os.stat(os.path.join(SHM_DIR, key.name)).st_ino
-
-
-def _copy(view: memoryview, keep: Callable[[], BytesLike]) -> bytes:
-    return bytes(view)
-
-
-@pytest.fixture
-def shm(shm_namespace: str) -> Iterator[SharedMemoryConnector]:
-    c = SharedMemoryConnector(shm_namespace)
-    yield c
-    c.close(clear=True)
 
 
 @pytest.fixture
@@ -92,7 +82,7 @@ def test_a_reader_keeps_a_read_only_mapping_of_a_large_segment(
 ) -> None:
     key = shm.put(_data(1))
     _shm_maps.clear()  # as in a process that did not write it
-    assert shm.get_lent(key, _copy, None) == _data(1)
+    assert shm.get_lent(key, copy_lent, None) == _data(1)
     ((fd, mapping, writable),) = _shm_maps._maps.values()
     assert not writable
     assert os.fstat(fd).st_ino == _inode(key)
@@ -110,9 +100,9 @@ def test_a_reader_keeps_a_read_only_mapping_of_a_large_segment(
     os.close(rfd)
     assert _inode(b) == os.fstat(fd).st_ino
     # ... and this one reads the new object through the mapping it kept.
-    assert shm.get_lent(b, _copy, None) == _data(2)
+    assert shm.get_lent(b, copy_lent, None) == _data(2)
     assert list(_shm_maps._maps.values()) == [(fd, mapping, False)]
-    assert shm.get_lent(key, _copy, None) is None
+    assert shm.get_lent(key, copy_lent, None) is None
 
 
 def test_a_store_builds_bytes_from_the_lent_mapping(
@@ -184,7 +174,7 @@ def test_a_lent_read_of_an_evicted_and_reused_segment_gets_nothing(
         lambda p, *a, **k: os.dup(early) if p == path else real_open(p, *a, **k),
     )
     assert store.get(a, default='missing') == 'missing'
-    assert shm.get_lent(a, _copy, None) is None
+    assert shm.get_lent(a, copy_lent, None) is None
     monkeypatch.undo()
     os.close(early)
     assert store.get(b) == _data(2)
@@ -209,13 +199,13 @@ def test_a_lent_read_of_a_segment_being_written_gets_nothing(
             'open',
             lambda p, *a, **k: os.dup(early) if p == path else real_open(p, *a, **k),
         )
-        assert shm.get_lent(key, _copy, None) is None
+        assert shm.get_lent(key, copy_lent, None) is None
         monkeypatch.undo()
     finally:
         os.close(writer)
         os.close(early)
         os.rename(claimed, path)
-    assert shm.get_lent(key, _copy, None) == _data(1)
+    assert shm.get_lent(key, copy_lent, None) == _data(1)
 
 
 def test_a_lent_read_of_a_corrupt_segment_raises(store: Store[Any]) -> None:
@@ -247,9 +237,9 @@ def test_a_readers_mappings_of_removed_segments_are_dropped(shm_namespace: str) 
     with SharedMemoryConnector(shm_namespace) as c:
         key = c.put(_data(1))
         _shm_maps.clear()
-        assert c.get_lent(key, _copy, None) == _data(1)
+        assert c.get_lent(key, copy_lent, None) == _data(1)
         assert len(_shm_maps._maps) == 1
         cleanup(shm_namespace)  # from elsewhere: the mapping would keep the memory ...
         assert len(_shm_maps._maps) == 1
-        assert c.get_lent(key, _copy, 'gone') == 'gone'
+        assert c.get_lent(key, copy_lent, 'gone') == 'gone'
         assert _shm_maps._maps == {}  # ... until this process's next read

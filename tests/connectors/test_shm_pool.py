@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,13 +40,6 @@ def _pool_entries(ns: str) -> list[str]:
 
 def _inode(key: SharedMemoryKey) -> int:
     return os.stat(os.path.join(SHM_DIR, key.name)).st_ino
-
-
-@pytest.fixture
-def shm(shm_namespace: str) -> Iterator[SharedMemoryConnector]:
-    c = SharedMemoryConnector(shm_namespace)
-    yield c
-    c.close(clear=True)
 
 
 def test_an_evicted_large_segment_is_reused_by_the_next_put(shm: SharedMemoryConnector) -> None:
