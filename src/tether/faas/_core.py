@@ -72,10 +72,6 @@ class Socket:
             await self._send(data)
 
 
-# Payload bytes above which a batch is split into several messages (one task or result
-# alone may be larger: the payload limit applies to it).
-MESSAGE_BYTES = _frames.MESSAGE_BYTES
-
 Entry = tuple[dict[str, Any], memoryview | bytes]
 
 
@@ -113,11 +109,6 @@ def _parse(
         if d.redelivered:
             again.extend(str(h['task_id']) for h, _ in entries)
     return batches, again, stale
-
-
-def _pack(mtype: int, key: str, entries: Iterable[Entry]) -> list[bytes]:
-    """Entries as few messages as every receiver accepts (:func:`_frames.pack`)."""
-    return _frames.pack(mtype, key, entries)
 
 
 class _Held:
@@ -269,7 +260,9 @@ class Service:
                 h['t']['service_queued'] = now
         await self.repo.insert_tasks(rows)
         for eid, entries in queued.items():
-            await self.broker.publish(self.task_queue(eid), _pack(_frames.TASKS, 'tasks', entries))
+            await self.broker.publish(
+                self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
+            )
         return {'task_group_id': group, 'task_ids': [r[0] for r in rows]}
 
     # Endpoints -------------------------------------------------------------------------
@@ -341,7 +334,7 @@ class Service:
             by_group.setdefault(group, []).append((header, payload))
         for group, entries in by_group.items():
             await self.broker.publish(
-                self.result_queue(group), _pack(_frames.RESULTS, 'results', entries)
+                self.result_queue(group), _frames.pack(_frames.RESULTS, 'results', entries)
             )
 
     async def recover_lost(self, endpoint_id: str, held: set[str]) -> None:
@@ -356,7 +349,7 @@ class Service:
             await self.repo.requeue([r['task_id'] for r in again])
             await self.broker.publish(
                 self.task_queue(endpoint_id),
-                _pack(
+                _frames.pack(
                     _frames.TASKS,
                     'tasks',
                     ((json.loads(r['header']), r['payload'] or b'') for r in again),
@@ -403,7 +396,7 @@ class Service:
             now = time.time()
             for header, _ in out:
                 header.setdefault('t', {})['service_sent'] = now
-            for message in _pack(_frames.RESULTS, 'results', out):
+            for message in _frames.pack(_frames.RESULTS, 'results', out):
                 await sock.send(message)
 
         def on_error(e: Exception) -> None:
@@ -659,7 +652,7 @@ class _EndpointSession:
                 while self._backlog and len(headers) < room:
                     header, payload = self._backlog[0]
                     if headers and (
-                        size + len(payload) > MESSAGE_BYTES
+                        size + len(payload) > _frames.MESSAGE_BYTES
                         or len(headers) >= _frames.MESSAGE_ENTRIES
                     ):
                         break
