@@ -88,6 +88,17 @@ def med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def timed_pair(b: Backend, key: Any, data: bytes) -> tuple[float, float, Any]:
+    """``set`` then ``get`` of ``key`` (timed, seconds each), then an untimed evict."""
+    t0 = time.perf_counter()
+    b.set(key, data)
+    t1 = time.perf_counter()
+    got = b.get(key)
+    t2 = time.perf_counter()
+    b.evict(key)
+    return t1 - t0, t2 - t1, got
+
+
 def remote_phase(b: Backend, sizes: list[int], budget: float) -> dict[str, Any]:
     first: dict[str, Any] = {}
     key = b.key(b.remote)
@@ -114,12 +125,7 @@ def remote_phase(b: Backend, sizes: list[int], budget: float) -> dict[str, Any]:
                 break
             key = b.key(b.remote)
             try:
-                t0 = time.perf_counter()
-                b.set(key, data)
-                t1 = time.perf_counter()
-                got = b.get(key)
-                t2 = time.perf_counter()
-                b.evict(key)
+                set_s, get_s, got = timed_pair(b, key, data)
             except Exception as e:
                 row['errors'].append(f'{type(e).__name__}: {e}'[:300])
                 if len(row['errors']) >= 2:
@@ -129,8 +135,8 @@ def remote_phase(b: Backend, sizes: list[int], budget: float) -> dict[str, Any]:
             if got is None or len(got) != size:
                 row['errors'].append('wrong length')
             if i >= warm:
-                row['set_s'].append(t1 - t0)
-                row['get_s'].append(t2 - t1)
+                row['set_s'].append(set_s)
+                row['get_s'].append(get_s)
             i += 1
         print(
             f'  {b.kind} remote {LABEL[size]:>5}: set {(med(row["set_s"]) or 0) * 1e3:9.2f} ms'
@@ -159,18 +165,12 @@ def interleaved_phase(local: str, remote: str, port: int, sizes: list[int], reps
             row[b.kind] = {'set_s': [], 'get_s': []}
         for i in range(n + 2):
             for b in backends if i % 2 == 0 else backends[::-1]:
-                key = b.key(remote)
-                t0 = time.perf_counter()
-                b.set(key, data)
-                t1 = time.perf_counter()
-                got = b.get(key)
-                t2 = time.perf_counter()
-                b.evict(key)
+                set_s, get_s, got = timed_pair(b, b.key(remote), data)
                 if got is None or len(got) != size:
                     raise RuntimeError(f'{b.kind}: wrong length for {size}')
                 if i >= 2:
-                    row[b.kind]['set_s'].append(t1 - t0)
-                    row[b.kind]['get_s'].append(t2 - t1)
+                    row[b.kind]['set_s'].append(set_s)
+                    row[b.kind]['get_s'].append(get_s)
         rows[LABEL[size]] = row
         ms = {
             f'{kind} {op}': (med(row[kind][f'{op}_s']) or 0.0) * 1e3
