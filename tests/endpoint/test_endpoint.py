@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.endpoint.conftest import Relay, Site, wait_for, write_relay_config
 from tether.cli import cli
 from tether.connectors.endpoint import EndpointKey
-from tether.exceptions import ConnectorError, EndpointError
+from tether.exceptions import ConnectorError, EndpointError, RemoteError
 from tether.proxy import get_factory
 from tether.relay import hash_token
 from tether.store import Store
@@ -399,7 +399,7 @@ def test_warm_up_settings_and_refusals(site: Site, loop_relay: Relay, tmp_path: 
     config = find_config('cold-b', site.home)
     state = json.loads((config.folder(site.home) / 'state.json').read_text())
     raw = SyncConnection(state['host'], state['port'], secret=config.client_token(site.home))
-    with pytest.raises(Exception, match='unknown message type'):
+    with pytest.raises(RemoteError, match='unknown message type'):
         raw.request(WARM_UP, {'size': 1000})
     raw.close()
 
