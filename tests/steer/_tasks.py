@@ -75,3 +75,19 @@ def is_cached(box: list[Any]) -> bool:
     factory: Any = get_factory(box[0])
     store = factory.current_store()
     return store is not None and bool(store.is_cached(factory.key))
+
+
+def wait_for(marker: str) -> str:
+    """Block until ``marker`` exists (at most a minute), then say so."""
+    import time
+
+    path = pathlib.Path(marker)
+    for _ in range(6000):
+        if path.exists():
+            return 'released'
+        time.sleep(0.01)
+    raise TimeoutError(f'{marker} never appeared')
+
+
+def pid() -> int:
+    return os.getpid()

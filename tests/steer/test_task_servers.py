@@ -113,6 +113,65 @@ def test_worker_killed_mid_task(tmp_path: pathlib.Path) -> None:
         _check_worker_lost(queues, server, tmp_path)
 
 
+def test_a_dead_worker_is_replaced_and_its_siblings_go_on(tmp_path: pathlib.Path) -> None:
+    marker = tmp_path / 'release'
+    queues = PipeQueues()
+    with serving(LocalTaskServer(queues, [_tasks.wait_for, _tasks.die_always, _tasks.add], 2)):
+        queues.send_inputs(str(marker), method='wait_for')  # holds one worker
+        queues.send_inputs(method='die_always')  # kills the other
+        lost = queues.get_result(timeout=100)
+        # Runs on the replacement: the first worker is still busy.
+        queues.send_inputs(2, 3, method='add')
+        after = queues.get_result(timeout=100)
+        marker.write_text('go')
+        held = queues.get_result(timeout=100)
+    assert lost.method == 'die_always'
+    assert not lost.success
+    assert 'WorkerLost' in lost.failure_info.exception
+    assert after.value == 5
+    assert held.method == 'wait_for'
+    assert held.success, held.failure_info
+    assert held.value == 'released'
+
+
+def test_tasks_wait_for_a_free_worker() -> None:
+    queues = PipeQueues()
+    with serving(LocalTaskServer(queues, [_tasks.add], num_workers=1)):
+        for i in range(20):
+            queues.send_inputs(i, 1, method='add')
+        values = sorted(queues.get_result(timeout=100).value for _ in range(20))
+    assert values == [i + 1 for i in range(20)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = pathlib.Path(f'/proc/{pid}/status').read_text()
+    except FileNotFoundError:
+        return False
+    return 'zombie' not in status
+
+
+def test_workers_exit_when_the_task_server_is_killed() -> None:
+    import os
+    import signal
+    import time
+
+    queues = PipeQueues()
+    server = LocalTaskServer(queues, [_tasks.pid, _tasks.wait_for], num_workers=2)
+    with serving(server):
+        for _ in range(2):
+            queues.send_inputs(method='pid')
+        pids = {queues.get_result(timeout=100).value for _ in range(2)}
+        assert all(_running(p) for p in pids)
+        os.kill(server.pid, signal.SIGKILL)
+        server.join(30)
+        for _ in range(3000):
+            if not any(_running(p) for p in pids):
+                break
+            time.sleep(0.01)
+    assert not any(_running(p) for p in pids), 'orphaned workers still run'
+
+
 @pytest.mark.slow
 def test_parsl_retries_and_lost_workers(tmp_path: pathlib.Path) -> None:
     queues = PipeQueues()
