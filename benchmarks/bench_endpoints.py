@@ -350,9 +350,9 @@ def peer_worker(r: Run, p: dict[str, Any], args: list[str], timeout: float = 900
 # Redis over SSH -----------------------------------------------------------------------
 
 
-def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
-    """Redis at site-b through ``ssh -L`` from site-a; then, with ``t`` (tether's setup),
-    the direct path and the tunnel interleaved operation by operation."""
+def ssh_tunnel(r: Run) -> None:
+    """Redis on site-b's host, and an ``ssh -L`` from site-a to it: site-a's
+    127.0.0.1:16379 reaches it (sshd behind nat-b's port forward)."""
     topo, work = r.topo, r.work
     d = work / 'ssh'
     d.mkdir()
@@ -366,62 +366,81 @@ def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
         'PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n'
         'StrictModes no\nAllowTcpForwarding yes\nX11Forwarding no\nUseDNS no\n'
     )
-    made_run_sshd = not Path('/run/sshd').exists()
-    if made_run_sshd:
+    redis = ['redis-server', '--bind', '127.0.0.1', '--port', '6379', '--save', '']
+    r.bg('redis', topo.site['b'], [*redis, '--appendonly', 'no', '--dir', str(work)])
+    r.bg('sshd', topo.site['b'], ['/usr/sbin/sshd', '-D', '-e', '-f', str(d / 'sshd_config')])
+    r.wait_port(topo.site['b'], '127.0.0.1', 6379)
+    r.wait_port(topo.site['b'], topo.address['b'], SSH_PORT)
+    r.bg(
+        'ssh-tunnel',
+        topo.site['a'],
+        [
+            'ssh',
+            '-F',
+            '/dev/null',
+            '-i',
+            str(d / 'client'),
+            '-o',
+            'IdentitiesOnly=yes',
+            '-o',
+            f'UserKnownHostsFile={d}/known_hosts',
+            '-o',
+            'StrictHostKeyChecking=no',
+            '-o',
+            'BatchMode=yes',
+            '-o',
+            'ExitOnForwardFailure=yes',
+            '-N',
+            '-L',
+            '127.0.0.1:16379:127.0.0.1:6379',
+            '-p',
+            str(SSH_PORT),
+            f'root@{topo.public["b"]}',
+        ],
+    )
+    r.wait_port(topo.site['a'], '127.0.0.1', 16379)
+
+
+@contextlib.contextmanager
+def run_sshd_dir() -> Any:
+    """``/run/sshd`` (sshd's privilege-separation directory) while sshd runs, if absent."""
+    made = not Path('/run/sshd').exists()
+    if made:
         Path('/run/sshd').mkdir(mode=0o755)
     try:
-        redis = ['redis-server', '--bind', '127.0.0.1', '--port', '6379', '--save', '']
-        r.bg('redis', topo.site['b'], [*redis, '--appendonly', 'no', '--dir', str(work)])
-        r.bg('sshd', topo.site['b'], ['/usr/sbin/sshd', '-D', '-e', '-f', str(d / 'sshd_config')])
-        r.wait_port(topo.site['b'], '127.0.0.1', 6379)
-        r.wait_port(topo.site['b'], topo.address['b'], SSH_PORT)
-        r.bg(
-            'ssh-tunnel',
-            topo.site['a'],
-            [
-                'ssh',
-                '-F',
-                '/dev/null',
-                '-i',
-                str(d / 'client'),
-                '-o',
-                'IdentitiesOnly=yes',
-                '-o',
-                f'UserKnownHostsFile={d}/known_hosts',
-                '-o',
-                'StrictHostKeyChecking=no',
-                '-o',
-                'BatchMode=yes',
-                '-o',
-                'ExitOnForwardFailure=yes',
-                '-N',
-                '-L',
-                '127.0.0.1:16379:127.0.0.1:6379',
-                '-p',
-                str(SSH_PORT),
-                f'root@{topo.public["b"]}',
-            ],
-        )
-        r.wait_port(topo.site['a'], '127.0.0.1', 16379)
+        yield
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                Path('/run/sshd').rmdir()
+
+
+def interleaved(r: Run, t: dict[str, Any], sizes: str, reps: int | None = None) -> Any:
+    """tether's direct path and Redis over SSH, one operation of each in turn."""
+    env = {**os.environ, 'TETHER_HOME': str(t['homes']['a'])}
+    extra = [] if reps is None else ['--reps', str(reps)]
+    mixed = r.run(
+        r.topo.site['a'],
+        [sys.executable, WORKER, '--backend', 'tether', '--phase', 'interleaved',
+         '--local', 'ea', '--remote', t['uuids']['eb-direct'], '--sizes', sizes, *extra],
+        env,
+    )  # fmt: skip
+    return json.loads(mixed.strip().splitlines()[-1])['interleaved']
+
+
+def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
+    """Redis at site-b through ``ssh -L`` from site-a; then, with ``t`` (tether's setup),
+    the direct path and the tunnel interleaved operation by operation."""
+    with run_sshd_dir():
+        ssh_tunnel(r)
         out = r.run(
-            topo.site['a'], [sys.executable, WORKER, '--backend', 'redis', '--sizes', sizes]
+            r.topo.site['a'], [sys.executable, WORKER, '--backend', 'redis', '--sizes', sizes]
         )
         result = json.loads(out.strip().splitlines()[-1])
         if t is not None:
             log('-- tether direct and Redis over SSH, interleaved')
-            env = {**os.environ, 'TETHER_HOME': str(t['homes']['a'])}
-            mixed = r.run(
-                topo.site['a'],
-                [sys.executable, WORKER, '--backend', 'tether', '--phase', 'interleaved',
-                 '--local', 'ea', '--remote', t['uuids']['eb-direct'], '--sizes', sizes],
-                env,
-            )  # fmt: skip
-            result['interleaved'] = json.loads(mixed.strip().splitlines()[-1])['interleaved']
+            result['interleaved'] = interleaved(r, t, sizes)
         return result
-    finally:
-        if made_run_sshd:
-            with contextlib.suppress(OSError):
-                Path('/run/sshd').rmdir()
 
 
 def link_capacity(r: Run) -> Any:
