@@ -65,6 +65,14 @@ def _serve(conn: Any, methods: Mapping[str, Callable[..., Any]], siblings: list[
             return
 
 
+def _hand_on(done: Done, result: Result) -> None:
+    """Give ``result`` to ``done``; an error there is logged, never lost with the thread."""
+    try:
+        done(result)
+    except Exception:
+        logger.exception('handing on the result of task %s failed', result.task_id)
+
+
 class _Worker:
     __slots__ = ('conn', 'process', 'task')
 
@@ -119,11 +127,21 @@ class WorkerPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError('the worker pool is shut down')
-            worker = self._idle.popleft() if self._idle else None
-            if worker is None:
-                self._waiting.append((name, result, done))
-                return
-            worker.task = (result, done)
+            if not self._workers:
+                result.set_failure(
+                    f'WorkerLost: task {result.task_id} has no worker to run on '
+                    '(every worker died and none could be started)',
+                )
+                worker = None
+            else:
+                worker = self._idle.popleft() if self._idle else None
+                if worker is None:
+                    self._waiting.append((name, result, done))
+                    return
+                worker.task = (result, done)
+        if worker is None:
+            _hand_on(done, result)
+            return
         self._send(worker, name, result)
 
     def _send(self, worker: _Worker, name: str, result: Result) -> None:
@@ -134,7 +152,7 @@ class WorkerPool:
             self._ready(worker)
             result.set_failure(f'task {result.task_id} cannot be pickled for a worker: {e!r}')
             if task is not None:
-                task[1](result)
+                _hand_on(task[1], result)
             return
         # A worker that is gone fails the send or never answers: either way its reader
         # thread sees the end of its socket, fails the task and replaces the worker.
@@ -169,7 +187,7 @@ class WorkerPool:
                 finished = task[0]
                 finished.set_failure(f'the result of task {finished.task_id} is corrupt: {e!r}')
             self._ready(worker)
-            task[1](finished)
+            _hand_on(task[1], finished)
 
     def _lost(self, worker: _Worker) -> None:
         with contextlib.suppress(OSError):
@@ -189,14 +207,32 @@ class WorkerPool:
             worker.process.pid,
             worker.process.exitcode,
         )
-        self._start_worker()
+        try:
+            self._start_worker()
+        except Exception:
+            logger.exception('could not start a worker in place of %s', worker.process.pid)
+            self._fail_waiting_if_none_left()
         if task is not None:
             result, done = task
             result.set_failure(
                 f'WorkerLost: the worker process running task {result.task_id} died '
                 f'(killed, crashed or out of memory; exit code {worker.process.exitcode})',
             )
-            done(result)
+            _hand_on(done, result)
+
+    def _fail_waiting_if_none_left(self) -> None:
+        """With no worker left, the waiting tasks fail (rather than wait for ever)."""
+        with self._lock:
+            if self._workers:
+                return
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for _, result, done in waiting:
+            result.set_failure(
+                f'WorkerLost: task {result.task_id} has no worker to run on '
+                '(every worker died and none could be started)',
+            )
+            _hand_on(done, result)
 
     def shutdown(self) -> None:
         """Stop every worker (each finishes the task it runs first) and wait for them."""

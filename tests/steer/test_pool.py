@@ -1,0 +1,62 @@
+"""The local task server's worker pool on its own: hand-offs, lost workers, no workers."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+from tests.steer import _tasks
+from tether.steer.models import Result
+from tether.steer.task_server._pool import WorkerPool
+
+METHODS = {'add': _tasks.add, 'die_always': _tasks.die_always}
+
+
+def _task(*args: Any) -> Result:
+    return Result(inputs=(args, {}))
+
+
+def _run(pool: WorkerPool, name: str, *args: Any) -> Result:
+    done: queue.Queue[Result] = queue.Queue()
+    pool.submit(name, _task(*args), done.put)
+    return done.get(timeout=60)
+
+
+def test_a_failing_hand_off_does_not_stop_the_worker() -> None:
+    pool = WorkerPool(1, METHODS)
+    try:
+
+        def broken(result: Result) -> None:
+            raise RuntimeError('the caller failed')
+
+        pool.submit('add', _task(1, 2), broken)
+        # The one worker and its reader carry on.
+        assert _run(pool, 'add', 2, 3).value.unpack() == 5
+    finally:
+        pool.shutdown()
+
+
+def test_no_worker_left_fails_tasks_instead_of_queueing_them() -> None:
+    pool = WorkerPool(1, METHODS)
+
+    def cannot_fork() -> None:
+        raise OSError('fork failed')
+
+    pool._start_worker = cannot_fork  # type: ignore[method-assign]
+    try:
+        lost = _run(pool, 'die_always')
+        after = _run(pool, 'add', 2, 3)
+    finally:
+        pool.shutdown()
+    assert not lost.success
+    assert 'WorkerLost' in lost.failure_info.exception
+    assert not after.success
+    assert 'no worker to run on' in after.failure_info.exception
+
+
+def test_shutdown_stops_every_worker() -> None:
+    pool = WorkerPool(2, METHODS)
+    processes = [w.process for w in pool._workers]
+    assert _run(pool, 'add', 1, 1).value.unpack() == 2
+    pool.shutdown()
+    assert all(p.exitcode == 0 for p in processes)
