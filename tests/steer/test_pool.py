@@ -60,3 +60,18 @@ def test_shutdown_stops_every_worker() -> None:
     assert _run(pool, 'add', 1, 1).value.unpack() == 2
     pool.shutdown()
     assert all(p.exitcode == 0 for p in processes)
+
+
+def test_a_task_the_worker_cannot_read_fails_with_the_reason() -> None:
+    pool = WorkerPool(1, METHODS)
+    try:
+        # A method the worker does not have (the task server checks names first; the
+        # worker still answers rather than dying).
+        unknown = _run(pool, 'rm_rf')
+        after = _run(pool, 'add', 2, 3)
+    finally:
+        pool.shutdown()
+    assert not unknown.success
+    assert 'could not read its task' in unknown.failure_info.exception
+    assert "KeyError('rm_rf')" in unknown.failure_info.exception
+    assert after.value.unpack() == 5

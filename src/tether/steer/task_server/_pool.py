@@ -51,14 +51,22 @@ def _serve(conn: Any, methods: Mapping[str, Callable[..., Any]], siblings: list[
             return
         if not message:  # the pool shuts down
             return
-        name, result = pickle.loads(message)
-        finished = run_task(methods[name], result)
         try:
-            reply = pickle.dumps(finished, protocol=5)
-        except Exception as e:  # an unpicklable value or failure: say so instead
-            finished.set_failure(f'the result of task {finished.task_id} cannot be pickled: {e!r}')
-            finished.value = None
-            reply = pickle.dumps(finished, protocol=5)
+            name, result = pickle.loads(message)
+            method = methods[name]
+        except Exception as e:
+            # Said back as text (the task then fails with it), not by dying.
+            reply = pickle.dumps(f'the worker could not read its task: {e!r}', protocol=5)
+        else:
+            finished = run_task(method, result)
+            try:
+                reply = pickle.dumps(finished, protocol=5)
+            except Exception as e:  # an unpicklable value or failure: say so instead
+                finished.set_failure(
+                    f'the result of task {finished.task_id} cannot be pickled: {e!r}'
+                )
+                finished.value = None
+                reply = pickle.dumps(finished, protocol=5)
         try:
             conn.send_bytes(reply)
         except OSError:
@@ -181,11 +189,16 @@ class WorkerPool:
             task, worker.task = worker.task, None
             if task is None:  # pragma: no cover (a worker only answers a task)
                 continue
+            finished = task[0]
             try:
-                finished: Result = pickle.loads(message)
+                reply = pickle.loads(message)
             except Exception as e:
-                finished = task[0]
                 finished.set_failure(f'the result of task {finished.task_id} is corrupt: {e!r}')
+            else:
+                if isinstance(reply, Result):
+                    finished = reply
+                else:
+                    finished.set_failure(str(reply))
             self._ready(worker)
             _hand_on(task[1], finished)
 
