@@ -4,9 +4,10 @@ Each worker is a forked process with one socket pair to the task server. A task 
 pickled once and written to an idle worker's socket by the thread that dispatches it; the
 worker runs it and writes the finished result back; one thread per worker in the task
 server reads it and hands it on. So a task crosses no thread of the server's on its way
-out and one on its way back (a ``ProcessPoolExecutor`` adds its manager thread both ways
-and its queue feeder thread on the way out: about a millisecond per task on two busy
-cores).
+out and one on its way back. A ``ProcessPoolExecutor`` adds its manager thread both ways
+and its queue feeder thread on the way out: with two tasks in flight on two cores, a
+1 KB task's round trip through the steering queues took 1.75-1.84 ms on one and takes
+0.93-1.04 ms here (``docs/performance.md``, steering).
 
 A worker that dies (killed, crashed, out of memory) fails only the task it was running
 (with a message that says so) and is replaced before that failure is handed on.
