@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
+from collections.abc import Iterator
 from typing import Any
 
 from tests.steer import _tasks
@@ -16,6 +18,15 @@ def _task(*args: Any) -> Result:
     return Result(inputs=(args, {}))
 
 
+@contextlib.contextmanager
+def _pool(size: int) -> Iterator[WorkerPool]:
+    pool = WorkerPool(size, METHODS)
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
+
+
 def _run(pool: WorkerPool, name: str, *args: Any) -> Result:
     done: queue.Queue[Result] = queue.Queue()
     pool.submit(name, _task(*args), done.put)
@@ -23,31 +34,23 @@ def _run(pool: WorkerPool, name: str, *args: Any) -> Result:
 
 
 def test_a_failing_hand_off_does_not_stop_the_worker() -> None:
-    pool = WorkerPool(1, METHODS)
-    try:
+    def broken(result: Result) -> None:
+        raise RuntimeError('the caller failed')
 
-        def broken(result: Result) -> None:
-            raise RuntimeError('the caller failed')
-
+    with _pool(1) as pool:
         pool.submit('add', _task(1, 2), broken)
         # The one worker and its reader carry on.
         assert _run(pool, 'add', 2, 3).value.unpack() == 5
-    finally:
-        pool.shutdown()
 
 
 def test_no_worker_left_fails_tasks_instead_of_queueing_them() -> None:
-    pool = WorkerPool(1, METHODS)
-
     def cannot_fork() -> None:
         raise OSError('fork failed')
 
-    pool._start_worker = cannot_fork  # type: ignore[method-assign]
-    try:
+    with _pool(1) as pool:
+        pool._start_worker = cannot_fork  # type: ignore[method-assign]
         lost = _run(pool, 'die_always')
         after = _run(pool, 'add', 2, 3)
-    finally:
-        pool.shutdown()
     assert not lost.success
     assert 'WorkerLost' in lost.failure_info.exception
     assert not after.success
@@ -63,14 +66,11 @@ def test_shutdown_stops_every_worker() -> None:
 
 
 def test_a_task_the_worker_cannot_read_fails_with_the_reason() -> None:
-    pool = WorkerPool(1, METHODS)
-    try:
+    with _pool(1) as pool:
         # A method the worker does not have (the task server checks names first; the
         # worker still answers rather than dying).
         unknown = _run(pool, 'rm_rf')
         after = _run(pool, 'add', 2, 3)
-    finally:
-        pool.shutdown()
     assert not unknown.success
     assert 'could not read its task' in unknown.failure_info.exception
     assert "KeyError('rm_rf')" in unknown.failure_info.exception
