@@ -19,7 +19,6 @@ import collections
 import contextlib
 import logging
 import multiprocessing
-import multiprocessing.connection
 import pickle
 import threading
 from collections.abc import Callable, Mapping

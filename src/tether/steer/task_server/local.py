@@ -7,7 +7,7 @@ from typing import Any
 
 from tether.steer.models import Result
 from tether.steer.task_server._pool import WorkerPool
-from tether.steer.task_server.base import BaseTaskServer, method_name
+from tether.steer.task_server.base import BaseTaskServer
 
 __all__ = ['LocalTaskServer']
 
@@ -49,5 +49,5 @@ class LocalTaskServer(BaseTaskServer):
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         assert self._pool is not None
-        fn = method[0] if isinstance(method, tuple) else method
-        self._pool.submit(method_name(fn), result, done)
+        # The name it was found by (the workers hold the same table, by name).
+        self._pool.submit(result.method or '', result, done)
