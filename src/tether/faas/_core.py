@@ -645,28 +645,17 @@ class _EndpointSession:
                 room = limit - len(self._forwarded)
                 if room <= 0:
                     return  # the endpoint's acknowledgements pump again
-                headers: list[dict[str, Any]] = []
-                payloads: list[memoryview | bytes] = []
-                size = 0
+                entries: list[Entry] = []
                 now = time.time()
-                while self._backlog and len(headers) < room:
-                    header, payload = self._backlog[0]
-                    if headers and (
-                        size + len(payload) > _frames.MESSAGE_BYTES
-                        or len(headers) >= _frames.MESSAGE_ENTRIES
-                    ):
-                        break
-                    self._backlog.popleft()
+                while self._backlog and len(entries) < room:
+                    header, payload = self._backlog.popleft()
                     header.setdefault('t', {})['service_dispatched'] = now
-                    headers.append(header)
-                    payloads.append(payload)
-                    size += len(payload)
+                    entries.append((header, payload))
                     self._forwarded.add(str(header['task_id']))
                     if isinstance(header.get('task_group_id'), str):
                         self._groups[str(header['task_id'])] = header['task_group_id']
-                for message in _frames.pack(
-                    _frames.TASKS, 'tasks', zip(headers, payloads, strict=True)
-                ):
+                # Cut into messages the endpoint accepts (payload bytes, entries, header).
+                for message in _frames.pack(_frames.TASKS, 'tasks', entries):
                     await self.sock.send(message)
         except Exception as e:
             self._fail(e)
