@@ -127,6 +127,15 @@ def _events(site_a: Path, site_b: Path, ea_port: int) -> list[tuple[float, str]]
     return events
 
 
+def _wait_listening(log_file: Path, timeout: float = 30) -> None:
+    """Wait until tcpdump says (in its log) that it captures."""
+    deadline = time.monotonic() + timeout
+    while 'listening on' not in (log_file.read_text() if log_file.exists() else ''):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'tcpdump did not start: see {log_file}')
+        time.sleep(0.05)
+
+
 def operations(events: list[tuple[float, str]], hops: list[str]) -> list[list[float]]:
     """Each complete operation's event times, in ``hops`` order (others are skipped)."""
     ops = []
@@ -203,10 +212,11 @@ def main() -> None:
                     r.bg(f'tcpdump-{site}', topo.site[site], [*capture, '-w', str(pcap)])
                     for site, pcap in pcaps.items()
                 ]
-                time.sleep(1.5)  # tcpdump opens its capture
+                for site in pcaps:
+                    _wait_listening(r.logs / f'tcpdump-{site}.log')
                 log(f'-- {args.reps} interleaved pairs of 1 KB operations, captured')
                 mixed = interleaved(r, t, '1KB', args.reps)
-                time.sleep(1.5)  # the last packets reach the files
+                time.sleep(0.5)  # the last packets in flight reach the captures
                 for dump in dumps:
                     dump.send_signal(signal.SIGINT)
                     dump.wait(10)
