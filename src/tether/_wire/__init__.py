@@ -22,6 +22,7 @@ from tether._wire._aio import (
     Handler,
     InlineHandler,
     Later,
+    RawReply,
     Reply,
     SecretLookup,
     Server,
@@ -39,14 +40,16 @@ from tether._wire._frame import (
     Limits,
     Payload,
     encode_head,
+    with_request_id,
 )
-from tether._wire._proto import FrameRouter
+from tether._wire._proto import FastPath, FrameRouter
 from tether._wire._sync import SyncClient, SyncConnection
 
 __all__ = [
     'Connection',
     'ERROR',
     'FIRST_APP_TYPE',
+    'FastPath',
     'Frame',
     'FrameRouter',
     'Handler',
@@ -55,6 +58,7 @@ __all__ = [
     'Limits',
     'PROTOCOL_VERSION',
     'Payload',
+    'RawReply',
     'Reply',
     'SecretLookup',
     'Server',
@@ -66,4 +70,5 @@ __all__ = [
     'encode_head',
     'error_reply',
     'run',
+    'with_request_id',
 ]

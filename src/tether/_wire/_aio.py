@@ -39,7 +39,7 @@ from tether._wire._handshake import (
     hello_header,
     parse_hello,
 )
-from tether._wire._proto import FrameMemory, FrameProtocol, FrameRouter
+from tether._wire._proto import FastPath, FrameMemory, FrameProtocol, FrameRouter
 from tether.exceptions import (
     AuthenticationError,
     FrameTooLargeError,
@@ -54,6 +54,7 @@ __all__ = [
     'Handler',
     'InlineHandler',
     'Later',
+    'RawReply',
     'Reply',
     'SecretLookup',
     'Server',
@@ -73,6 +74,9 @@ _MAX_HELD = 8
 
 Reply = tuple[int, dict[str, Any] | None, Sequence[Payload]]
 """What a handler returns: ``(message type, header, payloads)``."""
+
+RawReply = bytearray
+"""A reply frame encoded elsewhere, already carrying its request's id (passed through)."""
 
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
@@ -96,11 +100,11 @@ class Later:
     __slots__ = ('_done', '_on_set', '_reply')
 
     def __init__(self) -> None:
-        self._on_set: Callable[[Reply | None], None] | None = None
-        self._reply: Reply | None = None
+        self._on_set: Callable[[Reply | RawReply | None], None] | None = None
+        self._reply: Reply | RawReply | None = None
         self._done = False
 
-    def set(self, reply: Reply | None) -> None:
+    def set(self, reply: Reply | RawReply | None) -> None:
         """Give the reply (``None``: no reply); only the first call counts."""
         if self._done:
             return
@@ -110,7 +114,7 @@ class Later:
         if on_set is not None:
             on_set(reply)
 
-    def _bind(self, on_set: Callable[[Reply | None], None]) -> None:
+    def _bind(self, on_set: Callable[[Reply | RawReply | None], None]) -> None:
         if self._done:
             on_set(self._reply)
         else:
@@ -136,6 +140,8 @@ class Connection:
         peer = transport.get_extra_info('peername')
         self.peer = f'{peer[0]}:{peer[1]}' if isinstance(peer, tuple) else str(peer)
         self.info: dict[str, Any] = {}
+        self.state: Any = None
+        """Whatever its owner keeps with this connection (the server never reads it)."""
         self._next_id = 0
         self._lock = asyncio.Lock()
         # An inline server's state for this connection: frames held back while a reply
@@ -238,6 +244,21 @@ class Connection:
         self.write(mtype, header, payloads, request_id=rid)
         self._next_id = rid
         return rid
+
+    def write_raw(self, frame: bytearray, request_id: int) -> None:
+        """Hand a request encoded elsewhere to the transport without waiting.
+
+        ``frame`` must carry ``request_id``, the id after :attr:`last_request_id` (see
+        :func:`~tether._wire._frame.with_request_id`); the same rules as
+        :meth:`write_request` apply.
+
+        Raises:
+            WireConnectionError: if the connection is closed.
+        """
+        if self.transport.is_closing():
+            raise WireConnectionError(f'connection to {self.peer} is closed')
+        self.transport.write(frame)
+        self._next_id = request_id
 
     async def request(
         self,
@@ -381,6 +402,11 @@ class Server:
         router: Called with each authenticated connection; what it returns decides,
             from the head of each large frame, where that frame's payloads go as they
             arrive (see :class:`~tether._wire._proto.FrameRouter`). Not with ``memory``.
+        fast: With ``inline`` only: called with each authenticated connection; what it
+            returns may take whole small frames straight from the parser (see
+            :class:`~tether._wire._proto.FastPath`). A frame it takes is answered with
+            :meth:`claim` and :meth:`finish`, as if a handler had returned a
+            :class:`Later`; a frame it leaves goes to ``handler``.
         inline: ``handler`` is an :data:`InlineHandler`, a plain function called with
             each frame from the connection's data callback as soon as the frame is
             complete: no future, task step or coroutine per frame. A small reply is
@@ -406,10 +432,14 @@ class Server:
         memory: FrameMemory | None = None,
         router: Callable[[Connection], FrameRouter] | None = None,
         inline: bool = False,
+        fast: Callable[[Connection], FastPath] | None = None,
     ) -> None:
         if router is not None and memory is not None:
             raise ValueError('a server takes a router or a memory budget, not both')
+        if fast is not None and not inline:
+            raise ValueError('a fast path needs an inline server')
         self.router = router
+        self.fast = fast
         self.handler = handler
         self.inline = inline
         self.alloc = alloc
@@ -488,6 +518,8 @@ class Server:
             conn.protocol.limits = self.limits
             if self.router is not None:
                 conn.protocol.router = self.router(conn)
+            if self.fast is not None:
+                conn.protocol.fast = self.fast(conn)
             self.connections.add(conn)
             await self._serve(conn)
         except asyncio.CancelledError:
@@ -556,16 +588,42 @@ class Server:
         )
         self._later_set(conn, frame, error_reply('internal', f'{self.name} failed: {error!r}'))
 
-    def _later_set(self, conn: Connection, frame: Frame, reply: Reply | None) -> None:
+    def _later_set(self, conn: Connection, frame: Frame, reply: Reply | RawReply | None) -> None:
         if self.memory is not None:
             self.memory.release(frame.payloads)
+        self.finish(conn, frame.request_id, reply)
+
+    def claim(self, conn: Connection) -> bool:
+        """For a fast path: make ``conn`` wait for a reply, unless it is waiting already.
+
+        Returns ``False`` (and changes nothing) if a reply is pending on ``conn`` or frames
+        are held back: the frame must then take the usual path, behind them.
+        """
+        if conn._busy or conn._held:
+            return False
+        conn._busy = True
+        return True
+
+    def finish(self, conn: Connection, request_id: int, reply: Reply | RawReply | None) -> None:
+        """Answer the frame that made ``conn`` wait (:meth:`claim`); go on with the next.
+
+        ``reply`` is written with ``request_id``, or written as it is if it is a
+        :data:`RawReply`; ``None`` writes nothing.
+        """
         conn._busy = False
         if reply is not None:
-            self._reply_inline(conn, frame.request_id, reply)
+            self._reply_inline(conn, request_id, reply)
         self._resume(conn)
 
-    def _reply_inline(self, conn: Connection, rid: int, reply: Reply) -> None:
+    def _reply_inline(self, conn: Connection, rid: int, reply: Reply | RawReply) -> None:
         """Write ``reply``; a large one, or one that fills the transport, makes it busy."""
+        if isinstance(reply, bytearray):
+            if not conn.transport.is_closing():
+                conn.transport.write(reply)
+            if conn.protocol.writing_paused and not conn.transport.is_closing():
+                conn._busy = True
+                self._later(conn, conn.protocol.drain())
+            return
         sizes, buffers = flatten(reply[2])
         if sum(sizes) > _CHUNK:
             # Large: a chunk at a time (a TLS transport would encrypt it all at once).

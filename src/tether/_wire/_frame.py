@@ -33,6 +33,7 @@ __all__ = [
     'flatten',
     'payload_sizes',
     'unpack_prefix',
+    'with_request_id',
 ]
 
 MAGIC = b'TTHR'
@@ -41,6 +42,7 @@ PROTOCOL_VERSION = 1
 # magic, version, flags, message type, request id, header length, payload count
 PREFIX = struct.Struct('!4sBBHQII')
 _ONE_SIZE = struct.Struct('!Q')
+_REQUEST_ID_AT = 8  # offset of the request id in PREFIX
 
 # One encoder for every header: json.dumps with separators builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(',', ':'))
@@ -183,6 +185,13 @@ def encode_head(  # noqa: PLR0917
             body,
         ),
     )
+
+
+def with_request_id(raw: Any, request_id: int) -> bytearray:
+    """A copy of the encoded frame ``raw`` that carries ``request_id`` instead of its own."""
+    frame = bytearray(raw)
+    _ONE_SIZE.pack_into(frame, _REQUEST_ID_AT, request_id)
+    return frame
 
 
 def unpack_prefix(

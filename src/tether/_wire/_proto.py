@@ -27,11 +27,13 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = ['FrameMemory', 'FrameProtocol', 'FrameRouter', 'PayloadSink']
+__all__ = ['FAST_MAX', 'FastPath', 'FrameMemory', 'FrameProtocol', 'FrameRouter', 'PayloadSink']
 
 _SCRATCH = 64 * 1024
 _STAGE = 1 << 20
 _MAX_QUEUED = 8
+FAST_MAX = 64 * 1024
+"""Largest frame (head and payloads) offered to a :class:`FastPath`."""
 
 
 class PayloadSink(Protocol):
@@ -60,6 +62,23 @@ class FrameRouter(Protocol):
         self, mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
     ) -> list[Any] | None:
         """Return the sinks of this frame's payloads, or ``None``."""
+
+
+class FastPath(Protocol):
+    """May take a whole small frame straight from the parser's buffer (no :class:`Frame`).
+
+    Called with every frame of at most :data:`FAST_MAX` bytes, once it is received in full
+    (such a frame waits in the parser's buffer until it is) and its header is decoded
+    and checked against the limits, before anything is allocated for it. ``raw`` is the
+    whole frame as received (prefix, sizes, header and payloads; the payloads start at
+    ``head``). It is valid only during the call: copy what you keep. Return ``True`` if
+    the frame was dealt with; ``False`` and it is received and delivered as usual.
+    """
+
+    def __call__(
+        self, mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+    ) -> bool:
+        """Take the frame (``True``) or leave it to the usual path (``False``)."""
 
 
 class FrameMemory(Protocol):
@@ -108,6 +127,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.memory = memory
         self.router: FrameRouter | None = None
         self.route_min = 1 << 20
+        self.fast: FastPath | None = None
         self.held = False
         self.stalled = False
         self._progress = 0
@@ -313,6 +333,21 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return
             sizes = check_sizes(scratch, count, self.limits, PREFIX.size)
             header = decode_header(memoryview(scratch)[PREFIX.size + 8 * count : head])
+            fast = self.fast
+            if fast is not None and (end := head + sum(sizes)) <= FAST_MAX:
+                if self._have < end:
+                    return  # a small frame is offered whole: wait for the rest of it
+                raw = memoryview(scratch)[:end]
+                try:
+                    took = fast(mtype, header, rid, raw, head)
+                finally:
+                    raw.release()
+                if took:
+                    rest = self._have - end
+                    if rest:
+                        scratch[:rest] = scratch[end : self._have]
+                    self._have = rest
+                    continue
             routed = None
             if self.router is not None and sum(sizes) >= self.route_min:
                 routed = self.router(mtype, header, rid, sizes)
@@ -409,6 +444,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
             callback(self._error)
             return
         self._on_next = callback
+
+    def cancel_next(self) -> None:
+        """Forget the callback given to :meth:`on_next` (its frame was taken otherwise)."""
+        self._on_next = None
 
     async def recv(self) -> Frame:
         """Return the next frame (raises the connection's error once it has one)."""

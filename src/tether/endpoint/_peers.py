@@ -253,14 +253,18 @@ class PeerLink:
         if self._waiting:
             asyncio.get_running_loop().create_task(self._notify())
 
-    def give_back(self, conn: Connection, reply: Frame) -> None:
-        """A channel from :meth:`take_idle` answered ``reply``: it is idle again."""
+    def untake(self, conn: Connection) -> None:
+        """A channel from :meth:`take_idle` was not used after all: it is idle again."""
+        self._idle.append(conn)
+
+    def give_back(self, conn: Connection, nbytes: int) -> None:
+        """A channel from :meth:`take_idle` answered, with ``nbytes`` of payload: it is idle."""
         if conn.transport.is_closing():
             self._open -= 1
         else:
             self._idle.append(conn)
         self.requests += 1
-        self.bytes += sum(len(p) for p in reply.payloads)
+        self.bytes += nbytes
         if self._waiting:
             asyncio.get_running_loop().create_task(self._notify())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import ssl as _ssl
@@ -15,18 +16,18 @@ from typing import Any
 
 from tether._wire import (
     Connection,
+    FastPath,
     Frame,
     FrameRouter,
     Later,
     Limits,
     Reply,
     Server,
-    encode_head,
     error_reply,
 )
-from tether._wire._handshake import check_reply
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
+from tether.endpoint._forwarding import PEER_TIMEOUT, PIPE_REPLY_MIN, Done, Forwarder, pipe_reply
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -43,10 +44,7 @@ __all__ = ['Endpoint']
 
 logger = logging.getLogger(__name__)
 
-_PEER_TIMEOUT = 300.0
 _FAST_MAX = 1 << 20
-_PIPE_REPLY_MIN = 64 << 10
-"""Smallest reply to a forwarded ``GET`` passed on to the client as it arrives."""
 """Largest request forwarded straight from the data callback (larger: chunked sends)."""
 
 
@@ -91,6 +89,7 @@ class Endpoint:
             alloc=self.pool.take,
             router=self._client_router,
             inline=True,
+            fast=self._client_fast,
         )
         self.peers = PeerManager(self)
         self.peer_server = Server(
@@ -129,6 +128,7 @@ class Endpoint:
         self.started = time.time()
         self.requests = 0
         self.forwarded = 0
+        self.passed = 0
         self.piped = {'put': 0, 'get': 0}
         self._stop: asyncio.Event | None = None
         self._retries: set[asyncio.Task[Reply | None]] = set()
@@ -152,6 +152,7 @@ class Endpoint:
             'persist': self.config.storage.persist,
             'requests': self.requests,
             'forwarded': self.forwarded,
+            'passed': self.passed,
             'piped': dict(self.piped),
             'relay': None
             if relay is None
@@ -275,7 +276,7 @@ class Endpoint:
             )
         pipe.handled = True
         try:
-            reply = await link.finish(channel, pipe.request_id, timeout=_PEER_TIMEOUT)
+            reply = await link.finish(channel, pipe.request_id, timeout=PEER_TIMEOUT)
         except RemoteError as e:
             return error_reply(e.code, f'peer endpoint {target}: {e}')
         except (WireError, OSError) as e:
@@ -290,23 +291,19 @@ class Endpoint:
         def for_channel(channel: Connection) -> FrameRouter:
             # Replies from 64 KiB up go on as they arrive: the client's copy then ends
             # with the last chunk instead of starting after it.
-            channel.protocol.route_min = _PIPE_REPLY_MIN
+            channel.protocol.route_min = PIPE_REPLY_MIN
 
             def route(
                 mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
             ) -> list[Any] | None:
                 # Only the answer to the request in flight (a reply out of step is
                 # received whole, refused by the request's check, and drops the channel).
-                if (
-                    mtype != proto.OK
-                    or request_id != channel.last_request_id
-                    or client.transport.is_closing()
-                ):
+                if mtype != proto.OK or request_id != channel.last_request_id:
                     return None
-                client.transport.write(encode_head(proto.OK, header, sizes, client_rid, 0))
-                pipe = Pipe(client, channel)
+                pipe = pipe_reply(self, client, client_rid, channel, header, sizes)
+                if pipe is None:
+                    return None
                 pipes.append(pipe)
-                self.piped['get'] += 1
                 return pipe.sinks(sizes)
 
             return route
@@ -319,8 +316,7 @@ class Endpoint:
         """Forward a small request over an idle channel, without a task (``None``: cannot).
 
         The reply is taken from the channel's data callback and given to the client from
-        there. If the channel fails first, the request goes the slow way
-        (:meth:`_forward`: a fresh peering, once), as every request is idempotent.
+        there (see :class:`~tether.endpoint._forwarding.Forwarder`).
         """
         link = self.peers.ready_link(target)
         if link is None or sum(len(p) for p in frame.payloads) > _FAST_MAX:
@@ -328,67 +324,66 @@ class Endpoint:
         channel = link.take_idle()
         if channel is None:
             return None
-        try:
-            rid = channel.write_request(
-                frame.type, {'ids': ids, 'endpoint': link.uuid}, frame.payloads
-            )
-        except WireError:
-            channel.abort()
-            link.dropped()
-            return None
-        loop = asyncio.get_running_loop()
         done = Later()
-        pipes: list[Pipe] = []
-        if frame.type == proto.GET:
-            for_channel, pipes = self._reply_router(client, frame.request_id)
-            channel.protocol.router = for_channel(channel)
-
-        def on_reply(reply: Frame | BaseException) -> None:
-            timer.cancel()
-            channel.protocol.router = None
-            failure: BaseException | None = None
-            if isinstance(reply, BaseException):
-                failure = reply
-            else:
-                try:
-                    check_reply(reply, rid, channel.peer)
-                except RemoteError as e:
-                    link.give_back(channel, reply)
-                    done.set(error_reply(e.code, f'peer endpoint {target}: {e}'))
-                    return
-                except WireError as e:  # out of step, or the peer refused the channel
-                    failure = e
-            if failure is not None:
-                channel.abort()
-                link.dropped()
-                link.broken = link.broken or str(failure)
-                if pipes:
-                    # The client has the head of a reply that will not complete.
-                    client.abort()
-                    done.set(None)
-                    return
-                logger.info('channel to %s failed (%s): re-peering once', target, failure)
-                retry = loop.create_task(self._forward(client, target, frame, ids))
-                self._retries.add(retry)
-                retry.add_done_callback(self._retries.discard)
-                retry.add_done_callback(lambda t: _chain(t, done))
-                return
-            assert not isinstance(reply, BaseException)
-            link.give_back(channel, reply)
-            self.forwarded += 1
-            if pipes:
-                if pipes[0].failed is not None:
-                    client.abort()
-                done.set(None)  # the reply went to the client as it arrived
-                return
-            done.set((reply.type, reply.header, reply.payloads))
-
-        def on_timeout() -> None:
-            channel.abort()  # the channel's error reaches on_reply
-
-        timer = loop.call_later(_PEER_TIMEOUT, on_timeout)
-        channel.protocol.on_next(on_reply)
+        Forwarder.of(self, link, channel).send(client, target, frame, ids, done.set)
         return done
+
+    def retry(
+        self, client: Connection, target: str, frame: Frame, ids: list[str], done: Done
+    ) -> None:
+        """Forward ``frame`` the slow way (a fresh peering, once); ``done`` gets its reply."""
+        retry = asyncio.get_running_loop().create_task(self._forward(client, target, frame, ids))
+        self._retries.add(retry)
+        retry.add_done_callback(self._retries.discard)
+        retry.add_done_callback(lambda t: _chain(t, done))
+
+    # Fast paths: whole small frames taken straight from the parser -----------------------
+
+    def _client_fast(self, conn: Connection) -> FastPath:
+        """A client's small request for a peer, passed on before it becomes a frame.
+
+        Takes a request whose header is exactly ``ids`` and the UUID of a peer that has
+        an idle channel now, and passes its bytes on as they came (see
+        :meth:`Forwarder.send_raw`). The rest goes to :meth:`_handle_client`.
+        """
+        server = self.clients
+
+        def fast(
+            mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+        ) -> bool:
+            ids = self._plain_ids(mtype, header)
+            if ids is None:
+                return False
+            target = header['endpoint']
+            link = self.peers.ready_link(target)
+            if link is None or link.uuid != target:
+                return False
+            channel = link.take_idle()
+            if channel is None:
+                return False
+            if not server.claim(conn):
+                link.untake(channel)
+                return False
+            self.requests += 1
+            done = functools.partial(server.finish, conn, request_id)
+            Forwarder.of(self, link, channel).send_raw(
+                conn, request_id, target, mtype, ids, raw, done
+            )
+            return True
+
+        return fast
+
+    def _plain_ids(self, mtype: int, header: dict[str, Any]) -> list[str] | None:
+        """The ids of an object request whose header is just ``ids`` and ``endpoint``."""
+        if mtype not in proto.OBJECT_TYPES or len(header) != 2:
+            return None
+        ids = header.get('ids')
+        if type(ids) is not list or type(header.get('endpoint')) is not str:
+            return None
+        for i in ids:
+            if not proto.valid_id(i):
+                return None
+        return ids
 
     async def _forward(
         self, client: Connection, target: str, frame: Frame, ids: list[str]
@@ -411,7 +406,7 @@ class Endpoint:
                     frame.type,
                     {'ids': ids, 'endpoint': link.uuid},
                     frame.payloads,
-                    timeout=_PEER_TIMEOUT,
+                    timeout=PEER_TIMEOUT,
                     reply_router=router,
                 )
             except RemoteError as e:
@@ -546,12 +541,12 @@ class _LinkPipe(Pipe):
             self.link.dropped()
 
 
-def _chain(task: asyncio.Task[Reply | None], done: Later) -> None:
+def _chain(task: asyncio.Task[Reply | None], done: Done) -> None:
     """Give ``done`` the reply of ``task``."""
     if task.cancelled():
-        done.set(error_reply('internal', 'the request was cancelled'))
+        done(error_reply('internal', 'the request was cancelled'))
     elif (error := task.exception()) is not None:
         logger.error('forwarding a request failed', exc_info=error)
-        done.set(error_reply('internal', f'forwarding failed: {error!r}'))
+        done(error_reply('internal', f'forwarding failed: {error!r}'))
     else:
-        done.set(task.result())
+        done(task.result())

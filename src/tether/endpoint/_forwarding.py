@@ -1,0 +1,296 @@
+"""Small requests forwarded over an idle peer channel, from the data callbacks alone.
+
+A client's small request for an object another endpoint owns is written to an idle peer
+channel from the client connection's data callback, and the owner's reply is written to
+the client from the channel's data callback: no task, no future, no coroutine step.
+
+When the client's frame already says everything the owner needs (its header is exactly
+``ids`` and the owner's UUID), its bytes go to the peer as they came, with only the
+request id changed; a small ``OK`` reply comes back the same way. Anything else (an
+``ERROR`` reply, a large reply, a reply out of step, a dead channel) takes the general
+path in :meth:`Forwarder._on_reply`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tether._wire import (
+    Connection,
+    Frame,
+    RawReply,
+    Reply,
+    encode_head,
+    error_reply,
+    with_request_id,
+)
+from tether._wire._frame import PREFIX, check_sizes
+from tether._wire._handshake import check_reply
+from tether.endpoint import _protocol as proto
+from tether.endpoint._pipe import Pipe
+from tether.exceptions import RemoteError, WireError
+
+if TYPE_CHECKING:
+    from tether.endpoint._peers import PeerLink
+    from tether.endpoint._server import Endpoint
+
+__all__ = ['PEER_TIMEOUT', 'PIPE_REPLY_MIN', 'Done', 'Forwarder', 'pipe_reply']
+
+logger = logging.getLogger(__name__)
+
+PEER_TIMEOUT = 300.0
+"""Seconds a peer has to answer a forwarded request before its channel is dropped."""
+PIPE_REPLY_MIN = 64 << 10
+"""Smallest reply to a forwarded ``GET`` passed on to the client as it arrives."""
+
+Done = Callable[[Reply | RawReply | None], None]
+"""Takes the reply to give the client (``None``: nothing more to send)."""
+
+
+def pipe_reply(  # noqa: PLR0917
+    endpoint: Endpoint,
+    client: Connection,
+    client_rid: int,
+    channel: Connection,
+    header: dict[str, Any],
+    sizes: tuple[int, ...],
+) -> Pipe | None:
+    """Start passing a large ``OK`` reply from ``channel`` on to ``client`` as it arrives.
+
+    Writes the reply's head to the client now; the returned pipe's sinks take the
+    payloads (``None``: the client is gone, receive the reply as usual).
+    """
+    if client.transport.is_closing():
+        return None
+    client.transport.write(encode_head(proto.OK, header, sizes, client_rid, 0))
+    endpoint.piped['get'] += 1
+    return Pipe(client, channel)
+
+
+class Forwarder:
+    """The request in flight on one peer channel (made once per channel, reused).
+
+    A request begins with :meth:`send_raw` or :meth:`send`, on a channel taken with
+    ``PeerLink.take_idle``; its reply ends it, from the channel's data callback: the
+    channel goes back to the link and ``done`` gets what the client should receive. If
+    the channel fails first, the request is retried once over a fresh peering (every
+    request is idempotent: the object ids are the client's).
+    """
+
+    __slots__ = (
+        '_client',
+        '_client_rid',
+        '_done',
+        '_frame',
+        '_ids',
+        '_pipes',
+        '_raw',
+        '_rid',
+        '_target',
+        '_timer',
+        'channel',
+        'endpoint',
+        'link',
+    )
+
+    def __init__(self, endpoint: Endpoint, link: PeerLink, channel: Connection) -> None:
+        self.endpoint = endpoint
+        self.link = link
+        self.channel = channel
+        self._done: Done | None = None
+        self._client: Connection | None = None
+        self._client_rid = 0
+        self._rid = 0
+        self._target = ''
+        self._ids: list[str] = []
+        self._raw: bytearray | None = None
+        self._frame: Frame | None = None
+        self._pipes: list[Pipe] = []
+        self._timer: asyncio.TimerHandle | None = None
+        channel.protocol.fast = self._reply_fast
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, link: PeerLink, channel: Connection) -> Forwarder:
+        """The forwarder of ``channel`` (made on first use)."""
+        forwarder = channel.state
+        if not isinstance(forwarder, Forwarder):
+            forwarder = channel.state = cls(endpoint, link, channel)
+        return forwarder
+
+    # Sending ---------------------------------------------------------------------------
+
+    def send_raw(  # noqa: PLR0917
+        self,
+        client: Connection,
+        client_rid: int,
+        target: str,
+        mtype: int,
+        ids: list[str],
+        raw: memoryview,
+        done: Done,
+    ) -> None:
+        """Pass the client's frame ``raw`` on as it is, under the channel's next request id.
+
+        ``raw``'s header must be exactly what the owner expects (``ids`` and its UUID).
+        """
+        rid = self.channel.last_request_id + 1
+        data = with_request_id(raw, rid)
+        self._begin(client, client_rid, target, mtype, ids, done)
+        self._raw = data
+        try:
+            self.channel.write_raw(data, rid)
+        except WireError as e:
+            self._failed(e)
+            return
+        self._sent(rid, mtype)
+
+    def send(
+        self, client: Connection, target: str, frame: Frame, ids: list[str], done: Done
+    ) -> None:
+        """Forward the client's ``frame`` (re-encoded for the owner)."""
+        self._begin(client, frame.request_id, target, frame.type, ids, done)
+        self._frame = frame
+        try:
+            rid = self.channel.write_request(
+                frame.type, {'ids': ids, 'endpoint': self.link.uuid}, frame.payloads
+            )
+        except WireError as e:
+            self._failed(e)
+            return
+        self._sent(rid, frame.type)
+
+    def _begin(  # noqa: PLR0917
+        self,
+        client: Connection,
+        client_rid: int,
+        target: str,
+        mtype: int,
+        ids: list[str],
+        done: Done,
+    ) -> None:
+        self._client = client
+        self._client_rid = client_rid
+        self._target = target
+        self._ids = ids
+        self._done = done
+
+    def _sent(self, rid: int, mtype: int) -> None:
+        self._rid = rid
+        protocol = self.channel.protocol
+        if mtype == proto.GET:
+            # A large reply goes on to the client as it arrives (see _route).
+            protocol.route_min = PIPE_REPLY_MIN
+            protocol.router = self._route
+        self._timer = asyncio.get_running_loop().call_later(PEER_TIMEOUT, self.channel.abort)
+        protocol.on_next(self._on_reply)
+
+    # Replies ---------------------------------------------------------------------------
+
+    def _reply_fast(
+        self, mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+    ) -> bool:
+        """A small ``OK`` answering the request in flight: passed to the client as it is."""
+        if self._done is None or mtype != proto.OK or request_id != self._rid:
+            return False
+        self.channel.protocol.cancel_next()
+        data = with_request_id(raw, self._client_rid)
+        self.link.give_back(self.channel, raw.nbytes - head)
+        self.endpoint.forwarded += 1
+        if self._raw is not None:
+            self.endpoint.passed += 1  # the request went through unchanged too
+        self._finish(data)
+        return True
+
+    def _route(
+        self, mtype: int, header: dict[str, Any], request_id: int, sizes: tuple[int, ...]
+    ) -> list[Any] | None:
+        # Only the answer to the request in flight (a reply out of step is received whole,
+        # refused by _on_reply's check, and drops the channel).
+        client = self._client
+        if client is None or mtype != proto.OK or request_id != self._rid:
+            return None
+        pipe = pipe_reply(self.endpoint, client, self._client_rid, self.channel, header, sizes)
+        if pipe is None:
+            return None
+        self._pipes.append(pipe)
+        return pipe.sinks(sizes)
+
+    def _on_reply(self, reply: Frame | BaseException) -> None:
+        """Every reply :meth:`_reply_fast` left, and the channel's failure."""
+        if isinstance(reply, BaseException):
+            self._failed(reply)
+            return
+        try:
+            check_reply(reply, self._rid, self.channel.peer)
+        except RemoteError as e:
+            self.link.give_back(self.channel, 0)
+            self._finish(error_reply(e.code, f'peer endpoint {self._target}: {e}'))
+            return
+        except WireError as e:  # out of step, or the peer refused the channel
+            self._failed(e)
+            return
+        self.link.give_back(self.channel, sum(len(p) for p in reply.payloads))
+        self.endpoint.forwarded += 1
+        pipes = self._pipes
+        if pipes:
+            if pipes[0].failed is not None and self._client is not None:
+                self._client.abort()
+            self._finish(None)  # the reply went to the client as it arrived
+            return
+        self._finish((reply.type, reply.header, reply.payloads))
+
+    def _failed(self, failure: BaseException) -> None:
+        """The channel failed: drop it; retry the request over a fresh peering, once."""
+        channel, link = self.channel, self.link
+        channel.abort()
+        link.dropped()
+        link.broken = link.broken or str(failure)
+        client, target, ids = self._client, self._target, self._ids
+        assert client is not None
+        if self._pipes:
+            # The client has the head of a reply that will not complete.
+            client.abort()
+            self._finish(None)
+            return
+        frame = self._request()
+        done = self._done
+        assert done is not None
+        self._clear()
+        logger.info('channel to %s failed (%s): re-peering once', target, failure)
+        self.endpoint.retry(client, target, frame, ids, done)
+
+    def _request(self) -> Frame:
+        """The request in flight, as a frame (for a retry)."""
+        if self._frame is not None:
+            return self._frame
+        raw = self._raw
+        assert raw is not None
+        _, _, _, mtype, _, hlen, count = PREFIX.unpack_from(raw)
+        sizes = check_sizes(raw, count, self.channel.protocol.limits, PREFIX.size)
+        start = PREFIX.size + 8 * count + hlen
+        payloads: list[Any] = []
+        for size in sizes:
+            payloads.append(memoryview(raw)[start : start + size])
+            start += size
+        return Frame(mtype, {}, payloads, self._client_rid)
+
+    def _finish(self, reply: Reply | RawReply | None) -> None:
+        done = self._done
+        assert done is not None
+        self._clear()
+        done(reply)
+
+    def _clear(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.channel.protocol.router = None
+        self._done = None
+        self._client = None
+        self._raw = None
+        self._frame = None
+        if self._pipes:
+            self._pipes = []

@@ -1,0 +1,262 @@
+"""Small requests forwarded from the data callbacks: passed through, and every way it fails.
+
+The forwarding endpoint is a real :class:`Endpoint` in this process; the owner is a
+tether wire server standing in for a peer endpoint, which can misbehave on demand (an
+owner that answers out of step, drops the channel or never answers is hard to get from
+a real endpoint). The multi-process tests in ``test_endpoint.py`` cover real owners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as _uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether._wire import Connection, Frame, Reply, Server, connect, error_reply, run
+from tether.endpoint import EndpointConfig, _forwarding
+from tether.endpoint import _protocol as proto
+from tether.endpoint._peers import PeerLink
+from tether.endpoint._server import Endpoint
+from tether.exceptions import RemoteError
+
+SECRET = 'owner channel secret'
+
+
+class Owner:
+    """Objects in a dict, answered like an endpoint answers its peers; or misbehaving."""
+
+    def __init__(self) -> None:
+        self.uuid = str(_uuid.uuid4())
+        self.objects: dict[str, bytes] = {}
+        self.mode = 'normal'
+        self.seen: list[tuple[int, dict[str, Any], int]] = []
+        self.server = Server(self.handle, secret=SECRET, name='owner')
+
+    async def handle(self, conn: Connection, frame: Frame) -> Reply | None:
+        self.seen.append((frame.type, frame.header, frame.request_id))
+        ids: list[str] = frame.header['ids']
+        assert frame.header['endpoint'] == self.uuid
+        mode = self.mode
+        if mode == 'error':
+            return error_reply('memory', 'no room for that here')
+        if mode == 'out-of-step':
+            conn.write(proto.OK, {'ids': ids, 'found': [True]}, [b'wrong'], request_id=999)
+            return None
+        if mode == 'drop':
+            conn.abort()
+            return None
+        if mode == 'silent':
+            return None
+        if frame.type == proto.PUT:
+            for oid, data in zip(ids, frame.payloads, strict=True):
+                self.objects[oid] = bytes(data)
+            return proto.OK, {'ids': ids}, ()
+        if frame.type == proto.GET:
+            found = [self.objects.get(i) for i in ids]
+            return (
+                proto.OK,
+                {'ids': ids, 'found': [d is not None for d in found]},
+                [d for d in found if d is not None],
+            )
+        if frame.type == proto.EXISTS:
+            return proto.OK, {'ids': ids, 'exists': [i in self.objects for i in ids]}, ()
+        for oid in ids:
+            self.objects.pop(oid, None)
+        return proto.OK, {'ids': ids}, ()
+
+
+Scenario = Callable[[Endpoint, Owner, Connection], Awaitable[None]]
+
+
+def _run(tmp_path: Path, scenario: Scenario) -> None:
+    async def main() -> None:
+        home = tmp_path / 'home'
+        config = EndpointConfig.create('ea', home)
+        endpoint = Endpoint(config, home)
+        owner = Owner()
+        await owner.server.start()
+        await endpoint.start()
+        port = owner.server.address[1]
+
+        async def opener() -> Connection:
+            return await connect('127.0.0.1', port, secret=SECRET)
+
+        link = PeerLink(owner.uuid, 'owner', 'direct', opener, first=await opener())
+        endpoint.peers.links[owner.uuid] = link
+        endpoint.peers.names['owner'] = owner.uuid
+        host, client_port = endpoint.clients.address
+        client = await connect(host, client_port, secret=config.client_token(home))
+        try:
+            await asyncio.wait_for(scenario(endpoint, owner, client), 60)
+        finally:
+            await client.close()
+            await endpoint.close()
+            await owner.server.close()
+
+    run(main())
+
+
+def _oid() -> str:
+    return _uuid.uuid4().hex
+
+
+def test_small_requests_pass_through_unchanged(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        head = {'ids': [oid], 'endpoint': owner.uuid}
+        reply = await client.request(proto.PUT, head, [b'held at the owner'])
+        assert reply.header == {'ids': [oid]}
+        assert owner.objects[oid] == b'held at the owner'
+        reply = await client.request(proto.GET, head)
+        assert reply.header == {'ids': [oid], 'found': [True]}
+        assert bytes(reply.payloads[0]) == b'held at the owner'
+        reply = await client.request(proto.EXISTS, head)
+        assert reply.header['exists'] == [True]
+        await client.request(proto.EVICT, head)
+        assert oid not in owner.objects
+        # The owner saw the client's header as it was, under the channel's own ids.
+        assert [s[1] for s in owner.seen] == [head] * 4
+        assert [s[2] for s in owner.seen] == [1, 2, 3, 4]
+        status = ep.status()
+        assert (status['forwarded'], status['passed']) == (4, 4)
+        assert status['peers'][0]['requests'] == 4
+
+    _run(tmp_path, scenario)
+
+
+def test_other_headers_are_re_encoded_for_the_owner(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.objects[oid] = b'x'
+        # An extra field, and the owner named by name: not passed on as it is.
+        reply = await client.request(
+            proto.GET, {'ids': [oid], 'endpoint': owner.uuid, 'note': 'extra'}
+        )
+        assert bytes(reply.payloads[0]) == b'x'
+        reply = await client.request(proto.GET, {'ids': [oid], 'endpoint': 'owner'})
+        assert bytes(reply.payloads[0]) == b'x'
+        assert [s[1] for s in owner.seen] == [{'ids': [oid], 'endpoint': owner.uuid}] * 2
+        assert (ep.forwarded, ep.passed) == (2, 0)
+
+    _run(tmp_path, scenario)
+
+
+def test_bad_ids_are_refused_before_anything_is_forwarded(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        for ids in (['../../etc/passwd'], 'not-a-list', [7]):
+            with pytest.raises(RemoteError) as info:
+                await client.request(proto.GET, {'ids': ids, 'endpoint': owner.uuid})
+            assert info.value.code == 'bad-request'
+        assert owner.seen == []
+
+    _run(tmp_path, scenario)
+
+
+def test_an_error_reply_reaches_the_client_and_the_channel_stays(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        head = {'ids': [oid], 'endpoint': owner.uuid}
+        owner.mode = 'error'
+        with pytest.raises(RemoteError, match='no room') as info:
+            await client.request(proto.PUT, head, [b'data'])
+        assert info.value.code == 'memory'
+        owner.mode = 'normal'
+        await client.request(proto.PUT, head, [b'data'])
+        assert owner.objects[oid] == b'data'
+        assert ep.status()['peers'][0]['channels'] == 1
+
+    _run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize('mode', ['out-of-step', 'drop'])
+def test_a_failed_channel_gives_a_clear_error_never_a_wrong_object(
+    tmp_path: Path, mode: str
+) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.objects[oid] = b'right'
+        owner.mode = mode
+        # The channel is dropped; the one retry needs a fresh peering, which this
+        # endpoint (no relay) cannot make: the client is told so.
+        with pytest.raises(RemoteError, match='no relay') as info:
+            await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
+        assert info.value.code == 'peering'
+        assert ep.status()['peers'] == []  # the broken link is gone
+        # The client's connection still works.
+        with pytest.raises(RemoteError, match='no relay'):
+            await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
+
+    _run(tmp_path, scenario)
+
+
+def test_a_failed_channel_is_retried_over_a_fresh_peering(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.objects[oid] = b'right'
+        owner.mode = 'drop'
+        port = owner.server.address[1]
+
+        async def peer_again(target: str) -> PeerLink:
+            # What a relay would give: a new channel to the owner (now well again).
+            owner.mode = 'normal'
+            conn = await connect('127.0.0.1', port, secret=SECRET)
+            return PeerLink(owner.uuid, 'owner', 'direct', _no_more, first=conn)
+
+        ep.peers._peer = peer_again  # type: ignore[method-assign]
+        reply = await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
+        assert bytes(reply.payloads[0]) == b'right'
+        assert len(owner.seen) == 2
+
+    _run(tmp_path, scenario)
+
+
+def test_an_owner_that_never_answers_times_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_forwarding, 'PEER_TIMEOUT', 0.3)
+
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        owner.mode = 'silent'
+        with pytest.raises(RemoteError) as info:
+            await client.request(proto.GET, {'ids': [_oid()], 'endpoint': owner.uuid})
+        assert info.value.code == 'peering'
+
+    _run(tmp_path, scenario)
+
+
+def test_pipelined_requests_are_answered_in_order(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oids = [_oid() for _ in range(6)]
+        for n, oid in enumerate(oids):
+            owner.objects[oid] = f'value {n}'.encode()
+        # Six requests written back to back: the first goes through the fast path, the
+        # others wait behind it and go the general way, one channel at a time.
+        rids = [
+            client.write_request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid}) for oid in oids
+        ]
+        replies = [await client.recv() for _ in oids]
+        assert [r.request_id for r in replies] == rids
+        assert [bytes(r.payloads[0]) for r in replies] == [f'value {n}'.encode() for n in range(6)]
+        assert ep.forwarded == 6
+
+    _run(tmp_path, scenario)
+
+
+def test_a_large_reply_goes_on_to_the_client_as_it_arrives(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.objects[oid] = bytes(range(256)) * 4096  # 1 MiB
+        reply = await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
+        assert bytes(reply.payloads[0]) == owner.objects[oid]
+        assert ep.piped['get'] == 1
+        assert ep.passed == 0  # the request went through unchanged, the reply did not
+
+    _run(tmp_path, scenario)
+
+
+async def _no_more() -> Connection:
+    raise AssertionError('no further channel is needed')
