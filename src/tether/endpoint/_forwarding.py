@@ -13,8 +13,9 @@ path in :meth:`Forwarder._on_reply`.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from tether.endpoint._peers import PeerLink
     from tether.endpoint._server import Endpoint
 
-__all__ = ['PEER_TIMEOUT', 'PIPE_REPLY_MIN', 'Done', 'Forwarder', 'pipe_reply']
+__all__ = ['PEER_TIMEOUT', 'PIPE_REPLY_MIN', 'Done', 'Forwarder', 'expire', 'pipe_reply']
 
 logger = logging.getLogger(__name__)
 
@@ -89,17 +90,21 @@ class Forwarder:
         '_pipes',
         '_raw',
         '_rid',
+        '_server',
         '_target',
-        '_timer',
         'channel',
         'endpoint',
         'link',
+        'since',
     )
 
     def __init__(self, endpoint: Endpoint, link: PeerLink, channel: Connection) -> None:
         self.endpoint = endpoint
         self.link = link
         self.channel = channel
+        self.since = 0.0
+        """When the request in flight was sent (``time.monotonic()``)."""
+        self._server = endpoint.clients
         self._done: Done | None = None
         self._client: Connection | None = None
         self._client_rid = 0
@@ -109,15 +114,15 @@ class Forwarder:
         self._raw: bytearray | None = None
         self._frame: Frame | None = None
         self._pipes: list[Pipe] = []
-        self._timer: asyncio.TimerHandle | None = None
         channel.protocol.fast = self._reply_fast
+        channel.state = self
 
     @classmethod
     def of(cls, endpoint: Endpoint, link: PeerLink, channel: Connection) -> Forwarder:
         """The forwarder of ``channel`` (made on first use)."""
         forwarder = channel.state
         if not isinstance(forwarder, Forwarder):
-            forwarder = channel.state = cls(endpoint, link, channel)
+            forwarder = cls(endpoint, link, channel)
         return forwarder
 
     # Sending ---------------------------------------------------------------------------
@@ -130,18 +135,20 @@ class Forwarder:
         mtype: int,
         ids: list[str],
         raw: memoryview,
-        done: Done,
     ) -> None:
         """Pass the client's frame ``raw`` on as it is, under the channel's next request id.
 
         ``raw``'s header must be exactly what the owner expects (``ids`` and its UUID).
+        The caller has made ``client`` wait (``Server.claim``); the reply is given with
+        ``Server.finish``.
         """
-        rid = self.channel.last_request_id + 1
+        channel = self.channel
+        rid = channel.last_request_id + 1
         data = with_request_id(raw, rid)
-        self._begin(client, client_rid, target, mtype, ids, done)
+        self._begin(client, client_rid, target, mtype, ids, None)
         self._raw = data
         try:
-            self.channel.write_raw(data, rid)
+            channel.write_raw(data, rid)
         except WireError as e:
             self._failed(e)
             return
@@ -169,7 +176,7 @@ class Forwarder:
         target: str,
         mtype: int,
         ids: list[str],
-        done: Done,
+        done: Done | None,
     ) -> None:
         self._client = client
         self._client_rid = client_rid
@@ -184,7 +191,9 @@ class Forwarder:
             # A large reply goes on to the client as it arrives (see _route).
             protocol.route_min = PIPE_REPLY_MIN
             protocol.router = self._route
-        self._timer = asyncio.get_running_loop().call_later(PEER_TIMEOUT, self.channel.abort)
+        # No timer per request: expire() drops channels whose request is too old.
+        self.since = time.monotonic()
+        self.endpoint.in_flight.add(self)
         protocol.on_next(self._on_reply)
 
     # Replies ---------------------------------------------------------------------------
@@ -193,14 +202,16 @@ class Forwarder:
         self, mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
     ) -> bool:
         """A small ``OK`` answering the request in flight: passed to the client as it is."""
-        if self._done is None or mtype != proto.OK or request_id != self._rid:
+        if self._client is None or mtype != proto.OK or request_id != self._rid:
             return False
-        self.channel.protocol.cancel_next()
+        channel = self.channel
+        channel.protocol.cancel_next()
         data = with_request_id(raw, self._client_rid)
-        self.link.give_back(self.channel, raw.nbytes - head)
-        self.endpoint.forwarded += 1
+        self.link.give_back(channel, raw.nbytes - head)
+        endpoint = self.endpoint
+        endpoint.forwarded += 1
         if self._raw is not None:
-            self.endpoint.passed += 1  # the request went through unchanged too
+            endpoint.passed += 1  # the request went through unchanged too
         self._finish(data)
         return True
 
@@ -256,8 +267,7 @@ class Forwarder:
             self._finish(None)
             return
         frame = self._request()
-        done = self._done
-        assert done is not None
+        done = self._done or functools.partial(self._server.finish, client, self._client_rid)
         self._clear()
         logger.info('channel to %s failed (%s): re-peering once', target, failure)
         self.endpoint.retry(client, target, frame, ids, done)
@@ -278,15 +288,16 @@ class Forwarder:
         return Frame(mtype, {}, payloads, self._client_rid)
 
     def _finish(self, reply: Reply | RawReply | None) -> None:
-        done = self._done
-        assert done is not None
+        client, client_rid, done = self._client, self._client_rid, self._done
+        assert client is not None
         self._clear()
-        done(reply)
+        if done is None:
+            self._server.finish(client, client_rid, reply)
+        else:
+            done(reply)
 
     def _clear(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.endpoint.in_flight.discard(self)
         self.channel.protocol.router = None
         self._done = None
         self._client = None
@@ -294,3 +305,17 @@ class Forwarder:
         self._frame = None
         if self._pipes:
             self._pipes = []
+
+
+def expire(in_flight: set[Forwarder]) -> float:
+    """Drop every channel whose request has waited longer than :data:`PEER_TIMEOUT`.
+
+    Its request then fails over (see :meth:`Forwarder._failed`). Returns the seconds
+    until the next check is due.
+    """
+    now = time.monotonic()
+    for forwarder in list(in_flight):
+        if now - forwarder.since > PEER_TIMEOUT:
+            in_flight.discard(forwarder)
+            forwarder.channel.abort()
+    return min(5.0, PEER_TIMEOUT / 4)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import ssl as _ssl
@@ -27,7 +26,14 @@ from tether._wire import (
 )
 from tether.endpoint import _protocol as proto
 from tether.endpoint._config import EndpointConfig, write_state
-from tether.endpoint._forwarding import PEER_TIMEOUT, PIPE_REPLY_MIN, Done, Forwarder, pipe_reply
+from tether.endpoint._forwarding import (
+    PEER_TIMEOUT,
+    PIPE_REPLY_MIN,
+    Done,
+    Forwarder,
+    expire,
+    pipe_reply,
+)
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -132,6 +138,9 @@ class Endpoint:
         self.piped = {'put': 0, 'get': 0}
         self._stop: asyncio.Event | None = None
         self._retries: set[asyncio.Task[Reply | None]] = set()
+        self.in_flight: set[Forwarder] = set()
+        """Requests in flight on peer channels, from the data callbacks (see ``expire``)."""
+        self._expiry: asyncio.TimerHandle | None = None
 
     # Status ----------------------------------------------------------------------------
 
@@ -347,17 +356,24 @@ class Endpoint:
         :meth:`Forwarder.send_raw`). The rest goes to :meth:`_handle_client`.
         """
         server = self.clients
+        links = self.peers.links
+        valid_id = proto.valid_id
+        object_types = proto.OBJECT_TYPES
 
         def fast(
             mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
         ) -> bool:
-            ids = self._plain_ids(mtype, header)
-            if ids is None:
+            if mtype not in object_types or len(header) != 2:
                 return False
-            target = header['endpoint']
-            link = self.peers.ready_link(target)
-            if link is None or link.uuid != target:
+            target, ids = header.get('endpoint'), header.get('ids')
+            if type(target) is not str or type(ids) is not list:
                 return False
+            link = links.get(target)  # keyed by UUID: a name goes the usual way
+            if link is None or not link.alive:
+                return False
+            for i in ids:
+                if not valid_id(i):
+                    return False  # refused the usual way
             channel = link.take_idle()
             if channel is None:
                 return False
@@ -365,25 +381,13 @@ class Endpoint:
                 link.untake(channel)
                 return False
             self.requests += 1
-            done = functools.partial(server.finish, conn, request_id)
-            Forwarder.of(self, link, channel).send_raw(
-                conn, request_id, target, mtype, ids, raw, done
-            )
+            forwarder = channel.state
+            if forwarder is None:
+                forwarder = Forwarder(self, link, channel)
+            forwarder.send_raw(conn, request_id, target, mtype, ids, raw)
             return True
 
         return fast
-
-    def _plain_ids(self, mtype: int, header: dict[str, Any]) -> list[str] | None:
-        """The ids of an object request whose header is just ``ids`` and ``endpoint``."""
-        if mtype not in proto.OBJECT_TYPES or len(header) != 2:
-            return None
-        ids = header.get('ids')
-        if type(ids) is not list or type(header.get('endpoint')) is not str:
-            return None
-        for i in ids:
-            if not proto.valid_id(i):
-                return None
-        return ids
 
     async def _forward(
         self, client: Connection, target: str, frame: Frame, ids: list[str]
@@ -458,6 +462,7 @@ class Endpoint:
         """
         await self.clients.start()
         await self.peer_server.start()
+        self._expire()
         if self.relay is not None:
             await self.relay.start()
             if self.relay.info:
@@ -486,8 +491,15 @@ class Endpoint:
             self.peers.nat.get('nat'),
         )
 
+    def _expire(self) -> None:
+        """Fail over the requests whose peer has not answered in time; again later."""
+        delay = expire(self.in_flight)
+        self._expiry = asyncio.get_running_loop().call_later(delay, self._expire)
+
     async def close(self) -> None:
         """Stop serving and drop every connection."""
+        if self._expiry is not None:
+            self._expiry.cancel()
         self.peers.close()
         if self.relay is not None:
             await self.relay.close()
