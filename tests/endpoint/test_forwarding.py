@@ -19,9 +19,10 @@ import pytest
 from tether._wire import Connection, Frame, Reply, Server, connect, error_reply, run
 from tether.endpoint import EndpointConfig, _forwarding
 from tether.endpoint import _protocol as proto
-from tether.endpoint._peers import PeerLink
+from tether.endpoint._peers import PeerLink, _Inbound
 from tether.endpoint._server import Endpoint
 from tether.exceptions import RemoteError
+from tether.relay._tls import pinned_client_context
 
 SECRET = 'owner channel secret'
 
@@ -260,3 +261,75 @@ def test_a_large_reply_goes_on_to_the_client_as_it_arrives(tmp_path: Path) -> No
 
 async def _no_more() -> Connection:
     raise AssertionError('no further channel is needed')
+
+
+# The owner's side: a peer's small requests answered from the parser ----------------------
+
+
+def _run_owner(
+    tmp_path: Path, scenario: Callable[[Endpoint, Connection], Awaitable[None]]
+) -> None:
+    """A real endpoint as the owner, and a peer channel to it (TLS, session secret)."""
+
+    async def main() -> None:
+        home = tmp_path / 'home'
+        owner = Endpoint(EndpointConfig.create('eb', home), home)
+        await owner.start()
+        peer = str(_uuid.uuid4())
+        owner.peers._inbound[peer] = _Inbound(peer, 'session', b'session secret', '')
+        channel = await connect(
+            '127.0.0.1',
+            owner.peer_server.address[1],
+            secret=b'session secret',
+            ssl=pinned_client_context(owner.cert_pem),
+            client=f'peer:{peer}',
+        )
+        try:
+            await asyncio.wait_for(scenario(owner, channel), 60)
+        finally:
+            await channel.close()
+            await owner.close()
+
+    run(main())
+
+
+def test_the_owner_answers_a_peers_small_requests(tmp_path: Path) -> None:
+    async def scenario(owner: Endpoint, channel: Connection) -> None:
+        oid = _oid()
+        head = {'ids': [oid], 'endpoint': owner.uuid}
+        # Written back to back: answered in order.
+        rids = [
+            channel.write_request(proto.PUT, head, [b'stored by a peer']),
+            channel.write_request(proto.GET, head),
+            channel.write_request(proto.EXISTS, head),
+            channel.write_request(proto.GET, {'ids': [_oid()], 'endpoint': owner.uuid}),
+        ]
+        replies = [await channel.recv() for _ in rids]
+        assert [r.request_id for r in replies] == rids
+        assert replies[0].header == {'ids': [oid]}
+        assert replies[1].header == {'ids': [oid], 'found': [True]}
+        assert bytes(replies[1].payloads[0]) == b'stored by a peer'
+        assert replies[2].header['exists'] == [True]
+        assert replies[3].header['found'] == [False]
+        assert replies[3].payloads == []
+        assert owner.status()['requests'] == 4
+
+    _run_owner(tmp_path, scenario)
+
+
+def test_the_owner_refuses_what_it_refuses_the_general_way(tmp_path: Path) -> None:
+    async def scenario(owner: Endpoint, channel: Connection) -> None:
+        oid = _oid()
+        bad = [
+            (proto.PUT, {'ids': [oid, _oid()], 'endpoint': owner.uuid}, [b'one']),
+            (proto.PUT, {'ids': [oid], 'endpoint': owner.uuid}, [b'one', b'two']),
+            (proto.GET, {'ids': ['../x'], 'endpoint': owner.uuid}, []),
+            (proto.GET, {'ids': [oid], 'endpoint': str(_uuid.uuid4())}, []),
+        ]
+        for mtype, header, payloads in bad:
+            with pytest.raises(RemoteError) as info:
+                await channel.request(mtype, header, payloads)
+            assert info.value.code == 'bad-request'
+        assert len(owner.table) == 0
+
+    _run_owner(tmp_path, scenario)

@@ -40,8 +40,13 @@ class Taker:
         self.taken = 0
 
     def __call__(self, conn: Connection) -> FastPath:
-        def fast(
-            mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+        def fast(  # noqa: PLR0917
+            mtype: int,
+            header: dict[str, Any],
+            request_id: int,
+            sizes: tuple[int, ...],
+            raw: memoryview,
+            head: int,
         ) -> bool:
             self.offered.append((mtype, raw.nbytes))
             assert self.server is not None

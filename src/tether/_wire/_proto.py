@@ -70,13 +70,20 @@ class FastPath(Protocol):
     Called with every frame of at most :data:`FAST_MAX` bytes, once it is received in full
     (such a frame waits in the parser's buffer until it is) and its header is decoded
     and checked against the limits, before anything is allocated for it. ``raw`` is the
-    whole frame as received (prefix, sizes, header and payloads; the payloads start at
-    ``head``). It is valid only during the call: copy what you keep. Return ``True`` if
-    the frame was dealt with; ``False`` and it is received and delivered as usual.
+    whole frame as received (prefix, sizes, header and payloads; the payloads, of
+    ``sizes`` bytes each, start at ``head``). It is valid only during the call: copy
+    what you keep. Return ``True`` if the frame was dealt with; ``False`` and it is
+    received and delivered as usual.
     """
 
-    def __call__(
-        self, mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+    def __call__(  # noqa: PLR0917
+        self,
+        mtype: int,
+        header: dict[str, Any],
+        request_id: int,
+        sizes: tuple[int, ...],
+        raw: memoryview,
+        head: int,
     ) -> bool:
         """Take the frame (``True``) or leave it to the usual path (``False``)."""
 
@@ -339,7 +346,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                     return  # a small frame is offered whole: wait for the rest of it
                 raw = memoryview(scratch)[:end]
                 try:
-                    took = fast(mtype, header, rid, raw, head)
+                    took = fast(mtype, header, rid, sizes, raw, head)
                 finally:
                     raw.release()
                 if took:

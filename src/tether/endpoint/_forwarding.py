@@ -198,8 +198,14 @@ class Forwarder:
 
     # Replies ---------------------------------------------------------------------------
 
-    def _reply_fast(
-        self, mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+    def _reply_fast(  # noqa: PLR0917
+        self,
+        mtype: int,
+        header: dict[str, Any],
+        request_id: int,
+        sizes: tuple[int, ...],
+        raw: memoryview,
+        head: int,
     ) -> bool:
         """A small ``OK`` answering the request in flight: passed to the client as it is."""
         if self._client is None or mtype != proto.OK or request_id != self._rid:

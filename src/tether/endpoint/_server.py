@@ -108,6 +108,7 @@ class Endpoint:
             name=f'endpoint {config.name!r} (peers)',
             alloc=self.pool.take,
             inline=True,
+            fast=self._peer_fast,
         )
         self.relay: RelayLink | None = None
         if config.relay.address is not None:
@@ -360,8 +361,13 @@ class Endpoint:
         valid_id = proto.valid_id
         object_types = proto.OBJECT_TYPES
 
-        def fast(
-            mtype: int, header: dict[str, Any], request_id: int, raw: memoryview, head: int
+        def fast(  # noqa: PLR0917
+            mtype: int,
+            header: dict[str, Any],
+            request_id: int,
+            sizes: tuple[int, ...],
+            raw: memoryview,
+            head: int,
         ) -> bool:
             if mtype not in object_types or len(header) != 2:
                 return False
@@ -385,6 +391,46 @@ class Endpoint:
             if forwarder is None:
                 forwarder = Forwarder(self, link, channel)
             forwarder.send_raw(conn, request_id, target, mtype, ids, raw)
+            return True
+
+        return fast
+
+    def _peer_fast(self, conn: Connection) -> FastPath:
+        """A peer's small ``GET`` or ``PUT`` of one object, answered before it is a frame.
+
+        Answered as :meth:`_handle_peer` answers it, without the frame, its dispatch or
+        (for a ``GET``) any payload buffer. Anything else goes to :meth:`_handle_peer`.
+        """
+        server, table, pool, uuid = self.peer_server, self.table, self.pool, self.uuid
+        valid_id = proto.valid_id
+
+        def fast(  # noqa: PLR0917
+            mtype: int,
+            header: dict[str, Any],
+            request_id: int,
+            sizes: tuple[int, ...],
+            raw: memoryview,
+            head: int,
+        ) -> bool:
+            if mtype == proto.GET:
+                if sizes:
+                    return False
+            elif mtype != proto.PUT or len(sizes) != 1:
+                return False
+            if len(header) != 2 or header.get('endpoint') != uuid:
+                return False
+            ids = header.get('ids')
+            if type(ids) is not list or len(ids) != 1 or not valid_id(ids[0]):
+                return False
+            if not server.claim(conn):
+                return False
+            self.requests += 1
+            payloads: tuple[bytearray, ...] = ()
+            if mtype == proto.PUT:
+                data = pool.take(sizes[0])
+                data[:] = raw[head:]
+                payloads = (data,)
+            server.finish(conn, request_id, object_reply(table, mtype, ids, payloads))
             return True
 
         return fast
