@@ -76,9 +76,10 @@ class Forwarder:
 
     A request begins with :meth:`send_raw` or :meth:`send`, on a channel taken with
     ``PeerLink.take_idle``; its reply ends it, from the channel's data callback: the
-    channel goes back to the link and ``done`` gets what the client should receive. If
-    the channel fails first, the request is retried once over a fresh peering (every
-    request is idempotent: the object ids are the client's).
+    channel goes back to the link and the client gets its reply (through the client
+    server's ``finish``, or the ``done`` given to :meth:`send`). If the channel fails
+    first, the request is retried once over a fresh peering (every request is
+    idempotent: the object ids are the client's).
     """
 
     __slots__ = (
