@@ -52,6 +52,10 @@ class Owner:
             return None
         if mode == 'silent':
             return None
+        if mode == 'stray':  # answers, then sends a frame nobody asked for
+            stray = (proto.OK, {'ids': ids, 'found': [True]}, [b'stray'])
+            asyncio.get_running_loop().call_soon(lambda: conn.write(*stray, request_id=0))
+            self.mode = 'normal'
         if frame.type == proto.PUT:
             for oid, data in zip(ids, frame.payloads, strict=True):
                 self.objects[oid] = bytes(data)
@@ -215,6 +219,23 @@ def test_a_failed_channel_is_retried_over_a_fresh_peering(tmp_path: Path) -> Non
     _run(tmp_path, scenario)
 
 
+def test_a_frame_the_peer_sent_unasked_drops_the_channel(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.objects[oid] = b'right'
+        head = {'ids': [oid], 'endpoint': owner.uuid}
+        owner.mode = 'stray'
+        assert bytes((await client.request(proto.GET, head)).payloads[0]) == b'right'
+        await asyncio.sleep(0.2)  # the stray frame reaches the idle channel
+        # The next request finds it waiting: the channel is dropped, never trusted.
+        with pytest.raises(RemoteError, match='no relay') as info:
+            await client.request(proto.GET, head)
+        assert info.value.code == 'peering'
+        assert ep.status()['peers'] == []
+
+    _run(tmp_path, scenario)
+
+
 def test_an_owner_that_never_answers_times_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,5 +352,21 @@ def test_the_owner_refuses_what_it_refuses_the_general_way(tmp_path: Path) -> No
                 await channel.request(mtype, header, payloads)
             assert info.value.code == 'bad-request'
         assert len(owner.table) == 0
+
+    _run_owner(tmp_path, scenario)
+
+
+def test_a_failure_at_the_owner_is_an_error_reply_not_a_stuck_channel(tmp_path: Path) -> None:
+    async def scenario(owner: Endpoint, channel: Connection) -> None:
+        def disk_full(oid: str, data: Any) -> None:
+            raise OSError(28, 'No space left on device')
+
+        owner.table.put = disk_full  # type: ignore[method-assign]
+        head = {'ids': [_oid()], 'endpoint': owner.uuid}
+        with pytest.raises(RemoteError, match='No space left') as info:
+            await channel.request(proto.PUT, head, [b'data'])
+        assert info.value.code == 'internal'
+        # The channel goes on answering.
+        assert (await channel.request(proto.GET, head)).header['found'] == [False]
 
     _run_owner(tmp_path, scenario)

@@ -32,7 +32,7 @@ from tether._wire._frame import PREFIX, check_sizes
 from tether._wire._handshake import check_reply
 from tether.endpoint import _protocol as proto
 from tether.endpoint._pipe import Pipe
-from tether.exceptions import RemoteError, WireError
+from tether.exceptions import ProtocolError, RemoteError, WireError
 
 if TYPE_CHECKING:
     from tether.endpoint._peers import PeerLink
@@ -195,7 +195,11 @@ class Forwarder:
         # No timer per request: expire() drops channels whose request is too old.
         self.since = time.monotonic()
         self.endpoint.in_flight.add(self)
-        protocol.on_next(self._on_reply)
+        try:
+            protocol.on_next(self._on_reply)
+        except RuntimeError:
+            # A frame the peer sent unasked is waiting: the channel is out of step.
+            self._failed(ProtocolError(f'{self.channel.peer} sent a frame nobody asked for'))
 
     # Replies ---------------------------------------------------------------------------
 

@@ -430,7 +430,12 @@ class Endpoint:
                 data = pool.take(sizes[0])
                 data[:] = raw[head:]
                 payloads = (data,)
-            server.finish(conn, request_id, object_reply(table, mtype, ids, payloads))
+            try:
+                reply = object_reply(table, mtype, ids, payloads)
+            except Exception as e:  # as the general path answers (Server._run_inline)
+                logger.exception('%s: a request from %s failed', server.name, conn.peer)
+                reply = error_reply('internal', f'{server.name} failed: {e!r}')
+            server.finish(conn, request_id, reply)
             return True
 
         return fast
