@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -107,6 +108,7 @@ def main() -> None:
             except Exception as e:  # report, and stop the other one
                 print(f'stopping {name}: {e}', file=sys.stderr)
         relay.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f'{n} operations of {size} bytes per phase; CPU µs per operation\n')
     print('| phase | median µs | fwd-a user | fwd-a sys | fwd-b user | fwd-b sys |')
     print('|---|---|---|---|---|---|')
