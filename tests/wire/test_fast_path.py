@@ -23,6 +23,7 @@ from tether._wire import (
 )
 from tether._wire._frame import PREFIX
 from tether._wire._proto import FAST_MAX
+from tether.exceptions import RemoteError
 
 SECRET = 'fast path secret'
 TAKE = 43
@@ -155,3 +156,37 @@ def test_with_request_id_copies_the_frame_with_another_id() -> None:
     assert moved[8:16] != raw[8:16]
     assert moved[:8] == raw[:8]
     assert moved[16:] == raw[16:]
+
+
+def test_a_failing_fast_path_is_answered_as_a_failing_handler(make_server: MakeServer) -> None:
+    claim_then_fail, fail_unclaimed = 45, 46
+    holder: dict[str, Server] = {}
+
+    def hook(conn: Connection) -> FastPath:
+        def fast(  # noqa: PLR0917
+            mtype: int,
+            header: dict[str, Any],
+            request_id: int,
+            sizes: tuple[int, ...],
+            raw: memoryview,
+            head: int,
+        ) -> bool:
+            if mtype == claim_then_fail:
+                assert holder['server'].claim(conn)
+                raise RuntimeError('fast boom')
+            if mtype == fail_unclaimed:
+                raise RuntimeError('before any claim')
+            return False
+
+        return fast
+
+    server = make_server(secret=SECRET, handler=handler, inline=True, fast=hook)
+    holder['server'] = server.server
+    conn = SyncConnection('127.0.0.1', server.port, secret=SECRET)
+    with pytest.raises(RemoteError, match='fast boom') as info:
+        conn.request(claim_then_fail, {'n': 1})
+    assert info.value.code == 'internal'
+    # Not claimed: the handler answers it (an echo).
+    assert conn.request(fail_unclaimed, {'n': 2}).header == {'n': 2}
+    assert conn.request(ECHO, {'n': 3}).header == {'n': 3}
+    conn.close()

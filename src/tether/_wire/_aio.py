@@ -147,6 +147,7 @@ class Connection:
         # An inline server's state for this connection: frames held back while a reply
         # is pending (deferred, or waiting for the connection to drain).
         self._busy = False
+        self._claims = 0  # frames a fast path claimed (see Server.claim)
         self._held: collections.deque[Frame] = collections.deque()
 
     @property
@@ -405,8 +406,10 @@ class Server:
         fast: With ``inline`` only: called with each authenticated connection; what it
             returns may take whole small frames straight from the parser (see
             :class:`~tether._wire._proto.FastPath`). A frame it takes is answered with
-            :meth:`claim` and :meth:`finish`, as if a handler had returned a
-            :class:`Later`; a frame it leaves goes to ``handler``.
+            :meth:`claim` (before it acts on the frame) and :meth:`finish`, as if a
+            handler had returned a :class:`Later`; a frame it leaves goes to
+            ``handler``. If it raises after its claim, the frame gets an ``internal``
+            error reply, as a failing handler's frame does.
         inline: ``handler`` is an :data:`InlineHandler`, a plain function called with
             each frame from the connection's data callback as soon as the frame is
             complete: no future, task step or coroutine per frame. A small reply is
@@ -519,7 +522,7 @@ class Server:
             if self.router is not None:
                 conn.protocol.router = self.router(conn)
             if self.fast is not None:
-                conn.protocol.fast = self.fast(conn)
+                conn.protocol.fast = self._guarded(conn, self.fast(conn))
             self.connections.add(conn)
             await self._serve(conn)
         except asyncio.CancelledError:
@@ -593,6 +596,35 @@ class Server:
             self.memory.release(frame.payloads)
         self.finish(conn, frame.request_id, reply)
 
+    def _guarded(self, conn: Connection, fast: FastPath) -> FastPath:
+        """``fast``, whose exceptions are answered as an inline handler's are.
+
+        A frame the fast path claimed before it failed gets an ``internal`` error reply
+        (and the connection goes on); one it had not claimed goes the usual way.
+        """
+
+        def guarded(  # noqa: PLR0917
+            mtype: int,
+            header: dict[str, Any],
+            request_id: int,
+            sizes: tuple[int, ...],
+            raw: memoryview,
+            head: int,
+        ) -> bool:
+            claims = conn._claims
+            try:
+                return fast(mtype, header, request_id, sizes, raw, head)
+            except Exception as e:
+                logger.exception('%s: fast path failed for a frame from %s', self.name, conn.peer)
+                if conn._claims == claims:
+                    return False  # not claimed: the handler answers it
+                if conn._busy:  # claimed, not answered yet
+                    reply = error_reply('internal', f'{self.name} failed: {e!r}')
+                    self.finish(conn, request_id, reply)
+                return True
+
+        return guarded
+
     def claim(self, conn: Connection) -> bool:
         """For a fast path: make ``conn`` wait for a reply, unless it is waiting already.
 
@@ -602,6 +634,7 @@ class Server:
         if conn._busy or conn._held:
             return False
         conn._busy = True
+        conn._claims += 1
         return True
 
     def finish(self, conn: Connection, request_id: int, reply: Reply | RawReply | None) -> None:
@@ -620,18 +653,15 @@ class Server:
         if isinstance(reply, bytearray):
             if not conn.transport.is_closing():
                 conn.transport.write(reply)
-            if conn.protocol.writing_paused and not conn.transport.is_closing():
+        else:
+            sizes, buffers = flatten(reply[2])
+            if sum(sizes) > _CHUNK:
+                # Large: a chunk at a time (a TLS transport would encrypt it all at once).
                 conn._busy = True
-                self._later(conn, conn.protocol.drain())
-            return
-        sizes, buffers = flatten(reply[2])
-        if sum(sizes) > _CHUNK:
-            # Large: a chunk at a time (a TLS transport would encrypt it all at once).
-            conn._busy = True
-            self._later(conn, self._send_reply(conn, rid, reply))
-            return
-        with contextlib.suppress(WireError, OSError):
-            conn._write_flat(reply[0], reply[1], sizes, buffers, request_id=rid)
+                self._later(conn, self._send_reply(conn, rid, reply))
+                return
+            with contextlib.suppress(WireError, OSError):
+                conn._write_flat(reply[0], reply[1], sizes, buffers, request_id=rid)
         if conn.protocol.writing_paused and not conn.transport.is_closing():
             conn._busy = True
             self._later(conn, conn.protocol.drain())

@@ -430,12 +430,8 @@ class Endpoint:
                 data = pool.take(sizes[0])
                 data[:] = raw[head:]
                 payloads = (data,)
-            try:
-                reply = object_reply(table, mtype, ids, payloads)
-            except Exception as e:  # as the general path answers (Server._run_inline)
-                logger.exception('%s: a request from %s failed', server.name, conn.peer)
-                reply = error_reply('internal', f'{server.name} failed: {e!r}')
-            server.finish(conn, request_id, reply)
+            # A failure here is answered by the server (see Server(fast=)).
+            server.finish(conn, request_id, object_reply(table, mtype, ids, payloads))
             return True
 
         return fast
