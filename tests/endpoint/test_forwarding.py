@@ -370,3 +370,23 @@ def test_a_failure_at_the_owner_is_an_error_reply_not_a_stuck_channel(tmp_path: 
         assert (await channel.request(proto.GET, head)).header['found'] == [False]
 
     _run_owner(tmp_path, scenario)
+
+
+def test_a_set_retried_over_a_fresh_peering_carries_its_object(tmp_path: Path) -> None:
+    async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
+        oid = _oid()
+        owner.mode = 'drop'
+        port = owner.server.address[1]
+
+        async def peer_again(target: str) -> PeerLink:
+            owner.mode = 'normal'
+            conn = await connect('127.0.0.1', port, secret=SECRET)
+            return PeerLink(owner.uuid, 'owner', 'direct', _no_more, first=conn)
+
+        ep.peers._peer = peer_again  # type: ignore[method-assign]
+        head = {'ids': [oid], 'endpoint': owner.uuid}
+        await client.request(proto.PUT, head, [b'sent twice, stored once'])
+        assert owner.objects[oid] == b'sent twice, stored once'
+        assert [s[0] for s in owner.seen] == [proto.PUT, proto.PUT]
+
+    _run(tmp_path, scenario)

@@ -28,7 +28,6 @@ from tether._wire import (
     error_reply,
     with_request_id,
 )
-from tether._wire._frame import PREFIX, check_sizes
 from tether._wire._handshake import check_reply
 from tether.endpoint import _protocol as proto
 from tether.endpoint._pipe import Pipe
@@ -88,10 +87,12 @@ class Forwarder:
         '_done',
         '_frame',
         '_ids',
+        '_mtype',
         '_pipes',
         '_raw',
         '_rid',
         '_server',
+        '_sizes',
         '_target',
         'channel',
         'endpoint',
@@ -113,6 +114,8 @@ class Forwarder:
         self._target = ''
         self._ids: list[str] = []
         self._raw: bytearray | None = None
+        self._mtype = 0
+        self._sizes: tuple[int, ...] = ()
         self._frame: Frame | None = None
         self._pipes: list[Pipe] = []
         channel.protocol.fast = self._reply_fast
@@ -136,6 +139,7 @@ class Forwarder:
         mtype: int,
         ids: list[str],
         raw: memoryview,
+        sizes: tuple[int, ...],
     ) -> None:
         """Pass the client's frame ``raw`` on as it is, under the channel's next request id.
 
@@ -146,8 +150,10 @@ class Forwarder:
         channel = self.channel
         rid = channel.last_request_id + 1
         data = with_request_id(raw, rid)
-        self._begin(client, client_rid, target, mtype, ids, None)
+        self._begin(client, client_rid, target, ids, None)
         self._raw = data
+        self._mtype = mtype
+        self._sizes = sizes
         try:
             channel.write_raw(data, rid)
         except WireError as e:
@@ -159,7 +165,7 @@ class Forwarder:
         self, client: Connection, target: str, frame: Frame, ids: list[str], done: Done
     ) -> None:
         """Forward the client's ``frame`` (re-encoded for the owner)."""
-        self._begin(client, frame.request_id, target, frame.type, ids, done)
+        self._begin(client, frame.request_id, target, ids, done)
         self._frame = frame
         try:
             rid = self.channel.write_request(
@@ -170,14 +176,8 @@ class Forwarder:
             return
         self._sent(rid, frame.type)
 
-    def _begin(  # noqa: PLR0917
-        self,
-        client: Connection,
-        client_rid: int,
-        target: str,
-        mtype: int,
-        ids: list[str],
-        done: Done | None,
+    def _begin(
+        self, client: Connection, client_rid: int, target: str, ids: list[str], done: Done | None
     ) -> None:
         self._client = client
         self._client_rid = client_rid
@@ -289,14 +289,12 @@ class Forwarder:
             return self._frame
         raw = self._raw
         assert raw is not None
-        _, _, _, mtype, _, hlen, count = PREFIX.unpack_from(raw)
-        sizes = check_sizes(raw, count, self.channel.protocol.limits, PREFIX.size)
-        start = PREFIX.size + 8 * count + hlen
+        start = len(raw) - sum(self._sizes)  # the payloads end the frame
         payloads: list[Any] = []
-        for size in sizes:
+        for size in self._sizes:
             payloads.append(memoryview(raw)[start : start + size])
             start += size
-        return Frame(mtype, {}, payloads, self._client_rid)
+        return Frame(self._mtype, {}, payloads, self._client_rid)
 
     def _finish(self, reply: Reply | RawReply | None) -> None:
         client, client_rid, done = self._client, self._client_rid, self._done

@@ -390,7 +390,7 @@ class Endpoint:
             forwarder = channel.state
             if forwarder is None:
                 forwarder = Forwarder(self, link, channel)
-            forwarder.send_raw(conn, request_id, target, mtype, ids, raw)
+            forwarder.send_raw(conn, request_id, target, mtype, ids, raw, sizes)
             return True
 
         return fast
