@@ -106,6 +106,9 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._closed = False
         self._fork_lock = threading.Lock()
+        # One thread at a time waits for a worker process: two waiting at once race to
+        # reap it, and the loser sees no exit code (then a live-looking, reaped pid).
+        self._reap_lock = threading.Lock()
         for _ in range(size):
             self._start_worker()
 
@@ -205,7 +208,8 @@ class WorkerPool:
     def _lost(self, worker: _Worker) -> None:
         with contextlib.suppress(OSError):
             worker.conn.close()
-        worker.process.join(5)
+        with self._reap_lock:
+            worker.process.join(5)
         task, worker.task = worker.task, None
         with self._lock:
             if worker in self._idle:
@@ -258,7 +262,8 @@ class WorkerPool:
             with contextlib.suppress(OSError):
                 worker.conn.send_bytes(b'')
         for worker in workers:
-            worker.process.join(10)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
+            with self._reap_lock:
+                worker.process.join(10)
+                if worker.process.is_alive():
+                    worker.process.kill()
+                    worker.process.join()
