@@ -4,8 +4,10 @@
 
 Starts a relay and two endpoints on this host (``fwd-a``; ``fwd-b`` reachable, so the two
 peer over the direct path), puts one object at ``fwd-b``, then runs ``--ops`` ``get`` and
-``set`` operations of it one after the other from a client of ``fwd-a`` (each forwarded
-to ``fwd-b``), and as many ``get`` from a client of ``fwd-b`` (local, for comparison).
+``set`` operations of it one after the other from a client of ``fwd-a``: first forwarded
+through ``fwd-a``'s shared channels to ``fwd-b`` (``own_channels=False``), then over a
+channel of the client's own (the connector's default), and as many ``get`` from a client
+of ``fwd-b`` (local, for comparison).
 For each phase it reports the median operation time and the CPU time each endpoint
 process spent per operation (user and system, from ``/proc``). There is no link delay:
 the figures are the endpoints' own costs, which the site-to-site benchmarks
@@ -86,21 +88,25 @@ def main() -> None:
         site.configure('fwd-b', relay.address, peering=peering)
         site.start('fwd-a')
         site.start('fwd-b')
-        conn_a, conn_b = site.connector('fwd-a'), site.connector('fwd-b')
+        conn_a, conn_b = site.connector('fwd-a', own_channels=False), site.connector('fwd-b')
+        own_a = site.connector('fwd-a')
         data = os.urandom(size)
         key = conn_b.put(data)
-        for _ in range(200):  # peering, warm-up, first channel
+        for _ in range(200):  # peering, warm-up, first channels
             conn_a.get(key)
+            own_a.get(key)
         pids = {'a': site.pid('fwd-a'), 'b': site.pid('fwd-b')}
         n = args.ops
         phases = {
             'forwarded get': _phase(lambda: conn_a.get(key), n, pids),
             'forwarded set': _phase(lambda: conn_a.set(key, data), n, pids),
+            'own channel get': _phase(lambda: own_a.get(key), n, pids),
+            'own channel set': _phase(lambda: own_a.set(key, data), n, pids),
             'local get': _phase(lambda: conn_b.get(key), n, pids),
         }
         status = site.status('fwd-a')
-        conn_a.close()
-        conn_b.close()
+        for conn in (conn_a, own_a, conn_b):
+            conn.close()
     finally:
         for name in ('fwd-a', 'fwd-b'):
             try:
@@ -117,7 +123,10 @@ def main() -> None:
             f'| {name} | {r["median_us"]} | {r["a_user_us"]} | {r["a_sys_us"]} '
             f'| {r["b_user_us"]} | {r["b_sys_us"]} |'
         )
-    print(f'\nfwd-a forwarded {status["forwarded"]}, passed through {status.get("passed")}')
+    print(
+        f'\nfwd-a forwarded {status["forwarded"]}, passed through {status.get("passed")}, '
+        f'own channels {status.get("own_channels")}'
+    )
     out = {
         'command': ' '.join(['benchmarks/bench_endpoint_forward.py', *sys.argv[1:]]),
         'started': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
@@ -127,6 +136,7 @@ def main() -> None:
         'phases': phases,
         'forwarded': status['forwarded'],
         'passed': status.get('passed'),
+        'own_channels': status.get('own_channels'),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + '\n')

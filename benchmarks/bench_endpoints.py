@@ -428,7 +428,9 @@ def interleaved(r: Run, t: dict[str, Any], sizes: str, reps: int | None = None) 
     return json.loads(mixed.strip().splitlines()[-1])['interleaved']
 
 
-def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
+def redis_ssh(
+    r: Run, sizes: str, t: dict[str, Any] | None = None, pairs: int | None = None
+) -> Any:
     """Redis at site-b through ``ssh -L`` from site-a; then, with ``t`` (tether's setup),
     the direct path and the tunnel interleaved operation by operation."""
     with run_sshd_dir():
@@ -439,7 +441,7 @@ def redis_ssh(r: Run, sizes: str, t: dict[str, Any] | None = None) -> Any:
         result = json.loads(out.strip().splitlines()[-1])
         if t is not None:
             log('-- tether direct and Redis over SSH, interleaved')
-            result['interleaved'] = interleaved(r, t, sizes)
+            result['interleaved'] = interleaved(r, t, sizes, pairs)
         return result
 
 
@@ -564,7 +566,7 @@ def one_topology(rtt_ms: float, args: argparse.Namespace, work: Path) -> dict[st
                         ],
                     )['local']
             log('-- Redis over SSH')
-            phase(result, 'redis_ssh', redis_ssh, r, sizes, t)
+            phase(result, 'redis_ssh', redis_ssh, r, sizes, t, args.pairs)
         finally:
             r.stop_all()
     return result
@@ -645,6 +647,9 @@ def main() -> None:
     ap.add_argument('--no-local', dest='local', action='store_false')
     ap.add_argument('--no-peer', action='store_true')
     ap.add_argument('--symmetric-peer', action='store_true', help='also try the peer to site-c')
+    ap.add_argument(
+        '--pairs', type=int, default=None, help='interleaved phase: pairs per size (default 60)'
+    )
     ap.add_argument('--out', default=str(ROOT / 'benchmarks' / 'results' / 'endpoints.json'))
     args = ap.parse_args()
     if os.geteuid() != 0:

@@ -107,10 +107,12 @@ class Site:
         rows = self.tether_json('endpoint', 'list')
         return next(r for r in rows if r['name'] == name)
 
-    def connector(self, *endpoints: str) -> Any:
+    def connector(self, *endpoints: str, own_channels: bool = True) -> Any:
         from tether.connectors.endpoint import EndpointConnector
 
-        return EndpointConnector(list(endpoints), home=str(self.home), timeout=60)
+        return EndpointConnector(
+            list(endpoints), home=str(self.home), timeout=60, own_channels=own_channels
+        )
 
     def pid(self, name: str) -> int:
         state = json.loads((self.home / 'endpoints' / name / 'state.json').read_text())

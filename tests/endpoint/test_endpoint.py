@@ -294,7 +294,9 @@ def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay
     site.configure('pipe-b', relay, peering={'port': port, 'advertise': [f'127.0.0.1:{port}']})
     site.start('pipe-a')
     site.start('pipe-b')
-    conn_a, conn_b = site.connector('pipe-a'), site.connector('pipe-b')
+    # The forwarding path (a connector with channels of its own has its own test).
+    conn_a = site.connector('pipe-a', own_channels=False)
+    conn_b = site.connector('pipe-b')
     key = conn_b.put(b'small')
     assert bytes(conn_a.get(key)) == b'small'  # peers A with B; the channel is now idle
     assert site.status('pipe-a')['piped'] == {'put': 0, 'get': 0}
@@ -351,7 +353,8 @@ def test_small_requests_forwarded_from_the_data_callback_survive_a_peer_restart(
     )
     site.start('fast-a')
     site.start('fast-b')
-    conn_a, conn_b = site.connector('fast-a'), site.connector('fast-b')
+    conn_a = site.connector('fast-a', own_channels=False)
+    conn_b = site.connector('fast-b')
     keys = [conn_b.put(f'value {n}'.encode()) for n in range(20)]
     # In order on one connection: every reply answers its own request.
     assert [bytes(conn_a.get(k)) for k in keys] == [f'value {n}'.encode() for n in range(20)]

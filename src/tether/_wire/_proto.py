@@ -255,6 +255,15 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is buffered: no frame, whole or partial, and no reader waiting.
+
+        A transport may be handed to another protocol (``set_protocol``) only then, or
+        bytes already read would be lost.
+        """
+        return not (self._have or self._frame or self._frames or self._on_next)
+
     def release_all(self) -> None:
         """Give back every frame not handed out by :meth:`recv` (the connection is gone)."""
         frames = list(self._frames)

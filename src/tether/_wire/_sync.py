@@ -15,7 +15,7 @@ import ssl as _ssl
 import struct
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tether._wire import _auth
@@ -307,13 +307,24 @@ class SyncClient:
     Args:
         host: Server address.
         port: Server port.
+        on_connect: Called with each new connection once it is authenticated, before it
+            carries a request (a request that sets the connection up, say); what it
+            raises closes the connection and propagates.
         kwargs: Passed to :class:`SyncConnection`.
     """
 
-    def __init__(self, host: str, port: int, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        on_connect: Callable[[SyncConnection], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.host = host
         self.port = port
         self._kwargs = kwargs
+        self._on_connect = on_connect
         self._idle: list[SyncConnection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -338,7 +349,17 @@ class SyncClient:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
-        return SyncConnection(self.host, self.port, **self._kwargs), False
+        return self._new(), False
+
+    def _new(self) -> SyncConnection:
+        conn = SyncConnection(self.host, self.port, **self._kwargs)
+        if self._on_connect is not None:
+            try:
+                self._on_connect(conn)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _give(self, conn: SyncConnection) -> None:
         with self._lock:
@@ -374,7 +395,7 @@ class SyncClient:
             if not (retry and reused and not conn.reply_started):
                 raise
             logger.debug('stale connection to %s:%s, retrying once', self.host, self.port)
-            conn = SyncConnection(self.host, self.port, **self._kwargs)
+            conn = self._new()
             frame = conn.request(mtype, header, payloads)
         except WireError:
             conn.close()

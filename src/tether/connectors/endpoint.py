@@ -5,7 +5,11 @@ Each site a user works on runs an endpoint (``tether endpoint configure NAME`` t
 runs on, found among ``endpoints`` in the local configuration (``$TETHER_HOME``). Keys
 carry the object id and the UUID of the endpoint that owns the object, so a proxy made
 at site A resolves unchanged in any process at site B: B's endpoint forwards the request
-to A's over a peer channel.
+to A's over a peer channel. For the objects of each other endpoint it uses, a connector
+asks its endpoint for a peer channel of its own (``own_channels``): the endpoint then
+passes that connection's bytes to the owner and back without decoding them, which saves
+its parsing and bookkeeping on every request. Where the endpoint has none to give (all
+in use, or a path that carries none), requests are forwarded as usual.
 
 Example:
     ```python
@@ -28,16 +32,18 @@ consumers accept such configs only as they accept any other (see ``docs/security
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import threading
+import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tether._wire import SyncClient
+from tether._wire import SyncClient, SyncConnection
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel
@@ -54,6 +60,28 @@ from tether.exceptions import (
 from tether.serialize import BytesLike
 
 __all__ = ['EndpointConnector', 'EndpointConnectorConfig', 'EndpointKey']
+
+_OWN_BUSY_WAIT = 1.0
+"""Seconds a connector forwards through the pool after its endpoint had no channel to give
+(or could not peer)."""
+_OWN_REFUSED_WAIT = 60.0
+"""Seconds it does after a refusal for any other reason (a path that carries none)."""
+
+
+class _NoOwnChannelError(Exception):
+    """The endpoint gave no channel of its own (``code`` says why)."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        super().__init__(code)
+
+
+def _ask_own(endpoint: str, conn: SyncConnection) -> None:
+    """Make ``conn`` a connection with a channel of its own to ``endpoint``."""
+    try:
+        conn.request(proto.CHANNEL, {'endpoint': endpoint})
+    except RemoteError as e:
+        raise _NoOwnChannelError(e.code) from e
 
 
 def _check_owned(path: Path, what: str) -> None:
@@ -87,6 +115,7 @@ class EndpointConnectorConfig(ConnectorConfigModel):
     endpoints: list[str]
     home: str | None = None
     timeout: float = 300.0
+    own_channels: bool = True
 
 
 class EndpointConnector(ConfiguredConnector, ClosingContext):
@@ -98,6 +127,9 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         home: ``$TETHER_HOME`` to look for endpoint configurations in (default: the
             environment's, else the XDG data directory).
         timeout: Seconds any network wait may take (large remote objects need more).
+        own_channels: Ask the endpoint for a peer channel of this connector's own to each
+            other endpoint it reaches (requests then pass through undecoded); ``False``:
+            every request is forwarded through the endpoint's shared channels.
     """
 
     def __init__(
@@ -106,17 +138,24 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         *,
         home: str | None = None,
         timeout: float = 300.0,
+        own_channels: bool = True,
     ) -> None:
         if isinstance(endpoints, str) or not endpoints:
             raise ConnectorError('EndpointConnector needs a list of endpoint UUIDs or names')
         self.endpoints = [str(e) for e in endpoints]
         self.home = home
         self.timeout = timeout
+        self.own_channels = own_channels
         # No secret: each process reads its own site's token.
         self.settings = EndpointConnectorConfig(
-            endpoints=list(self.endpoints), home=home, timeout=timeout
+            endpoints=list(self.endpoints), home=home, timeout=timeout, own_channels=own_channels
         )
         self._local: tuple[EndpointConfig, SyncClient] | None = None
+        self._own: dict[str, SyncClient] = {}
+        """Per owning endpoint: connections with a channel of their own to it."""
+        self._own_after: dict[str, float] = {}
+        """Per owning endpoint: until when (``time.monotonic()``) not to ask again."""
+        self._own_factory: Callable[..., SyncClient] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -151,6 +190,14 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
                 secret=token,
                 timeout=self.timeout,
                 client=f'EndpointConnector {config.name}',
+            )
+            self._own_factory = functools.partial(
+                SyncClient,
+                state['host'],
+                int(state['port']),
+                secret=token,
+                timeout=self.timeout,
+                client=f'EndpointConnector {config.name} (own channel)',
             )
             return config, client
         where = f'in {home}' if home else 'in $TETHER_HOME'
@@ -189,11 +236,45 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             owner = f' (object owned by endpoint {key_endpoint})' if key_endpoint else ''
             raise ConnectorError(f'endpoint {config} failed during {what}{owner}: {e}') from e
         except WireError as e:
-            with self._lock:
-                if self._local is not None:
-                    self._local[1].close()
-                self._local = None
+            self._forget()
             raise ConnectorError(f'endpoint {config} unreachable during {what}: {e}') from e
+
+    def _forget(self) -> None:
+        """Close every connection and look for the local endpoint again on next use."""
+        with self._lock:
+            local, self._local = self._local, None
+            own, self._own = list(self._own.values()), {}
+        if local is not None:
+            local[1].close()
+        for client in own:
+            client.close()
+
+    def _own_client(self, config: EndpointConfig, endpoint: str) -> SyncClient | None:
+        """The connections with a channel of their own to ``endpoint`` (``None``: forward)."""
+        if not self.own_channels or endpoint in (config.uuid, config.name):
+            return None
+        client = self._own.get(endpoint)
+        if client is not None:
+            return client
+        if time.monotonic() < self._own_after.get(endpoint, 0.0):
+            return None
+        with self._lock:
+            client = self._own.get(endpoint)
+            if client is None and self._own_factory is not None:
+                client = self._own_factory(on_connect=functools.partial(_ask_own, endpoint))
+                self._own[endpoint] = client
+        return client
+
+    def _no_own(self, endpoint: str, refusal: _NoOwnChannelError) -> None:
+        """The endpoint gave no channel of its own: forward for a while."""
+        # No idle channel, or no peering now (the forwarding path reports why): soon.
+        short = refusal.code in ('busy', 'peering')
+        wait = _OWN_BUSY_WAIT if short else _OWN_REFUSED_WAIT
+        with self._lock:
+            self._own_after[endpoint] = time.monotonic() + wait
+            client = self._own.pop(endpoint, None)
+        if client is not None:
+            client.close()
 
     def _request(
         self,
@@ -203,11 +284,18 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         endpoint: str,
         payloads: Sequence[Any] = (),
     ) -> Any:
+        header = {'ids': ids, 'endpoint': endpoint}
         for attempt in (0, 1):
-            _, client = self._endpoint()
+            config, client = self._endpoint()
+            own = self._own_client(config, endpoint)
             try:
                 with self._errors(what, endpoint):
-                    return client.request(mtype, {'ids': ids, 'endpoint': endpoint}, payloads)
+                    if own is not None:
+                        try:
+                            return own.request(mtype, header, payloads)
+                        except _NoOwnChannelError as e:
+                            self._no_own(endpoint, e)
+                    return client.request(mtype, header, payloads)
             except ConnectorError as e:
                 # The endpoint restarted (on another port) since we found it: find it
                 # again and retry once; every request is idempotent (ids are ours).
@@ -220,10 +308,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
     def close(self) -> None:
         """Close the connections to the local endpoint."""
         self._closed = True
-        with self._lock:
-            local, self._local = self._local, None
-        if local is not None:
-            local[1].close()
+        self._forget()
 
     config_model = EndpointConnectorConfig
 

@@ -126,6 +126,10 @@ class PeeringSettings(BaseModel):
             before its first request (``'4MiB'``; ``0``: none; at most 64 MiB), so that
             the kernel's congestion control knows the path's real rate from the start.
             Relayed channels carry none.
+        own_channels: Client connections that may each hold a channel of their own to
+            one peer (``16``; ``0``: none): such a connection's requests for that peer
+            go to it byte for byte, with nothing decoded on the way (direct and relayed
+            paths).
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -136,6 +140,7 @@ class PeeringSettings(BaseModel):
     paths: list[PathName] = Field(default_factory=_all_paths)
     punch: list[PunchName] = Field(default_factory=_all_punches)
     warm_up: str | int = '4MiB'
+    own_channels: int = Field(default=16, ge=0, le=1024)
 
     @field_validator('warm_up')
     @classmethod

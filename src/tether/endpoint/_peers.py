@@ -130,6 +130,8 @@ class PeerLink:
         self.since = time.time()
         self.requests = 0
         self.bytes = 0
+        self.own = 0
+        """Channels given to one client connection each (see :meth:`take_own`)."""
 
     @property
     def alive(self) -> bool:
@@ -145,6 +147,7 @@ class PeerLink:
             'transport': self.transport,
             'alive': self.alive,
             'channels': self._open,
+            'own_channels': self.own,
             'since': self.since,
             'requests': self.requests,
             'bytes': self.bytes,
@@ -246,6 +249,25 @@ class PeerLink:
                 return conn
             self._open -= 1
         return None
+
+    def take_own(self) -> Connection | None:
+        """An idle channel, taken out of the pool for one client connection for good.
+
+        ``None``: no channel is idle (nothing is opened for it: the pool opens another
+        when a request needs one). The caller ends with :meth:`own_closed`.
+        """
+        conn = self.take_idle()
+        if conn is None:
+            return None
+        self._open -= 1  # no longer the pool's: the pool may open another
+        self.own += 1
+        if self._waiting:
+            asyncio.get_running_loop().create_task(self._notify())
+        return conn
+
+    def own_closed(self) -> None:
+        """A channel from :meth:`take_own` was closed."""
+        self.own -= 1
 
     def dropped(self) -> None:
         """A channel from :meth:`take_idle` was dropped."""

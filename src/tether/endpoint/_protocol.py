@@ -7,6 +7,10 @@ objects. An endpoint answers requests for its own UUID and forwards the others t
 owner over a peer channel. ``PEERS`` (48) lists the peer channels and their paths.
 ``WARM_UP`` (49), from peer to peer only, carries zero bytes (one payload, at most
 :data:`WARM_UP_MAX`) that the other side answers with as many: see ``PeerLink.warm``.
+``CHANNEL`` (50), from a client, asks for a peer channel of the connection's own to the
+endpoint its header names (``{'endpoint': uuid}``); after the ``OK`` reply
+(``{'path': ...}``) the connection's frames go to that endpoint and its replies come
+back, byte for byte (see ``tether.endpoint._own``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from tether._wire import FIRST_APP_TYPE
 from tether.node._protocol import EVICT, EXISTS, GET, OK, PUT, SHUTDOWN, STATUS, valid_id
 
 __all__ = [
+    'CHANNEL',
     'EVICT',
     'EXISTS',
     'GET',
@@ -31,5 +36,6 @@ __all__ = [
 
 PEERS = FIRST_APP_TYPE + 16
 WARM_UP = FIRST_APP_TYPE + 17
+CHANNEL = FIRST_APP_TYPE + 18
 WARM_UP_MAX = 64 << 20
 OBJECT_TYPES = frozenset({PUT, GET, EXISTS, EVICT})

@@ -22,6 +22,7 @@ from tether._wire import (
     Limits,
     Reply,
     Server,
+    encode_head,
     error_reply,
 )
 from tether.endpoint import _protocol as proto
@@ -34,6 +35,7 @@ from tether.endpoint._forwarding import (
     expire,
     pipe_reply,
 )
+from tether.endpoint._own import OwnChannel
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -137,6 +139,9 @@ class Endpoint:
         self.forwarded = 0
         self.passed = 0
         self.piped = {'put': 0, 'get': 0}
+        self.own: set[OwnChannel] = set()
+        """Client connections spliced onto a peer channel of their own (``CHANNEL``)."""
+        self.own_opened = 0
         self._stop: asyncio.Event | None = None
         self._retries: set[asyncio.Task[Reply | None]] = set()
         self.in_flight: set[Forwarder] = set()
@@ -164,6 +169,7 @@ class Endpoint:
             'forwarded': self.forwarded,
             'passed': self.passed,
             'piped': dict(self.piped),
+            'own_channels': {'open': len(self.own), 'opened': self.own_opened},
             'relay': None
             if relay is None
             else {
@@ -230,11 +236,47 @@ class Endpoint:
             if frame.header.get('check_nat'):
                 return proto.OK, await self.peers.detect_nat(), ()
             return proto.OK, {'peers': self.peers.info()}, ()
+        if t == proto.CHANNEL:
+            return await self._own_channel(conn, frame)
         if t == proto.SHUTDOWN:
             logger.info('endpoint %s: shutdown requested by %s', self.config.name, conn.peer)
             self.stop()
             return proto.OK, None, ()
         return error_reply('bad-request', f'unknown message type {t}')
+
+    async def _own_channel(self, conn: Connection, frame: Frame) -> Reply | None:
+        """Give the client's connection a peer channel of its own (see ``_own``)."""
+        target = frame.header.get('endpoint')
+        if not isinstance(target, str) or target in (self.uuid, self.config.name):
+            return error_reply('bad-request', 'CHANNEL names another endpoint')
+        try:
+            link = await self.peers.link(target)
+        except PeeringError as e:
+            return error_reply('peering', str(e))
+        if target != link.uuid:
+            # The owner takes only its UUID in a request's header, and nothing rewrites it.
+            return error_reply('unsupported', 'a channel of its own takes a UUID, not a name')
+        if link.path not in ('direct', 'relayed') or link.transport != 'tcp':
+            return error_reply(
+                'unsupported', f'no channel of its own over the {link.path} path to {target}'
+            )
+        if conn._held or not conn.protocol.idle:
+            return error_reply('bad-request', 'a frame followed CHANNEL before its reply')
+        if link.own >= self.config.peering.own_channels:
+            return error_reply('busy', f'{link.own} connections have a channel of their own')
+        channel = link.take_own()
+        if channel is None:
+            return error_reply('busy', f'no idle channel to {target} now')
+        if not channel.protocol.idle or conn.transport.is_closing():
+            channel.abort()
+            link.own_closed()
+            return error_reply('busy', f'no idle channel to {target} now')
+        conn.transport.write(encode_head(proto.OK, {'path': link.path}, (), frame.request_id, 0))
+        own = OwnChannel(link, conn, channel, self.own.discard)
+        self.own.add(own)
+        self.own_opened += 1
+        own.start()
+        return None
 
     # Cut-through forwarding of large objects -------------------------------------------
 
@@ -548,6 +590,8 @@ class Endpoint:
         if self._expiry is not None:
             self._expiry.cancel()
         self.peers.close()
+        for own in list(self.own):
+            own.close()
         if self.relay is not None:
             await self.relay.close()
         await self.peer_server.close()

@@ -85,6 +85,13 @@ def endpoint() -> None:
     show_default=True,
     help='Bytes each new peer channel carries each way before its first request (0: none).',
 )
+@click.option(
+    '--own-channels',
+    default=16,
+    show_default=True,
+    type=click.IntRange(0, 1024),
+    help='Client connections that may each hold a channel of their own to one peer (0: none).',
+)
 @click.option('--memory', default='1GB', show_default=True, help='Memory budget for objects.')
 @click.option('--persist', is_flag=True, help='Keep objects on disk across restarts.')
 @click.option('--home', default=None, help=_HOME_HELP)
@@ -104,6 +111,7 @@ def _configure(  # noqa: PLR0917
     paths: str,
     punch: str,
     warm_up: str,
+    own_channels: int,
     memory: str,
     persist: bool,
     home: str | None,
@@ -134,6 +142,7 @@ def _configure(  # noqa: PLR0917
                 'paths': [p.strip() for p in paths.split(',') if p.strip()],
                 'punch': [p.strip() for p in punch.split(',') if p.strip()],
                 'warm_up': warm_up,
+                'own_channels': own_channels,
             },
             storage={'memory': memory, 'persist': persist},
         )
