@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import uuid as _uuid
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,13 @@ def two_sites(site: Site, relay: Relay, a: str, b: str, **settings_a: object) ->
     )
     site.start(a)
     site.start(b)
+
+
+def owner_holding(site: Site, relay: Relay, a: str, b: str, data: bytes) -> tuple[Any, Any]:
+    """Sites ``a`` and ``b`` (reachable); a connector of ``b`` and the key of ``data`` there."""
+    two_sites(site, relay, a, b)
+    conn_b = site.connector(b)
+    return conn_b, conn_b.put(data)
 
 
 def raw_client(site: Site, name: str) -> SyncConnection:
@@ -85,9 +93,7 @@ def test_without_own_channels_requests_are_forwarded(site: Site, loop_relay: Rel
 
 
 def test_refusals_leave_the_connection_usable(site: Site, loop_relay: Relay) -> None:
-    two_sites(site, loop_relay, 'ref-a', 'ref-b')
-    conn_b = site.connector('ref-b')
-    key = conn_b.put(b'kept')
+    conn_b, key = owner_holding(site, loop_relay, 'ref-a', 'ref-b', b'kept')
     b_uuid = key.endpoint_id
     raw = raw_client(site, 'ref-a')
     a_uuid = find_config('ref-a', site.home).uuid
@@ -147,9 +153,7 @@ def test_a_budget_of_own_channels(site: Site, loop_relay: Relay) -> None:
 
 def test_garbage_through_an_own_channel_drops_only_it(site: Site, loop_relay: Relay) -> None:
     """The owner checks what comes through as it checks any peer's; A goes on serving."""
-    two_sites(site, loop_relay, 'bad-a', 'bad-b')
-    conn_b = site.connector('bad-b')
-    key = conn_b.put(b'safe')
+    conn_b, key = owner_holding(site, loop_relay, 'bad-a', 'bad-b', b'safe')
     raw = raw_client(site, 'bad-a')
     raw.request(CHANNEL, {'endpoint': key.endpoint_id})
     # Through the channel the client speaks to the owner, which refuses what a peer may

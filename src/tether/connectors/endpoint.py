@@ -253,11 +253,11 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         """The connections with a channel of their own to ``endpoint`` (``None``: forward)."""
         if not self.own_channels or endpoint in (config.uuid, config.name):
             return None
+        if self._own_after and time.monotonic() < self._own_after.get(endpoint, 0.0):
+            return None
         client = self._own.get(endpoint)
         if client is not None:
             return client
-        if time.monotonic() < self._own_after.get(endpoint, 0.0):
-            return None
         with self._lock:
             client = self._own.get(endpoint)
             if client is None and self._own_factory is not None:
@@ -267,12 +267,15 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
 
     def _no_own(self, endpoint: str, refusal: _NoOwnChannelError) -> None:
         """The endpoint gave no channel of its own: forward for a while."""
-        # No idle channel, or no peering now (the forwarding path reports why): soon.
+        # No idle channel, or no peering now (the forwarding path reports why): ask again
+        # soon, keeping the connections that have one (other threads'). Anything else
+        # (a path that carries none, an endpoint that does not know CHANNEL): later.
         short = refusal.code in ('busy', 'peering')
-        wait = _OWN_BUSY_WAIT if short else _OWN_REFUSED_WAIT
         with self._lock:
-            self._own_after[endpoint] = time.monotonic() + wait
-            client = self._own.pop(endpoint, None)
+            self._own_after[endpoint] = time.monotonic() + (
+                _OWN_BUSY_WAIT if short else _OWN_REFUSED_WAIT
+            )
+            client = None if short else self._own.pop(endpoint, None)
         if client is not None:
             client.close()
 
