@@ -193,3 +193,25 @@ def test_the_owner_restarts_under_an_own_channel(site: Site, loop_relay: Relay) 
     )
     conn_a.close()
     conn_b.close()
+
+
+def test_a_busy_refusal_keeps_the_channels_other_threads_hold(
+    site: Site, loop_relay: Relay
+) -> None:
+    """One connection holds the only channel; another is refused and forwards meanwhile."""
+    two_sites(site, loop_relay, 'hold-a', 'hold-b', peering={'own_channels': 1})
+    conn_b = site.connector('hold-b')
+    key = conn_b.put(b'held')
+    conn_a = site.connector('hold-a')
+    assert bytes(conn_a.get(key)) == b'held'  # the connector's first connection has it
+    assert site.status('hold-a')['own_channels']['open'] == 1
+    # As if another thread were in a request on that connection: this one needs a second,
+    # which the endpoint refuses (busy); the request is forwarded.
+    with conn_a._own[key.endpoint_id].connection() as holder:
+        assert bytes(conn_a.get(key)) == b'held'
+        assert site.status('hold-a')['forwarded'] == 1
+    # The holder's connection, and its channel, are still there and in use.
+    assert holder.sock.fileno() != -1
+    assert site.status('hold-a')['own_channels'] == {'open': 1, 'opened': 1}
+    conn_a.close()
+    conn_b.close()
