@@ -80,15 +80,20 @@ def test_a_connector_uses_a_channel_of_its_own(site: Site, loop_relay: Relay) ->
 
 
 def test_without_own_channels_requests_are_forwarded(site: Site, loop_relay: Relay) -> None:
-    two_sites(site, loop_relay, 'fw-a', 'fw-b')
-    conn_a = site.connector('fw-a', own_channels=False)
+    """Off at the connector (``own_channels=False``) or at the endpoint (``0``)."""
+    two_sites(site, loop_relay, 'fw-a', 'fw-b', peering={'own_channels': 0})
     conn_b = site.connector('fw-b')
     key = conn_b.put(b'x')
-    assert bytes(conn_a.get(key)) == b'x'
+    for own_channels in (False, True):
+        conn_a = site.connector('fw-a', own_channels=own_channels)
+        assert bytes(conn_a.get(key)) == b'x'
+        conn_a.close()
     status = site.status('fw-a')
     assert status['own_channels'] == {'open': 0, 'opened': 0}
-    assert status['forwarded'] == 1
-    conn_a.close()
+    assert status['forwarded'] == 2
+    with pytest.raises(RemoteError) as err:  # not busy: the connector asks again much later
+        raw_client(site, 'fw-a').request(CHANNEL, {'endpoint': key.endpoint_id})
+    assert err.value.code == 'unsupported'
     conn_b.close()
 
 

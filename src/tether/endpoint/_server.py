@@ -249,6 +249,8 @@ class Endpoint:
         target = frame.header.get('endpoint')
         if not isinstance(target, str) or target in (self.uuid, self.config.name):
             return error_reply('bad-request', 'CHANNEL names another endpoint')
+        if self.config.peering.own_channels == 0:
+            return error_reply('unsupported', 'this endpoint gives no channel of its own')
         try:
             link = await self.peers.link(target)
         except PeeringError as e:
