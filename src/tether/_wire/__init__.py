@@ -43,6 +43,7 @@ from tether._wire._frame import (
     with_request_id,
 )
 from tether._wire._proto import FastPath, FrameRouter
+from tether._wire._splice import SpliceEnd
 from tether._wire._sync import SyncClient, SyncConnection
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     'Reply',
     'SecretLookup',
     'Server',
+    'SpliceEnd',
     'SyncClient',
     'SyncConnection',
     'client_handshake',

@@ -9,19 +9,20 @@ owns, and warm-ups), so a client reaches nothing it could not reach through the
 forwarding path; what it saves is the forwarding endpoint's parsing and bookkeeping on
 every request and reply.
 
-Reading stops on one side while the other side's transport is full (write flow control),
-so a large object streams through with bounded memory. Either side closing, or failing,
-closes both: the client sees its connection drop (its requests are idempotent, so it
-asks again over a fresh one), and the channel is not reused.
+Reading stops on one side while the other side's transport is full (write flow control,
+see :class:`~tether._wire.SpliceEnd`), so a large object streams through with bounded
+memory. Either side closing, or failing, closes both: the client sees its connection
+drop (its requests are idempotent, so it asks again over a fresh one), and the channel
+is not reused.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tether._wire import Connection
+from tether._wire import Connection, SpliceEnd
 
 if TYPE_CHECKING:
     from tether.endpoint._peers import PeerLink
@@ -31,33 +32,18 @@ __all__ = ['OwnChannel']
 logger = logging.getLogger(__name__)
 
 
-class _Half(asyncio.Protocol):
-    """Reads one transport and writes what it reads to the other."""
+class _Half(SpliceEnd):
+    """One of the two spliced transports; its closing closes the pair."""
 
-    __slots__ = ('_dest', '_own', '_side')
-
-    def __init__(self, own: OwnChannel, dest: Any, side: int) -> None:
+    def __init__(self, own: OwnChannel, dest: Any) -> None:
         self._own = own
-        self._dest = dest
-        self._side = side
-
-    def data_received(self, data: bytes) -> None:
-        self._dest.write(data)
-        self._own.moved[self._side] += len(data)
+        self.dest = dest
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes; connection_lost closes the other side
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._own.close(exc)
-
-    # This side's transport is full: stop reading what fills it (the other side).
-    def pause_writing(self) -> None:
-        self._dest.pause_reading()
-
-    def resume_writing(self) -> None:
-        if not self._dest.is_closing():
-            self._dest.resume_reading()
 
 
 class OwnChannel:
@@ -75,21 +61,19 @@ class OwnChannel:
         link: PeerLink,
         client: Connection,
         channel: Connection,
-        on_close: Any,
+        on_close: Callable[[OwnChannel], None],
     ) -> None:
         self.link = link
         self.client = client
         self.channel = channel
-        self.moved = [0, 0]
-        """Bytes carried so far: ``[client to peer, peer to client]``."""
         self._on_close = on_close
         self._closed = False
 
     def start(self) -> None:
         """Splice: from now on the two transports' bytes go to each other."""
         ct, pt = self.client.transport, self.channel.transport
-        ct.set_protocol(_Half(self, pt, 0))
-        pt.set_protocol(_Half(self, ct, 1))
+        ct.set_protocol(_Half(self, pt))
+        pt.set_protocol(_Half(self, ct))
 
     def close(self, exc: BaseException | None = None) -> None:
         """Close both sides (once); their former frame parsers learn it too."""
@@ -106,10 +90,5 @@ class OwnChannel:
         error = exc if isinstance(exc, Exception) else None
         for conn in (self.client, self.channel):
             conn.protocol.connection_lost(error)
-        logger.debug(
-            'own channel of %s to %s closed (%d bytes out, %d back)',
-            self.client.peer,
-            self.link.name,
-            *self.moved,
-        )
+        logger.debug('own channel of %s to %s closed', self.client.peer, self.link.name)
         self._on_close(self)

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from tether._wire import Connection, Frame, Reply, Server, error_reply
+from tether._wire import Connection, Frame, Reply, Server, SpliceEnd, error_reply
 from tether.relay import _protocol as proto
 from tether.relay._config import RelayConfig
 from tether.relay._lifecycle import wait_for_stop
@@ -66,7 +66,7 @@ class _Probe(asyncio.DatagramProtocol):
         self.transport.sendto(proto.SEEN + nonce + seen, addr)
 
 
-class _TunnelSide(asyncio.Protocol):
+class _TunnelSide(SpliceEnd):
     """One side of a relayed channel: a ticket first, then bytes spliced to the other side."""
 
     def __init__(self, relay: RelayServer) -> None:
@@ -89,7 +89,7 @@ class _TunnelSide(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.other is not None:
-            self._forward(data)
+            self.forward(data)
             return
         if self.ticket is not None:  # paired soon: keep what arrives early
             self._early.append(data)
@@ -112,29 +112,19 @@ class _TunnelSide(asyncio.Protocol):
             self._early.append(rest)
         self.relay._pair(self, raw.hex())
 
-    def _forward(self, data: bytes) -> None:
-        other = self.other
-        assert other is not None
-        assert other.transport is not None
+    def forward(self, data: bytes) -> None:
         assert self.ticket is not None
         if not self.relay._count(self.ticket.user, len(data)):
             self.close()
             return
-        other.transport.write(data)
+        super().forward(data)
 
     def start(self, other: _TunnelSide) -> None:
         self.other = other
+        self.dest = other.transport
         early, self._early = self._early, []
         for data in early:
-            self._forward(data)
-
-    def pause_writing(self) -> None:
-        if self.other is not None and self.other.transport is not None:
-            self.other.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.other is not None and self.other.transport is not None:
-            self.other.transport.resume_reading()
+            self.forward(data)
 
     def close(self) -> None:
         for side in (self, self.other):
