@@ -184,22 +184,13 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
                 token = config.client_token(home)
             except EndpointError as e:
                 raise ConnectorError(str(e)) from e
-            client = SyncClient(
-                state['host'],
-                int(state['port']),
-                secret=token,
-                timeout=self.timeout,
-                client=f'EndpointConnector {config.name}',
+            clients = functools.partial(
+                SyncClient, state['host'], int(state['port']), secret=token, timeout=self.timeout
             )
             self._own_factory = functools.partial(
-                SyncClient,
-                state['host'],
-                int(state['port']),
-                secret=token,
-                timeout=self.timeout,
-                client=f'EndpointConnector {config.name} (own channel)',
+                clients, client=f'EndpointConnector {config.name} (own channel)'
             )
-            return config, client
+            return config, clients(client=f'EndpointConnector {config.name}')
         where = f'in {home}' if home else 'in $TETHER_HOME'
         if configured:
             raise ConnectorError(
