@@ -202,16 +202,7 @@ def test_a_failed_channel_is_retried_over_a_fresh_peering(tmp_path: Path) -> Non
     async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
         oid = _oid()
         owner.objects[oid] = b'right'
-        owner.mode = 'drop'
-        port = owner.server.address[1]
-
-        async def peer_again(target: str) -> PeerLink:
-            # What a relay would give: a new channel to the owner (now well again).
-            owner.mode = 'normal'
-            conn = await connect('127.0.0.1', port, secret=SECRET)
-            return PeerLink(owner.uuid, 'owner', 'direct', _no_more, first=conn)
-
-        ep.peers._peer = peer_again  # type: ignore[method-assign]
+        _drop_then_peer_again(ep, owner)
         reply = await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
         assert bytes(reply.payloads[0]) == b'right'
         assert len(owner.seen) == 2
@@ -278,6 +269,20 @@ def test_a_large_reply_goes_on_to_the_client_as_it_arrives(tmp_path: Path) -> No
         assert ep.passed == 0  # the request went through unchanged, the reply did not
 
     _run(tmp_path, scenario)
+
+
+def _drop_then_peer_again(ep: Endpoint, owner: Owner) -> None:
+    """The owner drops the channel in use; peering again gives a channel to it, well again."""
+    owner.mode = 'drop'
+    port = owner.server.address[1]
+
+    async def peer_again(target: str) -> PeerLink:
+        # What a relay would give: a new channel to the owner.
+        owner.mode = 'normal'
+        conn = await connect('127.0.0.1', port, secret=SECRET)
+        return PeerLink(owner.uuid, 'owner', 'direct', _no_more, first=conn)
+
+    ep.peers._peer = peer_again  # type: ignore[method-assign]
 
 
 async def _no_more() -> Connection:
@@ -375,15 +380,7 @@ def test_a_failure_at_the_owner_is_an_error_reply_not_a_stuck_channel(tmp_path: 
 def test_a_set_retried_over_a_fresh_peering_carries_its_object(tmp_path: Path) -> None:
     async def scenario(ep: Endpoint, owner: Owner, client: Connection) -> None:
         oid = _oid()
-        owner.mode = 'drop'
-        port = owner.server.address[1]
-
-        async def peer_again(target: str) -> PeerLink:
-            owner.mode = 'normal'
-            conn = await connect('127.0.0.1', port, secret=SECRET)
-            return PeerLink(owner.uuid, 'owner', 'direct', _no_more, first=conn)
-
-        ep.peers._peer = peer_again  # type: ignore[method-assign]
+        _drop_then_peer_again(ep, owner)
         head = {'ids': [oid], 'endpoint': owner.uuid}
         await client.request(proto.PUT, head, [b'sent twice, stored once'])
         assert owner.objects[oid] == b'sent twice, stored once'
