@@ -43,7 +43,7 @@ from tether._wire._frame import (
     with_request_id,
 )
 from tether._wire._proto import FastPath, FrameRouter
-from tether._wire._splice import SpliceEnd
+from tether._wire._splice import Splice, SpliceEnd
 from tether._wire._sync import SyncClient, SyncConnection
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     'Reply',
     'SecretLookup',
     'Server',
+    'Splice',
     'SpliceEnd',
     'SyncClient',
     'SyncConnection',

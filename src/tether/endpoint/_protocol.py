@@ -10,7 +10,7 @@ owner over a peer channel. ``PEERS`` (48) lists the peer channels and their path
 ``CHANNEL`` (50), from a client, asks for a peer channel of the connection's own to the
 endpoint its header names (``{'endpoint': uuid}``); after the ``OK`` reply
 (``{'path': ...}``) the connection's frames go to that endpoint and its replies come
-back, byte for byte (see ``tether.endpoint._own``).
+back, byte for byte (see ``Endpoint._own_channel``).
 """
 
 from __future__ import annotations

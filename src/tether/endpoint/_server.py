@@ -22,6 +22,7 @@ from tether._wire import (
     Limits,
     Reply,
     Server,
+    Splice,
     encode_head,
     error_reply,
 )
@@ -35,7 +36,6 @@ from tether.endpoint._forwarding import (
     expire,
     pipe_reply,
 )
-from tether.endpoint._own import OwnChannel
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -139,7 +139,7 @@ class Endpoint:
         self.forwarded = 0
         self.passed = 0
         self.piped = {'put': 0, 'get': 0}
-        self.own: set[OwnChannel] = set()
+        self.own: set[Splice] = set()
         """Client connections spliced onto a peer channel of their own (``CHANNEL``)."""
         self.own_opened = 0
         self._stop: asyncio.Event | None = None
@@ -245,7 +245,17 @@ class Endpoint:
         return error_reply('bad-request', f'unknown message type {t}')
 
     async def _own_channel(self, conn: Connection, frame: Frame) -> Reply | None:
-        """Give the client's connection a peer channel of its own (see ``_own``)."""
+        """Give the client's connection a peer channel of its own.
+
+        The endpoint takes an idle channel out of the peer's pool, answers ``OK`` and
+        splices the two connections: the client's bytes go to the owner as they arrive
+        and the owner's come back, with no frame decoded on the way (the way an ``ssh
+        -L`` tunnel carries a connection). The owner checks every frame as it checks any
+        peer's (a peer may only ask for objects it owns, and warm-ups), so the client
+        reaches nothing it could not reach through the forwarding path; what it saves is
+        this endpoint's parsing and bookkeeping on each request and reply. Either side
+        closing closes both (the client asks again over a fresh connection).
+        """
         target = frame.header.get('endpoint')
         if not isinstance(target, str) or target in (self.uuid, self.config.name):
             return error_reply('bad-request', 'CHANNEL names another endpoint')
@@ -262,22 +272,27 @@ class Endpoint:
             return error_reply(
                 'unsupported', f'no channel of its own over the {link.path} path to {target}'
             )
-        if conn._held or not conn.protocol.idle:
+        if not Splice.quiet(conn):
             return error_reply('bad-request', 'a frame followed CHANNEL before its reply')
         if link.own >= self.config.peering.own_channels:
             return error_reply('busy', f'{link.own} connections have a channel of their own')
         channel = link.take_own()
         if channel is None:
             return error_reply('busy', f'no idle channel to {target} now')
-        if not channel.protocol.idle or conn.transport.is_closing():
+        if not Splice.quiet(channel) or conn.transport.is_closing():
             channel.abort()
             link.own_closed()
             return error_reply('busy', f'no idle channel to {target} now')
         conn.transport.write(encode_head(proto.OK, {'path': link.path}, (), frame.request_id, 0))
-        own = OwnChannel(link, conn, channel, self.own.discard)
+
+        def closed(own: Splice) -> None:
+            link.own_closed()
+            self.own.discard(own)
+
+        own = Splice(conn, channel, closed)
+        own.start()
         self.own.add(own)
         self.own_opened += 1
-        own.start()
         return None
 
     # Cut-through forwarding of large objects -------------------------------------------
