@@ -7,7 +7,8 @@ peer over the direct path), puts one object at ``fwd-b``, then runs ``--ops`` ``
 ``set`` operations of it one after the other from a client of ``fwd-a``: first forwarded
 through ``fwd-a``'s shared channels to ``fwd-b`` (``own_channels=False``), then over a
 channel of the client's own (the connector's default), and as many ``get`` from a client
-of ``fwd-b`` (local, for comparison).
+of ``fwd-b`` (local, for comparison), over its Unix socket (the default on the endpoint's
+host) and over TCP (``unix_socket=False``, as from another host of the site).
 For each phase it reports the median operation time and the CPU time each endpoint
 process spent per operation (user and system, from ``/proc``). There is no link delay:
 the figures are the endpoints' own costs, which the site-to-site benchmarks
@@ -89,6 +90,7 @@ def main() -> None:
         site.start('fwd-a')
         site.start('fwd-b')
         conn_a, conn_b = site.connector('fwd-a', own_channels=False), site.connector('fwd-b')
+        tcp_b = site.connector('fwd-b', unix_socket=False)
         own_a = site.connector('fwd-a')
         data = os.urandom(size)
         key = conn_b.put(data)
@@ -103,9 +105,10 @@ def main() -> None:
             'own channel get': _phase(lambda: own_a.get(key), n, pids),
             'own channel set': _phase(lambda: own_a.set(key, data), n, pids),
             'local get': _phase(lambda: conn_b.get(key), n, pids),
+            'local get over TCP': _phase(lambda: tcp_b.get(key), n, pids),
         }
         status = site.status('fwd-a')
-        for conn in (conn_a, own_a, conn_b):
+        for conn in (conn_a, own_a, conn_b, tcp_b):
             conn.close()
     finally:
         for name in ('fwd-a', 'fwd-b'):

@@ -107,11 +107,11 @@ class Site:
         rows = self.tether_json('endpoint', 'list')
         return next(r for r in rows if r['name'] == name)
 
-    def connector(self, *endpoints: str, own_channels: bool = True) -> Any:
+    def connector(self, *endpoints: str, own_channels: bool = True, **kwargs: Any) -> Any:
         from tether.connectors.endpoint import EndpointConnector
 
         return EndpointConnector(
-            list(endpoints), home=str(self.home), timeout=60, own_channels=own_channels
+            list(endpoints), home=str(self.home), timeout=60, own_channels=own_channels, **kwargs
         )
 
     def pid(self, name: str) -> int:

@@ -41,6 +41,8 @@ class ThreadServer:
         return self.server.refused
 
     def close(self) -> None:
+        if self.loop.is_closed():  # closed by the test already
+            return
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import functools
 import logging
+import os
+import socket
 import ssl as _ssl
+import stat
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -138,7 +142,12 @@ class Connection:
         self.transport = transport
         self.protocol = protocol
         peer = transport.get_extra_info('peername')
-        self.peer = f'{peer[0]}:{peer[1]}' if isinstance(peer, tuple) else str(peer)
+        if isinstance(peer, tuple):
+            self.peer = f'{peer[0]}:{peer[1]}'
+        elif peer:
+            self.peer = str(peer)
+        else:  # the client end of a Unix socket has no name: name the socket
+            self.peer = f'unix:{transport.get_extra_info("sockname") or "?"}'
         self.info: dict[str, Any] = {}
         self.state: Any = None
         """Whatever its owner keeps with this connection (the server never reads it)."""
@@ -381,6 +390,32 @@ class _ServerProtocol(FrameProtocol):
         self.server._accept(Connection(transport, self))  # type: ignore[arg-type]
 
 
+def _remove_socket(path: str | None, *, stale_only: bool = False) -> None:
+    """Remove the socket file at ``path`` (nothing else: a regular file stays).
+
+    With ``stale_only``, a socket some live server still accepts on is not removed:
+    :class:`OSError` says it is in use.
+    """
+    if path is None:
+        return
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        return
+    if stale_only:
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(path)
+            except OSError:
+                pass  # nobody listens: stale
+            else:
+                raise OSError(errno.EADDRINUSE, f'a live server listens on {path}')
+    os.unlink(path)
+
+
 class Server:
     """An asyncio server that authenticates every connection and dispatches frames.
 
@@ -393,6 +428,8 @@ class Server:
         secret: Shared secret clients must prove they know (``None``: no authentication),
             or a :data:`SecretLookup` giving each client's secret by the name it announces.
         ssl: Server-side TLS context, if any.
+        unix_path: Also listen on a Unix socket at this path, for clients on this host
+            (see :meth:`start`); they authenticate as TCP clients do.
         limits: Frame limits applied to every client.
         name: Name used in log and error messages.
         alloc: Allocates the buffer of each received payload (default ``bytearray``);
@@ -429,6 +466,7 @@ class Server:
         port: int = 0,
         secret: str | bytes | SecretLookup | None = None,
         ssl: _ssl.SSLContext | None = None,
+        unix_path: str | os.PathLike[str] | None = None,
         limits: Limits | None = None,
         name: str = 'tether server',
         alloc: Callable[[int], bytearray] = bytearray,
@@ -452,11 +490,13 @@ class Server:
         self.port = port
         self.secret = secret if callable(secret) else _auth.as_secret(secret)
         self.ssl = ssl
+        self.unix_path = None if unix_path is None else os.fspath(unix_path)
         self.limits = limits or Limits()
         self.name = name
         self.connections: set[Connection] = set()
         self.refused = 0
         self._server: asyncio.AbstractServer | None = None
+        self._unix: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -468,16 +508,46 @@ class Server:
         sockname = sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
+    @property
+    def unix_address(self) -> str | None:
+        """The Unix socket this server listens on, if any (see :meth:`start`)."""
+        return self.unix_path if self._unix is not None else None
+
     async def start(self) -> None:
-        """Bind and start accepting connections."""
+        """Bind and start accepting connections.
+
+        With ``unix_path``, the server also listens there: a stale socket file left by a
+        server that died is replaced (any other file there is left alone), and the new
+        one is readable and writable by its owner only. A Unix socket that cannot be made
+        (a path too long for one, a file system without them) is logged and skipped: the
+        TCP listener serves every client.
+        """
         loop = asyncio.get_running_loop()
+        handshake = self.limits.handshake_timeout if self.ssl else None
         self._server = await loop.create_server(
             lambda: _ServerProtocol(self),
             self.host,
             self.port,
             ssl=self.ssl,
-            ssl_handshake_timeout=self.limits.handshake_timeout if self.ssl else None,
+            ssl_handshake_timeout=handshake,
         )
+        if self.unix_path is not None:
+            try:
+                _remove_socket(self.unix_path, stale_only=True)
+                self._unix = await loop.create_unix_server(
+                    lambda: _ServerProtocol(self),
+                    self.unix_path,
+                    ssl=self.ssl,
+                    ssl_handshake_timeout=handshake,
+                )
+                os.chmod(self.unix_path, 0o600)
+            except (OSError, ValueError) as e:
+                logger.warning('%s: no Unix socket at %s: %s', self.name, self.unix_path, e)
+                if self._unix is not None:  # made, but not ours alone: unmade
+                    self._unix.close()
+                    self._unix = None
+                    with contextlib.suppress(OSError):
+                        _remove_socket(self.unix_path)
 
     def protocol(self) -> asyncio.BufferedProtocol:
         """A protocol serving one connection of this server over a transport made elsewhere.
@@ -489,9 +559,11 @@ class Server:
         return _ServerProtocol(self)
 
     async def close(self) -> None:
-        """Stop accepting and drop every connection."""
+        """Stop accepting and drop every connection (and remove the Unix socket)."""
         if self._server is not None:
             self._server.close()
+        if self._unix is not None:
+            self._unix.close()
         for conn in list(self.connections):
             conn.abort()
         for task in list(self._tasks):
@@ -500,6 +572,12 @@ class Server:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._unix is not None:
+            self._unix.close()
+            await self._unix.wait_closed()
+            self._unix = None
+            with contextlib.suppress(OSError):
+                _remove_socket(self.unix_path)
 
     def _accept(self, conn: Connection) -> None:
         task = asyncio.get_running_loop().create_task(self._on_client(conn))

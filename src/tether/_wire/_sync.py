@@ -65,6 +65,19 @@ def _kernel_timeouts(sock: socket.socket, timeout: float) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
+def _connect_unix(path: str, timeout: float) -> socket.socket | None:
+    """A socket connected to the Unix socket at ``path``, or ``None`` if it cannot be."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except (OSError, ValueError) as e:  # ValueError: a path too long for a socket
+        sock.close()
+        logger.debug('no Unix socket at %s (%s): connecting over TCP', path, e)
+        return None
+    return sock
+
+
 class SyncConnection:
     """One authenticated blocking connection to a wire server.
 
@@ -78,6 +91,13 @@ class SyncConnection:
         limits: Limits applied to frames received from the server.
         client: Name announced to the server.
         version: Protocol version to speak (tests use this to check refusals).
+        unix_path: The server's Unix socket (see :class:`~tether._wire.Server`), tried
+            before ``host:port``: a client on the server's host skips the TCP stack. If
+            it cannot be connected (no socket there, nobody listening, another host's
+            file on a shared file system), ``host:port`` is used.
+
+    Attributes:
+        unix: Whether this connection is over the Unix socket.
 
     Raises:
         WireConnectionError: if the server cannot be reached.
@@ -97,6 +117,7 @@ class SyncConnection:
         limits: Limits | None = None,
         client: str = 'tether',
         version: int = PROTOCOL_VERSION,
+        unix_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.peer = f'{host}:{port}'
         self.limits = limits or Limits()
@@ -109,14 +130,21 @@ class SyncConnection:
         self._rbuf = bytearray(_READ_AHEAD)
         self._rstart = self._rend = 0
         self._vectored = ssl is None
+        path = None if unix_path is None else os.fspath(unix_path)
+        sock = None if path is None else _connect_unix(path, timeout)
+        self.unix = sock is not None
+        if sock is None:
+            try:
+                sock = socket.create_connection((host, port), timeout=timeout)
+            except OSError as e:
+                raise WireConnectionError(
+                    f'cannot connect to {self.peer}: {e}. Is the server running?',
+                ) from e
+        else:
+            self.peer = f'unix:{path}'
         try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as e:
-            raise WireConnectionError(
-                f'cannot connect to {self.peer}: {e}. Is the server running?',
-            ) from e
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not self.unix:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _kernel_timeouts(sock, timeout)
             if ssl is not None:
                 sock = ssl.wrap_socket(sock, server_hostname=server_hostname or host)

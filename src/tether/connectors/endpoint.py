@@ -116,6 +116,7 @@ class EndpointConnectorConfig(ConnectorConfigModel):
     home: str | None = None
     timeout: float = 300.0
     own_channels: bool = True
+    unix_socket: bool = True
 
 
 class EndpointConnector(ConfiguredConnector, ClosingContext):
@@ -130,6 +131,8 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         own_channels: Ask the endpoint for a peer channel of this connector's own to each
             other endpoint it reaches (requests then pass through undecoded); ``False``:
             every request is forwarded through the endpoint's shared channels.
+        unix_socket: Reach an endpoint on this host over its Unix socket when it has one
+            (TCP otherwise); ``False``: always over TCP.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         home: str | None = None,
         timeout: float = 300.0,
         own_channels: bool = True,
+        unix_socket: bool = True,
     ) -> None:
         if isinstance(endpoints, str) or not endpoints:
             raise ConnectorError('EndpointConnector needs a list of endpoint UUIDs or names')
@@ -146,9 +150,14 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         self.home = home
         self.timeout = timeout
         self.own_channels = own_channels
+        self.unix_socket = unix_socket
         # No secret: each process reads its own site's token.
         self.settings = EndpointConnectorConfig(
-            endpoints=list(self.endpoints), home=home, timeout=timeout, own_channels=own_channels
+            endpoints=list(self.endpoints),
+            home=home,
+            timeout=timeout,
+            own_channels=own_channels,
+            unix_socket=unix_socket,
         )
         self._local: tuple[EndpointConfig, SyncClient] | None = None
         self._own: dict[str, SyncClient] = {}
@@ -187,10 +196,14 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             clients = functools.partial(
                 SyncClient, state['host'], int(state['port']), secret=token, timeout=self.timeout
             )
+            # Channels of their own go over TCP even on the endpoint's host: spliced to a
+            # peer over the link, a TCP client connection was measured 0.5-1% quicker at
+            # 1 KB than a Unix socket, which gains its 25% on local requests only.
             self._own_factory = functools.partial(
                 clients, client=f'EndpointConnector {config.name} (own channel)'
             )
-            return config, clients(client=f'EndpointConnector {config.name}')
+            unix_path = state.get('socket') if self.unix_socket else None
+            return config, clients(client=f'EndpointConnector {config.name}', unix_path=unix_path)
         where = f'in {home}' if home else 'in $TETHER_HOME'
         if configured:
             raise ConnectorError(

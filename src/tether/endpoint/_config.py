@@ -6,7 +6,8 @@ $TETHER_HOME/endpoints/<name>/
     client.token     the token local clients authenticate with (0600)
     relay.token      the user's relay token, if any (0600)
     peer.pem, peer.key   the endpoint's identity for peer channels (key 0600)
-    state.json       pid and ports of the running endpoint (0600)
+    state.json       pid, ports and socket of the running endpoint (0600)
+    endpoint.sock    the running endpoint's Unix socket for clients on its host (0600)
     endpoint.log     the log of a daemonized endpoint
     data/            persisted objects (``storage.persist = true``)
 ```
