@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from tether._wire import Limits, encode_head
+from tether._wire import Limits, encode_head, encode_one
 from tether._wire._proto import FrameProtocol
 from tether.exceptions import FrameTooLargeError, ProtocolError
 
@@ -225,3 +225,24 @@ def test_headers_that_are_not_json_raise_as_json_does() -> None:
     with pytest.raises(ValueError, match='Circular reference'):  # nothing left behind
         encode_head(40, looped, [])
     assert encode_head(40, {'x': 1}, []).endswith(b'{"x":1}')
+
+
+def test_encode_one_is_the_frame_encode_head_gives() -> None:
+    body = json.dumps({'ids': ['a-1'], 'found': [True]}, separators=(',', ':')).encode()
+    for payload in (None, b'', b'xyz', bytearray(70_000), memoryview(b'view')):
+        raw = encode_one(33, body, 9, payload)
+        sizes = [] if payload is None else [len(payload)]
+        expect = encode_head(33, json.loads(body), sizes, request_id=9)
+        expect += b'' if payload is None else bytes(payload)
+        assert bytes(raw) == expect
+
+        async def main(raw: bytearray = raw, payload: object = payload) -> None:
+            proto = FrameProtocol(Limits(), 1)
+            feed(proto, bytes(raw), random.Random(0))
+            frame = await proto.recv()
+            assert (frame.type, frame.request_id) == (33, 9)
+            assert frame.header == {'ids': ['a-1'], 'found': [True]}
+            want = [] if payload is None else [bytes(payload)]  # type: ignore[call-overload]
+            assert [bytes(p) for p in frame.payloads] == want
+
+        asyncio.run(main())

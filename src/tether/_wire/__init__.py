@@ -40,6 +40,7 @@ from tether._wire._frame import (
     Limits,
     Payload,
     encode_head,
+    encode_one,
     with_request_id,
 )
 from tether._wire._proto import FastPath, FrameRouter
@@ -71,6 +72,7 @@ __all__ = [
     'client_protocol',
     'connect',
     'encode_head',
+    'encode_one',
     'error_reply',
     'run',
     'with_request_id',

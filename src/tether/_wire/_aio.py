@@ -85,10 +85,13 @@ RawReply = bytearray
 Handler = Callable[['Connection', Frame], Awaitable[Reply | None]]
 """Called for every frame a client sends; its reply (if any) gets the same request id."""
 
-InlineHandler = Callable[['Connection', Frame], 'Reply | Later | Awaitable[Reply | None] | None']
+InlineHandler = Callable[
+    ['Connection', Frame], 'Reply | RawReply | Later | Awaitable[Reply | None] | None'
+]
 """A handler called straight from the connection's data callback, which never waits: it
-returns its reply, ``None`` (no reply), or, for a reply that is not ready yet, a
-:class:`Later` or an awaitable (the connection's later frames wait for it)."""
+returns its reply (a :data:`RawReply` carries the frame's request id already), ``None``
+(no reply), or, for a reply that is not ready yet, a :class:`Later` or an awaitable (the
+connection's later frames wait for it)."""
 
 SecretLookup = Callable[[str], bytes | None]
 """Returns the secret of the client that announced itself by this name (``None``: refuse)."""
@@ -641,7 +644,7 @@ class Server:
             conn._busy = True
             reply._bind(functools.partial(self._later_set, conn, frame))
             return
-        if reply is not None and not isinstance(reply, tuple):
+        if reply is not None and not isinstance(reply, tuple | bytearray):
             conn._busy = True
             later = asyncio.ensure_future(reply)
             if isinstance(later, asyncio.Task):

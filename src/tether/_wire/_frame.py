@@ -30,6 +30,7 @@ __all__ = [
     'check_sizes',
     'decode_header',
     'encode_head',
+    'encode_one',
     'flatten',
     'payload_sizes',
     'unpack_prefix',
@@ -185,6 +186,27 @@ def encode_head(  # noqa: PLR0917
             body,
         ),
     )
+
+
+def encode_one(mtype: int, body: bytes, request_id: int, payload: Any = None) -> bytearray:
+    """A whole frame of at most one payload whose JSON header is already encoded (``body``).
+
+    For a server's small replies of a fixed shape: one buffer, written as it is (a
+    ``RawReply``), with no header dict, encoder or payload list on the way.
+    """
+    if payload is None:
+        frame = bytearray(PREFIX.size + len(body))
+        PREFIX.pack_into(frame, 0, MAGIC, PROTOCOL_VERSION, 0, mtype, request_id, len(body), 0)
+        frame[PREFIX.size :] = body
+        return frame
+    n = len(payload)
+    start = PREFIX.size + 8 + len(body)
+    frame = bytearray(start + n)
+    PREFIX.pack_into(frame, 0, MAGIC, PROTOCOL_VERSION, 0, mtype, request_id, len(body), 1)
+    _ONE_SIZE.pack_into(frame, PREFIX.size, n)
+    frame[PREFIX.size + 8 : start] = body
+    frame[start:] = payload
+    return frame
 
 
 def with_request_id(raw: Any, request_id: int) -> bytearray:

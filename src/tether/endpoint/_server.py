@@ -20,6 +20,7 @@ from tether._wire import (
     FrameRouter,
     Later,
     Limits,
+    RawReply,
     Reply,
     Server,
     Splice,
@@ -42,7 +43,7 @@ from tether.endpoint._relay_link import RelayLink
 from tether.endpoint._store import PersistentTable
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
 from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import object_reply
+from tether.node._requests import get_one_reply, object_reply, put_one_reply
 from tether.node._sizes import parse_size
 from tether.relay import _protocol as rp
 from tether.relay._lifecycle import wait_for_stop
@@ -186,7 +187,12 @@ class Endpoint:
 
     # Requests --------------------------------------------------------------------------
 
-    def _local(self, frame: Frame, ids: list[str]) -> Reply:
+    def _local(self, frame: Frame, ids: list[str]) -> Reply | RawReply:
+        if len(ids) == 1:
+            if frame.type == proto.GET:
+                return get_one_reply(self.table, ids[0], frame.request_id)
+            if frame.type == proto.PUT and len(frame.payloads) == 1:
+                return put_one_reply(self.table, ids[0], frame.payloads[0], frame.request_id)
         return object_reply(self.table, frame.type, ids, frame.payloads)
 
     def _ids(self, frame: Frame) -> list[str] | None:
@@ -197,7 +203,7 @@ class Endpoint:
 
     def _handle_client(
         self, conn: Connection, frame: Frame
-    ) -> Reply | Later | Awaitable[Reply | None] | None:
+    ) -> Reply | RawReply | Later | Awaitable[Reply | None] | None:
         """A client's frame, from its connection's data callback (see ``Server(inline=)``).
 
         Local objects are answered at once; a small request for another endpoint is
@@ -485,13 +491,13 @@ class Endpoint:
             if not server.claim(conn):
                 return False
             self.requests += 1
-            payloads: tuple[bytearray, ...] = ()
-            if mtype == proto.PUT:
-                data = pool.take(sizes[0])
-                data[:] = raw[head:]
-                payloads = (data,)
             # A failure here is answered by the server (see Server(fast=)).
-            server.finish(conn, request_id, object_reply(table, mtype, ids, payloads))
+            if mtype == proto.GET:
+                server.finish(conn, request_id, get_one_reply(table, ids[0], request_id))
+                return True
+            data = pool.take(sizes[0])
+            data[:] = raw[head:]
+            server.finish(conn, request_id, put_one_reply(table, ids[0], data, request_id))
             return True
 
         return fast
@@ -542,7 +548,7 @@ class Endpoint:
             f'the channel to peer endpoint {target} failed during the request: {error}',
         )
 
-    def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | None:
+    def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | RawReply | None:
         if frame.type == proto.WARM_UP:
             # As many bytes back as came in (never more: no amplification), bounded.
             size = sum(len(p) for p in frame.payloads)

@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether._wire import Reply, error_reply
+from tether._wire import RawReply, Reply, encode_one, error_reply
 from tether.node import _protocol as proto
 from tether.node._objects import ObjectTable
 
-__all__ = ['object_reply']
+__all__ = ['get_one_reply', 'object_reply', 'put_one_reply']
+
+_RAW_MAX = 64 * 1024
+"""Objects up to this size are answered as one encoded frame (:func:`get_one_reply`)."""
 
 
 def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Sequence[Any]) -> Reply:
@@ -42,3 +45,28 @@ def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Seque
             table.evict(oid)
         return proto.OK, {'ids': ids}, ()
     return error_reply('bad-request', f'unknown message type {mtype}')
+
+
+def get_one_reply(table: ObjectTable, oid: str, request_id: int) -> Reply | RawReply:
+    """The reply to a ``GET`` of one object, as :func:`object_reply` gives it.
+
+    A small object found is answered as a whole encoded frame (its header written out
+    directly: ``oid`` must be a valid id, whose characters need no JSON escaping), which
+    saves the header dict, its encoding and the payload list on the way out.
+    """
+    data = table.get(oid)
+    if data is None:
+        return proto.OK, {'ids': [oid], 'found': [False]}, ()
+    if len(data) > _RAW_MAX:
+        return proto.OK, {'ids': [oid], 'found': [True]}, [data]
+    body = b'{"ids":["%s"],"found":[true]}' % oid.encode()
+    return encode_one(proto.OK, body, request_id, data)
+
+
+def put_one_reply(table: ObjectTable, oid: str, data: Any, request_id: int) -> RawReply:
+    """Store one object (a ``PUT`` of one id) and return the encoded reply frame.
+
+    The reply is :func:`object_reply`'s, written out directly (``oid`` must be a valid id).
+    """
+    table.put(oid, data)
+    return encode_one(proto.OK, b'{"ids":["%s"]}' % oid.encode(), request_id)
