@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import uuid
+from typing import Any
+
+import pytest
 
 from tests.endpoint.conftest import Relay, Site
 from tests.endpoint.test_endpoint import free_port
+from tests.security.test_fork_safety import _check as check_process_pools
+from tether.store import Store, register_store, unregister_store
 
 
 def _state(site: Site, name: str) -> dict[str, object]:
@@ -78,3 +84,22 @@ def test_channels_of_their_own_go_over_tcp(site: Site, loop_relay: Relay) -> Non
     assert site.status('uo-a')['own_channels']['opened'] >= 1
     site.stop('uo-a')
     assert not (site.home / 'endpoints' / 'uo-a' / 'endpoint.sock').exists()
+
+
+@pytest.mark.parametrize('method', ['fork', 'forkserver', 'spawn'])
+def test_process_pools_share_no_socket(site: Site, loop_relay: Relay, method: str) -> None:
+    """Workers forked from a parent that holds pooled Unix-socket connections open their
+    own (every reply answers its own request), as over TCP."""
+    site.configure('uf', loop_relay.address)
+    site.start('uf')
+    connector = site.connector('uf')
+    store: Store[Any] = Store(f'fork-uds-{uuid.uuid4().hex[:8]}', connector, cache_size=0)
+    register_store(store)
+    try:
+        _, client = connector._endpoint()
+        with client.connection() as c:
+            assert c.unix
+        check_process_pools(store, method)
+    finally:
+        unregister_store(store)
+        store.close()
