@@ -120,3 +120,19 @@ def test_a_live_socket_or_another_file_is_left_alone(
     assert third.server.unix_address is None
     third.close()
     assert plain.read_text() == 'not a socket'
+
+
+def test_a_server_removes_only_its_own_socket(make_server: MakeServer, tmp_path: Path) -> None:
+    path = short_path(tmp_path)
+    first = make_server(secret=SECRET, unix_path=path)
+    assert first.server.unix_address == str(path)
+    path.unlink()  # someone removed it, and a new server took the path meanwhile
+    second = make_server(secret=SECRET, unix_path=path)
+    assert second.server.unix_address == str(path)
+    first.close()
+    assert stat.S_ISSOCK(path.stat().st_mode)  # the second server's, still there
+    conn = SyncConnection('127.0.0.1', second.port, secret=SECRET, unix_path=path)
+    assert conn.unix
+    conn.close()
+    second.close()
+    assert not path.exists()

@@ -500,6 +500,7 @@ class Server:
         self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._unix: asyncio.AbstractServer | None = None
+        self._unix_inode: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -544,6 +545,7 @@ class Server:
                     ssl_handshake_timeout=handshake,
                 )
                 os.chmod(self.unix_path, 0o600)
+                self._unix_inode = os.stat(self.unix_path).st_ino
             except (OSError, ValueError) as e:
                 logger.warning('%s: no Unix socket at %s: %s', self.name, self.unix_path, e)
                 if self._unix is not None:  # made, but not ours alone: unmade
@@ -575,12 +577,14 @@ class Server:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-        if self._unix is not None:
+        if self._unix is not None and self.unix_path is not None:
             self._unix.close()
             await self._unix.wait_closed()
             self._unix = None
             with contextlib.suppress(OSError):
-                _remove_socket(self.unix_path)
+                # Only the socket this server made: another server may have replaced it.
+                if os.lstat(self.unix_path).st_ino == self._unix_inode:
+                    _remove_socket(self.unix_path)
 
     def _accept(self, conn: Connection) -> None:
         task = asyncio.get_running_loop().create_task(self._on_client(conn))
