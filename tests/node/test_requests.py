@@ -1,4 +1,4 @@
-"""The one-object replies answered as encoded frames agree with object_reply."""
+"""object_reply_now: one-object replies answered as encoded frames agree with object_reply."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tether._wire import Limits
 from tether._wire._proto import FrameProtocol
 from tether.node import _protocol as proto
 from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import get_one_reply, object_reply, put_one_reply
+from tether.node._requests import object_reply, object_reply_now
 
 
 def decode(raw: bytearray) -> tuple[int, int, dict[str, object], list[bytes]]:
@@ -26,6 +26,13 @@ def decode(raw: bytearray) -> tuple[int, int, dict[str, object], list[bytes]]:
 
 def test_one_object_replies(tmp_path: Path) -> None:
     table = ObjectTable(1 << 20, tmp_path, BufferPool(1 << 20))
+
+    def put_one_reply(t: ObjectTable, oid: str, data: bytearray, rid: int) -> object:
+        return object_reply_now(t, proto.PUT, [oid], [data], rid)
+
+    def get_one_reply(t: ObjectTable, oid: str, rid: int) -> object:
+        return object_reply_now(t, proto.GET, [oid], (), rid)
+
     raw = put_one_reply(table, 'obj-1', bytearray(b'hello'), 77)
     assert isinstance(raw, bytearray)
     assert decode(raw) == (proto.OK, 77, {'ids': ['obj-1']}, [])
@@ -45,3 +52,6 @@ def test_one_object_replies(tmp_path: Path) -> None:
     assert isinstance(reply, tuple)
     assert reply[:2] == (proto.OK, {'ids': ['big'], 'found': [True]})
     assert [len(p) for p in reply[2]] == [100_000]
+    # More than one object: object_reply's answer as it is.
+    both = object_reply_now(table, proto.GET, ['obj-1', 'nope'], (), 81)
+    assert both == object_reply(table, proto.GET, ['obj-1', 'nope'], ())

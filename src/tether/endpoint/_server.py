@@ -43,7 +43,7 @@ from tether.endpoint._relay_link import RelayLink
 from tether.endpoint._store import PersistentTable
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
 from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import get_one_reply, object_reply, put_one_reply
+from tether.node._requests import object_reply_now
 from tether.node._sizes import parse_size
 from tether.relay import _protocol as rp
 from tether.relay._lifecycle import wait_for_stop
@@ -188,12 +188,7 @@ class Endpoint:
     # Requests --------------------------------------------------------------------------
 
     def _local(self, frame: Frame, ids: list[str]) -> Reply | RawReply:
-        if len(ids) == 1:
-            if frame.type == proto.GET:
-                return get_one_reply(self.table, ids[0], frame.request_id)
-            if frame.type == proto.PUT and len(frame.payloads) == 1:
-                return put_one_reply(self.table, ids[0], frame.payloads[0], frame.request_id)
-        return object_reply(self.table, frame.type, ids, frame.payloads)
+        return object_reply_now(self.table, frame.type, ids, frame.payloads, frame.request_id)
 
     def _ids(self, frame: Frame) -> list[str] | None:
         ids = frame.header.get('ids', [])
@@ -491,13 +486,14 @@ class Endpoint:
             if not server.claim(conn):
                 return False
             self.requests += 1
+            payloads: tuple[bytearray, ...] = ()
+            if mtype == proto.PUT:
+                data = pool.take(sizes[0])
+                data[:] = raw[head:]
+                payloads = (data,)
             # A failure here is answered by the server (see Server(fast=)).
-            if mtype == proto.GET:
-                server.finish(conn, request_id, get_one_reply(table, ids[0], request_id))
-                return True
-            data = pool.take(sizes[0])
-            data[:] = raw[head:]
-            server.finish(conn, request_id, put_one_reply(table, ids[0], data, request_id))
+            reply = object_reply_now(table, mtype, ids, payloads, request_id)
+            server.finish(conn, request_id, reply)
             return True
 
         return fast

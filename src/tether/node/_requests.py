@@ -13,10 +13,10 @@ from tether._wire import RawReply, Reply, encode_one, error_reply
 from tether.node import _protocol as proto
 from tether.node._objects import ObjectTable
 
-__all__ = ['get_one_reply', 'object_reply', 'put_one_reply']
+__all__ = ['object_reply', 'object_reply_now']
 
 _RAW_MAX = 64 * 1024
-"""Objects up to this size are answered as one encoded frame (:func:`get_one_reply`)."""
+"""Objects up to this size are answered as one encoded frame (:func:`object_reply_now`)."""
 
 
 def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Sequence[Any]) -> Reply:
@@ -47,13 +47,27 @@ def object_reply(table: ObjectTable, mtype: int, ids: list[str], payloads: Seque
     return error_reply('bad-request', f'unknown message type {mtype}')
 
 
-def get_one_reply(table: ObjectTable, oid: str, request_id: int) -> Reply | RawReply:
-    """The reply to a ``GET`` of one object, as :func:`object_reply` gives it.
+def object_reply_now(
+    table: ObjectTable, mtype: int, ids: list[str], payloads: Sequence[Any], request_id: int
+) -> Reply | RawReply:
+    """:func:`object_reply`, for an inline server: the ``GET`` or ``PUT`` of one object is
+    answered as a whole encoded frame carrying ``request_id`` (a ``RawReply``; a ``GET``
+    only if the object is small), which saves the header dict, its encoding and the
+    payload list on the way out.
 
-    A small object found is answered as a whole encoded frame (its header written out
-    directly: ``oid`` must be a valid id, whose characters need no JSON escaping), which
-    saves the header dict, its encoding and the payload list on the way out.
+    As for :func:`object_reply`, ``ids`` must be valid object ids (whose characters need
+    no JSON escaping: the one-frame headers are written out directly).
     """
+    if len(ids) == 1:
+        if mtype == proto.GET:
+            return _get_one(table, ids[0], request_id)
+        if mtype == proto.PUT and len(payloads) == 1:
+            table.put(ids[0], payloads[0])
+            return encode_one(proto.OK, b'{"ids":["%s"]}' % ids[0].encode(), request_id)
+    return object_reply(table, mtype, ids, payloads)
+
+
+def _get_one(table: ObjectTable, oid: str, request_id: int) -> Reply | RawReply:
     data = table.get(oid)
     if data is None:
         return proto.OK, {'ids': [oid], 'found': [False]}, ()
@@ -61,12 +75,3 @@ def get_one_reply(table: ObjectTable, oid: str, request_id: int) -> Reply | RawR
         return proto.OK, {'ids': [oid], 'found': [True]}, [data]
     body = b'{"ids":["%s"],"found":[true]}' % oid.encode()
     return encode_one(proto.OK, body, request_id, data)
-
-
-def put_one_reply(table: ObjectTable, oid: str, data: Any, request_id: int) -> RawReply:
-    """Store one object (a ``PUT`` of one id) and return the encoded reply frame.
-
-    The reply is :func:`object_reply`'s, written out directly (``oid`` must be a valid id).
-    """
-    table.put(oid, data)
-    return encode_one(proto.OK, b'{"ids":["%s"]}' % oid.encode(), request_id)
