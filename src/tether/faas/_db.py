@@ -18,7 +18,7 @@ from typing import Any
 
 from tether.faas._drivers import Driver
 
-__all__ = ['FINISHED', 'Repository', 'hash_token', 'new_token']
+__all__ = ['FINISHED', 'Repository', 'function_id_of', 'hash_token', 'new_token']
 
 FINISHED = ('success', 'failed')
 
@@ -77,6 +77,17 @@ CREATE INDEX IF NOT EXISTS faas_tasks_group ON faas_tasks (task_group_id);
 def new_token(kind: str) -> str:
     """A fresh random token (``tfu_...`` for users, ``tfe_...`` for endpoints)."""
     return f'{kind}_{secrets.token_urlsafe(32)}'
+
+
+# Function ids are UUIDs of this namespace (RFC 4122 version 5) over the user, the
+# serializer and the digest of the body: one function, one id per user.
+_FUNCTIONS = uuid.UUID('5a0f6a55-33a4-4d0b-9a47-6b1d6a8f1f3e')
+
+
+def function_id_of(user_id: str, serializer: str, body: bytes) -> str:
+    """The id of a function registered by ``user_id`` (see :meth:`Repository.add_function`)."""
+    digest = hashlib.sha256(body).hexdigest()
+    return str(uuid.uuid5(_FUNCTIONS, f'{user_id}\n{serializer}\n{digest}'))
 
 
 def hash_token(token: str) -> str:
@@ -153,10 +164,16 @@ class Repository:
     # Functions -------------------------------------------------------------------------
 
     async def add_function(self, user_id: str, name: str, serializer: str, body: bytes) -> str:
-        function_id = str(uuid.uuid4())
+        """Register a function; return its id.
+
+        The id is derived from the user, the serializer and the serialized body: the same
+        function registered again by the same user (``Client.register_function`` or
+        ``Executor.submit``, from any process) has the same id, so an endpoint's
+        allowlist names it once. The first registration's name is kept."""
+        function_id = function_id_of(user_id, serializer, body)
         await self.db.execute(
             'INSERT INTO faas_functions (function_id, user_id, name, serializer, body, created)'
-            ' VALUES ($1, $2, $3, $4, $5, $6)',
+            ' VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
             function_id,
             user_id,
             name,
