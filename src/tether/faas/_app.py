@@ -317,6 +317,8 @@ def _task_view(row: dict[str, Any]) -> dict[str, Any]:
         view['error'] = header['error']
     if 't' in header:
         view['timings'] = header['t']
+    if 'retries' in header:  # workers lost while running it (it ran again)
+        view['retries'] = header['retries']
     return view
 
 

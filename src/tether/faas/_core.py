@@ -1,8 +1,9 @@
 """What the service does, independent of HTTP: submit, forward, store and stream results.
 
 * :meth:`Service.submit` records a batch of tasks in one statement (idempotently: the
-  SDK chooses task ids, so a retried request adds nothing) and publishes them to each
-  endpoint's queue as one broker message per endpoint (split above 8 MiB of payloads).
+  SDK chooses task ids, so a retried request adds nothing) and publishes the tasks that
+  are new, and only those, to each endpoint's queue as one broker message per endpoint
+  (split above 8 MiB of payloads): a task runs once per task id.
 * :meth:`Service.endpoint_session` is the forwarder of one connected endpoint: it
   consumes the endpoint's queue, sends tasks in batches while fewer than
   ``endpoint_prefetch`` sent tasks are not yet in a worker's hands, and acknowledges a
@@ -258,12 +259,37 @@ class Service:
         for entries in queued.values():
             for h, _ in entries:
                 h['t']['service_queued'] = now
-        await self.repo.insert_tasks(rows)
+        ids = [r[0] for r in rows]
+        new = await self.repo.insert_tasks(rows)
+        if len(new) < len(rows):
+            # Task ids the service already has (a retried request, a batch sent again
+            # after a reconnect): the task stands as first submitted and is not queued
+            # again. A task runs once per task id.
+            first = set(new)  # an id repeated within the batch is queued once
+            for eid in list(queued):
+                kept = []
+                for entry in queued[eid]:
+                    if entry[0]['task_id'] in first:
+                        first.discard(entry[0]['task_id'])
+                        kept.append(entry)
+                if kept:
+                    queued[eid] = kept
+                else:
+                    del queued[eid]
         for eid, entries in queued.items():
             await self.broker.publish(
                 self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
             )
-        return {'task_group_id': group, 'task_ids': [r[0] for r in rows]}
+        if len(new) < len(rows):
+            repeats = [i for i in ids if i not in new]
+            owners = await self.repo.task_owners(repeats)
+            foreign = [i for i in repeats if owners.get(i) != user_id]
+            if foreign:
+                raise ProtocolError(
+                    f'task id {foreign[0]} is already in use: choose new task ids (UUIDs); '
+                    f'the {len(new)} new task(s) of the batch were queued'
+                )
+        return {'task_group_id': group, 'task_ids': ids}
 
     # Endpoints -------------------------------------------------------------------------
 

@@ -316,31 +316,33 @@ class Repository:
             self._owned.add((task_group_id, user_id))
         return bool(rows)
 
-    async def insert_tasks(self, rows: Sequence[tuple[Any, ...]]) -> None:
+    async def insert_tasks(self, rows: Sequence[tuple[Any, ...]]) -> set[str]:
         """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows
         in one statement; ids already present are left as they are (submission is
-        idempotent)."""
+        idempotent). Return the ids inserted now: only those may be queued."""
         if not rows:
-            return
+            return set()
         now = time.time()
         if self.db.dialect == 'postgresql':
             columns = list(zip(*rows, strict=True))
-            await self.db.execute(
+            found = await self.db.fetch(
                 'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
                 ' function_id, status, header, payload, created)'
                 " SELECT r.t, r.u, r.g, r.e, r.f, 'waiting-for-ep', r.h, r.p, $8"
                 ' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],'
-                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) ON CONFLICT DO NOTHING',
+                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) ON CONFLICT DO NOTHING'
+                ' RETURNING task_id',
                 *(list(c) for c in columns),
                 now,
             )
-            return
-        await self.db.executemany(
-            'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id, function_id,'
-            " status, header, payload, created) VALUES ($1, $2, $3, $4, $5, 'waiting-for-ep',"
-            ' $6, $7, $8) ON CONFLICT DO NOTHING',
-            [(*r, now) for r in rows],
-        )
+        else:
+            found = await self.db.fetch_each(
+                'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
+                ' function_id, status, header, payload, created) VALUES ($1, $2, $3, $4, $5,'
+                " 'waiting-for-ep', $6, $7, $8) ON CONFLICT DO NOTHING RETURNING task_id",
+                [(*r, now) for r in rows],
+            )
+        return {str(r['task_id']) for r in found}
 
     async def task_owners(self, task_ids: Sequence[str]) -> dict[str, str]:
         if not task_ids:

@@ -22,6 +22,9 @@ class Task:
     result_store: Any = None
     result_threshold: Any = None
     attempts: int = 0
+    # Each time a worker running the task was lost: {'reason', 'exit_code', 'at'}. The
+    # result's header carries it (the task's record says why it ran more than once).
+    retries: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 OnHandoff = Callable[[list[str]], None]

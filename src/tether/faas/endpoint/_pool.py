@@ -185,13 +185,14 @@ class ProcessPoolEngine:
                     while w.conn.poll():
                         task_id, status, ser, data, error, start, end = w.conn.recv()
                         task = w.inflight.pop(task_id, None)
+                        header = result_header(task_id, status, ser, error, start, end)
                         if task is not None:
                             w.warm.add(task.function_id)
+                            if task.retries:
+                                header['retries'] = task.retries
                         if not w.inflight:
                             w.idle_since = time.monotonic()
-                        self.on_result(
-                            result_header(task_id, status, ser, error, start, end), data
-                        )
+                        self.on_result(header, data)
                 except (EOFError, OSError):
                     w.dead = True
             if w.dead or w.sentinel in ready or not w.alive():
@@ -214,6 +215,9 @@ class ProcessPoolEngine:
         again = []
         for task in worker.inflight.values():
             task.attempts += 1
+            task.retries.append(
+                {'reason': 'worker lost', 'exit_code': exitcode, 'at': time.time()}
+            )
             if task.attempts > self.config.max_retries:
                 message = (
                     f'the worker running the task died {task.attempts} times (exit code '
@@ -221,10 +225,11 @@ class ProcessPoolEngine:
                 )
                 error = {'type': 'WorkerLostError', 'message': message, 'traceback': ''}
                 now = time.time()
-                self.on_result(
-                    result_header(task.task_id, 'failed', task.data_serializer, error, now, now),
-                    b'',
+                header = result_header(
+                    task.task_id, 'failed', task.data_serializer, error, now, now
                 )
+                header['retries'] = task.retries
+                self.on_result(header, b'')
             else:
                 again.append(task)
         with self._lock:
