@@ -77,10 +77,15 @@ TetherError
  |    +-- FaasAuthenticationError        missing, wrong or revoked token (HTTP 401)
  |    +-- FaasNotFoundError              no such function, endpoint or task for this user
  |    +-- FaasPayloadTooLargeError       a payload exceeds the service limit: use a proxy
+ |    +-- FaasBadRequestError            a malformed request (HTTP 400; also a ValueError)
+ |    +-- FaasRateLimitError             a per-user limit was reached (HTTP 429): retry later
  |    +-- FunctionNotAllowedError        the endpoint's allowlist does not list the function
  |    +-- TaskPending                    get_result() before the task finished
  |    +-- TaskExecutionFailed            the function raised on the endpoint
  |         +-- WorkerLostError           workers kept dying; the retry limit was reached
+ |         +-- EndpointDeletedError      the task's endpoint was deleted before it finished
+ |         +-- TaskTimeoutError          the task ran past its time limit (task_timeout)
+ |         +-- TaskCancelledError        the task was cancelled before it finished
  +-- SteerError                          steering (tether.steer) failed
       +-- SteerQueueError                a task queue's broker failed, restarted or was closed
       |    +-- SteerAuthenticationError  a queue message is unsigned, altered or has another key
@@ -109,6 +114,7 @@ __all__ = [
     'ConnectorClosedError',
     'ConnectorConfigError',
     'ConnectorError',
+    'EndpointDeletedError',
     'EndpointError',
     'EventAuthenticationError',
     'EventDecodeError',
@@ -116,10 +122,12 @@ __all__ = [
     'EventReplayError',
     'ExecutableMethodError',
     'FaasAuthenticationError',
+    'FaasBadRequestError',
     'FaasConnectionError',
     'FaasError',
     'FaasNotFoundError',
     'FaasPayloadTooLargeError',
+    'FaasRateLimitError',
     'FrameTooLargeError',
     'FunctionNotAllowedError',
     'FutureAlreadySetError',
@@ -163,9 +171,11 @@ __all__ = [
     'StreamBrokerError',
     'StreamError',
     'StreamTimeoutError',
+    'TaskCancelledError',
     'TaskDependencyError',
     'TaskExecutionFailed',
     'TaskPending',
+    'TaskTimeoutError',
     'TetherError',
     'TopicClosedError',
     'UnknownMailboxError',
@@ -570,6 +580,29 @@ class FaasPayloadTooLargeError(FaasError):
     """
 
 
+class FaasBadRequestError(FaasError, ValueError):
+    """The service refused a malformed request (HTTP 400): a field of the wrong type,
+    an id that is too long or has other characters than an id may, JSON nested too
+    deeply. Also a :class:`ValueError`. The message names the field."""
+
+
+class FaasRateLimitError(FaasError):
+    """A per-user limit of the service was reached (HTTP 429, WebSocket close 4429): too
+    many requests in progress or WebSockets open at once. The SDK waits and retries
+    (for ``retry_deadline`` seconds) before raising it.
+
+    Attributes:
+        retry_after: Seconds the service asked to wait (its ``Retry-After``).
+    """
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.retry_after))
+
+
 class FunctionNotAllowedError(FaasError):
     """The endpoint's allowlist does not list the function: it was not run."""
 
@@ -617,6 +650,20 @@ class TaskExecutionFailed(FaasError):  # noqa: N818 (the Globus Compute SDK's na
 class WorkerLostError(TaskExecutionFailed):
     """The worker running the task died (killed, crashed, out of memory) more times than
     the endpoint's retry limit allows."""
+
+
+class EndpointDeletedError(TaskExecutionFailed):
+    """The task's endpoint was deleted before the task finished (queued or running)."""
+
+
+class TaskTimeoutError(TaskExecutionFailed):
+    """The task ran longer than its time limit (``task_timeout``): its worker was stopped
+    and replaced."""
+
+
+class TaskCancelledError(TaskExecutionFailed):
+    """The task was cancelled (``TaskFuture.cancel()``, ``Client.cancel``) before it
+    finished: removed from its queue, or stopped on its worker."""
 
 
 # Benchmark suite (tether.bench, issue 12) --------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from tether.exceptions import (
     FaasAuthenticationError,
+    FaasBadRequestError,
     FaasConnectionError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
+    FaasRateLimitError,
     FunctionNotAllowedError,
     TaskPending,
     WireError,
@@ -21,6 +23,8 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (FaasPayloadTooLargeError, 413, 'payload-too-large'),
     (FunctionNotAllowedError, 403, 'function-not-allowed'),
     (TaskPending, 409, 'pending'),
+    (FaasRateLimitError, 429, 'too-many-requests'),
+    (FaasBadRequestError, 400, 'bad-request'),
     (FaasConnectionError, 503, 'unavailable'),
     (WireError, 400, 'bad-request'),
     (ValueError, 400, 'bad-request'),

@@ -14,24 +14,38 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from tether.exceptions import FaasConnectionError
+from tether.exceptions import ConfigError, FaasConnectionError, TetherError
+from tether.faas._amqp import _redact
 from tether.faas._app import build_app
 from tether.faas._config import ServiceConfig
 from tether.faas._core import Service
 from tether.faas._db import Repository
-from tether.faas._drivers import open_driver
+from tether.faas._drivers import Driver, open_driver
 from tether.faas._loop import new_event_loop
 from tether.faas._open_broker import open_broker
 
-__all__ = ['ServiceThread', 'open_service', 'serve']
+__all__ = ['ServiceThread', 'open_database', 'open_service', 'serve']
 
 logger = logging.getLogger(__name__)
+
+
+async def open_database(url: str) -> Driver:
+    """Open the database ``url`` names, with a clear error when it cannot be reached."""
+    try:
+        return await open_driver(url)
+    except TetherError:
+        raise
+    except Exception as e:  # asyncpg's and the OS's errors: unreachable, refused, no db
+        raise FaasConnectionError(
+            f'cannot open the database {_redact(url)}: {e} (start the database, or fix '
+            '"database" in the service configuration)'
+        ) from e
 
 
 @contextlib.asynccontextmanager
 async def open_service(config: ServiceConfig) -> AsyncIterator[Service]:
     """Connect the database (creating the tables) and the broker."""
-    repo = Repository(await open_driver(config.database))
+    repo = Repository(await open_database(config.database))
     try:
         await repo.init()
         broker = await open_broker(
@@ -52,7 +66,15 @@ def _bind(host: str, port: int) -> socket.socket:
     # Inherited by accepted connections: a response written in two parts (head, body)
     # must not wait for the client's delayed ACK (40 ms per request otherwise).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(
+            f'the service cannot listen on {host}:{port}: {e.strerror or e} (another '
+            "program uses the port, or the address is not this host's: choose another "
+            '"host" or "port" in the service configuration)'
+        ) from e
     sock.listen(512)
     sock.setblocking(False)
     return sock

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tether.faas.endpoint.cli import endpoint
+from tether.faas.endpoint.cli import endpoint, one_line_errors
 
 __all__ = ['faas']
 
@@ -26,6 +26,7 @@ def faas() -> None:
 @click.option('--port', default=0, show_default=True, help='Port (0: a free one).')
 @click.option('--max-workers', type=int, default=None, help='Workers of the endpoint.')
 @click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
+@one_line_errors
 def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None:
     """Run a service and one endpoint here, in the foreground, until interrupted.
 
@@ -50,6 +51,7 @@ def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None
 @faas.command('serve')
 @click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
 @click.option('--json', 'as_json', is_flag=True, help='Print one JSON line once ready.')
+@one_line_errors
 def _serve(config_path: str, as_json: bool) -> None:
     """Run the service of a service.toml (PostgreSQL and RabbitMQ) until interrupted."""
     from tether.faas._config import ServiceConfig
@@ -78,25 +80,36 @@ def _serve(config_path: str, as_json: bool) -> None:
 @click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
 @click.argument('name')
 @click.option('--rotate', is_flag=True, help='Give an existing user a new token.')
+@one_line_errors
 def _add_user(config_path: str, name: str, rotate: bool) -> None:
     """Create a user (or rotate its token) in the service's database; print the token."""
     from tether.exceptions import ConfigError
     from tether.faas._config import ServiceConfig
     from tether.faas._db import Repository
-    from tether.faas._drivers import open_driver
+    from tether.faas._server import open_database
 
     config = ServiceConfig.from_toml(config_path)
 
     async def main() -> str:
-        repo = Repository(await open_driver(config.database))
+        repo = Repository(await open_database(config.database))
         try:
             await repo.init()
             if rotate:
                 token = await repo.rotate_user_token(name)
                 if token is None:
-                    raise ConfigError(f'no user named {name!r}')
+                    raise ConfigError(f'no user named {name!r}: create it without --rotate')
                 return token
-            return (await repo.create_user(name))[1]
+            exists = 'SELECT 1 AS one FROM faas_users WHERE name = $1'
+            try:
+                if not await repo.db.fetch(exists, name):
+                    return (await repo.create_user(name))[1]
+            except Exception:
+                if not await repo.db.fetch(exists, name):  # not a duplicate: as it is
+                    raise
+            raise ConfigError(
+                f'a user named {name!r} exists: give it a new token with '
+                f'`tether faas add-user --config {config_path} --rotate {name}`'
+            )
         finally:
             await repo.close()
 

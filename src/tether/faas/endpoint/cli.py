@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
+import pathlib
 import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from tether.exceptions import ConfigError
+from tether.exceptions import ConfigError, FaasAuthenticationError, TetherError
 from tether.faas._config import (
     EndpointConfig,
     endpoint_dir,
@@ -24,7 +27,57 @@ from tether.faas._config import (
     write_private,
 )
 
-__all__ = ['endpoint']
+__all__ = ['endpoint', 'one_line_errors', 'read_token']
+
+F = TypeVar('F', bound=Callable[..., Any])
+
+
+def one_line_errors(fn: F) -> F:
+    """Report tether's errors as one ``Error: ...`` line and exit 1, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except FaasAuthenticationError as e:
+            raise click.ClickException(
+                f'{e}; check the token (`tether faas add-user --rotate NAME` gives a user '
+                'a new one)'
+            ) from e
+        except TetherError as e:
+            raise click.ClickException(str(e)) from e
+
+    return wrapper  # type: ignore[return-value]
+
+
+def read_token(token_file: str | None, token: str | None, env: str) -> str | None:
+    """A token from ``--token-file`` (``-``: standard input), else ``--token`` (with a
+    warning: a command line is visible to every user of the machine in ``ps``), else
+    ``None`` (the caller falls back to the environment variable ``env``)."""
+    if token_file is not None and token is not None:
+        raise click.UsageError('give --token-file or --token, not both')
+    if token_file == '-':
+        value = sys.stdin.readline().strip()
+    elif token_file is not None:
+        from tether._keyfile import read_private
+
+        path = pathlib.Path(token_file)
+        try:
+            value = read_private(path, 'token').decode()
+        except FileNotFoundError as e:
+            raise ConfigError(f'token file {path} does not exist') from e
+    elif token is not None:
+        click.echo(
+            'Warning: a token on the command line is visible to other users in `ps`; use '
+            f'--token-file PATH (mode 0600) or the environment variable {env} instead',
+            err=True,
+        )
+        return token
+    else:
+        return None
+    if not value:
+        raise ConfigError(f'token file {token_file} is empty')
+    return value
 
 
 def _pid(name: str) -> int | None:
@@ -35,8 +88,20 @@ def _pid(name: str) -> int | None:
     return pid if pid_alive(pid) else None
 
 
-def _load(name: str) -> tuple[EndpointConfig, str]:
+def _configured(name: str) -> pathlib.Path:
+    """The folder of endpoint ``name``; a clear error if it was never configured."""
     folder = endpoint_dir(name)
+    if not (folder / 'config.toml').exists():
+        raise ConfigError(
+            f'no endpoint named {name!r} is configured for this user ({folder}): see '
+            f'`tether faas endpoint list`, or create it with `tether faas endpoint configure '
+            f'{name}`'
+        )
+    return folder
+
+
+def _load(name: str) -> tuple[EndpointConfig, str]:
+    folder = _configured(name)
     config = EndpointConfig.from_toml(folder / 'config.toml')
     try:
         token = (folder / 'token').read_text().strip()
@@ -53,7 +118,17 @@ def endpoint() -> None:
 @endpoint.command('configure')
 @click.argument('name')
 @click.option('--service', 'service_url', default=None, help='Service URL (default: dev).')
-@click.option('--token', default=None, help='Your user token (default: $TETHER_FAAS_TOKEN).')
+@click.option(
+    '--token-file',
+    default=None,
+    help='File holding your user token (mode 0600; "-": standard input). Default: '
+    '$TETHER_FAAS_TOKEN.',
+)
+@click.option(
+    '--token',
+    default=None,
+    help='Your user token (discouraged: other users see it in `ps`; use --token-file).',
+)
 @click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
 @click.option('--min-workers', default=0, show_default=True)
 @click.option('--max-workers', type=int, default=None, help='Default: the CPU count.')
@@ -63,9 +138,11 @@ def endpoint() -> None:
 @click.option('--redis-url', default='redis://127.0.0.1:6379/0', show_default=True)
 @click.option('--ca-file', default=None, help='CA bundle of an HTTPS service.')
 @click.option('--json', 'as_json', is_flag=True)
+@one_line_errors
 def _configure(  # noqa: PLR0917
     name: str,
     service_url: str | None,
+    token_file: str | None,
     token: str | None,
     engine: str,
     min_workers: int,
@@ -80,6 +157,7 @@ def _configure(  # noqa: PLR0917
     """Register endpoint NAME with the service and write its configuration."""
     from tether.faas._client import Client
 
+    token = read_token(token_file, token, 'TETHER_FAAS_TOKEN')
     folder = endpoint_dir(name)
     if (folder / 'config.toml').exists():
         raise click.ClickException(f'endpoint {name} is already configured ({folder})')
@@ -110,6 +188,7 @@ def _configure(  # noqa: PLR0917
 @endpoint.command('start')
 @click.argument('name')
 @click.option('--foreground', is_flag=True, help='Run here instead of in the background.')
+@one_line_errors
 def _start(name: str, foreground: bool) -> None:
     """Start the agent of endpoint NAME."""
     config, token = _load(name)
@@ -186,8 +265,10 @@ async def _run(config: EndpointConfig, token: str, folder: Any) -> None:
 
 @endpoint.command('stop')
 @click.argument('name')
+@one_line_errors
 def _stop(name: str) -> None:
     """Stop the agent of endpoint NAME (its running tasks are queued again)."""
+    _configured(name)
     pid = _pid(name)
     if pid is None:
         raise click.ClickException(f'endpoint {name} is not running')
@@ -200,6 +281,7 @@ def _stop(name: str) -> None:
 
 @endpoint.command('list')
 @click.option('--json', 'as_json', is_flag=True)
+@one_line_errors
 def _list(as_json: bool) -> None:
     """Endpoints configured on this machine for this user."""
     rows = []
@@ -230,6 +312,7 @@ def _list(as_json: bool) -> None:
 @endpoint.command('status')
 @click.argument('name')
 @click.option('--json', 'as_json', is_flag=True)
+@one_line_errors
 def _status(name: str, as_json: bool) -> None:
     """Local state and the service's view (online, workers, queued tasks) of NAME."""
     import httpx
@@ -248,7 +331,13 @@ def _status(name: str, as_json: bool) -> None:
             response = http.get('/v1/endpoint/status')
         except httpx.TransportError as e:
             raise click.ClickException(f'service {config.service_url} unreachable: {e}') from e
-        raise_for(response, f'status of endpoint {name}')
+        try:
+            raise_for(response, f'status of endpoint {name}')
+        except FaasAuthenticationError as e:
+            raise ConfigError(
+                f"{e}: the service no longer accepts this endpoint's token (was the endpoint "
+                f'deleted?); configure it again under a new name'
+            ) from e
         remote = response.json()
     data = {
         'name': name,
