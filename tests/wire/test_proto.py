@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 import struct
+from typing import Any
 
 import pytest
 
@@ -178,21 +179,56 @@ def test_prefix_sizes_and_header_are_read_in_place() -> None:
     assert version == 1
 
 
-def test_a_server_takes_a_router_or_a_memory_budget_not_both() -> None:
-    from tether._wire import Server
+def test_a_server_takes_a_router_and_a_memory_budget(make_server: Any) -> None:
+    """Frames the router leaves are allocated against the budget; its own are not."""
+    from tether._wire import Connection, Frame, Reply, SyncConnection
 
-    async def handler(conn: object, frame: object) -> None:
-        return None
+    allocated: list[tuple[int, ...]] = []
+    released: list[list[object]] = []
+    routed: list[bytearray] = []
 
-    class _Memory:
-        def allocate(self, sizes: object) -> list[object]:
-            return []
+    class Memory:
+        def allocate(self, sizes: tuple[int, ...]) -> list[object]:
+            allocated.append(tuple(sizes))
+            return [bytearray(n) for n in sizes]
 
-        def release(self, payloads: object) -> None:
-            pass
+        def release(self, payloads: list[object]) -> None:
+            released.append(list(payloads))
 
-    with pytest.raises(ValueError, match='router or a memory budget'):
-        Server(handler, router=lambda conn: lambda *_: None, memory=_Memory())
+    class Sink:
+        def __init__(self, n: int) -> None:
+            self.n = n
+            self.data = bytearray()
+            routed.append(self.data)
+
+        def __len__(self) -> int:
+            return self.n
+
+        def write(self, data: memoryview) -> None:
+            self.data += data
+
+    def router(conn: Connection) -> Any:
+        def route(mtype: int, header: Any, rid: int, sizes: tuple[int, ...]) -> Any:
+            return [Sink(n) for n in sizes] if header.get('route') else None
+
+        return route
+
+    async def handler(conn: Connection, frame: Frame) -> Reply:
+        return 50, {'n': sum(len(p) for p in frame.payloads)}, ()
+
+    server = make_server(handler=handler, router=router, memory=Memory())
+    conn = SyncConnection('127.0.0.1', server.port)
+    big = bytes(2 << 20)
+    assert conn.request(50, {'route': True}, [big]).header == {'n': len(big)}
+    assert conn.request(50, {'route': False}, [big]).header == {'n': len(big)}
+    assert conn.request(50, {}, [b'abc']).header == {'n': 3}
+    conn.close()
+    assert [s for s in allocated if s] == [(len(big),), (3,)]  # not the handshake's
+    assert routed == [bytearray(big)]
+    # Every frame is released, the routed one too (a budget ignores what it did not make).
+    payloads = [p for p in released if p]
+    assert [len(p) for p in payloads] == [1, 1, 1]
+    assert isinstance(payloads[0][0], Sink)
 
 
 def test_headers_round_trip_and_other_json_spellings_are_read() -> None:

@@ -442,7 +442,9 @@ class Server:
             that died midway (see :class:`~tether._wire._proto.FrameMemory`).
         router: Called with each authenticated connection; what it returns decides,
             from the head of each large frame, where that frame's payloads go as they
-            arrive (see :class:`~tether._wire._proto.FrameRouter`). Not with ``memory``.
+            arrive (see :class:`~tether._wire._proto.FrameRouter`). With ``memory``, the
+            frames it leaves are allocated against the budget, and those it takes are
+            given to ``memory.release`` too (which ignores what it did not allocate).
         fast: With ``inline`` only: called with each authenticated connection; what it
             returns may take whole small frames straight from the parser (see
             :class:`~tether._wire._proto.FastPath`). A frame it takes is answered with
@@ -478,8 +480,6 @@ class Server:
         inline: bool = False,
         fast: Callable[[Connection], FastPath] | None = None,
     ) -> None:
-        if router is not None and memory is not None:
-            raise ValueError('a server takes a router or a memory budget, not both')
         if fast is not None and not inline:
             raise ValueError('a fast path needs an inline server')
         self.router = router

@@ -94,7 +94,8 @@ class FrameMemory(Protocol):
     :meth:`allocate` is called once per frame, as soon as its payload sizes are known and
     before anything is allocated; every payload list it returned is given back to
     :meth:`release` exactly once: when the frame has been handled, or when its connection
-    died first.
+    died first. On a connection that also has a :class:`FrameRouter`, the frames the
+    router took are given to :meth:`release` too: it ignores payloads it did not allocate.
     """
 
     def allocate(self, sizes: Sequence[int]) -> list[Any]:

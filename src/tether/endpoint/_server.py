@@ -37,6 +37,7 @@ from tether.endpoint._forwarding import (
     expire,
     pipe_reply,
 )
+from tether.endpoint._memory import EndpointMemory, in_memory
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -88,6 +89,9 @@ class Endpoint:
             self._spill_tmp = tempfile.mkdtemp(prefix=f'tether-endpoint-{config.name}-')
             self.table = ObjectTable(memory, Path(self._spill_tmp), self.pool)
         limits = Limits(max_frame=max_object)
+        # One budget for both servers: what a frame's head claims counts against it before
+        # any byte arrives (a client's, a peer's, or a client's spliced onto a peer channel).
+        self.memory = EndpointMemory(self.table, self.pool)
         self.clients = Server(
             self._handle_client,
             host=config.host,
@@ -96,7 +100,7 @@ class Endpoint:
             unix_path=self.folder / 'endpoint.sock',
             limits=limits,
             name=f'endpoint {config.name!r}',
-            alloc=self.pool.take,
+            memory=self.memory,
             router=self._client_router,
             inline=True,
             fast=self._client_fast,
@@ -110,7 +114,7 @@ class Endpoint:
             ssl=self.server_ssl,
             limits=limits,
             name=f'endpoint {config.name!r} (peers)',
-            alloc=self.pool.take,
+            memory=self.memory,
             inline=True,
             fast=self._peer_fast,
         )
@@ -166,6 +170,8 @@ class Endpoint:
             'memory_used': t.memory_used,
             'memory_limit': t.memory_limit,
             'disk_used': t.disk_used,
+            'inflight': self.memory.inflight,
+            'disk_inflight': self.memory.disk_inflight,
             'persist': self.config.storage.persist,
             'requests': self.requests,
             'forwarded': self.forwarded,
@@ -218,6 +224,7 @@ class Endpoint:
                 return self._finish_piped_put(target, pipe)
             if target in (self.uuid, self.config.name):
                 return self._local(frame, ids)
+            frame = in_memory(frame)  # passed on: payloads in spill files are mapped
             now = self._forward_now(conn, target, frame, ids)
             return now if now is not None else self._forward(conn, target, frame, ids)
         return self._handle_other(conn, frame)

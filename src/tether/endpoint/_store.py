@@ -31,7 +31,8 @@ class PersistentTable(ObjectTable):
                 size = path.stat().st_size
                 self._disk[path.name] = size
                 self.disk_used += size
-            elif path.name.startswith('.tmp-'):
+            elif path.name.startswith(('.tmp-', '.inflight-')):
+                # Left by a crash: an object being written, or a frame being received.
                 path.unlink(missing_ok=True)
         logger.info('%d persisted objects found in %s', len(self._disk), folder)
 
