@@ -41,6 +41,7 @@ class Recording:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.namespace = getattr(inner, 'namespace', '')  # the stream it writes to
         self.sent: list[bytes] = []
 
     def send_message(self, topic: str, message: bytes) -> None:
@@ -204,7 +205,7 @@ def test_message_signed_for_one_topic_carrying_another() -> None:
 
 
 def _auth(seq: int, sent: float = 1000.0, producer: str = 'p' * 32) -> dict[str, Any]:
-    return {'producer': producer, 'topic': 't', 'seq': seq, 'time': sent}
+    return {'producer': producer, 'ns': '', 'topic': 't', 'seq': seq, 'time': sent}
 
 
 def test_each_sequence_number_is_accepted_once_within_the_window() -> None:

@@ -131,13 +131,7 @@ def resolve_secret(secret: SecretSpec) -> QueueKey | None:
         return QueueKey(env)
     path = os.environ.get(ENV_KEY_FILE)
     if path:
-        try:
-            with open(path, 'rb') as f:
-                return QueueKey(f.read().strip())
-        except OSError as e:
-            raise ConfigError(
-                f'cannot read the queue key file {path!r} (${ENV_KEY_FILE}): {e}',
-            ) from e
+        return QueueKey(_keyfile.read_named(path, 'queue key', ENV_KEY_FILE))
     return QueueKey(
         _keyfile.user_key(
             default_key_file(),

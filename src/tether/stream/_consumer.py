@@ -23,7 +23,7 @@ from tether.proxy import Proxy, extract
 from tether.store import Store, StoreConfig, allowlist, get_or_create_store, get_store
 from tether.store.config import path_of
 from tether.stream import events as ev
-from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key
+from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key, shim_namespace
 from tether.stream.plugins import Filter
 from tether.stream.protocols import Subscriber
 
@@ -108,8 +108,9 @@ class StreamConsumer(Generic[T]):
     :class:`~tether.exceptions.EventAuthenticationError`, and since authenticated
     producers vouch for their stores, ``accept_unknown_stores`` defaults to true. A signed
     message must also name a topic that the subscriber reads (its ``topic``, ``topics`` or
-    ``accepts_topic``, or the ``topics`` given here): one replayed onto another topic
-    raises :class:`~tether.exceptions.EventReplayError`.
+    ``accepts_topic``, or the ``topics`` given here), and be signed for this stream's
+    namespace: one replayed onto another topic, or copied from another stream whose
+    topic has the same name, raises :class:`~tether.exceptions.EventReplayError`.
 
     A refused message raises, and the consumer stays usable: the next call reads the
     next message (``skip_invalid=True`` logs refused messages and skips them instead).
@@ -133,6 +134,9 @@ class StreamConsumer(Generic[T]):
         end_events: End-of-stream events to see before stopping (one per producer).
         topics: The topics the subscriber reads, for checking signed messages (default:
             what the subscriber says; a shim that says nothing is not checked).
+        namespace: The stream's namespace, which signed messages must name (see
+            :mod:`tether.stream.auth`): by default the subscriber's (a Redis queue's key
+            prefix, a RabbitMQ virtual host; ``''`` for most shims), as the producer's.
         accept_inline: Accept objects sent inside events (a producer topic mapped to no
             store): decoding them unpickles bytes from the broker, so the default is to
             accept them only when messages are authenticated by a stream key; otherwise
@@ -154,6 +158,7 @@ class StreamConsumer(Generic[T]):
         end_events: int = 1,
         topics: Iterable[str] | None = None,
         accept_inline: bool | None = None,
+        namespace: str | None = None,
     ) -> None:
         if end_events < 1:
             raise ValueError(f'end_events must be at least 1, not {end_events}')
@@ -163,7 +168,12 @@ class StreamConsumer(Generic[T]):
         self.end_events = end_events
         self.skip_invalid = skip_invalid
         stream_key = resolve_key(key)
-        self._verifier = None if stream_key is None else Verifier(stream_key, max_age=max_age)
+        self.namespace = shim_namespace(subscriber) if namespace is None else namespace
+        self._verifier = (
+            None
+            if stream_key is None
+            else Verifier(stream_key, namespace=self.namespace, max_age=max_age)
+        )
         self._accepts_topic = _topic_check(subscriber, topics)
         self.accept_unknown_stores = (
             self._verifier is not None if accept_unknown_stores is None else accept_unknown_stores

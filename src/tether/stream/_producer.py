@@ -13,7 +13,7 @@ from tether.exceptions import StreamError, TopicClosedError
 from tether.serialize import serialize
 from tether.store import Store
 from tether.stream import events as ev
-from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key
+from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key, shim_namespace
 from tether.stream.plugins import Aggregator, Filter, Sampler
 from tether.stream.protocols import Publisher
 
@@ -59,6 +59,10 @@ class StreamProducer(Generic[T]):
         key: The stream key that signs every message (see :mod:`tether.stream.auth`):
             given here, else ``$TETHER_STREAM_KEY`` or ``$TETHER_STREAM_KEY_FILE``;
             ``False`` sends unsigned messages even if the environment has a key.
+        namespace: The stream's namespace, signed into every message so that consumers
+            of another stream refuse a copy (see :mod:`tether.stream.auth`): by default
+            the publisher's (a Redis queue's key prefix, a RabbitMQ virtual host; ``''``
+            for most shims). Consumers must use the same.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class StreamProducer(Generic[T]):
         sampler: Sampler | None = None,
         aggregator: Aggregator | None = None,
         key: KeySpec | StreamKey = None,
+        namespace: str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f'batch_size must be at least 1, not {batch_size}')
@@ -85,7 +90,8 @@ class StreamProducer(Generic[T]):
         self.sampler = sampler
         self.aggregator = aggregator
         stream_key = resolve_key(key)
-        self._signer = None if stream_key is None else Signer(stream_key)
+        self.namespace = shim_namespace(publisher) if namespace is None else namespace
+        self._signer = None if stream_key is None else Signer(stream_key, namespace=self.namespace)
         self._buffers: dict[str, list[tuple[Any, dict[str, Any], bool]]] = {}
         self._closed_topics: set[str] = set()
         self._topics: set[str] = set()

@@ -17,11 +17,15 @@ of at least 16 bytes, resolved where it is used and never serialized:
    therefore signs and verifies with the same key without any configuration; the file is
    refused if other users can read or write it.
 
-A consumer also checks that a message arrived on a topic its subscriber reads: the topic
-is covered by the MAC, so a message replayed onto another topic is refused.
+A consumer also checks that a message arrived on a topic its subscriber reads, and in
+its stream: the topic and the stream's **namespace** are covered by the MAC, so a message
+replayed onto another topic, or copied into another stream whose topic has the same name
+(another key prefix of a Redis queue, another RabbitMQ virtual host, or a ``namespace=``
+the application gave), is refused. The namespace is the producer's or consumer's
+``namespace=`` if given, else what its shim says (:func:`shim_namespace`).
 
 A signed message is the JSON document of :mod:`tether.stream.events` with an ``auth``
-object (producer id, topic, sequence number, time, key id) and, last, a ``mac`` field:
+object (producer id, namespace, topic, sequence number, time, key id) and, last, a ``mac`` field:
 ``HMAC-SHA256(key, document without its mac)``, over the exact bytes sent, in hex.
 Consumers check the MAC over the raw bytes before parsing anything, then the replay
 rules:
@@ -64,6 +68,7 @@ __all__ = [
     'Verifier',
     'default_key_file',
     'resolve_key',
+    'shim_namespace',
 ]
 
 ENV_KEY = 'TETHER_STREAM_KEY'
@@ -127,13 +132,7 @@ def resolve_key(key: KeySpec | StreamKey) -> StreamKey | None:
         return StreamKey(env)
     path = os.environ.get(ENV_KEY_FILE)
     if path:
-        try:
-            with open(path, 'rb') as f:
-                return StreamKey(f.read().strip())
-        except OSError as e:
-            raise ConfigError(
-                f'cannot read the stream key file {path!r} (${ENV_KEY_FILE}): {e}'
-            ) from e
+        return StreamKey(_keyfile.read_named(path, 'stream key', ENV_KEY_FILE))
     return StreamKey(_user_key(default_key_file()))
 
 
@@ -157,11 +156,35 @@ def _user_key(path: Path) -> bytes:
     )
 
 
-class Signer:
-    """Seals a producer's messages: an ``auth`` section and a trailing MAC."""
+def shim_namespace(shim: object) -> str:
+    """The namespace of the stream a shim reads or writes: its ``namespace`` attribute.
 
-    def __init__(self, key: StreamKey) -> None:
+    A shim whose broker names are the topic names (most) has none: ``''``. One that
+    adds to them (a Redis queue's key prefix, a RabbitMQ virtual host) says so in a
+    ``namespace`` attribute, the same on its publisher and its subscribers.
+
+    Raises:
+        ConfigError: the attribute is not a string.
+    """
+    namespace = getattr(shim, 'namespace', '')
+    if not isinstance(namespace, str):
+        raise ConfigError(
+            f'{type(shim).__name__}.namespace must be a string, not {type(namespace).__name__}',
+        )
+    return namespace
+
+
+class Signer:
+    """Seals a producer's messages: an ``auth`` section and a trailing MAC.
+
+    Args:
+        key: The stream key.
+        namespace: The namespace of the stream the messages are sent to.
+    """
+
+    def __init__(self, key: StreamKey, *, namespace: str = '') -> None:
         self.key = key
+        self.namespace = namespace
         self._lock = threading.Lock()
         self._pid = -1
         self._producer = ''
@@ -179,6 +202,7 @@ class Signer:
             return {
                 'kid': self.key.kid,
                 'producer': self._producer,
+                'ns': self.namespace,
                 'topic': topic,
                 'seq': seq,
                 'time': time.time(),
@@ -196,6 +220,8 @@ class Verifier:
 
     Args:
         key: The stream key.
+        namespace: The namespace of the stream read: a message signed for another one
+            is refused.
         max_age: Oldest message accepted, in seconds (None: no limit).
         max_skew: How far in the future a message's time may be, in seconds.
         window: Sequence numbers accepted below the highest seen per producer and topic.
@@ -206,6 +232,7 @@ class Verifier:
         self,
         key: StreamKey,
         *,
+        namespace: str = '',
         max_age: float | None = 3600.0,
         max_skew: float = 300.0,
         window: int = 4096,
@@ -214,6 +241,7 @@ class Verifier:
         if window < 1 or max_streams < 1:
             raise ValueError('window and max_streams must be at least 1')
         self.key = key
+        self.namespace = namespace
         self.max_age = max_age
         self.max_skew = max_skew
         self.window = window
@@ -250,13 +278,17 @@ class Verifier:
 
         Raises:
             EventAuthenticationError: if the section is malformed or names other topics.
-            EventReplayError: if the message was seen, or is too old or in the future.
+            EventReplayError: if the message was signed for another stream (namespace), was
+                seen, or is too old or in the future.
         """
         if not isinstance(auth, dict):
             raise EventAuthenticationError('a signed stream message has no "auth" object')
-        producer, topic, seq, sent = (auth.get(f) for f in ('producer', 'topic', 'seq', 'time'))
+        producer, namespace, topic, seq, sent = (
+            auth.get(f) for f in ('producer', 'ns', 'topic', 'seq', 'time')
+        )
         if (
             not isinstance(producer, str)
+            or not isinstance(namespace, str)
             or not isinstance(topic, str)
             or not isinstance(seq, int)
             or isinstance(seq, bool)
@@ -268,6 +300,14 @@ class Verifier:
         if topics - {topic}:
             raise EventAuthenticationError(
                 f'a message signed for topic {topic!r} carries events of {sorted(topics)}',
+            )
+        if namespace != self.namespace:
+            raise EventReplayError(
+                f'refused a stream message signed for namespace {namespace!r} (topic '
+                f'{topic!r}): this consumer reads namespace {self.namespace!r}. It was copied '
+                'from another stream whose topic has the same name (another key prefix, '
+                'virtual host or namespace=), or producer and consumer disagree on the '
+                'namespace: give both the same prefix or namespace=',
             )
         now = time.time() if now is None else now
         if self.max_age is not None and now - sent > self.max_age:

@@ -16,6 +16,11 @@ Rules every shim follows:
 * ``next_message`` returns one message as bytes, in the order the broker delivers them.
 * Durable shims acknowledge a message when ``next_message`` is called again (or at
   ``close``), so a consumer killed while handling a message gets it again on restart.
+* A shim whose broker names are more than the topic (a key prefix, a virtual host) says
+  so in a ``namespace`` string attribute, the same on its publisher and subscribers:
+  signed messages name it, so one copied between two streams whose topics share a name
+  is refused (:func:`tether.stream.auth.shim_namespace`). Without it, the namespace is
+  ``''``.
 """
 
 from __future__ import annotations

@@ -272,7 +272,7 @@ class ShimConformance:
         shim.ready(other)
         key = resolve_key(None)
         assert key is not None
-        signer = Signer(key)
+        signer = Signer(key, namespace=consumer.namespace)
         pub.send_message(other, ev.encode([ev.EndOfStreamEvent(topic)], signer=signer))
         pub.send_message(other, ev.encode([ev.EndOfStreamEvent(other)], signer=signer))
         with pytest.raises(EventReplayError, match='replayed onto another topic'):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 from typing import Any
 
 from tether.exceptions import (
@@ -79,6 +80,13 @@ class _Base:
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({_redact(self.url)!r})'
+
+    @property
+    def namespace(self) -> str:
+        """The stream's namespace, signed into its messages: the virtual host (``''``: ``/``)."""
+        path = urllib.parse.urlsplit(self.url).path
+        vhost = urllib.parse.unquote(path[1:]) if len(path) > 1 else '/'
+        return '' if vhost == '/' else f'vhost {vhost}'
 
     def _run(self, coro: Any, what: str, timeout: float | None = None) -> Any:
         t = self.timeout if timeout is None else timeout

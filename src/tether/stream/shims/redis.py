@@ -16,7 +16,9 @@ the next one or closed, so a consumer killed while handling a message gets it ag
 it restarts under the same ``consumer`` name (at-least-once: at most the one in-flight
 message is repeated per crash). Entries stay in the stream until trimmed: pass
 ``maxlen`` to cap it (the oldest entries are dropped, read or not) or delete the stream
-key when done.
+key when done. The key prefix (with the database number, if not 0) is the stream's
+``namespace``: signed messages name it, so a message copied between two prefixes is
+refused.
 
 A server that is down or stops answering raises
 :class:`~tether.exceptions.StreamBrokerError` after ``retries`` reconnection attempts, each
@@ -89,6 +91,11 @@ def _translate(what: str) -> Iterator[None]:
         raise StreamBrokerError(f'{what}: Redis refused: {e}') from e
 
 
+def _namespace(prefix: str, db: int) -> str:
+    # Queues of one topic name under two prefixes (or in two databases) are two streams.
+    return prefix if db == 0 else f'{prefix} (db {db})'
+
+
 class _Base:
     def __init__(
         self,
@@ -103,6 +110,7 @@ class _Base:
     ) -> None:
         self.hostname = hostname
         self.port = port
+        self.db = db
         self.socket_timeout = socket_timeout
         self._client = _client(
             hostname,
@@ -236,6 +244,11 @@ class RedisQueuePublisher(_Base):
         self.prefix = prefix
         self.maxlen = maxlen
 
+    @property
+    def namespace(self) -> str:
+        """The stream's namespace, signed into its messages: the key prefix (and db)."""
+        return _namespace(self.prefix, self.db)
+
     def send_message(self, topic: str, message: bytes) -> None:
         """``XADD`` the message to the stream of ``topic``."""
         self._check_open()
@@ -288,6 +301,7 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
         self.topic = topic
         self.group = group
         self.consumer = consumer
+        self.prefix = prefix
         self.key = prefix + topic
         self._unacked: bytes | None = None
         self._recovering = True
@@ -297,6 +311,11 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
             except redis.ResponseError as e:
                 if 'BUSYGROUP' not in str(e):
                     raise
+
+    @property
+    def namespace(self) -> str:
+        """The stream's namespace, which signed messages must name: the key prefix (and db)."""
+        return _namespace(self.prefix, self.db)
 
     def _ack(self) -> None:
         if self._unacked is not None:
