@@ -12,7 +12,9 @@ Message types are plain integers; applications number theirs from
 
 * :class:`Server` (asyncio) dispatches each frame to a handler and sends its reply;
 * :func:`connect` opens an asyncio client :class:`Connection`;
-* :class:`SyncClient` is a thread-safe pool of blocking :class:`SyncConnection`.
+* :class:`SyncClient` is a thread-safe pool of blocking :class:`SyncConnection`;
+* :class:`MemoryBudget` counts each frame's claimed payload bytes against a server's
+  budget before allocating them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tether._wire._aio import (
     error_reply,
     run,
 )
+from tether._wire._budget import MemoryBudget
 from tether._wire._frame import (
     ERROR,
     FIRST_APP_TYPE,
@@ -43,7 +46,8 @@ from tether._wire._frame import (
     encode_one,
     with_request_id,
 )
-from tether._wire._proto import FastPath, FrameRouter
+from tether._wire._handshake import PRE_AUTH_LIMITS
+from tether._wire._proto import FastPath, FrameMemory, FrameRouter
 from tether._wire._splice import Splice, SpliceEnd
 from tether._wire._sync import SyncClient, SyncConnection
 
@@ -53,11 +57,14 @@ __all__ = [
     'FIRST_APP_TYPE',
     'FastPath',
     'Frame',
+    'FrameMemory',
     'FrameRouter',
     'Handler',
     'InlineHandler',
     'Later',
     'Limits',
+    'MemoryBudget',
+    'PRE_AUTH_LIMITS',
     'PROTOCOL_VERSION',
     'Payload',
     'RawReply',

@@ -35,6 +35,7 @@ from tether._wire._frame import (
 )
 from tether._wire._handshake import (
     HANDSHAKE_LIMITS,
+    PRE_AUTH_LIMITS,
     answer_challenge,
     challenge_header,
     check_auth,
@@ -152,6 +153,10 @@ class Connection:
         else:  # the client end of a Unix socket has no name: name the socket
             self.peer = f'unix:{transport.get_extra_info("sockname") or "?"}'
         self.info: dict[str, Any] = {}
+        self.authenticated = False
+        """Whether the peer proved who it is: in the wire handshake (a server with a
+        secret, or none at all), or later to the handler (``Server(handler_auth=True)``)."""
+        self._login_timer: asyncio.TimerHandle | None = None
         self.state: Any = None
         """Whatever its owner keeps with this connection (the server never reads it)."""
         self._next_id = 0
@@ -461,6 +466,15 @@ class Server:
             drained, the connection's next frames are held back (and reading stops
             after a few): replies go out in request order, and a client that does not
             read its replies cannot make the server queue them without bound.
+        handler_auth: Peers authenticate after the wire handshake, with a request the
+            handler checks (a token), and the handler calls :meth:`authenticate` once it
+            accepted one. Until then the connection's frames are held to ``pre_auth``
+            (small, bounded) instead of ``limits``, and a connection still not
+            authenticated ``limits.handshake_timeout`` seconds after it connected is
+            dropped (:attr:`login_timeouts` counts them). A client sends nothing large
+            before its login is answered.
+        pre_auth: Frame limits before :meth:`authenticate` (default: a 16 KiB header
+            and at most 16 KiB of payload).
     """
 
     def __init__(
@@ -479,6 +493,8 @@ class Server:
         router: Callable[[Connection], FrameRouter] | None = None,
         inline: bool = False,
         fast: Callable[[Connection], FastPath] | None = None,
+        handler_auth: bool = False,
+        pre_auth: Limits | None = None,
     ) -> None:
         if fast is not None and not inline:
             raise ValueError('a fast path needs an inline server')
@@ -496,8 +512,11 @@ class Server:
         self.unix_path = None if unix_path is None else os.fspath(unix_path)
         self.limits = limits or Limits()
         self.name = name
+        self.handler_auth = handler_auth
+        self.pre_auth = pre_auth or PRE_AUTH_LIMITS
         self.connections: set[Connection] = set()
         self.refused = 0
+        self.login_timeouts = 0
         self._server: asyncio.AbstractServer | None = None
         self._unix: asyncio.AbstractServer | None = None
         self._unix_inode: int | None = None
@@ -586,15 +605,42 @@ class Server:
                 if os.lstat(self.unix_path).st_ino == self._unix_inode:
                     _remove_socket(self.unix_path)
 
+    def authenticate(self, conn: Connection) -> None:
+        """With ``handler_auth``: the handler accepted ``conn``'s login.
+
+        Its frames are held to ``limits`` from now on (frames already received were held
+        to ``pre_auth``), and the login deadline no longer applies.
+        """
+        conn.authenticated = True
+        conn.protocol.limits = self.limits
+        timer, conn._login_timer = conn._login_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _login_expired(self, conn: Connection) -> None:
+        conn._login_timer = None
+        if conn.authenticated or conn.transport.is_closing():
+            return
+        self.login_timeouts += 1
+        logger.info(
+            '%s: dropped %s, not authenticated within %s s',
+            self.name,
+            conn.peer,
+            self.limits.handshake_timeout,
+        )
+        conn.abort()
+
     def _accept(self, conn: Connection) -> None:
         task = asyncio.get_running_loop().create_task(self._on_client(conn))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _on_client(self, conn: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.handshake_timeout
         try:
             try:
-                async with asyncio.timeout(self.limits.handshake_timeout):
+                async with asyncio.timeout_at(deadline):
                     await _server_handshake(conn, self.secret, self.name)
             except (WireError, TimeoutError, OSError) as e:
                 self.refused += 1
@@ -603,7 +649,13 @@ class Server:
                     with contextlib.suppress(WireError, OSError):
                         await conn.send(ERROR, {'code': 'protocol', 'message': str(e)})
                 return
-            conn.protocol.limits = self.limits
+            if self.handler_auth:
+                # Not authenticated yet: small frames only, and a deadline for the login.
+                conn.protocol.limits = self.pre_auth
+                conn._login_timer = loop.call_at(deadline, self._login_expired, conn)
+            else:
+                conn.authenticated = True
+                conn.protocol.limits = self.limits
             if self.router is not None:
                 conn.protocol.router = self.router(conn)
             if self.fast is not None:
@@ -614,6 +666,9 @@ class Server:
             pass
         finally:
             self.connections.discard(conn)
+            if conn._login_timer is not None:
+                conn._login_timer.cancel()
+                conn._login_timer = None
             conn.transport.close()
             # Frames received but never handled, and a partial one, are given back now:
             # a connection that died mid-frame leaves nothing allocated behind.

@@ -23,6 +23,7 @@ from tether.exceptions import (
 
 __all__ = [
     'HANDSHAKE_LIMITS',
+    'PRE_AUTH_LIMITS',
     'answer_challenge',
     'challenge_header',
     'check_auth',
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 HANDSHAKE_LIMITS = Limits(max_header=4096, max_payloads=0, max_frame=0)
+PRE_AUTH_LIMITS = Limits(max_header=16 * 1024, max_payloads=1, max_frame=16 * 1024)
+"""Frame limits of a connection that is still to authenticate in the handler (a token)."""
 
 _ERRORS: dict[str, type[WireError]] = {
     'auth': AuthenticationError,

@@ -45,6 +45,24 @@ class RelayConfig(BaseModel):
         max_forwarded_bytes_per_user: Bytes the relay forwards for one user before it
             refuses more (counted since the relay started).
         tunnel_timeout: Seconds a ticket waits for its other side.
+        handshake_timeout: Seconds a control connection may take from connecting to a
+            successful ``REGISTER``; one still unregistered then is dropped. Until it
+            registers, its frames are held to a 16 KiB header and 16 KiB of payload.
+        max_message: Largest control message (header, and payloads) a registered
+            endpoint may send, in bytes.
+        memory_budget: Bytes of received control messages the relay holds at once, over
+            every connection: a message's size claim is counted against it before any
+            memory is reserved, and a claim that does not fit is refused (the
+            connection is dropped with a ``too-large`` error).
+        max_early_bytes: Bytes one side of a relayed channel may send before the other
+            side joins. They count against the user's forwarded bytes; past this the
+            relay stops reading from that side until the other joins (the sender
+            waits), and they are freed as soon as either side closes.
+        owners_file: JSON file where the relay keeps which user first registered each
+            endpoint UUID (a UUID stays that user's, across restarts). Relative paths
+            are relative to ``relay.toml``'s folder; default ``owners.json`` beside it
+            (``None`` when the configuration is built in code: kept in memory only).
+        max_uuids_per_user: Endpoint UUIDs one user may own (kept in ``owners_file``).
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -61,6 +79,12 @@ class RelayConfig(BaseModel):
     max_tunnels_per_user: int = Field(default=64, ge=1)
     max_forwarded_bytes_per_user: int = Field(default=1 << 40, ge=0)
     tunnel_timeout: float = Field(default=15.0, gt=0)
+    handshake_timeout: float = Field(default=10.0, gt=0)
+    max_message: int = Field(default=256 * 1024, ge=16 * 1024, le=64 << 20)
+    memory_budget: int = Field(default=64 << 20, ge=16 * 1024)
+    max_early_bytes: int = Field(default=1 << 20, ge=0)
+    owners_file: str | None = None
+    max_uuids_per_user: int = Field(default=1024, ge=1)
 
     @field_validator('users')
     @classmethod
@@ -94,7 +118,9 @@ class RelayConfig(BaseModel):
             config = cls.model_validate(data)
         except (OSError, tomllib.TOMLDecodeError, ValidationError) as e:
             raise ConfigError(f'cannot read relay configuration {path}: {e}') from e
-        for field in ('tls_cert', 'tls_key'):
+        if config.owners_file is None:
+            config.owners_file = 'owners.json'
+        for field in ('tls_cert', 'tls_key', 'owners_file'):
             value = getattr(config, field)
             if value is not None and not Path(value).is_absolute():
                 setattr(config, field, str(path.parent / value))

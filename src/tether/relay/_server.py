@@ -12,7 +12,16 @@ import os
 import time
 from typing import Any
 
-from tether._wire import Connection, Frame, Reply, Server, SpliceEnd, error_reply
+from tether._wire import (
+    Connection,
+    Frame,
+    Limits,
+    MemoryBudget,
+    Reply,
+    Server,
+    SpliceEnd,
+    error_reply,
+)
 from tether.relay import _protocol as proto
 from tether.relay._config import RelayConfig
 from tether.relay._lifecycle import wait_for_stop
@@ -158,12 +167,24 @@ class RelayServer:
             assert config.tls_cert
             assert config.tls_key
             ssl = server_context(config.tls_cert, config.tls_key)
+        # Endpoints authenticate with a token in REGISTER, after the wire handshake: until
+        # then a connection may send only small frames, and must register in time. The
+        # claims of registered endpoints' messages count against one memory budget.
+        self.memory = MemoryBudget(config.memory_budget, name='tether relay')
         self.server = Server(
             self._handle,
             host=config.host,
             port=config.port,
             ssl=ssl,
+            limits=Limits(
+                max_header=config.max_message,
+                max_payloads=16,
+                max_frame=config.max_message,
+                handshake_timeout=config.handshake_timeout,
+            ),
             name='tether relay',
+            memory=self.memory,
+            handler_auth=True,
         )
         self._endpoints: dict[str, _Registered] = {}
         self._by_conn: dict[Connection, _Registered] = {}
@@ -254,7 +275,18 @@ class RelayServer:
             users.setdefault(reg.user, {'endpoints': []})['endpoints'].append(reg.uuid)
         for user, usage in self._usage.items():
             users.setdefault(user, {'endpoints': []}).update(dataclasses.asdict(usage))
-        return {'pid': os.getpid(), 'users': users, 'refused': self.server.refused}
+        return {
+            'pid': os.getpid(),
+            'users': users,
+            'refused': self.server.refused,
+            'login_timeouts': self.server.login_timeouts,
+            'memory': {
+                'budget': self.memory.limit,
+                'reserved': self.memory.reserved,
+                'peak': self.memory.peak,
+                'refused': self.memory.refused,
+            },
+        }
 
     # Bookkeeping -----------------------------------------------------------------------
 
@@ -370,6 +402,7 @@ class RelayServer:
         reg = _Registered(user, uuid, name, conn, host)
         self._endpoints[uuid] = reg
         self._by_conn[conn] = reg
+        self.server.authenticate(conn)
         logger.info('relay: %s registered endpoint %s (%s) from %s', user, name, uuid, conn.peer)
         return (
             proto.OK,
