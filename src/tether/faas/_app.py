@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.exceptions import (
     FaasAuthenticationError,
+    FaasBadRequestError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
     ProtocolError,
@@ -31,6 +32,7 @@ from tether.faas import _frames
 from tether.faas._core import Service, Socket
 from tether.faas._errors import status_of
 from tether.faas._openapi import openapi
+from tether.faas._validate import MAX_NAME, check_id, check_ids, check_name, loads
 from tether.faas._web import PAGE
 
 __all__ = ['build_app']
@@ -98,13 +100,13 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         return b''.join(chunks)
 
     async def json_of(request: Request) -> dict[str, Any]:
-        try:
-            data = json.loads(await body_of(request) or b'{}')
-        except json.JSONDecodeError as e:
-            raise ProtocolError(f'request body is not JSON: {e}') from e
+        data = loads(await body_of(request) or b'{}', 'the request body')
         if not isinstance(data, dict):
-            raise ProtocolError('request body must be a JSON object')
+            raise FaasBadRequestError('the request body must be a JSON object')
         return data
+
+    def param(request: Request, name: str) -> str:
+        return check_id(request.path_params[name], name)
 
     def route(
         fn: Callable[[Request, str], Awaitable[Response]],
@@ -133,49 +135,46 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
                 f'function body of {len(body)} bytes exceeds the limit of '
                 f'{service.config.max_payload_bytes} bytes',
             )
-        name = str(frame.header.get('name', ''))[:200]
+        name = frame.header.get('name', '')
+        if not isinstance(name, str):
+            raise FaasBadRequestError('a function\'s "name" must be a string')
+        name = name[:MAX_NAME]
         function_id = await repo.add_function(user, name, serializer, body)
         return JSONResponse({'function_id': function_id})
 
     async def get_function(request: Request, user: str) -> Response:
-        row = await repo.get_function(request.path_params['function_id'], user)
+        fid = param(request, 'function_id')
+        row = await repo.get_function(fid, user)
         if row is None:
-            raise FaasNotFoundError(f'function {request.path_params["function_id"]} not found')
+            raise FaasNotFoundError(f'function {fid} not found')
         return JSONResponse({k: row[k] for k in ('function_id', 'name', 'serializer')})
 
     async def create_endpoint(request: Request, user: str) -> Response:
         data = await json_of(request)
-        name = str(data.get('name', '')).strip()
-        if not name:
-            raise ProtocolError('an endpoint needs a "name"')
-        endpoint_id, token = await repo.add_endpoint(user, name[:200])
+        name = check_name(data.get('name'), 'an endpoint\'s "name"')
+        endpoint_id, token = await repo.add_endpoint(user, name)
         return JSONResponse({'endpoint_id': endpoint_id, 'token': token})
 
     async def list_endpoints(request: Request, user: str) -> Response:
         return JSONResponse({'endpoints': await repo.endpoints(user)})
 
     async def get_endpoint(request: Request, user: str) -> Response:
-        eid = request.path_params['endpoint_id']
+        eid = param(request, 'endpoint_id')
         rows = await repo.endpoints(user, [eid])
         if not rows:
             raise FaasNotFoundError(f'endpoint {eid} not found')
         return JSONResponse(rows[0])
 
     async def delete_endpoint(request: Request, user: str) -> Response:
-        eid = request.path_params['endpoint_id']
-        if not await repo.delete_endpoint(eid, user):
-            raise FaasNotFoundError(f'endpoint {eid} not found')
-        session = service.sessions.get(eid)
-        if session is not None:
-            await session.stop()
-        await service.broker.delete(service.task_queue(eid))
+        eid = param(request, 'endpoint_id')
+        await service.delete_endpoint(user, eid)
         return JSONResponse({'deleted': eid})
 
     async def create_task_group(request: Request, user: str) -> Response:
         return JSONResponse({'task_group_id': await repo.add_task_group(user)})
 
     async def get_task_group(request: Request, user: str) -> Response:
-        gid = request.path_params['task_group_id']
+        gid = param(request, 'task_group_id')
         if not await repo.owns_task_group(gid, user):
             raise FaasNotFoundError(f'task group {gid} not found')
         return JSONResponse({'task_group_id': gid, 'tasks': await repo.group_tasks(user, gid)})
@@ -187,21 +186,21 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         return JSONResponse(await service.submit(user, frame.header, frame.payloads))
 
     async def batch_status(request: Request, user: str) -> Response:
-        ids = [str(t) for t in (await json_of(request)).get('task_ids', [])]
+        ids = check_ids((await json_of(request)).get('task_ids', []), '"task_ids"')
         found: list[dict[str, Any]] = []
         for start in range(0, len(ids), 1000):
             found.extend(await repo.tasks(user, ids[start : start + 1000]))
         return JSONResponse({'tasks': [_task_view(r) for r in found]})
 
     async def get_task(request: Request, user: str) -> Response:
-        tid = request.path_params['task_id']
+        tid = param(request, 'task_id')
         rows = await repo.tasks(user, [tid])
         if not rows:
             raise FaasNotFoundError(f'task {tid} not found')
         return JSONResponse(_task_view(rows[0]))
 
     async def get_result(request: Request, user: str) -> Response:
-        tid = request.path_params['task_id']
+        tid = param(request, 'task_id')
         row = await repo.result(user, tid)
         if row is None:
             raise FaasNotFoundError(f'task {tid} not found')
@@ -214,18 +213,21 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         return Response(body, media_type=_frames.CONTENT_TYPE)
 
     async def acknowledge(request: Request, user: str) -> Response:
-        ids = [str(t) for t in (await json_of(request)).get('task_ids', [])]
+        ids = check_ids((await json_of(request)).get('task_ids', []), '"task_ids"')
         await service.acknowledge(user, ids)
         return JSONResponse({'acknowledged': len(ids)})
 
     async def recent(request: Request, user: str) -> Response:
-        limit = max(1, min(int(request.query_params.get('limit', '50')), 1000))
+        text = request.query_params.get('limit', '50')
+        if not text.isdigit() or len(text) > 6:
+            raise FaasBadRequestError(f'"limit" must be a whole number, not {text[:20]!r}')
+        limit = max(1, min(int(text), 1000))
         return JSONResponse({'tasks': await repo.recent_tasks(user, limit)})
 
     async def endpoint_function(request: Request) -> Response:
         try:
             _eid, user = await endpoint_of(request.headers)
-            fid = request.path_params['function_id']
+            fid = param(request, 'function_id')
             row = await repo.get_function(fid, user)
             if row is None:
                 raise FaasNotFoundError(f'function {fid} not found')
@@ -259,6 +261,7 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
     async def ws_results(websocket: WebSocket) -> None:
         gid = websocket.path_params['task_group_id']
         try:
+            check_id(gid, 'task_group_id')
             user = await user_of(websocket.headers)
             if not await repo.owns_task_group(gid, user):
                 raise FaasNotFoundError(f'task group {gid} not found')

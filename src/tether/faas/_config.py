@@ -41,7 +41,9 @@ class ServiceConfig(pydantic.BaseModel):
             alone: in memory).
         broker: ``amqp://user:password@host:port/vhost`` or ``memory://`` (in-process
             queues, for one service process).
-        queue_prefix: Prefix of every queue the service declares.
+        queue_prefix: Prefix of every queue the service declares (at most 100 letters,
+            digits and ``-_.:``: with an id of at most 64, every queue name fits AMQP's
+            255 bytes).
         max_payload_bytes: Largest task argument or result payload accepted (10 MiB, the
             funcX limit); larger ones are refused with advice to pass a proxy.
         max_request_bytes: Largest HTTP request body (a whole batch).
@@ -61,7 +63,9 @@ class ServiceConfig(pydantic.BaseModel):
     port: int = pydantic.Field(default=8470, ge=0, le=65535)
     database: str = 'sqlite://'
     broker: str = 'memory://'
-    queue_prefix: str = 'tfaas'
+    queue_prefix: str = pydantic.Field(
+        default='tfaas', min_length=1, max_length=100, pattern=r'^[A-Za-z0-9._:-]+$'
+    )
     max_payload_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
     max_request_bytes: int = pydantic.Field(default=256 * 2**20, gt=0)
     max_task_attempts: int = pydantic.Field(default=3, ge=1)

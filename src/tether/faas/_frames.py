@@ -144,7 +144,10 @@ def decode(data: bytes | bytearray | memoryview, limits: Limits | None = None) -
     pos = PREFIX.size
     sizes = check_sizes(bytes(view[pos : pos + 8 * count]), count, limits)
     pos += 8 * count
-    header = decode_header(bytes(view[pos : pos + hlen]))
+    try:
+        header = decode_header(bytes(view[pos : pos + hlen]))
+    except RecursionError as e:  # JSON nested deeper than the parser can go
+        raise ProtocolError('frame header nests too deeply') from e
     pos += hlen
     if pos + sum(sizes) != view.nbytes:
         raise ProtocolError(

@@ -17,10 +17,12 @@ from typing import Any
 from tether.exceptions import (
     ConfigError,
     FaasAuthenticationError,
+    FaasBadRequestError,
     FaasConnectionError,
     FaasError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
+    FaasRateLimitError,
     FunctionNotAllowedError,
     TaskPending,
 )
@@ -34,12 +36,16 @@ _BY_CODE: dict[str, type[FaasError]] = {
     'payload-too-large': FaasPayloadTooLargeError,
     'function-not-allowed': FunctionNotAllowedError,
     'unavailable': FaasConnectionError,
+    'bad-request': FaasBadRequestError,
+    'too-many-requests': FaasRateLimitError,
 }
 _BY_STATUS = {
+    400: 'bad-request',
     401: 'unauthorized',
     403: 'function-not-allowed',
     404: 'not-found',
     413: 'payload-too-large',
+    429: 'too-many-requests',
 }
 
 
