@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.faas import _lifecycle_tasks, _tasks
-from tests.faas.conftest import AgentThread, new_user
-from tether.exceptions import FaasError, TaskPending
+from tests.faas.conftest import AgentThread, new_user, wait_for
+from tether.exceptions import EndpointDeletedError, FaasError, FaasNotFoundError, TaskPending
 from tether.faas import Client, Executor, _frames
 from tether.faas._server import ServiceThread
 
@@ -132,3 +132,39 @@ def test_a_task_run_again_after_its_worker_died_says_so_in_its_record(
         once = client.run(fid, ep.config.endpoint_id, str(tmp_path / 'marker'))
         assert result_of(client, once) == 'survived'
         assert 'retries' not in client.get_task(once)
+
+
+# 6. Deleted endpoints ------------------------------------------------------------------
+
+
+def test_tasks_of_a_deleted_endpoint_fail_and_its_connection_closes(
+    prod_service: ServiceThread,
+    start_endpoint: Callable[..., AgentThread],
+    tmp_path: pathlib.Path,
+) -> None:
+    user, token = new_user(prod_service)
+    ep = start_endpoint(prod_service, user, max_workers=1, worker_prefetch=0)
+    eid = ep.config.endpoint_id
+    started, marker = tmp_path / 'started', tmp_path / 'marker'
+    try:
+        with Client(prod_service.url, token) as client:
+            fid = client.register_function(_lifecycle_tasks.block_until)
+            running = client.run(fid, eid, str(started), str(marker))
+            with Executor(eid, client=client) as ex:
+                queued = [ex.submit(_tasks.square, i) for i in range(3)]
+                wait_for(started.exists, 60, 'the first task to start')
+                client.delete_endpoint(eid)
+                for future in queued:
+                    with pytest.raises(EndpointDeletedError, match='deleted'):
+                        future.result(timeout=60)
+            with pytest.raises(EndpointDeletedError, match=f'endpoint {eid} was deleted'):
+                result_of(client, running)
+            record = client.get_task(running)
+            assert record['status'] == 'failed'
+            assert record['error']['type'] == 'EndpointDeletedError'
+            # Its agent was told, and stopped (no reconnection loop).
+            wait_for(lambda: ep.agent.fatal is not None, 60, 'the agent to be refused')
+            assert isinstance(ep.agent.fatal, FaasNotFoundError)
+            assert 'deleted' in str(ep.agent.fatal)
+    finally:
+        marker.touch()

@@ -16,9 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.exceptions import (
+    EndpointDeletedError,
     FaasPayloadTooLargeError,
+    TaskCancelledError,
     TaskExecutionFailed,
     TaskPending,
+    TaskTimeoutError,
     WorkerLostError,
 )
 from tether.faas import _frames
@@ -28,12 +31,21 @@ from tether.faas._payload import pack_args, pack_function, unpack_result
 __all__ = ['Batch', 'Client', 'outcome']
 
 
+# Failures that the service or the endpoint report (not raised by the function).
+_ERRORS: dict[str, type[TaskExecutionFailed]] = {
+    'WorkerLostError': WorkerLostError,
+    'EndpointDeletedError': EndpointDeletedError,
+    'TaskTimeoutError': TaskTimeoutError,
+    'TaskCancelledError': TaskCancelledError,
+}
+
+
 def outcome(header: dict[str, Any], payload: bytes | memoryview) -> Any:
     """The value of a result message, or raise the task's error."""
     if header.get('status') == 'success':
         return unpack_result(str(header.get('result_serializer', 'tether')), payload)
     error = header.get('error') or {}
-    cls = WorkerLostError if error.get('type') == 'WorkerLostError' else TaskExecutionFailed
+    cls = _ERRORS.get(str(error.get('type')), TaskExecutionFailed)
     raise cls(
         str(error.get('type', 'Error')),
         str(error.get('message', 'the task failed')),

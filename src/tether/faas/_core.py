@@ -52,6 +52,7 @@ from tether.faas._broker import Broker, Consumer, Delivery
 from tether.faas._config import ServiceConfig
 from tether.faas._db import Repository
 from tether.faas._errors import status_of
+from tether.faas._validate import check_submission
 
 __all__ = ['Service', 'Socket']
 
@@ -202,6 +203,7 @@ class Service:
     ) -> dict[str, Any]:
         """Record and queue a batch of tasks; return the task group and task ids."""
         received = time.time()
+        check_submission(header, len(payloads))  # types, lengths, nesting: 400 otherwise
         tasks = header.get('tasks')
         if not isinstance(tasks, list) or len(tasks) != len(payloads):
             raise ProtocolError('a submission needs one payload per entry of "tasks"')
@@ -310,6 +312,40 @@ class Service:
             if self.sessions.get(endpoint_id) is session:
                 del self.sessions[endpoint_id]
                 await self.repo.set_endpoint_state(endpoint_id, False, session.info)
+
+    async def delete_endpoint(self, user_id: str, endpoint_id: str) -> None:
+        """Delete the user's endpoint: close its connection (the agent is told the endpoint
+        was deleted, and stops), delete its task queue, and fail every task it had not
+        finished (queued or running) with ``EndpointDeletedError``, published to the
+        tasks' clients like any result."""
+        if not await self.repo.delete_endpoint(endpoint_id, user_id):
+            raise FaasNotFoundError(f'endpoint {endpoint_id} not found')
+        deleted = FaasNotFoundError(f'endpoint {endpoint_id} was deleted')
+        session = self.sessions.get(endpoint_id)
+        if session is not None:
+            await session.stop(deleted)
+        await self.broker.delete(self.task_queue(endpoint_id))
+        await self.fail_unfinished(
+            endpoint_id,
+            'EndpointDeletedError',
+            f'endpoint {endpoint_id} was deleted before the task finished',
+        )
+
+    async def fail_unfinished(self, endpoint_id: str, kind: str, message: str) -> None:
+        """End every task of ``endpoint_id`` not finished yet with a failed result."""
+        ids = await self.repo.unfinished_ids(endpoint_id)
+        if not ids:
+            return
+        error = {'type': kind, 'message': message, 'traceback': ''}
+        now = time.time()
+        results: list[tuple[dict[str, Any], memoryview | bytes]] = [
+            (
+                {'task_id': t, 'status': 'failed', 'error': error, 't': {'service_failed': now}},
+                b'',
+            )
+            for t in ids
+        ]
+        await self.publish_results(endpoint_id, results)
 
     async def publish_results(
         self,
@@ -686,7 +722,11 @@ class _EndpointSession:
         except Exception as e:
             self._fail(e)
 
-    async def stop(self) -> None:
+    async def stop(self, error: Exception | None = None) -> None:
+        """End the session; with ``error``, its connection is closed with that error's
+        code (an endpoint deleted: ``4404``, which its agent takes as final)."""
+        if error is not None:
+            self._fail(error)
         self._stopped.set()
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None

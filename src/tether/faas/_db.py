@@ -503,6 +503,15 @@ class Repository:
         )
         return {r['task_id'] for r in rows}
 
+    async def unfinished_ids(self, endpoint_id: str) -> list[str]:
+        """Ids of the tasks of ``endpoint_id`` that are queued or running."""
+        rows = await self.db.fetch(
+            'SELECT task_id FROM faas_tasks WHERE endpoint_id = $1'
+            " AND status IN ('waiting-for-ep', 'running')",
+            endpoint_id,
+        )
+        return [str(r['task_id']) for r in rows]
+
     async def lost_tasks(self, endpoint_id: str, held: set[str]) -> list[dict[str, Any]]:
         """Tasks handed to workers of ``endpoint_id`` that the endpoint no longer holds."""
         rows = await self.db.fetch(
