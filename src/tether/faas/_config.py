@@ -99,6 +99,10 @@ class EndpointConfig(pydantic.BaseModel):
         max_retries: How often a task whose worker died is run again before it fails with
             :class:`~tether.exceptions.WorkerLostError`.
         worker_prefetch: Tasks queued at one worker beyond the one it runs.
+        max_result_bytes: Largest serialized result a task may return (10 MiB, as the
+            service's ``max_payload_bytes``); a larger one fails the task with advice to
+            return it by reference (a ``result_store``). The service's own limit applies
+            too: the smaller one wins.
         allowed_functions: Function ids this endpoint runs (``None``: every function of
             its owner). Others fail with
             :class:`~tether.exceptions.FunctionNotAllowedError`.
@@ -119,6 +123,7 @@ class EndpointConfig(pydantic.BaseModel):
     idle_timeout_s: float = pydantic.Field(default=120.0, gt=0)
     max_retries: int = pydantic.Field(default=2, ge=0)
     worker_prefetch: int = pydantic.Field(default=1, ge=0)
+    max_result_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
     allowed_functions: list[str] | None = None
     redis_url: str = 'redis://127.0.0.1:6379/0'
     heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
