@@ -12,9 +12,17 @@ from typing import Any
 import pytest
 
 from tests.faas import _lifecycle_tasks, _tasks
-from tests.faas.conftest import AgentThread, new_user, wait_for
-from tether.exceptions import EndpointDeletedError, FaasError, FaasNotFoundError, TaskPending
-from tether.faas import Client, Executor, _frames
+from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
+from tether.exceptions import (
+    ConfigError,
+    EndpointDeletedError,
+    FaasError,
+    FaasNotFoundError,
+    TaskExecutionFailed,
+    TaskPending,
+)
+from tether.faas import Client, Executor, ServiceConfig, _frames
+from tether.faas._payload import pack_result
 from tether.faas._server import ServiceThread
 
 
@@ -168,3 +176,86 @@ def test_tasks_of_a_deleted_endpoint_fail_and_its_connection_closes(
             assert 'deleted' in str(ep.agent.fatal)
     finally:
         marker.touch()
+
+
+# 2. A large result never jams an endpoint -----------------------------------------------
+
+
+def test_a_result_over_the_limit_fails_its_task_and_others_arrive(
+    prod_service: ServiceThread, start_endpoint: Callable[..., AgentThread]
+) -> None:
+    user, token = new_user(prod_service)
+    ep = start_endpoint(prod_service, user, max_workers=1)
+    with Executor(ep.config.endpoint_id, service_url=prod_service.url, token=token) as ex:
+        small = ex.submit(_lifecycle_tasks.sized, 1000)
+        big = ex.submit(_lifecycle_tasks.sized, 10 * 2**20 + 1)
+        after = ex.submit(_lifecycle_tasks.sized, 2000)
+        with pytest.raises(TaskExecutionFailed) as info:
+            big.result(timeout=60)
+        assert info.value.remote_type == 'tether.exceptions.FaasPayloadTooLargeError'
+        assert 'result_store' in str(info.value)
+        assert 'max_result_bytes' in str(info.value)
+        assert small.result(timeout=60) == b'r' * 1000
+        assert after.result(timeout=60) == b'r' * 2000
+
+
+def test_a_result_over_the_service_limit_never_reaches_the_broker(
+    prod_service: ServiceThread,
+) -> None:
+    """An endpoint that sends a result larger than RabbitMQ accepts (128 MiB): the
+    service fails that task, and the results sent after it still arrive."""
+    from websockets.sync.client import connect
+
+    user, token = new_user(prod_service)
+    eid, ep_token = new_endpoint(prod_service, user)
+    url = prod_service.url.replace('http://', 'ws://') + '/v1/endpoint/connect'
+    with (
+        Client(prod_service.url, token) as client,
+        connect(
+            url,
+            additional_headers={'Authorization': f'Bearer {ep_token}'},
+            max_size=None,
+            open_timeout=30,
+        ) as ws,
+    ):
+        ws.send(_frames.encode(_frames.HELLO, {'held': []}))
+        fid = client.register_function(_tasks.echo)
+        ids = [client.run(fid, eid, i) for i in range(2)]
+        got: list[str] = []
+        while len(got) < 2:
+            frame = _frames.decode(ws.recv(timeout=60))
+            assert frame.type == _frames.TASKS
+            got.extend(h['task_id'] for h in frame.header['tasks'])
+        assert sorted(got) == sorted(ids)
+        ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
+
+        def result(task_id: str, value: bytes) -> bytes:
+            header = {'task_id': task_id, 'status': 'success', 'result_serializer': 'tether'}
+            return _frames.encode(_frames.RESULTS, {'results': [header]}, [value])
+
+        ws.send(result(ids[0], b'x' * (130 * 2**20)))
+        ws.send(result(ids[1], pack_result('small')))
+        confirmed: set[str] = set()
+        while len(confirmed) < 2:
+            frame = _frames.decode(ws.recv(timeout=60))
+            if frame.type == _frames.RESULTS_OK:
+                confirmed.update(frame.header['task_ids'])
+        with pytest.raises(TaskExecutionFailed, match='result_store') as info:
+            result_of(client, ids[0], timeout=30)
+        assert 'max_payload_bytes' in str(info.value)
+        assert result_of(client, ids[1], timeout=30) == 'small'
+
+
+def test_a_payload_limit_the_broker_cannot_carry_is_refused_at_start(
+    pg_url: str, queue_prefix: str
+) -> None:
+    config = ServiceConfig(
+        port=0,
+        database=pg_url,
+        broker=AMQP,
+        queue_prefix=queue_prefix,
+        max_payload_bytes=200 * 2**20,
+        max_request_bytes=512 * 2**20,
+    )
+    with pytest.raises(ConfigError, match='max_payload_bytes'):
+        ServiceThread(config).start()

@@ -52,6 +52,9 @@ class AmqpBroker:
         expiry_s: That expiry.
     """
 
+    # RabbitMQ's default max_message_size: the service builds no larger message.
+    max_message_bytes = 128 * 2**20
+
     def __init__(self, connection: Any, channel: Any, expiring_prefix: str, expiry_s: float):
         self._connection = connection
         self._channel = channel

@@ -41,6 +41,7 @@ from typing import Any
 
 from tether._wire._frame import Limits
 from tether.exceptions import (
+    ConfigError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
     FunctionNotAllowedError,
@@ -180,10 +181,27 @@ class _Batcher:
                 return
 
 
+# Framing and header bytes a message may add to its payloads (HEADER_BUDGET and then some).
+_MESSAGE_OVERHEAD = _frames.HEADER_BUDGET + 2**16
+
+
 class Service:
     """The service's state: configuration, database and broker."""
 
     def __init__(self, config: ServiceConfig, repo: Repository, broker: Broker) -> None:
+        accepted = getattr(broker, 'max_message_bytes', None)
+        largest = max(config.max_payload_bytes, _frames.MESSAGE_BYTES) + _MESSAGE_OVERHEAD
+        if accepted is not None and largest > accepted:
+            # Every message the service builds (a batch of tasks, a batch of results)
+            # holds one payload above MESSAGE_BYTES alone, plus a header of at most
+            # HEADER_BUDGET: it must fit what the broker accepts, or it is refused (and
+            # a result refused is resent by its endpoint forever).
+            raise ConfigError(
+                f'max_payload_bytes = {config.max_payload_bytes} does not fit the '
+                f"broker's largest message ({accepted} bytes, with "
+                f'{_MESSAGE_OVERHEAD} bytes of headers): lower max_payload_bytes to at '
+                f'most {accepted - _MESSAGE_OVERHEAD} (larger data travels by reference)'
+            )
         self.config = config
         self.repo = repo
         self.broker = broker
@@ -621,7 +639,12 @@ class _EndpointSession:
                     raise ProtocolError('RESULTS needs one payload per result')
                 if not all(isinstance(h, dict) for h in headers):
                     raise ProtocolError('each result header must be an object')
-                self._results.extend(zip(headers, frame.payloads, strict=True))
+                limit = s.config.max_payload_bytes
+                for entry in zip(headers, frame.payloads, strict=True):
+                    size = entry[1].nbytes
+                    self._results.append(
+                        entry if size <= limit else _too_large(entry[0], size, limit)
+                    )
                 self._kick()
             elif frame.type == _frames.HEARTBEAT:
                 self.info.update(_info(frame.header))
@@ -731,6 +754,25 @@ class _EndpointSession:
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.close()
+
+
+def _too_large(header: dict[str, Any], size: int, limit: int) -> Entry:
+    """A failed result instead of one above the service's payload limit: it would not fit
+    a broker message (and is refused again after every reconnect), so it is not kept."""
+    error = (
+        f'the result is {size} bytes, above the service limit of {limit} bytes '
+        '(max_payload_bytes): return it by reference instead. Give the task a result_store '
+        '(Executor(endpoint_id, store=store) does: results above its proxy_threshold come '
+        'back as proxies of that store), or return store.proxy(value) from the function'
+    )
+    failed: dict[str, Any] = {k: header[k] for k in ('task_id', 't') if k in header}
+    failed['status'] = 'failed'
+    failed['error'] = {
+        'type': 'tether.exceptions.FaasPayloadTooLargeError',
+        'message': error,
+        'traceback': '',
+    }
+    return failed, b''
 
 
 def _task_ids(header: dict[str, Any]) -> list[str]:

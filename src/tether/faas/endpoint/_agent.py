@@ -33,6 +33,7 @@ from tether.faas import _frames
 from tether.faas._config import EndpointConfig
 from tether.faas._http import error_from, ws_url
 from tether.faas.endpoint._engine import Engine, Task, result_header
+from tether.faas.endpoint._worker import result_too_large
 
 __all__ = ['Agent', 'make_engine']
 
@@ -44,6 +45,7 @@ def make_engine(config: EndpointConfig, on_handoff: Any, on_result: Any) -> Engi
     env = {
         'TETHER_FAAS_REDIS_URL': config.redis_url,
         'TETHER_FAAS_ENDPOINT_ID': config.endpoint_id,
+        'TETHER_FAAS_MAX_RESULT_BYTES': str(config.max_result_bytes),
     }
     if config.engine == 'parsl':
         from tether.faas.endpoint._parsl import ParslEngine
@@ -83,6 +85,9 @@ class Agent:
         self._inbox: list[tuple[str, Any, Any]] = []
         self._inbox_lock = threading.Lock()
         self.fatal: BaseException | None = None
+        # Results above this fail (the endpoint's max_result_bytes, lowered to the
+        # service's max_payload_bytes once the service said it).
+        self._max_result = config.max_result_bytes
 
     @property
     def engine(self) -> Engine:
@@ -124,6 +129,17 @@ class Agent:
 
     def _result(self, header: dict[str, Any], payload: bytes) -> None:
         task_id = str(header['task_id'])
+        if len(payload) > self._max_result:
+            # An engine that did not enforce the limit (or the service's is lower): the
+            # result would be refused on its way, again after every reconnect.
+            error = result_too_large(len(payload), self._max_result)
+            header['status'] = 'failed'
+            header['error'] = {
+                'type': 'tether.exceptions.FaasPayloadTooLargeError',
+                'message': str(error),
+                'traceback': '',
+            }
+            payload = b''
         self._holding.pop(task_id, None)
         header['t'] = {**self._timings.pop(task_id, {}), **header.get('t', {})}
         self._unconfirmed[task_id] = (header, payload)
@@ -227,6 +243,10 @@ class Agent:
         from websockets.exceptions import ConnectionClosed
 
         url = ws_url(self.config.service_url.rstrip('/'), '/v1/endpoint/connect')
+        with contextlib.suppress(Exception):  # the service's payload limit, if it says
+            health = (await http.get('/health')).json()
+            limit = int(health.get('max_payload_bytes') or self.config.max_result_bytes)
+            self._max_result = min(self.config.max_result_bytes, limit)
         try:
             async with connect(
                 url,

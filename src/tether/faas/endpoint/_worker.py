@@ -15,7 +15,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ['TaskMessage', 'run_parsl_task', 'run_task', 'worker_main']
+__all__ = [
+    'TaskMessage',
+    'max_result_bytes',
+    'result_too_large',
+    'run_parsl_task',
+    'run_task',
+    'worker_main',
+]
 
 TaskMessage = tuple[str, str, str, bytes | None, str, bytes, Any, Any]
 """``(task_id, function_id, function_serializer, function_body or None if warm,
@@ -46,6 +53,8 @@ def run_task(
             # allowlisted connector types (tether.store.allowlist), like stream events.
             store = get_or_create_store(StoreConfig.from_dict(rstore))
             data = pack_result(store.proxy(value, evict=True), dser)
+        if len(data) > max_result_bytes():
+            raise result_too_large(len(data), max_result_bytes())
         return task_id, 'success', dser, data, None, start, time.time()
     except BaseException as e:
         error = {
@@ -54,6 +63,32 @@ def run_task(
             'traceback': _clip(traceback.format_exc(), head=False),
         }
         return task_id, 'failed', dser, b'', error, start, time.time()
+
+
+DEFAULT_MAX_RESULT = 10 * 2**20
+_max_result: int | None = None
+
+
+def max_result_bytes() -> int:
+    """The largest result this worker sends back (``$TETHER_FAAS_MAX_RESULT_BYTES``, set
+    from the endpoint's ``max_result_bytes``; 10 MiB by default)."""
+    global _max_result
+    if _max_result is None:
+        _max_result = int(os.environ.get('TETHER_FAAS_MAX_RESULT_BYTES') or DEFAULT_MAX_RESULT)
+    return _max_result
+
+
+def result_too_large(size: int, limit: int) -> Exception:
+    """The error of a result above the endpoint's (or the service's) limit."""
+    from tether.exceptions import FaasPayloadTooLargeError
+
+    return FaasPayloadTooLargeError(
+        f'the result is {size} bytes, above the limit of {limit} bytes (the endpoint\'s '
+        'max_result_bytes, at most the service\'s max_payload_bytes): return it by '
+        'reference instead. Give the task a result_store (Executor(endpoint_id, '
+        'store=store) does: results above its proxy_threshold come back as proxies of that '
+        'store), or return store.proxy(value) from the function'
+    )
 
 
 # A result's error travels in the JSON header of messages that the service and clients
