@@ -6,19 +6,23 @@ connections from the others (429, and the SDK paces itself)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import select
+import socket
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.faas import _tasks
-from tests.faas.conftest import AgentThread, new_endpoint, new_user, wait_for
+from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
 from tether._wire._frame import PREFIX
 from tether.exceptions import FaasBadRequestError
-from tether.faas import Client, _frames
+from tether.faas import Client, ServiceConfig, _frames
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_args
 from tether.faas._server import ServiceThread
@@ -168,3 +172,128 @@ def test_the_longest_accepted_ids_are_published_and_run(
         wait_for(lambda: client.get_task(task_id)['status'] == 'success', 60, 'the task')
         assert client.get_result(task_id) == 4
         assert json.loads(json.dumps(client.task_group_tasks(group)))[0]['task_id'] == task_id
+
+
+# Idle and slow HTTP clients (item 4) ---------------------------------------------------
+
+
+@pytest.fixture
+def make_tight(pg_url: str, queue_prefix: str) -> Iterator[Callable[..., ServiceThread]]:
+    """Services over PostgreSQL and RabbitMQ with small connection limits."""
+    started: list[ServiceThread] = []
+
+    def make(**limits: Any) -> ServiceThread:
+        config = ServiceConfig(
+            port=0,
+            database=pg_url,
+            broker=AMQP,
+            queue_prefix=f'{queue_prefix}-tight',
+            **limits,
+        )
+        st = ServiceThread(config).start()
+        started.append(st)
+        return st
+
+    yield make
+    for st in started:
+        st.stop()
+
+
+def raw(st: ServiceThread) -> socket.socket:
+    host, port = st.url.removeprefix('http://').rsplit(':', 1)
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 30.0) -> bool:
+    """Wait for the service to close ``sock`` (EOF or reset), reading what it sends."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def health(sock: socket.socket) -> bytes:
+    sock.sendall(b'GET /health HTTP/1.1\r\nHost: t\r\n\r\n')
+    sock.settimeout(30)
+    data = b''
+    while b'"ok"' not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_idle_connections_are_closed(make_tight: Callable[..., ServiceThread]) -> None:
+    st = make_tight(http_keep_alive_timeout_s=0.3, http_header_timeout_s=5.0)
+    silent = [raw(st) for _ in range(5)]  # never send a byte
+    kept = raw(st)
+    assert health(kept).startswith(b'HTTP/1.1 200')  # then idle, kept alive
+    for sock in [*silent, kept]:
+        with sock:
+            assert closed_by_peer(sock)
+
+
+def test_slow_headers_and_stalled_bodies_are_closed(
+    make_tight: Callable[..., ServiceThread],
+) -> None:
+    st = make_tight(
+        http_keep_alive_timeout_s=0.3, http_header_timeout_s=1.0, http_idle_timeout_s=0.5
+    )
+    with raw(st) as slow:
+        # A byte of header every 0.1 s: never idle for the keep-alive or idle timeouts,
+        # but the head is not complete after the header timeout.
+        slow.sendall(b'GET /health HTTP/1.1\r\nHost: t\r\n')
+        deadline = time.monotonic() + 30
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            readable, _, _ = select.select([slow], [], [], 0.1)
+            if readable:
+                closed = closed_by_peer(slow)
+                break
+            try:
+                slow.send(b'x')
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+        assert closed, 'a slow-header connection stayed open'
+    with raw(st) as stalled:
+        stalled.sendall(
+            b'POST /v1/tasks/status HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{"ta'
+        )
+        assert closed_by_peer(stalled)
+    with raw(st) as fine:  # a client that sends its request at once is served
+        assert health(fine).startswith(b'HTTP/1.1 200')
+
+
+def test_open_connections_are_capped(make_tight: Callable[..., ServiceThread]) -> None:
+    from websockets.sync.client import connect
+
+    st = make_tight(max_connections=3, http_keep_alive_timeout_s=60.0)
+    _user, token = new_user(st)
+    with Client(st.url, token) as client:
+        group = client.create_task_group()
+    url = ws_url(st.url, f'/v1/task_groups/{group}/results')
+    with contextlib.ExitStack() as stack:
+        first, second = (stack.enter_context(raw(st)) for _ in range(2))
+        with connect(url, additional_headers={'Authorization': f'Bearer {token}'}):
+            assert health(first).startswith(b'HTTP/1.1 200')
+            assert health(second).startswith(b'HTTP/1.1 200')
+            with raw(st) as extra:  # the fourth: closed at once
+                assert closed_by_peer(extra)
+        # A WebSocket counts until it closes; then there is room again.
+
+        def served() -> bool:
+            with raw(st) as sock:
+                try:
+                    return health(sock).startswith(b'HTTP/1.1 200')
+                except OSError:
+                    return False
+
+        wait_for(served, 30, 'a connection to be accepted once the WebSocket closed')

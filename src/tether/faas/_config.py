@@ -55,6 +55,13 @@ class ServiceConfig(pydantic.BaseModel):
             unused.
         tls_certfile: PEM certificate: serve HTTPS and WSS (recommended across sites).
         tls_keyfile: PEM key of the certificate.
+        max_connections: Open connections (HTTP and WebSocket) at most; one more is
+            closed as soon as it is accepted. Keep it below the process's open-file limit.
+        http_keep_alive_timeout_s: A connection with no request under way (new, or
+            between requests) is closed after this long.
+        http_header_timeout_s: A request's head (request line and headers) must be
+            complete this long after its first byte (slow-header clients are dropped).
+        http_idle_timeout_s: A request body that pauses this long is dropped.
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -73,6 +80,10 @@ class ServiceConfig(pydantic.BaseModel):
     result_queue_expiry_s: float = pydantic.Field(default=7 * 86400, gt=0)
     tls_certfile: str | None = None
     tls_keyfile: str | None = None
+    max_connections: int = pydantic.Field(default=2048, ge=1)
+    http_keep_alive_timeout_s: float = pydantic.Field(default=5.0, gt=0)
+    http_header_timeout_s: float = pydantic.Field(default=10.0, gt=0)
+    http_idle_timeout_s: float = pydantic.Field(default=30.0, gt=0)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> ServiceConfig:

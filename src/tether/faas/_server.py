@@ -18,6 +18,7 @@ from tether.exceptions import ConfigError, FaasConnectionError, TetherError
 from tether.faas._amqp import _redact
 from tether.faas._app import build_app
 from tether.faas._config import ServiceConfig
+from tether.faas._conn import ConnectionGate, protocols
 from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import Driver, open_driver
@@ -80,6 +81,26 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _file_room(connections: int) -> None:
+    """Raise the open-file limit to ``connections`` plus room for the rest, if allowed."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = connections + 256
+    if soft != resource.RLIM_INFINITY and soft < want:
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        if soft < want:
+            logger.warning(
+                'the open-file limit (%d) is below max_connections (%d) plus 256: lower '
+                'max_connections or raise the limit (ulimit -n)',
+                soft,
+                connections,
+            )
+
+
 async def serve(
     config: ServiceConfig,
     stop: asyncio.Event,
@@ -93,9 +114,19 @@ async def serve(
         sock = _bind(config.host, config.port)
         port = sock.getsockname()[1]
         tls = config.tls_certfile is not None
+        gate = ConnectionGate(
+            config.max_connections,
+            config.http_header_timeout_s,
+            config.http_idle_timeout_s,
+            config.http_keep_alive_timeout_s,
+        )
+        http_protocol, ws_protocol = protocols(gate)
+        _file_room(config.max_connections)
         uconfig = uvicorn.Config(
             app,
-            ws='websockets-sansio',
+            http=http_protocol,
+            ws=ws_protocol,
+            timeout_keep_alive=config.http_keep_alive_timeout_s,  # type: ignore[arg-type]
             lifespan='off',
             log_level='warning',
             ws_max_size=config.max_request_bytes,
