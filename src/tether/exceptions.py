@@ -59,6 +59,7 @@ TetherError
  +-- AgentError                          an agent, handle, exchange or launcher failed
  |    +-- MailboxClosedError             the mailbox was terminated (the agent shut down)
  |    +-- UnknownMailboxError            the exchange has no mailbox of that id
+ |    +-- MailboxLostError               the exchange lost the mailbox (Redis lost its data)
  |    +-- MessageRejectedError           a message was refused (version, invalid, pickle)
  |    +-- ActionError                    a remote action raised an error not rebuilt here
  |    +-- ActionTimeoutError             no result within the caller's timeout (also a
@@ -140,6 +141,7 @@ __all__ = [
     'LifetimeArgumentError',
     'LifetimeError',
     'MailboxClosedError',
+    'MailboxLostError',
     'MessageRejectedError',
     'MissingCapabilityError',
     'MutableBorrowError',
@@ -461,6 +463,15 @@ class MailboxClosedError(AgentError):
 
 class UnknownMailboxError(AgentError):
     """The exchange has no mailbox with that id (never registered, or another exchange)."""
+
+
+class MailboxLostError(AgentError):
+    """The exchange lost a mailbox and what it held (Redis restarted without its data).
+
+    Raised for requests that waited for an answer when the caller's mailbox was found
+    gone: the request or its answer may be lost, and the action may or may not have run.
+    The mailboxes are registered again, so new requests work.
+    """
 
 
 class MessageRejectedError(AgentError):

@@ -36,7 +36,7 @@ from tether.agents._message import (
 )
 from tether.agents._wake import Waker, thread_waker
 from tether.agents.behavior import ActionInfo, Behavior
-from tether.exceptions import ActionTimeoutError, AgentError, TetherError
+from tether.exceptions import ActionTimeoutError, AgentError, MailboxLostError, TetherError
 
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange, MailboxStatus
@@ -150,6 +150,7 @@ class _ClientMailbox:
         self._lock = threading.Lock()
         transport.register(self.id, None)
         self._listener = transport.listen(self.id, self._deliver)
+        self._listener.on_lost = self._lost
         self.closed = False
         self.pid = os.getpid()
 
@@ -201,6 +202,23 @@ class _ClientMailbox:
             )
         else:
             _settle(future, result=item.result)
+
+    def _lost(self) -> None:
+        """The exchange lost this mailbox (and the agents' mailboxes with it): fail what
+        waits, since its request or its answer may be gone, rather than wait forever."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            _settle(
+                future,
+                exception=MailboxLostError(
+                    f'the exchange lost its data while {future.action!r} of agent '
+                    f'{future.agent_id} waited for an answer (Redis restarted without '
+                    'persistence?): the request, or its answer, may be lost, and the action '
+                    'may or may not have run; mailboxes were registered again, so a new '
+                    'request can be sent',
+                ),
+            )
 
     def _cancelled(self, future: ActionFuture[Any]) -> None:
         with self._lock:

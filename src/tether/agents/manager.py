@@ -19,7 +19,13 @@ from tether.agents.behavior import Behavior
 from tether.agents.exchange import Exchange, MailboxStatus
 from tether.agents.handle import Handle
 from tether.agents.launcher import Launcher, ThreadLauncher
-from tether.exceptions import AgentError, AgentLaunchError, TetherError
+from tether.exceptions import (
+    AgentError,
+    AgentLaunchError,
+    MailboxClosedError,
+    TetherError,
+    UnknownMailboxError,
+)
 
 __all__ = ['Manager']
 
@@ -59,6 +65,7 @@ class Manager:
             self.default_launcher = ThreadLauncher()
             self.launchers['default'] = self.default_launcher
         self._launched: dict[str, Launcher] = {}
+        self._behaviors: dict[str, type[Behavior]] = {}
         self.closed = False
 
     def __repr__(self) -> str:
@@ -128,6 +135,7 @@ class Manager:
         )
         chosen.launch(spec)
         self._launched[agent_id] = chosen
+        self._behaviors[agent_id] = type(behavior)
         return Handle(agent_id, self.exchange)
 
     def get_handle(self, agent_id: str) -> Handle[Any]:
@@ -156,15 +164,43 @@ class Manager:
 
         Raises:
             TimeoutError: if ``blocking`` and the agent did not stop in time.
+            UnknownMailboxError: at once, if the agent has no mailbox to be asked through
+                (see :meth:`_ask_to_stop`).
+            AgentError: if the exchange cannot be reached.
         """
         agent_id = self._id(agent)
-        if self.exchange.status(agent_id) is MailboxStatus.ACTIVE:
-            try:
-                self.exchange.get_handle(agent_id).shutdown()
-            except TetherError as e:
-                logger.debug('shutdown of %s: %s', agent_id, e)
+        self._ask_to_stop(agent_id)
         if blocking:
             self.wait([agent_id], timeout=timeout)
+
+    def _ask_to_stop(self, agent_id: str) -> None:
+        """Send the agent a shutdown request, through its mailbox.
+
+        A mailbox the exchange lost (Redis restarted without its data) is made again when
+        the agent runs on one of this manager's launchers: the agent still listens on it
+        (and registers it again itself once it notices), so the request reaches it.
+        Otherwise nobody can reach the agent, and this says so at once instead of
+        waiting for it to stop.
+        """
+        status = self.exchange.status(agent_id)
+        if status is MailboxStatus.TERMINATED:
+            return  # it stops (or stopped) for good already
+        if status is MailboxStatus.MISSING:
+            launcher = self._launched.get(agent_id)
+            behavior = self._behaviors.get(agent_id)
+            if launcher is not None and agent_id not in launcher.running():
+                return  # stopped: nothing to ask
+            if launcher is None or behavior is None:
+                raise UnknownMailboxError(
+                    f'agent {agent_id} has no mailbox in {self.exchange!r}, so it cannot be '
+                    'asked to stop: it was never registered there, or the exchange lost its '
+                    'data (Redis restarted without persistence) and the agent, which this '
+                    'manager did not launch, has not registered it again (a running agent '
+                    'does so within seconds; try again, or stop it where it was launched)',
+                )
+            self.exchange.transport().restore(agent_id, behavior.behavior_mro())
+        with contextlib.suppress(MailboxClosedError):  # terminated meanwhile
+            self.exchange.get_handle(agent_id).shutdown()
 
     def wait(
         self,
@@ -202,8 +238,10 @@ class Manager:
         for agent_id, launcher in list(self._launched.items()):
             if launcher.detached or agent_id not in launcher.running():
                 continue
-            with contextlib.suppress(TetherError):
-                self.exchange.get_handle(agent_id).shutdown()
+            try:
+                self._ask_to_stop(agent_id)
+            except TetherError as e:
+                logger.warning('could not ask agent %s to stop: %s', agent_id, e)
         for launcher in {id(x): x for x in self.launchers.values()}.values():
             if not launcher.detached:
                 launcher.close()

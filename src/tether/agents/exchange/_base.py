@@ -44,7 +44,16 @@ class MailboxStatus(enum.Enum):
 
 
 class Listener(ABC):
-    """A running receiver for one mailbox."""
+    """A running receiver for one mailbox.
+
+    Attributes:
+        on_lost: Called (no arguments, from the listener's thread) when the listener
+            found that the exchange lost its mailbox (a Redis restarted without its
+            data) and made it again: the messages that waited in it, and those sent to it
+            while it was gone, are lost. ``None``: only logged.
+    """
+
+    on_lost: Callable[[], None] | None = None
 
     @abstractmethod
     def close(self) -> None:
@@ -67,6 +76,14 @@ class Transport(ABC):
     @abstractmethod
     def terminate(self, mailbox_id: str) -> None:
         """Close a mailbox for good (later sends raise MailboxClosedError)."""
+
+    def restore(self, mailbox_id: str, mro: list[str] | None) -> bool:
+        """Make a mailbox the exchange lost (not one that was terminated) active again.
+
+        Returns:
+            Whether it had vanished. Exchanges whose mailboxes cannot vanish return False.
+        """
+        return False
 
     @abstractmethod
     def status(self, mailbox_id: str) -> MailboxStatus:

@@ -10,6 +10,7 @@ raised as :class:`~tether.exceptions.AgentError` naming the server.
 from __future__ import annotations
 
 import hashlib
+import select
 import socket
 import threading
 from collections.abc import Sequence
@@ -79,6 +80,21 @@ class RespConnection:
         except BaseException:
             self.close()
             raise
+
+    def stale(self) -> bool:
+        """Whether an idle connection was closed by the server (a restart, a timeout).
+
+        An idle connection has nothing to read: anything readable (the end of the
+        stream, most often) means it cannot serve another command.
+        """
+        if self.broken:
+            return True
+        try:
+            poller = select.poll()  # not select(): file descriptors above 1023 work too
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))
+        except (OSError, ValueError):
+            return True
 
     def settimeout(self, timeout: float | None) -> None:
         """Change how long one operation may block."""
@@ -199,6 +215,12 @@ class RespClient:
         """Run the commands on a pooled connection; replies in order (errors as values)."""
         with self._lock:
             conn = self._idle.pop() if self._idle else None
+        while conn is not None and conn.stale():
+            # The server closed it while it was idle (it restarted ...): the command was
+            # never sent on it, so another connection can take it safely.
+            conn.close()
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self.connect()
         try:

@@ -133,6 +133,14 @@ class _HybridListener(Listener):
         self.redis_listener = redis_listener
         self.gate = gate
 
+    @property
+    def on_lost(self) -> Any:
+        return self.redis_listener.on_lost
+
+    @on_lost.setter
+    def on_lost(self, callback: Any) -> None:
+        self.redis_listener.on_lost = callback
+
     def close(self) -> None:
         self.transport.unserve(self.mailbox_id)
         self.redis_listener.close()
@@ -149,6 +157,7 @@ class _HybridTransport(_RedisTransport):
         super().__init__(exchange)
         try:
             self.secret = exchange._secret(self.redis)
+            self._secret_key = exchange._secret_key()
         except BaseException:
             self.redis.close()
             raise
@@ -276,6 +285,18 @@ class _HybridTransport(_RedisTransport):
 
     async def _flush_acks_soon(self) -> None:
         self._flush_acks()
+
+    def _mailbox_restored(self, mailbox_id: str) -> None:
+        # Redis lost its data: publish the address again (and the shared secret, if it
+        # was kept there, so that processes started from now on can still connect).
+        if mailbox_id not in self._served:
+            return
+        try:
+            if self._secret_key is not None:
+                self.redis.execute('SET', self._secret_key, self.secret, 'NX')
+            self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
+        except AgentError as e:
+            logger.warning('could not publish the address of %s again: %s', mailbox_id, e)
 
     def unserve(self, mailbox_id: str) -> None:
         try:
@@ -581,6 +602,16 @@ class HybridExchange(RedisExchange):
 
     def key(self) -> str:
         return 'hybrid:' + super().key()
+
+    def _secret_key(self) -> str | None:
+        """The Redis key of the secret, when it is the random one kept in Redis."""
+        if self._secret_value is not None:
+            return None
+        if self.secret_env and os.environ.get(self.secret_env) is not None:
+            return None
+        if self.secret_file:
+            return None
+        return f'{self.prefix}secret'
 
     def _secret(self, redis: Any) -> bytes:
         value = self._secret_value

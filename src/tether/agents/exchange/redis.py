@@ -60,6 +60,14 @@ redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 for _, v in ipairs(queued) do table.insert(taken, v) end
 return taken
 """
+# A mailbox whose state key vanished (Redis restarted without its data, or evicted it)
+# is made again by its listener, with its discovery record: 1 when it had vanished.
+_RESTORE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], 'active')
+if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
+return 1
+"""
 _WAKE = b'\x00tether-agents-wake:'
 _BLOCK = 5.0
 _BATCH = 256
@@ -78,6 +86,12 @@ class _RedisListener(Listener):
         # Marker entries pushed into the mailbox, and what to call when the listener
         # reaches one (everything pushed before it has then been handed over).
         self.barriers: dict[bytes, Any] = {}
+        self.mailbox_id = mailbox_id
+        # Called (with no argument) when the listener found its mailbox gone and made it
+        # again: what waited in it, and answers sent to it meanwhile, are lost.
+        self.on_lost: Any = None
+        # The discovery record, to make it again with the mailbox (empty: a client).
+        self.mro = transport.redis.execute('HGET', transport.k('beh'), mailbox_id) or b''
         self.conn = transport.redis.connect(timeout=_BLOCK + 10)
         self.thread = threading.Thread(
             target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
@@ -92,7 +106,9 @@ class _RedisListener(Listener):
             try:
                 if not recovered:
                     # Messages a previous listener took but never handed over (its process
-                    # died in between) go back to the head of the mailbox.
+                    # died in between) go back to the head of the mailbox. After a
+                    # failure, the mailbox may also be gone (see _check_mailbox).
+                    self._check_mailbox()
                     self.transport._recover(keys=[self.taken, self.key])
                     recovered = True
                 if batch_next:
@@ -104,6 +120,10 @@ class _RedisListener(Listener):
                     item = self.conn.execute(
                         'BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK
                     )
+                    if item is None:
+                        # Idle for _BLOCK seconds: a cheap check that the mailbox still
+                        # exists (Redis may have lost it without the connection failing).
+                        self._check_mailbox()
                     batch = [] if item is None else [item]
                 # After a message, drain what else is queued without blocking; once the
                 # list is empty, block again.
@@ -115,6 +135,7 @@ class _RedisListener(Listener):
                 if self.stopping.is_set():
                     break
                 failures += 1
+                recovered = False  # Redis may have restarted: check the mailbox again
                 logger.warning('mailbox listener on %s: %s (retrying)', self.key, e)
                 self.stopping.wait(min(0.1 * 2**failures, 5.0))
                 continue
@@ -134,6 +155,38 @@ class _RedisListener(Listener):
                     self.conn.execute('DEL', self.taken)
                 except AgentError:
                     logger.warning('could not clear %s', self.taken)
+
+    def _check_mailbox(self) -> None:
+        """Make the mailbox again if Redis lost it (restarted without persistence ...).
+
+        Its agent still runs and listens here, so it registers its mailbox (and its
+        discovery record) again instead of lingering unreachable; whoever waited for
+        what the mailbox held is told (:attr:`on_lost`).
+        """
+        restored = self.transport._restore(
+            keys=[self.transport.k('st', self.mailbox_id), self.transport.k('beh')],
+            args=[self.mailbox_id, self.mro],
+        )
+        if not restored:
+            return
+        logger.warning(
+            'mailbox %s had vanished from Redis at %s:%d (restarted without its data?); '
+            'registered it again: the messages that waited in it are lost',
+            self.mailbox_id,
+            self.transport.exchange.hostname,
+            self.transport.exchange.port,
+        )
+        # Barrier markers went with the list: nothing sent before them is left to wait for.
+        for token in list(self.barriers):
+            reached = self.barriers.pop(token, None)
+            if reached is not None:
+                reached()
+        self.transport._mailbox_restored(self.mailbox_id)
+        if self.on_lost is not None:
+            try:
+                self.on_lost()
+            except Exception:
+                logger.exception('handling the loss of mailbox %s failed', self.mailbox_id)
 
     def close(self) -> None:
         if self.stopping.is_set():
@@ -167,10 +220,23 @@ class _RedisTransport(Transport):
         self._recover = self.redis.script(_RECOVER)
         self._take = self.redis.script(_TAKE)
         self._terminate = self.redis.script(_TERMINATE)
+        self._restore = self.redis.script(_RESTORE)
         self._listeners: set[_RedisListener] = set()
 
     def k(self, kind: str, mailbox_id: str = '') -> str:
         return f'{self.prefix}{kind}:{mailbox_id}' if mailbox_id else f'{self.prefix}{kind}'
+
+    def _mailbox_restored(self, mailbox_id: str) -> None:
+        """A listener of this process made its vanished mailbox again (see the hybrid)."""
+
+    def restore(self, mailbox_id: str, mro: list[str] | None) -> bool:
+        """Make a mailbox again if it vanished (never one that was terminated)."""
+        return bool(
+            self._restore(
+                keys=[self.k('st', mailbox_id), self.k('beh')],
+                args=[mailbox_id, json.dumps(mro) if mro is not None else ''],
+            )
+        )
 
     def register(self, mailbox_id: str, mro: list[str] | None) -> None:
         commands: list[list[Any]] = [['SET', self.k('st', mailbox_id), 'active']]

@@ -18,7 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from tether.exceptions import AgentLaunchError, TetherError
+from tether.exceptions import AgentLaunchError, TetherError, UnknownMailboxError
 
 if TYPE_CHECKING:
     from tether.agents._runtime import AgentSpec
@@ -194,12 +194,28 @@ class Launcher(ABC):
         for entry in entries:
             if not entry.done.is_set():
                 entry.stopping = True
-                with contextlib.suppress(TetherError):
-                    entry.spec.exchange.get_handle(entry.spec.agent_id).shutdown()
+                self._ask_to_stop(entry)
         for entry in entries:
             if not entry.done.wait(timeout):
                 self._kill(entry)
                 entry.done.wait(5)
+
+    @staticmethod
+    def _ask_to_stop(entry: _Supervised) -> None:
+        spec = entry.spec
+        handle = spec.exchange.get_handle(spec.agent_id)
+        try:
+            handle.shutdown()
+        except UnknownMailboxError:
+            # The exchange lost the mailbox (Redis restarted without its data); the agent
+            # still listens on it, so make it again and ask there.
+            with contextlib.suppress(TetherError):
+                spec.exchange.transport().restore(
+                    spec.agent_id, type(spec.behavior).behavior_mro()
+                )
+                handle.shutdown()
+        except TetherError as e:
+            logger.debug('could not ask agent %s to stop: %s', spec.agent_id, e)
 
     def __enter__(self) -> Launcher:
         return self

@@ -1,0 +1,123 @@
+"""Agents and callers outlive a restart of Redis that lost its data (issue 25, item 22).
+
+Each test runs a redis-server of its own (no persistence) on a free port and restarts
+it: every mailbox, address and discovery record is gone afterwards. Agents register
+their mailboxes again, callers are told about the requests that were lost with them,
+and a manager still shuts its agents down promptly.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.agents._behaviors import Echo
+from tether.agents import Manager
+from tether.agents.exchange import HybridExchange, MailboxStatus, RedisExchange
+from tether.agents.launcher import ProcessLauncher, ThreadLauncher
+from tether.exceptions import AgentError, UnknownMailboxError
+from tether.testing import RedisServer, redis_server_fixture
+
+private_redis = redis_server_fixture()
+
+
+@pytest.fixture(params=['redis', 'hybrid'])
+def restart_exchange(request: pytest.FixtureRequest, private_redis: RedisServer) -> Iterator[Any]:
+    cls = RedisExchange if request.param == 'redis' else HybridExchange
+    exchange = cls('127.0.0.1', private_redis.port, prefix=f'restart-{uuid.uuid4().hex[:8]}:')
+    yield exchange
+    exchange.close()
+
+
+def _restart(server: RedisServer) -> None:
+    server.stop()
+    server.start()
+
+
+def _until(condition: Callable[[], bool], what: str, deadline: float = 60.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f'{what}: not within {deadline} s')
+        time.sleep(0.05)
+
+
+def _status(exchange: Any, agent_id: str) -> MailboxStatus | None:
+    try:
+        return exchange.status(agent_id)  # type: ignore[no-any-return]
+    except AgentError:
+        return None  # a pooled connection of before the restart
+
+
+def test_an_agent_registers_its_mailbox_again_after_redis_lost_it(
+    private_redis: RedisServer, restart_exchange: Any
+) -> None:
+    with Manager(restart_exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(Echo())
+        pid = handle.pid().result(60)
+        _restart(private_redis)
+        # The agent's mailbox (and the discovery record) come back without any help.
+        _until(
+            lambda: _status(restart_exchange, handle.agent_id) is MailboxStatus.ACTIVE,
+            'the agent registered its mailbox again',
+        )
+        _until(
+            lambda: restart_exchange.discover(Echo) == [handle.agent_id],
+            'the agent is discoverable again',
+        )
+        # The same process answers (this process's client mailbox came back too).
+        _until(
+            lambda: _status(restart_exchange, handle._mailbox().id) is MailboxStatus.ACTIVE,
+            'the client mailbox registered again',
+        )
+        assert handle.pid().result(60) == pid
+        assert handle.echo('again').result(60) == 'again'
+        manager.shutdown(handle, timeout=60)
+        assert restart_exchange.status(handle.agent_id) is MailboxStatus.TERMINATED
+
+
+def test_shutdown_right_after_redis_lost_the_mailbox_returns_promptly(
+    private_redis: RedisServer, restart_exchange: Any
+) -> None:
+    with Manager(restart_exchange, ProcessLauncher()) as manager:
+        handle = manager.launch(Echo())
+        handle.ping(timeout=60)
+        _restart(private_redis)
+        # At once, before the agent noticed: the manager makes the mailbox again and
+        # the agent, still listening on it, takes the shutdown from there. (Before the
+        # fix this waited the whole timeout and raised TimeoutError.)
+        manager.shutdown(handle, timeout=60)
+        assert handle.agent_id not in manager.running()
+        assert restart_exchange.status(handle.agent_id) is MailboxStatus.TERMINATED
+
+
+def test_shutdown_of_an_agent_nobody_can_reach_is_a_prompt_clear_error(
+    private_redis: RedisServer, restart_exchange: Any
+) -> None:
+    agent_id = restart_exchange.register_agent(Echo)
+    with Manager(restart_exchange, ThreadLauncher()) as manager:
+        _restart(private_redis)
+        _until(
+            lambda: _status(restart_exchange, agent_id) is MailboxStatus.MISSING,
+            'Redis answers again',
+        )
+        # Not launched here, and its mailbox is gone: nobody can ask it to stop.
+        with pytest.raises(UnknownMailboxError, match='lost its data'):
+            manager.shutdown(agent_id, timeout=60)
+        with pytest.raises(UnknownMailboxError, match='lost its data'):
+            manager.shutdown(agent_id, blocking=False)
+
+
+def test_requests_lost_with_redis_data_get_a_clear_error(
+    private_redis: RedisServer, restart_exchange: Any
+) -> None:
+    # No agent runs: the request waits in the mailbox, and Redis loses both.
+    handle = restart_exchange.get_handle(restart_exchange.register_agent(Echo))
+    lost = handle.echo('lost')
+    _restart(private_redis)
+    with pytest.raises(AgentError, match='lost its data'):
+        lost.result(60)
