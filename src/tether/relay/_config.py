@@ -55,9 +55,9 @@ class RelayConfig(BaseModel):
             memory is reserved, and a claim that does not fit is refused (the
             connection is dropped with a ``too-large`` error).
         max_early_bytes: Bytes one side of a relayed channel may send before the other
-            side joins. They count against the user's forwarded bytes; past this the
-            relay stops reading from that side until the other joins (the sender
-            waits), and they are freed as soon as either side closes.
+            side joins (endpoints send at most a TLS ClientHello). The relay holds
+            them, counted against the user's forwarded bytes as they arrive, and frees
+            them when the side closes; a side that sends more is dropped.
         owners_file: JSON file where the relay keeps which user first registered each
             endpoint UUID (a UUID stays that user's, across restarts). Relative paths
             are relative to ``relay.toml``'s folder; default ``owners.json`` beside it
@@ -82,7 +82,7 @@ class RelayConfig(BaseModel):
     handshake_timeout: float = Field(default=10.0, gt=0)
     max_message: int = Field(default=256 * 1024, ge=16 * 1024, le=64 << 20)
     memory_budget: int = Field(default=64 << 20, ge=16 * 1024)
-    max_early_bytes: int = Field(default=1 << 20, ge=0)
+    max_early_bytes: int = Field(default=256 * 1024, ge=0)
     owners_file: str | None = None
     max_uuids_per_user: int = Field(default=1024, ge=1)
 

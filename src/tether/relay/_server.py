@@ -76,23 +76,34 @@ class _Probe(asyncio.DatagramProtocol):
 
 
 class _TunnelSide(SpliceEnd):
-    """One side of a relayed channel: a ticket first, then bytes spliced to the other side."""
+    """One side of a relayed channel: a ticket first, then bytes spliced to the other side.
+
+    What arrives behind the ticket before the other side joins is held, and counted
+    against the user's forwarded bytes as it arrives, up to ``max_early_bytes``: a side
+    that sends more before the other joins is dropped. (Endpoints send at most a TLS
+    ClientHello before the other side answers.) Held bytes are freed when the side
+    closes, and a side that closes unpaired takes its ticket, and its slot, with it.
+    """
 
     def __init__(self, relay: RelayServer) -> None:
         self.relay = relay
         self.transport: asyncio.Transport | None = None
         self.other: _TunnelSide | None = None
         self.ticket: _Ticket | None = None
+        self.ticket_id = ''
         self._head = bytearray()
         self._early: list[bytes] = []
+        self._early_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.relay._sides.add(self)
         loop = asyncio.get_running_loop()
-        loop.call_later(self.relay.config.tunnel_timeout, self._expire)
+        self._timer = loop.call_later(self.relay.config.tunnel_timeout, self._expire)
 
     def _expire(self) -> None:
+        self._timer = None
         if self.other is None and self.transport is not None:
             self.transport.abort()
 
@@ -100,8 +111,8 @@ class _TunnelSide(SpliceEnd):
         if self.other is not None:
             self.forward(data)
             return
-        if self.ticket is not None:  # paired soon: keep what arrives early
-            self._early.append(data)
+        if self.ticket is not None:  # paired soon: hold what arrives early
+            self._hold(data)
             return
         self._head += data
         if len(self._head) < proto.TICKET_BYTES:
@@ -117,9 +128,37 @@ class _TunnelSide(SpliceEnd):
             self.transport.write(json.dumps([peer[0], peer[1]]).encode())
             self.transport.close()
             return
-        if rest:
-            self._early.append(rest)
         self.relay._pair(self, raw.hex())
+        if rest:
+            if self.other is not None:
+                self.forward(rest)
+            elif self.ticket is not None:
+                self._hold(rest)
+
+    def _hold(self, data: bytes) -> None:
+        assert self.ticket is not None
+        assert self.transport is not None
+        if self._early_bytes + len(data) > self.relay.config.max_early_bytes:
+            self.relay.early_refused += 1
+            logger.warning(
+                'relay: dropped a relayed channel of %r that sent over %d bytes before its '
+                'other side joined',
+                self.ticket.user,
+                self.relay.config.max_early_bytes,
+            )
+            self.transport.abort()
+            return
+        if not self.relay._count(self.ticket.user, len(data)):
+            self.close()
+            return
+        self._early.append(data)
+        self._early_bytes += len(data)
+        self.relay._early_held(len(data))
+
+    def _free_early(self) -> None:
+        self.relay._early_held(-self._early_bytes)
+        self._early_bytes = 0
+        self._early = []
 
     def forward(self, data: bytes) -> None:
         assert self.ticket is not None
@@ -128,12 +167,20 @@ class _TunnelSide(SpliceEnd):
             return
         super().forward(data)
 
-    def start(self, other: _TunnelSide) -> None:
+    def link(self, other: _TunnelSide) -> None:
+        """Pair with ``other`` (both sides are linked before either sends what it held)."""
         self.other = other
         self.dest = other.transport
-        early, self._early = self._early, []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def flush(self) -> None:
+        """Pass on what arrived early (counted already)."""
+        early = self._early
+        self._free_early()
         for data in early:
-            self.forward(data)
+            SpliceEnd.forward(self, data)
 
     def close(self) -> None:
         for side in (self, self.other):
@@ -142,11 +189,23 @@ class _TunnelSide(SpliceEnd):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.relay._sides.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._free_early()
         if self.other is not None and self.other.transport is not None:
             self.other.transport.close()
-        if self.ticket is not None and self.other is not None and self.ticket.waiting is None:
-            self.relay._tunnel_closed(self.ticket.user)
-            self.ticket.waiting = self  # count the close once per pair
+        ticket = self.ticket
+        if ticket is None:
+            return
+        if self.other is None:
+            # Never paired: the ticket goes with this side, and its slot is free again.
+            if ticket.waiting is self and self.relay._tickets.get(self.ticket_id) is ticket:
+                del self.relay._tickets[self.ticket_id]
+                self.relay._tunnel_closed(ticket.user)
+        elif ticket.waiting is None:
+            self.relay._tunnel_closed(ticket.user)
+            ticket.waiting = self  # count the close once per pair
 
 
 class RelayServer:
@@ -194,6 +253,9 @@ class RelayServer:
         self._ids = itertools.count(1 << 32)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sides: set[_TunnelSide] = set()
+        self.early_bytes = 0
+        self.early_peak = 0
+        self.early_refused = 0
         self._udp: list[asyncio.DatagramTransport] = []
         self._data: asyncio.Server | None = None
         self._stop: asyncio.Event | None = None
@@ -280,6 +342,13 @@ class RelayServer:
             'users': users,
             'refused': self.server.refused,
             'login_timeouts': self.server.login_timeouts,
+            'tunnels': {
+                'tickets': len(self._tickets),
+                'sides': len(self._sides),
+                'early_bytes': self.early_bytes,
+                'early_peak': self.early_peak,
+                'early_refused': self.early_refused,
+            },
             'memory': {
                 'budget': self.memory.limit,
                 'reserved': self.memory.reserved,
@@ -323,6 +392,10 @@ class RelayServer:
             return False
         return True
 
+    def _early_held(self, nbytes: int) -> None:
+        self.early_bytes += nbytes
+        self.early_peak = max(self.early_peak, self.early_bytes)
+
     def _tunnel_closed(self, user: str) -> None:
         usage = self._usage.setdefault(user, _Usage())
         usage.tunnels = max(0, usage.tunnels - 1)
@@ -335,14 +408,17 @@ class RelayServer:
             side.transport.abort()
             return
         side.ticket = info
+        side.ticket_id = ticket
         if info.waiting is None:
             info.waiting = side
             return
         other = info.waiting
         info.waiting = None
         del self._tickets[ticket]
-        other.start(side)
-        side.start(other)
+        other.link(side)
+        side.link(other)
+        other.flush()
+        side.flush()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
