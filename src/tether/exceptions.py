@@ -67,6 +67,8 @@ TetherError
  |    +-- AgentLaunchError               an agent could not be launched, or failed for good
  |    +-- AgentStateError                an agent's persistent state cannot be read
  |    +-- AgentCrashedError              the agent's process died while it held the request
+ |    +-- BehaviorDefinitionError        a Behavior class declares a reserved action name
+ |                                       (also a TypeError)
  +-- BenchError                          the benchmark suite (tether.bench) failed
  |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
  |    +-- TaskDependencyError            a task's input task failed, so it never ran
@@ -110,6 +112,7 @@ __all__ = [
     'AgentStateError',
     'AlreadyOwnedError',
     'AuthenticationError',
+    'BehaviorDefinitionError',
     'BenchError',
     'ConfigError',
     'ConnectorClosedError',
@@ -517,6 +520,14 @@ class AgentCrashedError(AgentError):
 
     Sent to the caller by the agent's launcher (or by the restarted agent) for every
     request the dead process had accepted and not answered; it is never re-run.
+    """
+
+
+class BehaviorDefinitionError(AgentError, TypeError):
+    """A :class:`~tether.agents.Behavior` class is not valid (also a :class:`TypeError`).
+
+    Raised when the class is defined, for example when it declares an action with a name
+    that handles or behaviors reserve (see ``tether.agents.RESERVED_ACTION_NAMES``).
     """
 
 

@@ -26,12 +26,22 @@ with Manager(exchange=ThreadExchange(), launcher=ThreadLauncher()) as manager:
 from __future__ import annotations
 
 from tether.agents._runtime import ActionContext, AgentContext, AgentSpec, current_action
-from tether.agents.behavior import ActionInfo, Agent, Behavior, action, event, loop, timer
+from tether.agents.behavior import (
+    RESERVED_ACTION_NAMES,
+    ActionInfo,
+    Agent,
+    Behavior,
+    action,
+    event,
+    loop,
+    timer,
+)
 from tether.agents.handle import ActionFuture, Handle
 from tether.agents.manager import Manager
 from tether.agents.state import State
 
 __all__ = [
+    'RESERVED_ACTION_NAMES',
     'ActionContext',
     'ActionFuture',
     'ActionInfo',

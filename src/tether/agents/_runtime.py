@@ -34,7 +34,14 @@ from tether.agents._message import (
     error_info,
 )
 from tether.agents._pool import Workers
-from tether.agents.behavior import Behavior, _wait_async_event, _wait_thread_event
+from tether.agents.behavior import (
+    Behavior,
+    _wait_async_event,
+    _wait_thread_event,
+    actions_of,
+    describe_actions,
+    loops_of,
+)
 from tether.exceptions import AgentError, MessageRejectedError, TetherError
 
 if TYPE_CHECKING:
@@ -229,7 +236,7 @@ class AgentRuntime:
         if cap is not None and cap < 1:
             raise ValueError(f'max_concurrency must be at least 1, got {cap}')
         self.cap = cap
-        self.actions = type(self.behavior).behavior_actions()
+        self.actions = actions_of(type(self.behavior))
         self._is_async = {n: inspect.iscoroutinefunction(f) for n, f in self.actions.items()}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started = threading.Event()
@@ -377,7 +384,7 @@ class AgentRuntime:
 
     def _start_loops(self) -> list[Any]:
         started: list[Any] = []
-        for name, fn in type(self.behavior).behavior_loops().items():
+        for name, fn in loops_of(type(self.behavior)).items():
             bound = fn.__get__(self.behavior)
             kind = fn._tether_agent_kind  # type: ignore[attr-defined]
             if inspect.iscoroutinefunction(fn):
@@ -503,7 +510,7 @@ class AgentRuntime:
         elif kind == PING:
             self._reply(item.src, item.tag)
         elif kind == DESCRIBE:
-            info = type(self.behavior).describe()
+            info = describe_actions(type(self.behavior))
             self._reply(item.src, item.tag, result={n: i.to_json() for n, i in info.items()})
         elif kind == SHUTDOWN:
             self._reply(item.src, item.tag)

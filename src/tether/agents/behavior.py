@@ -20,13 +20,14 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tether.exceptions import AgentError
+from tether.exceptions import AgentError, BehaviorDefinitionError
 
 if TYPE_CHECKING:
     from tether.agents._runtime import AgentContext
     from tether.agents.state import State
 
 __all__ = [
+    'RESERVED_ACTION_NAMES',
     'ActionInfo',
     'Agent',
     'Behavior',
@@ -159,6 +160,84 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
+RESERVED_ACTION_NAMES: frozenset[str] = frozenset(
+    {
+        # What a Handle defines: an action of these names could only be reached with
+        # handle.action(name), and ``describe`` would replace the agent's own answer.
+        'action',
+        'agent_id',
+        'describe',
+        'exchange',
+        'ping',
+        'shutdown',
+        'status',
+        # What Behavior defines (its callbacks, settings and the API of a running agent).
+        'agent_context',
+        'agent_shutdown',
+        'agent_state',
+        'behavior_actions',
+        'behavior_loops',
+        'behavior_mro',
+        'max_concurrency',
+        'on_setup',
+        'on_shutdown',
+        'shutdown_on_loop_error',
+    }
+)
+"""Names no action may have (its method name, or the ``name=`` given to :func:`action`):
+the public names of :class:`~tether.agents.Handle` and of :class:`Behavior`. A behavior
+that declares one is refused with
+:class:`~tether.exceptions.BehaviorDefinitionError` when its class is defined."""
+
+
+def actions_of(cls: type) -> dict[str, Callable[..., Any]]:
+    """The action methods of behavior class ``cls``, by action name.
+
+    What the runtime uses (a behavior may define a method named ``behavior_actions``
+    without breaking its agent).
+    """
+    out = {}
+    for attr, fn in _members(cls, 'action').items():
+        out[getattr(fn, '_tether_action_name', attr)] = fn
+    return out
+
+
+def loops_of(cls: type) -> dict[str, Callable[..., Any]]:
+    """The control loops, timers and event handlers of ``cls``, by method name."""
+    out: dict[str, Callable[..., Any]] = {}
+    for kind in ('loop', 'timer', 'event'):
+        out.update(_members(cls, kind))
+    return out
+
+
+def describe_actions(cls: type) -> dict[str, ActionInfo]:
+    """Names, signatures and docstrings of the actions of ``cls`` (the agent's answer to
+    a describe request, whatever methods the behavior defines)."""
+    out = {}
+    for name, fn in sorted(actions_of(cls).items()):
+        try:
+            sig = inspect.signature(fn, eval_str=True)
+        except Exception:  # annotations that do not evaluate here: keep them as text
+            sig = inspect.signature(fn)
+        params = list(sig.parameters.values())[1:]
+        out[name] = ActionInfo(
+            name=name,
+            signature=str(sig.replace(parameters=params)),
+            doc=inspect.getdoc(fn) or '',
+            is_async=_is_async(fn),
+        )
+    return out
+
+
+def mro_of(cls: type) -> list[str]:
+    """Import paths of the behavior classes of ``cls``, most derived first (discovery)."""
+    return [
+        f'{k.__module__}.{k.__qualname__}'
+        for k in cls.__mro__
+        if issubclass(k, Behavior) and k is not Behavior
+    ]
+
+
 class Behavior:
     """Base class of agent behaviors.
 
@@ -186,48 +265,37 @@ class Behavior:
 
     # Introspection --------------------------------------------------------------------
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        clashes = sorted(set(actions_of(cls)) & RESERVED_ACTION_NAMES)
+        if clashes:
+            names = ', '.join(repr(n) for n in clashes)
+            raise BehaviorDefinitionError(
+                f'behavior {cls.__module__}.{cls.__qualname__} declares action {names}, '
+                f'a name reserved by handles and behaviors (handle.{clashes[0]} is not '
+                'an action call); rename the action, or give it another name with '
+                f'@action(name=...). Reserved: {", ".join(sorted(RESERVED_ACTION_NAMES))}',
+            )
+
     @classmethod
     def behavior_actions(cls) -> dict[str, Callable[..., Any]]:
         """The action methods of this behavior, by action name."""
-        out = {}
-        for attr, fn in _members(cls, 'action').items():
-            out[getattr(fn, '_tether_action_name', attr)] = fn
-        return out
+        return actions_of(cls)
 
     @classmethod
     def behavior_loops(cls) -> dict[str, Callable[..., Any]]:
         """The control loops, timers and event handlers of this behavior, by method name."""
-        out: dict[str, Callable[..., Any]] = {}
-        for kind in ('loop', 'timer', 'event'):
-            out.update(_members(cls, kind))
-        return out
+        return loops_of(cls)
 
     @classmethod
     def describe(cls) -> dict[str, ActionInfo]:
         """Names, signatures and docstrings of this behavior's actions."""
-        out = {}
-        for name, fn in sorted(cls.behavior_actions().items()):
-            try:
-                sig = inspect.signature(fn, eval_str=True)
-            except Exception:  # annotations that do not evaluate here: keep them as text
-                sig = inspect.signature(fn)
-            params = list(sig.parameters.values())[1:]
-            out[name] = ActionInfo(
-                name=name,
-                signature=str(sig.replace(parameters=params)),
-                doc=inspect.getdoc(fn) or '',
-                is_async=_is_async(fn),
-            )
-        return out
+        return describe_actions(cls)
 
     @classmethod
     def behavior_mro(cls) -> list[str]:
         """Import paths of this behavior's classes, most derived first (for discovery)."""
-        return [
-            f'{k.__module__}.{k.__qualname__}'
-            for k in cls.__mro__
-            if issubclass(k, Behavior) and k is not Behavior
-        ]
+        return mro_of(cls)
 
     # While running --------------------------------------------------------------------
 

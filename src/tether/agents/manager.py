@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tether.agents._runtime import AgentSpec, set_child_manager_factory
-from tether.agents.behavior import Behavior
+from tether.agents.behavior import Behavior, mro_of
 from tether.agents.exchange import Exchange, MailboxStatus
 from tether.agents.handle import Handle
 from tether.agents.launcher import Launcher, ThreadLauncher
@@ -198,7 +198,7 @@ class Manager:
                     'manager did not launch, has not registered it again (a running agent '
                     'does so within seconds; try again, or stop it where it was launched)',
                 )
-            self.exchange.transport().restore(agent_id, behavior.behavior_mro())
+            self.exchange.transport().restore(agent_id, mro_of(behavior))
         with contextlib.suppress(MailboxClosedError):  # terminated meanwhile
             self.exchange.get_handle(agent_id).shutdown()
 

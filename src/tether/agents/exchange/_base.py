@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.agents._codec import Codec
 from tether.agents._message import Message, Rejected, new_mailbox_id
+from tether.agents.behavior import mro_of
 
 if TYPE_CHECKING:
     from tether.agents.behavior import Behavior
@@ -234,7 +235,7 @@ class Exchange(ABC):
     def register_agent(self, behavior: type[Behavior], agent_id: str | None = None) -> str:
         """Create the mailbox of an agent with that behavior and return its id."""
         mailbox_id = agent_id or new_mailbox_id('agent')
-        self.transport().register(mailbox_id, behavior.behavior_mro())
+        self.transport().register(mailbox_id, mro_of(behavior))
         return mailbox_id
 
     def register_client(self) -> str:

@@ -18,6 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from tether.agents.behavior import mro_of
 from tether.exceptions import AgentLaunchError, TetherError, UnknownMailboxError
 
 if TYPE_CHECKING:
@@ -210,9 +211,7 @@ class Launcher(ABC):
             # The exchange lost the mailbox (Redis restarted without its data); the agent
             # still listens on it, so make it again and ask there.
             with contextlib.suppress(TetherError):
-                spec.exchange.transport().restore(
-                    spec.agent_id, type(spec.behavior).behavior_mro()
-                )
+                spec.exchange.transport().restore(spec.agent_id, mro_of(type(spec.behavior)))
                 handle.shutdown()
         except TetherError as e:
             logger.debug('could not ask agent %s to stop: %s', spec.agent_id, e)
