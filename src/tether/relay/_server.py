@@ -9,7 +9,9 @@ import itertools
 import json
 import logging
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from tether._wire import (
@@ -22,6 +24,7 @@ from tether._wire import (
     SpliceEnd,
     error_reply,
 )
+from tether.exceptions import ConfigError
 from tether.relay import _protocol as proto
 from tether.relay._config import RelayConfig
 from tether.relay._lifecycle import wait_for_stop
@@ -33,6 +36,56 @@ logger = logging.getLogger(__name__)
 
 _ANSWER_TIMEOUT = 20.0
 _HIGH_WATER = 4 << 20
+
+# Every refused REGISTER gets this same reply, whatever the reason (an unknown token, or
+# a UUID another user registered first): it says nothing about any endpoint.
+_REFUSED = error_reply(
+    'auth',
+    'the relay refused this token for this endpoint (an unknown token, or an endpoint UUID '
+    'first registered by another user)',
+)
+
+
+def _load_owners(path: str | None) -> dict[str, str]:
+    """Which user owns each endpoint UUID, as kept in ``path`` (none yet: empty).
+
+    Raises:
+        ConfigError: the file exists but cannot be read (the relay must not start and
+            forget who owns what).
+    """
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot read the relay's endpoint owners from {path}: {e}") from e
+    owners = data.get('owners') if isinstance(data, dict) else None
+    if not isinstance(owners, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in owners.items()
+    ):
+        raise ConfigError(
+            f'{path} is not a relay owners file (expected {{"owners": {{uuid: user}}}}): '
+            'restore it from a backup rather than delete it, or endpoint UUIDs may change hands'
+        )
+    return dict(owners)
+
+
+def _save_owners(path: str, owners: dict[str, str]) -> None:
+    """Write ``owners`` to ``path`` atomically (mode 0600)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.owners-', dir=folder)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            json.dump({'owners': owners}, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @dataclasses.dataclass
@@ -246,6 +299,8 @@ class RelayServer:
             handler_auth=True,
         )
         self._endpoints: dict[str, _Registered] = {}
+        # Who first registered each endpoint UUID: it stays theirs (kept in owners_file).
+        self._owners = _load_owners(config.owners_file)
         self._by_conn: dict[Connection, _Registered] = {}
         self._usage: dict[str, _Usage] = {}
         self._tickets: dict[str, _Ticket] = {}
@@ -458,19 +513,36 @@ class RelayServer:
         user = self.config.user_of(h.get('token'))
         if user is None:
             logger.info('relay: refused a token from %s', conn.peer)
-            return error_reply('auth', 'the relay refused this token')
+            return _REFUSED
         uuid, name = h.get('uuid'), h.get('name')
-        if not (isinstance(uuid, str) and isinstance(name, str) and 0 < len(uuid) <= 64):
+        if not (
+            isinstance(uuid, str)
+            and isinstance(name, str)
+            and 0 < len(uuid) <= 64
+            and 0 < len(name) <= 256
+        ):
             return error_reply('bad-request', 'REGISTER needs a uuid and a name')
+        owner = self._owners.get(uuid)
+        if owner is not None and owner != user:
+            # The same reply as a wrong token: nothing says that this UUID exists.
+            logger.warning(
+                'relay: refused %s registering endpoint %s of another user, from %s',
+                user,
+                uuid,
+                conn.peer,
+            )
+            return _REFUSED
         self._sweep()
-        old = self._endpoints.get(uuid)
-        if old is not None and old.user != user:
-            return error_reply('conflict', f'endpoint {uuid} is registered by another user')
         count = sum(1 for r in self._endpoints.values() if r.user == user and r.uuid != uuid)
         if count >= self.config.max_endpoints_per_user:
             return error_reply(
                 'limit', f'user {user!r} already has {count} endpoints registered (the limit)'
             )
+        if owner is None:
+            refused = self._claim(user, uuid)
+            if refused is not None:
+                return refused
+        old = self._endpoints.get(uuid)
         if old is not None and old.conn is not conn:
             old.conn.abort()
             self._by_conn.pop(old.conn, None)
@@ -490,6 +562,30 @@ class RelayServer:
             },
             (),
         )
+
+    def _claim(self, user: str, uuid: str) -> Reply | None:
+        """Make ``uuid`` ``user``'s for good (kept in ``owners_file``); an error to reply."""
+        owned = sum(1 for u in self._owners.values() if u == user)
+        if owned >= self.config.max_uuids_per_user:
+            return error_reply(
+                'limit',
+                f'user {user!r} owns {owned} endpoint UUIDs at this relay (the limit): '
+                'reuse an endpoint rather than configure new ones, or ask the relay '
+                'operator to raise max_uuids_per_user',
+            )
+        self._owners[uuid] = user
+        path = self.config.owners_file
+        if path is not None:
+            try:
+                _save_owners(path, self._owners)
+            except OSError as e:
+                del self._owners[uuid]
+                logger.error('relay: cannot record endpoint owners in %s: %s', path, e)
+                return error_reply(
+                    'unavailable', 'the relay cannot record this endpoint now: retry later'
+                )
+        logger.info("relay: endpoint %s is now %s's", uuid, user)
+        return None
 
     async def _connect(
         self, conn: Connection, reg: _Registered, rid: int, h: dict[str, Any]

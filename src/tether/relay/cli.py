@@ -43,6 +43,7 @@ def relay(config_path: str | None, new_user: str | None, verbose: bool) -> None:
       udp_port = 8700        # NAT discovery (and udp_port + 1)
       tls_cert = "relay.pem"
       tls_key = "relay.key"
+      owners_file = "owners.json"   # who first registered each endpoint UUID
       [[users]]
       name = "alice"
       token_sha256 = "..."   # from: tether relay --new-user alice
@@ -75,7 +76,10 @@ def relay(config_path: str | None, new_user: str | None, verbose: bool) -> None:
         stream=sys.stderr,
     )
     logging.getLogger('tether.relay').setLevel(logging.INFO)
-    server = RelayServer(config)
+    try:
+        server = RelayServer(config)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
 
     async def main() -> None:
         ready = asyncio.Event()
