@@ -91,3 +91,21 @@ def wait_for(marker: str) -> str:
 
 def pid() -> int:
     return os.getpid()
+
+
+def log_run(log: str, tag: str, gate: str | None = None) -> str:
+    """Append ``tag`` to ``log`` (one line per run); with ``gate``, first write
+    ``<gate>.started`` and block until ``gate`` exists (at most a minute)."""
+    import time
+
+    with open(log, 'a') as f:
+        f.write(f'{tag}\n')
+    if gate is not None:
+        pathlib.Path(f'{gate}.started').write_text('started')
+        for _ in range(6000):
+            if pathlib.Path(gate).exists():
+                break
+            time.sleep(0.01)
+        else:
+            raise TimeoutError(f'{gate} never appeared')
+    return tag

@@ -130,12 +130,16 @@ class BaseQueues(abc.ABC):
         self._queue_id = ''  # names these queues in signed messages (subclasses set it)
         self._lock = threading.Condition()
         self._active = 0
+        self._active_ids: dict[str, None] = {}  # ordered: the tasks sent, no result read
         self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
         self._evictor = Evictor()
         _all_queues.add(self)
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Condition()
+        # The tasks in flight are the parent's: the child sent none of them.
+        self._active = 0
+        self._active_ids = {}
         # The evicting thread is the parent's: the child evicts nothing it did not make.
         self._evictor = Evictor()
 
@@ -303,11 +307,13 @@ class BaseQueues(abc.ABC):
             self._made_proxies[result.task_id] = (store, made)
         with self._lock:
             self._active += 1
+            self._active_ids[result.task_id] = None
         try:
             self._send_request(message)
         except BaseException:
             with self._lock:
                 self._active -= 1
+                self._active_ids.pop(result.task_id, None)
                 self._lock.notify_all()
             self._made_proxies.pop(result.task_id, None)
             raise
@@ -352,6 +358,7 @@ class BaseQueues(abc.ABC):
             self._evictor.submit(*made)
         with self._lock:
             self._active -= 1
+            self._active_ids.pop(result.task_id, None)
             self._lock.notify_all()
         return result
 
@@ -366,6 +373,11 @@ class BaseQueues(abc.ABC):
             SteerQueueError: one could not be deleted (it may still be in the store).
         """
         return self._evictor.drain(timeout)
+
+    def active_task_ids(self) -> list[str]:
+        """The ids of the tasks sent by this process whose results were not read yet."""
+        with self._lock:
+            return list(self._active_ids)
 
     @property
     def active_count(self) -> int:

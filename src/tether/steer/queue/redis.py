@@ -1,22 +1,47 @@
 """Queues through a Redis server: the Thinker and the task server may run anywhere.
 
 Requests go to one Redis list and results to one list per topic, all named under
-``prefix``. The client never reconnects silently to a server that lost its data: each new
-connection checks the server's ``run_id`` and a change (a restart, which empties a server
-that keeps nothing on disk) raises :class:`~tether.exceptions.SteerQueueError` naming the
-tasks that were in flight, instead of waiting forever for results that are gone.
+``prefix``.
+
+**Restarts.** The client never carries on silently with a server that lost its data. Each
+process that uses the queues registers in a hash, ``<prefix>_writers``, a field of its
+own holding the number of messages it has pushed: every push is a transaction (the
+``RPUSH`` and the count's ``HINCRBY``, one round trip). Each new connection checks the
+server's ``run_id``. After a restart (a new ``run_id``) the process reads its field back:
+
+* the field is there and counts every message the process pushed: the server kept its
+  data (``appendonly yes``, or a snapshot taken since the last push). The client carries
+  on; a push whose reply was lost with the connection is not pushed again if the count
+  shows it arrived, so nothing is lost and nothing is sent twice;
+* the field is gone, or counts fewer messages: the server came back without (all of)
+  the queues' data. The call raises :class:`~tether.exceptions.SteerQueueError` naming
+  the tasks of this process that have no result yet, and so does every later call,
+  instead of waiting forever for results that are gone.
+
+A lost connection (the server stopped, restarting) is retried for ``reconnect_timeout``
+seconds before it is reported the same way; a server that was never reached raises at
+once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import secrets
 import threading
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 from tether.exceptions import SteerQueueError, SteerTimeoutError
 from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['RedisQueues']
+
+logger = logging.getLogger(__name__)
+
+_SHOWN_IDS = 10  # task ids named in an error (the count is always given)
 
 
 class RedisQueues(BaseQueues):
@@ -35,6 +60,8 @@ class RedisQueues(BaseQueues):
         secret: Key to sign and check messages with (see :class:`BaseQueues`; by default
             the user's queue key; ``False``: unsigned).
         max_age: Oldest signed message accepted, in seconds.
+        reconnect_timeout: Seconds a call waits for a server that went away (a restart)
+            to come back before it raises :class:`~tether.exceptions.SteerQueueError`.
     """
 
     def __init__(  # noqa: PLR0917 (Colmena's positional order)
@@ -51,6 +78,7 @@ class RedisQueues(BaseQueues):
         password: str | None = None,
         secret: bytes | str | Literal[False] | None = None,
         max_age: float | None = _DEFAULT_MAX_AGE,
+        reconnect_timeout: float = 60.0,
     ) -> None:
         super().__init__(
             topics,
@@ -65,12 +93,24 @@ class RedisQueues(BaseQueues):
         self.hostname = hostname
         self.port = port
         self.prefix = prefix
+        self.reconnect_timeout = reconnect_timeout
         self._password = password
         self._run_id: str | None = None
         self._broken: str | None = None
         self._client: Any = None
         self._pid = 0
         self._client_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pop_locks: dict[str, threading.Lock] = {}
+        self._held: dict[str, bytes] = {}  # per list: the message in this reader's in-flight list
+        self._inflight: set[str] = set()
+        # This process's field in <prefix>_writers and the messages it pushed; the first
+        # process's field (inherited by forked children) vouches for a child that has
+        # not registered yet.
+        self._writer = ''
+        self._written = 0
+        self._registered = False
+        self._anchor: str | None = None
 
     def __repr__(self) -> str:
         return f'RedisQueues({self.hostname}:{self.port}, prefix={self.prefix!r})'
@@ -84,25 +124,61 @@ class RedisQueues(BaseQueues):
         text = info.decode() if isinstance(info, bytes) else str(info)
         lines = [ln for ln in text.splitlines() if ln.startswith('run_id:')]
         run_id = lines[0].split(':', 1)[1].strip() if lines else None
-        if self._run_id is None:
-            self._run_id = run_id
-        elif run_id != self._run_id:
-            self._broken = (
-                f'the Redis server at {self.hostname}:{self.port} restarted (run_id changed) '
-                f'while queues {self.prefix!r} were in use: tasks and results it held are lost'
+        if self._run_id is not None and run_id != self._run_id:
+            self._check_kept(connection, run_id)
+        self._run_id = run_id
+        if not self._registered:
+            # Before the first push of this process; HSETNX keeps a count already there.
+            connection.send_command('HSETNX', self._key('writers'), self._writer, 0)
+            connection.read_response()
+            self._registered = True
+            if self._anchor is None:
+                self._anchor = self._writer
+
+    def _check_kept(self, connection: Any, run_id: str | None) -> None:
+        """After a restart: carry on if the server kept every message, else fail."""
+        field = self._writer if self._registered else self._anchor
+        kept: int | None = None
+        if field is not None:
+            connection.send_command('HGET', self._key('writers'), field)
+            reply = connection.read_response()
+            kept = None if reply is None else int(reply)
+        where = f'the Redis server at {self.hostname}:{self.port}'
+        if field is None or (kept is not None and kept >= self._written):
+            logger.warning(
+                '%s restarted (run_id %s -> %s) and kept the data of queues %r: carrying on',
+                where,
+                self._run_id,
+                run_id,
+                self.prefix,
             )
-            connection.disconnect()
-            raise SteerQueueError(self._lost_message())
+            return
+        if kept is None:
+            self._broken = (
+                f'{where} restarted (run_id changed) while queues {self.prefix!r} were in '
+                'use, and came back without their data (it keeps nothing on disk, or its '
+                'last save predates them): tasks and results it held are lost'
+            )
+        else:
+            self._broken = (
+                f'{where} restarted (run_id changed) while queues {self.prefix!r} were in '
+                f'use, and came back with an older copy of their data: {self._written - kept} '
+                f'of the {self._written} messages this process sent are lost (make Redis '
+                'save every write: appendonly yes, appendfsync always)'
+            )
+        connection.disconnect()
+        raise SteerQueueError(self._lost_message())
 
     def _lost_message(self) -> str:
+        ids = self.active_task_ids()
+        named = ', '.join(ids[:_SHOWN_IDS]) + (', ...' if len(ids) > _SHOWN_IDS else '')
         return (
-            f'{self._broken}; {self.active_count} task(s) sent by this process have no result '
-            'yet and may never get one. Resubmit them, or make Redis persistent.'
+            f'{self._broken}; {len(ids)} task(s) sent by this process have no result yet '
+            f'and may never get one{f" ({named})" if ids else ""}. Resubmit them, or make '
+            'Redis persistent (appendonly yes).'
         )
 
     def _redis(self) -> Any:
-        import os
-
         if self._broken is not None:
             raise SteerQueueError(self._lost_message())
         with self._client_lock:
@@ -111,6 +187,11 @@ class RedisQueues(BaseQueues):
                 from redis.backoff import NoBackoff
                 from redis.retry import Retry
 
+                if self._pid != os.getpid():  # a new process: a writer of its own
+                    self._writer = f'{os.getpid()}-{secrets.token_hex(6)}'
+                    self._written = 0
+                    self._registered = False
+                    self._pop_locks, self._held, self._inflight = {}, {}, set()
                 self._pid = os.getpid()
                 self._client = redis.Redis(
                     host=self.hostname,
@@ -122,73 +203,170 @@ class RedisQueues(BaseQueues):
                 )
             return self._client
 
-    def _call(self, what: str, fn: Any) -> Any:
+    def _call(self, what: str, fn: Callable[[Any, bool], Any]) -> Any:
+        """Run ``fn(client, retried)``, reconnecting while the server comes back.
+
+        ``retried`` is true on an attempt after a lost connection (the previous one may
+        or may not have reached the server).
+        """
         import redis
 
-        client = self._redis()
-        try:
-            return fn(client)
-        except SteerQueueError:
-            raise
-        except redis.RedisError as e:
-            self._broken = (
-                f'lost the Redis server at {self.hostname}:{self.port} while trying to {what} '
-                f'(queues {self.prefix!r}): {e}'
-            )
-            raise SteerQueueError(self._lost_message()) from e
+        deadline: float | None = None
+        pause = 0.05
+        retried = False
+        while True:
+            client = self._redis()
+            try:
+                return fn(client, retried)
+            except SteerQueueError:
+                raise
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.reconnect_timeout
+                    if self._run_id is not None:
+                        logger.warning(
+                            'lost the Redis server at %s:%d while trying to %s (queues %r): '
+                            'reconnecting for up to %s s',
+                            self.hostname,
+                            self.port,
+                            what,
+                            self.prefix,
+                            self.reconnect_timeout,
+                        )
+                if self._run_id is None or now >= deadline:
+                    self._broken = (
+                        f'lost the Redis server at {self.hostname}:{self.port} while trying '
+                        f'to {what} (queues {self.prefix!r}): {e}'
+                    )
+                    raise SteerQueueError(self._lost_message()) from e
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, 1.0)
+                retried = True
+            except redis.RedisError as e:
+                self._broken = (
+                    f'the Redis server at {self.hostname}:{self.port} failed to {what} '
+                    f'(queues {self.prefix!r}): {e}'
+                )
+                raise SteerQueueError(self._lost_message()) from e
+
+    def _push(self, key: str, message: bytes, what: str) -> None:
+        """``RPUSH`` and count it (one transaction); never twice after a lost reply."""
+        with self._write_lock:
+
+            def push(client: Any, retried: bool) -> None:
+                writers = self._key('writers')
+                if retried:
+                    count = client.hget(writers, self._writer)
+                    if count is not None and int(count) > self._written:
+                        return  # the lost attempt had arrived
+                pipe = client.pipeline(transaction=True)
+                pipe.rpush(key, message)
+                pipe.hincrby(writers, self._writer, 1)
+                pipe.execute()
+
+            self._call(what, push)
+            self._written += 1
 
     def _key(self, name: str) -> str:
         return f'{self.prefix}_{name}'
 
     def _pop(self, key: str, timeout: float | None, what: str) -> bytes:
-        # BLPOP with timeout 0 blocks forever; a timeout is a float in seconds.
-        wait = 0 if timeout is None else max(timeout, 0.001)
-        reply = self._call(f'read {what}', lambda c: c.blpop([key], timeout=wait))
-        if reply is None:
+        """Take the next message of ``key``, moving it to this reader's in-flight list.
+
+        The message stays there until the next pop (which deletes it in the same round
+        trip): if the connection is lost before its reply arrives, the retry finds it
+        there instead of losing it.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._client_lock:
+            lock = self._pop_locks.setdefault(key, threading.Lock())
+        if not lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise SteerTimeoutError(f'no {what} within {timeout} s (queues {self.prefix!r})')
-        message: bytes = reply[1]
-        return message
+        try:
+
+            def pop(client: Any, retried: bool) -> Any:
+                inflight_now = f'{key}_inflight_{self._writer}'
+                if retried:
+                    held = client.lindex(inflight_now, 0)
+                    if held is not None and held != self._held.get(key):
+                        return held  # moved for this reader, its reply lost: not lost
+                # BLMOVE with timeout 0 blocks forever; a timeout is a float in seconds.
+                # After a reconnection, only what is left of it.
+                left = 0 if deadline is None else max(deadline - time.monotonic(), 0.001)
+                pipe = client.pipeline(transaction=False)
+                pipe.delete(inflight_now)  # the message this reader took before
+                pipe.blmove(key, inflight_now, left, 'LEFT', 'RIGHT')
+                return pipe.execute()[1]
+
+            message = self._call(f'read {what}', pop)
+            self._held.pop(key, None)
+            if message is None:
+                raise SteerTimeoutError(f'no {what} within {timeout} s (queues {self.prefix!r})')
+            self._held[key] = message
+            self._inflight.add(f'{key}_inflight_{self._writer}')
+            return bytes(message)
+        finally:
+            lock.release()
 
     # Transport -------------------------------------------------------------------------
 
     def _send_request(self, message: bytes) -> None:
-        self._call('send a task request', lambda c: c.rpush(self._key('requests'), message))
+        self._push(self._key('requests'), message, 'send a task request')
 
     def _get_request(self, timeout: float | None) -> bytes:
         return self._pop(self._key('requests'), timeout, 'task request')
 
     def _send_result(self, message: bytes, topic: str) -> None:
-        self._call('send a result', lambda c: c.rpush(self._key(f'result_{topic}'), message))
+        self._push(self._key(f'result_{topic}'), message, 'send a result')
 
     def _get_result(self, topic: str, timeout: float | None) -> bytes:
         return self._pop(self._key(f'result_{topic}'), timeout, f'result on topic {topic!r}')
 
     def connect(self) -> None:
         """Connect now (and remember the server's identity); raises if it is unreachable."""
-        self._call('connect', lambda c: c.ping())
+        self._call('connect', lambda c, _: c.ping())
 
     def flush(self) -> None:
-        """Delete this prefix's queues from Redis."""
+        """Delete this prefix's queues from Redis (and the other processes' counts)."""
         keys = [self._key('requests')] + [self._key(f'result_{t}') for t in self.topics]
-        self._call('flush the queues', lambda c: c.delete(*keys))
+
+        def flush(client: Any, retried: bool) -> None:
+            pipe = client.pipeline(transaction=True)
+            pipe.delete(*keys, self._key('writers'))
+            pipe.hset(self._key('writers'), self._writer, self._written)
+            pipe.execute()
+
+        with self._write_lock:
+            self._call('flush the queues', flush)
 
     def close(self) -> None:
         """Close this process's connections, once the proxied inputs of the finished
         tasks are deleted (see :meth:`finish_evictions`; raises if one could not be)."""
         self.finish_evictions()
         with self._client_lock:
+            inflight, self._inflight, self._held = self._inflight, set(), {}
             if self._client is not None:
+                if inflight and self._broken is None and self._pid == os.getpid():
+                    with contextlib.suppress(Exception):  # what was read was handed on
+                        self._client.delete(*inflight)
                 self._client.close()
                 self._client = None
 
     def _after_fork_in_child(self) -> None:
         super()._after_fork_in_child()
         self._client_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pop_locks, self._held, self._inflight = {}, {}, set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state['_client'] = None
         state['_client_lock'] = None
+        state['_write_lock'] = None
+        state['_pop_locks'], state['_held'], state['_inflight'] = {}, {}, set()
+        state['_pid'] = 0  # a copy is another writer, with a count of its own
+        state['_registered'] = False
         # Secrets stay in this process: a pickled queue reconnects with no password.
         state['_password'] = None
         return state
@@ -196,3 +374,4 @@ class RedisQueues(BaseQueues):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self._client_lock = threading.Lock()
+        self._write_lock = threading.Lock()
