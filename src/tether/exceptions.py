@@ -13,6 +13,8 @@ TetherError
  |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
+ |    +-- PeerChannelError               the channel to the peer endpoint owning the
+ |    |                                  object failed during the request (it died)
  |    +-- NoConnectorMatchError          no MultiConnector policy accepts the object
  +-- StoreError
  |    +-- StoreExistsError               a store of that name is already registered
@@ -150,6 +152,7 @@ __all__ = [
     'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'PeerChannelError',
     'OwnershipError',
     'PeeringError',
     'PluginNotFoundError',
@@ -239,6 +242,25 @@ class ConnectorError(TetherError):
 
 class ConnectorClosedError(ConnectorError):
     """A connector was used after it was closed."""
+
+
+class PeerChannelError(ConnectorError):
+    """The channel to the peer endpoint that owns the object failed during the request.
+
+    The owner died, or its link broke, while the request was on its way or its reply was
+    coming back, and the local endpoint could not reach it again. The request may or may
+    not have taken effect at the owner.
+
+    Attributes:
+        peer: The name or UUID of the owning endpoint, as the request named it.
+    """
+
+    def __init__(self, message: str, peer: str = '') -> None:
+        super().__init__(message)
+        self.peer = peer
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.peer))
 
 
 class StoreError(TetherError):

@@ -186,10 +186,11 @@ def test_a_failed_channel_gives_a_clear_error_never_a_wrong_object(
         owner.objects[oid] = b'right'
         owner.mode = mode
         # The channel is dropped; the one retry needs a fresh peering, which this
-        # endpoint (no relay) cannot make: the client is told so.
+        # endpoint (no relay) cannot make: the client is told that the channel failed,
+        # and why the peer cannot be reached again.
         with pytest.raises(RemoteError, match='no relay') as info:
             await client.request(proto.GET, {'ids': [oid], 'endpoint': owner.uuid})
-        assert info.value.code == 'peering'
+        assert info.value.code == 'peer-failed'
         assert ep.status()['peers'] == []  # the broken link is gone
         # The client's connection still works.
         with pytest.raises(RemoteError, match='no relay'):
@@ -221,7 +222,7 @@ def test_a_frame_the_peer_sent_unasked_drops_the_channel(tmp_path: Path) -> None
         # The next request finds it waiting: the channel is dropped, never trusted.
         with pytest.raises(RemoteError, match='no relay') as info:
             await client.request(proto.GET, head)
-        assert info.value.code == 'peering'
+        assert info.value.code == 'peer-failed'
         assert ep.status()['peers'] == []
 
     _run(tmp_path, scenario)
@@ -236,7 +237,7 @@ def test_an_owner_that_never_answers_times_out(
         owner.mode = 'silent'
         with pytest.raises(RemoteError) as info:
             await client.request(proto.GET, {'ids': [_oid()], 'endpoint': owner.uuid})
-        assert info.value.code == 'peering'
+        assert info.value.code == 'peer-failed'
 
     _run(tmp_path, scenario)
 

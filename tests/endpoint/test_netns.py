@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -199,8 +202,8 @@ def test_endpoint_killed_mid_transfer_then_restarted(world: World) -> None:
         world.topo.shape('b', world.topo.rate)
     assert reader.returncode == 0, err
     (result,) = json.loads(out.strip().splitlines()[-1])
-    assert result['error'] == 'ConnectorError'
-    assert 'ep-b' in result['message'] or held['key'][1] in result['message']
+    assert result['error'] == 'PeerChannelError'
+    assert 'ep-b' in result['message']
     assert failed_at - killed_at < 30  # when the channel drops, not at a timeout
     # Restarted with persistence: the object is still there, and A re-peers on its own.
     world.sites['b'].start('ep-b')
@@ -232,3 +235,79 @@ def test_relay_killed_after_peering(world: World) -> None:
         )
     assert world.ops('a', ('get', at_c['key'])) == [{'sha': at_c['sha']}]
     assert world.peers('a', 'ep-a')['ep-c'] == 'relayed'
+
+
+_PAUSED_GET = """
+    import json, sys
+    from tether._wire import SyncConnection
+    from tether.connectors.endpoint import EndpointConnector, EndpointKey
+    from tether.exceptions import TetherError
+    key, size, endpoints = json.loads(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+    recv_into, paused = SyncConnection._recv_into, []
+
+    def pause_after_a_megabyte(self, view):
+        # The object's payload: read its first megabyte, then wait to be told to go on.
+        if view.nbytes == size and not paused:
+            recv_into(self, view[: 1 << 20])
+            paused.append(True)
+            print('mid', flush=True)
+            sys.stdin.readline()
+            view = view[1 << 20 :]
+        recv_into(self, view)
+
+    SyncConnection._recv_into = pause_after_a_megabyte
+    conn = EndpointConnector(endpoints, timeout=60)
+    try:
+        conn.get(EndpointKey(*key))
+        out = {'error': None}
+    except TetherError as e:
+        out = {'error': type(e).__name__, 'peer': getattr(e, 'peer', None), 'message': str(e)}
+    print(json.dumps(out), flush=True)
+"""
+
+
+def test_owner_killed_mid_get_over_a_punched_tcp_path(world: World) -> None:
+    """The punched TCP path (NATs needed): the reader hears of the owner's death at once."""
+    size = 64 << 20
+    (held,) = world.ops('b', ('put', size), endpoints=['eb-nat'])
+    site_a, site_b = world.sites['a'], world.sites['b']
+    reader = subprocess.Popen(
+        site_a.cmd(
+            sys.executable,
+            '-c',
+            textwrap.dedent(_PAUSED_GET),
+            json.dumps(held['key']),
+            str(size),
+            json.dumps(ENDPOINTS),
+        ),
+        env=site_a.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None
+        assert reader.stdin is not None
+        assert reader.stdout.readline().strip() == 'mid', 'the transfer did not start'
+        peer = next(p for p in site_a.status('ep-a')['peers'] if p['name'] == 'eb-nat')
+        assert (peer['path'], peer['transport']) == ('punched', 'tcp')
+        pid = site_b.pid('eb-nat')
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f'/proc/{pid}'), what='eb-nat to die')
+        reader.stdin.write('go on\n')
+        reader.stdin.flush()
+        out, err = reader.communicate(timeout=60)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate(timeout=10)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result['error'] == 'PeerChannelError', (result, err)
+    assert result['peer'] == held['key'][1]
+    assert 'eb-nat' in result['message']
+    # Restarted, it registers again; the reader peers with it again by itself.
+    site_b.start('eb-nat')
+    wait_for(lambda: site_b.status('eb-nat')['relay']['connected'], what='eb-nat registered')
+    (again,) = world.ops('b', ('put', 1000), endpoints=['eb-nat'])
+    assert world.ops('a', ('get', again['key'])) == [{'sha': again['sha']}]

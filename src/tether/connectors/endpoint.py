@@ -53,6 +53,7 @@ from tether.exceptions import (
     ConnectorClosedError,
     ConnectorError,
     EndpointError,
+    PeerChannelError,
     RemoteError,
     WireConnectionError,
     WireError,
@@ -238,6 +239,12 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             yield
         except RemoteError as e:
             owner = f' (object owned by endpoint {key_endpoint})' if key_endpoint else ''
+            if e.code == 'peer-failed':
+                # The owner died (or its link broke) while the request was under way.
+                raise PeerChannelError(
+                    f'endpoint {config}: the channel to the owner failed during {what}: {e}',
+                    peer=key_endpoint or '',
+                ) from e
             raise ConnectorError(f'endpoint {config} failed during {what}{owner}: {e}') from e
         except WireError as e:
             self._forget()

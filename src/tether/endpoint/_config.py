@@ -131,6 +131,12 @@ class PeeringSettings(BaseModel):
             one peer (``16``; ``0``: none): such a connection's requests for that peer
             go to it byte for byte, with nothing decoded on the way (direct and relayed
             paths).
+        keepalive: Seconds between keepalives on a peer link (``1.0``). A link that
+            hears nothing from the peer for three of them is dead: its requests fail
+            over at once instead of waiting for a timeout (QUIC's idle timeout on the
+            punched path; on TCP channels, kernel keepalives and a limit on how long
+            sent data may go unacknowledged, which also catch a peer host that vanished
+            without closing its connections).
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -142,6 +148,7 @@ class PeeringSettings(BaseModel):
     punch: list[PunchName] = Field(default_factory=_all_punches)
     warm_up: str | int = '4MiB'
     own_channels: int = Field(default=16, ge=0, le=1024)
+    keepalive: float = Field(default=1.0, gt=0, le=600)
 
     @field_validator('warm_up')
     @classmethod

@@ -40,7 +40,13 @@ from tether._wire import (
     connect,
 )
 from tether.endpoint._protocol import WARM_UP
-from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
+from tether.exceptions import (
+    EndpointError,
+    PeeringError,
+    RemoteError,
+    WireConnectionError,
+    WireError,
+)
 from tether.relay import _protocol as rp
 from tether.relay._tls import pinned_client_context
 
@@ -57,6 +63,9 @@ _PUNCH_TIMEOUT = 4.0
 _QUIC_TIMEOUT = 8.0
 _TCP_PUNCH_TIMEOUT = 5.0
 _WARM_UP_TIMEOUT = 30.0
+LOST_WINDOW = 60.0
+"""Seconds a link's failure is remembered, to explain why its peer cannot be reached."""
+_SILENT_INTERVALS = 3
 _zeros: list[memoryview] = [memoryview(b'')]
 
 
@@ -65,6 +74,35 @@ def zeros(size: int) -> memoryview:
     if len(_zeros[0]) < size:
         _zeros[0] = memoryview(bytes(size))
     return _zeros[0][:size]
+
+
+def tcp_keepalive(sock: Any, interval: float) -> None:
+    """Make the kernel find out within about ``3 * interval`` s that a peer is gone.
+
+    Keepalive probes on an idle connection, and a bound on how long sent data (or a
+    probe) may go unacknowledged (``TCP_USER_TIMEOUT``): a peer host that vanished, or a
+    path that was cut, then fails the connection as a closed one would, instead of after
+    the kernel's default of many minutes. A live peer acknowledges at kernel level, even
+    while its process is busy, so a slow peer is not taken for a dead one.
+    """
+    if sock is None:
+        return
+    whole = max(1, round(interval))
+    options = [
+        (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+        (socket.IPPROTO_TCP, getattr(socket, 'TCP_KEEPIDLE', None), whole),
+        (socket.IPPROTO_TCP, getattr(socket, 'TCP_KEEPINTVL', None), whole),
+        (socket.IPPROTO_TCP, getattr(socket, 'TCP_KEEPCNT', None), _SILENT_INTERVALS),
+        (
+            socket.IPPROTO_TCP,
+            getattr(socket, 'TCP_USER_TIMEOUT', None),
+            int(_SILENT_INTERVALS * interval * 1000),
+        ),
+    ]
+    for level, option, value in options:
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(level, option, value)
 
 
 def choose_path(paths: list[str], offer: dict[str, Any], answer: dict[str, Any]) -> str:
@@ -106,6 +144,7 @@ class PeerLink:
         opener: Callable[[], Awaitable[Connection]],
         closer: Callable[[], None] = lambda: None,
         alive: Callable[[], bool] = lambda: True,
+        why: Callable[[], str] = lambda: 'its connection closed',
         *,
         first: Connection | None = None,
         max_channels: int = _MAX_CHANNELS,
@@ -122,6 +161,7 @@ class PeerLink:
         self._opener = opener
         self._closer = closer
         self._alive = alive
+        self._why = why
         self._idle: list[Connection] = [first] if first is not None else []
         self._open = len(self._idle)
         self._cond = asyncio.Condition()
@@ -137,6 +177,15 @@ class PeerLink:
     def alive(self) -> bool:
         """Whether new requests may use this link."""
         return self.broken is None and self._alive()
+
+    @property
+    def failure(self) -> str:
+        """Why this link is not alive (once it is not)."""
+        return self.broken or self._why()
+
+    def describe(self) -> str:
+        """The peer's name and UUID, for messages."""
+        return f'{self.name} ({self.uuid})' if self.name != self.uuid else self.uuid
 
     def info(self) -> dict[str, Any]:
         """What ``tether endpoint list --json`` shows about this peer."""
@@ -222,10 +271,16 @@ class PeerLink:
         try:
             conn = await self._opener()
         except BaseException as e:
-            self.broken = self.broken or f'cannot open a channel: {e!r}'
+            self.broken = self.broken or f'cannot open a channel: {e}'
             async with self._cond:
                 self._open -= 1
                 self._cond.notify()
+            if isinstance(e, EndpointError | RemoteError):
+                # Not the peer's answer to a request: the channel could not be opened
+                # (a refusal by the relay, a punched path that cannot reopen).
+                raise WireConnectionError(
+                    f'cannot open a channel to {self.describe()}: {e}'
+                ) from e
             raise
         try:
             await self.warm(conn)
@@ -397,6 +452,8 @@ class PeerManager:
         self._tcp_ports: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.nat: dict[str, Any] = {'nat': 'unknown'}
+        self.lost: dict[str, tuple[str, str, float]] = {}
+        """Per peer UUID: its name, why its last link failed, and when (monotonic)."""
 
     # Secrets for the peer server (the responder side) -----------------------------------
 
@@ -427,6 +484,29 @@ class PeerManager:
 
     # Initiator -------------------------------------------------------------------------
 
+    def describe(self, target: str) -> str:
+        """``target`` (a UUID or a name) as messages name a peer: name and UUID if known."""
+        uuid = self.names.get(target, target)
+        link = self.links.get(uuid)
+        name = link.name if link is not None else self.lost.get(uuid, (None,))[0]
+        return f'{name} ({uuid})' if name and name != uuid else target
+
+    def lost_recently(self, target: str) -> str | None:
+        """Why the last link to ``target`` failed, if it did within :data:`LOST_WINDOW`."""
+        lost = self.lost.get(self.names.get(target, target))
+        if lost is None or time.monotonic() - lost[2] > LOST_WINDOW:
+            return None
+        return f'{lost[1]}, {time.monotonic() - lost[2]:.1f} s ago'
+
+    def _lose(self, link: PeerLink) -> None:
+        """Forget a link that is not alive, remembering why it failed."""
+        reason = link.failure
+        if reason != 'closed':
+            self.lost[link.uuid] = (link.name, reason, time.monotonic())
+        link.close()
+        if self.links.get(link.uuid) is link:
+            del self.links[link.uuid]
+
     def ready_link(self, target: str) -> PeerLink | None:
         """The live link to ``target`` if there is one now (no peering, no waiting)."""
         link = self.links.get(self.names.get(target, target))
@@ -443,9 +523,10 @@ class PeerManager:
         if link is not None and link.alive:
             return link
         if link is not None:
-            logger.info('peer %s (%s path) dropped (%s): re-peering', uuid, link.path, link.broken)
-            link.close()
-            self.links.pop(uuid, None)
+            logger.info(
+                'peer %s (%s path) dropped (%s): re-peering', uuid, link.path, link.failure
+            )
+            self._lose(link)
         task = self._opening.get(uuid)
         if task is None:
             task = asyncio.ensure_future(self._peer(target))
@@ -554,6 +635,7 @@ class PeerManager:
             self.links[uuid] = link
             self.names[name] = uuid
             self.names[target] = uuid
+            self.lost.pop(uuid, None)
             return link
         raise PeeringError(f'no path to endpoint {target}: ' + '; '.join(errors))
 
@@ -569,6 +651,7 @@ class PeerManager:
         secret = bytes.fromhex(offer['secret'])
         client = f'peer:{self.ep.uuid}'
         cert = str(answer['cert'])
+        keepalive = self.ep.config.peering.keepalive
         if path == 'direct':
             addresses = [str(a) for a in answer['direct']]
             ctx = pinned_client_context(cert)
@@ -578,7 +661,7 @@ class PeerManager:
                 for address in addresses:
                     host, _, port = address.rpartition(':')
                     try:
-                        return await connect(
+                        conn = await connect(
                             host.strip('[]'),
                             int(port),
                             secret=secret,
@@ -588,6 +671,9 @@ class PeerManager:
                         )
                     except (WireError, OSError) as e:
                         last = e
+                    else:
+                        tcp_keepalive(conn.transport.get_extra_info('socket'), keepalive)
+                        return conn
                 assert last is not None
                 raise last
 
@@ -621,6 +707,7 @@ class PeerManager:
 
         peer = (str(ports[1][0]), int(ports[1][1]))
         sock = await simultaneous_open(ports[0], peer, _TCP_PUNCH_TIMEOUT)
+        tcp_keepalive(sock, self.ep.config.peering.keepalive)
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await loop.create_connection(
@@ -658,8 +745,14 @@ class PeerManager:
         heard = await udp.punch(peer_addr, _PUNCH_TIMEOUT)
         if heard is None:
             raise PeeringError(f'no punch datagram from {peer_addr[0]}:{peer_addr[1]} arrived')
-        config = quic_config(client=True, peer_cert=cert, server_name=f'{uuid}.endpoint.tether')
-        quic = QuicPeer(udp, QuicConnection(configuration=config), heard)
+        keepalive = self.ep.config.peering.keepalive
+        config = quic_config(
+            client=True,
+            peer_cert=cert,
+            server_name=f'{uuid}.endpoint.tether',
+            keepalive=keepalive,
+        )
+        quic = QuicPeer(udp, QuicConnection(configuration=config), heard, keepalive=keepalive)
         udp.quic = quic
         await quic.connect(_QUIC_TIMEOUT)
 
@@ -678,6 +771,7 @@ class PeerManager:
             stream,
             udp.close,
             lambda: quic.alive,
+            lambda: f'its QUIC connection closed: {quic.reason}',
             first=first,
             transport='quic',
         )
@@ -688,11 +782,14 @@ class PeerManager:
         relay = self.ep.relay
         assert relay is not None
         ctx = pinned_client_context(cert)
+        keepalive = self.ep.config.peering.keepalive
 
         async def tunnel() -> Connection:
             reply = await relay.call(rp.TUNNEL, {'target': uuid, 'session': session})
             ticket = bytes.fromhex(str(reply.header['ticket']))
-            transport = await _tunnel_transport(relay.address[0], relay.info['data_port'], ticket)
+            transport = await _tunnel_transport(
+                relay.address[0], relay.info['data_port'], ticket, keepalive
+            )
             protocol = client_protocol()
             loop = asyncio.get_running_loop()
             try:
@@ -790,7 +887,10 @@ class PeerManager:
 
         udp = inbound.udp
         ep = self.ep
-        config = quic_config(client=False, cert_file=ep.cert_file, key_file=ep.key_file)
+        keepalive = ep.config.peering.keepalive
+        config = quic_config(
+            client=False, cert_file=ep.cert_file, key_file=ep.key_file, keepalive=keepalive
+        )
 
         def on_stream(transport: Any) -> None:
             protocol = ep.peer_server.protocol()
@@ -807,7 +907,7 @@ class PeerManager:
             quic = QuicConnection(
                 configuration=config, original_destination_connection_id=header.destination_cid
             )
-            return QuicPeer(udp, quic, addr, on_stream)
+            return QuicPeer(udp, quic, addr, on_stream, keepalive=keepalive)
 
         udp.accept = accept
         heard = await udp.punch(peer_addr, _PUNCH_TIMEOUT + 2)
@@ -823,8 +923,11 @@ class PeerManager:
         relay = self.ep.relay
         assert relay is not None
         ticket = bytes.fromhex(str(header['ticket']))
+        keepalive = self.ep.config.peering.keepalive
         try:
-            transport = await _tunnel_transport(relay.address[0], relay.info['data_port'], ticket)
+            transport = await _tunnel_transport(
+                relay.address[0], relay.info['data_port'], ticket, keepalive
+            )
             protocol = self.ep.peer_server.protocol()
             loop = asyncio.get_running_loop()
             tls = await loop.start_tls(
@@ -857,8 +960,15 @@ class PeerManager:
             task.cancel()
 
 
-async def _tunnel_transport(host: str, port: int, ticket: bytes) -> asyncio.Transport:
-    """A TCP connection to the relay's data port that has presented its ticket."""
+async def _tunnel_transport(
+    host: str, port: int, ticket: bytes, keepalive: float
+) -> asyncio.Transport:
+    """A TCP connection to the relay's data port that has presented its ticket.
+
+    With kernel keepalives (see :func:`tcp_keepalive`): a relay that vanished fails the
+    channel within seconds (a peer that died is reported by the relay, which closes the
+    spliced connection).
+    """
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(_DIAL_TIMEOUT * 2):
@@ -867,5 +977,6 @@ async def _tunnel_transport(host: str, port: int, ticket: bytes) -> asyncio.Tran
         raise PeeringError(f'cannot reach the relay data port {host}:{port}: {e!r}') from e
     with contextlib.suppress(Exception):
         transport.get_extra_info('socket').setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    tcp_keepalive(transport.get_extra_info('socket'), keepalive)
     transport.write(ticket)
     return transport

@@ -350,7 +350,9 @@ class Endpoint:
             channel.abort()
             pipe.drop()
             return error_reply(
-                'peer-failed', f'the channel to peer endpoint {target} failed: {pipe.failed}'
+                'peer-failed',
+                f'the channel to peer endpoint {self.peers.describe(target)} failed: '
+                f'{pipe.failed}',
             )
         pipe.handled = True
         try:
@@ -358,7 +360,10 @@ class Endpoint:
         except RemoteError as e:
             return error_reply(e.code, f'peer endpoint {target}: {e}')
         except (WireError, OSError) as e:
-            return error_reply('peer-failed', f'the channel to peer endpoint {target} failed: {e}')
+            return error_reply(
+                'peer-failed',
+                f'the channel to peer endpoint {self.peers.describe(target)} failed: {e}',
+            )
         self.forwarded += 1
         return reply.type, reply.header, reply.payloads
 
@@ -515,7 +520,7 @@ class Endpoint:
             try:
                 link = await self.peers.link(target)
             except PeeringError as e:
-                return error_reply('peering', str(e) if error is None else f'{error}; {e}')
+                return self._unreachable(target, error, e)
             router, pipes = (
                 self._reply_router(client, frame.request_id)
                 if frame.type == proto.GET
@@ -532,11 +537,12 @@ class Endpoint:
             except RemoteError as e:
                 return error_reply(e.code, f'peer endpoint {target}: {e}')
             except (WireError, OSError) as e:
+                link.broken = link.broken or str(e)
                 if pipes:
-                    # The client has the head of a reply that will not complete.
+                    # The client has the head of a reply that will not complete: its
+                    # connection is cut, and its retry learns why (see _unreachable).
                     client.abort()
                     return None
-                link.broken = link.broken or str(e)
                 error = e
                 logger.info('channel to %s failed (%s): re-peering once', target, e)
                 continue
@@ -548,7 +554,26 @@ class Endpoint:
             return reply.type, reply.header, reply.payloads
         return error_reply(
             'peer-failed',
-            f'the channel to peer endpoint {target} failed during the request: {error}',
+            f'the channel to peer endpoint {self.peers.describe(target)} failed during '
+            f'the request: {error}',
+        )
+
+    def _unreachable(self, target: str, error: Exception | None, why: PeeringError) -> Reply:
+        """The reply to a request for ``target`` when it cannot be peered with.
+
+        ``peer-failed`` if a channel to it failed during this request, or its last link
+        failed a moment ago (the request is a client's retry after its connection was
+        cut mid-reply, or its own channel died): the peer died, or its link broke, and
+        that is what the client needs to hear, not only that it is offline now.
+        ``peering`` otherwise.
+        """
+        lost = str(error) if error is not None else self.peers.lost_recently(target)
+        if lost is None:
+            return error_reply('peering', str(why))
+        return error_reply(
+            'peer-failed',
+            f'the channel to peer endpoint {self.peers.describe(target)} failed ({lost}), '
+            f'and it cannot be reached again: {why}',
         )
 
     def _handle_peer(self, conn: Connection, frame: Frame) -> Reply | RawReply | None:

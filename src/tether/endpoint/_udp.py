@@ -34,7 +34,9 @@ PUNCH_ACK = b'TTHRPUNCHACK'
 _WINDOW = 4 << 20
 _CHUNK = 256 << 10
 _HIGH = 16 << 20  # pause the writer past this many bytes waiting in the transport
-_KEEPALIVE = 10.0
+KEEPALIVE = 1.0
+"""Seconds between keepalives by default; a connection silent for three is dead."""
+SILENT_INTERVALS = 3
 _SOCKBUF = 8 << 20
 
 Addr = tuple[str, int]
@@ -47,8 +49,14 @@ def quic_config(
     key_file: Path | None = None,
     peer_cert: str | None = None,
     server_name: str | None = None,
+    keepalive: float = KEEPALIVE,
 ) -> Any:
-    """A QUIC configuration for a peer channel (pinned certificate, large windows)."""
+    """A QUIC configuration for a peer channel (pinned certificate, large windows).
+
+    The connection ends when nothing was heard from the peer for ``SILENT_INTERVALS``
+    keepalive intervals (its idle timeout; :class:`QuicPeer` sends a keepalive each
+    interval), so a peer that died without a word is found out within seconds.
+    """
     from aioquic.quic.configuration import QuicConfiguration
 
     config = QuicConfiguration(
@@ -57,7 +65,7 @@ def quic_config(
         max_data=128 << 20,
         max_stream_data=64 << 20,
         max_datagram_size=1452,
-        idle_timeout=60.0,
+        idle_timeout=SILENT_INTERVALS * keepalive,
         congestion_control_algorithm='cubic',
         server_name=server_name,
     )
@@ -223,6 +231,8 @@ class QuicPeer:
         quic: The aioquic ``QuicConnection``.
         peer_addr: The peer's public address.
         on_stream: Called with the transport of each stream the peer opens (server side).
+        keepalive: Seconds between keepalives (the ``quic_config`` of ``quic`` must have
+            the same, for its idle timeout).
     """
 
     def __init__(
@@ -231,8 +241,10 @@ class QuicPeer:
         quic: Any,
         peer_addr: Addr,
         on_stream: Callable[[_StreamTransport], None] | None = None,
+        keepalive: float = KEEPALIVE,
     ) -> None:
         self.session = session
+        self.keepalive = keepalive
         self.quic = quic
         self.peer_addr = peer_addr
         self.on_stream = on_stream
@@ -246,7 +258,7 @@ class QuicPeer:
 
     async def _ping(self) -> None:
         while not self.closed.is_set():
-            await asyncio.sleep(_KEEPALIVE)
+            await asyncio.sleep(self.keepalive)
             with contextlib.suppress(Exception):
                 self.quic.send_ping(0)
                 self.protocol.transmit()
@@ -292,6 +304,9 @@ class QuicPeer:
         return transport
 
     def terminated(self, reason: str) -> None:
+        if reason == 'Idle timeout':  # aioquic's phrase
+            silent = SILENT_INTERVALS * self.keepalive
+            reason = f'the peer was silent for {silent:g} s (dead, or cut off)'
         self.reason = reason
         self.closed.set()
         self._keepalive.cancel()

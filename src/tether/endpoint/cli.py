@@ -92,6 +92,13 @@ def endpoint() -> None:
     type=click.IntRange(0, 1024),
     help='Client connections that may each hold a channel of their own to one peer (0: none).',
 )
+@click.option(
+    '--keepalive',
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, 600, min_open=True),
+    help='Seconds between keepalives on peer links; a peer silent for three is dead.',
+)
 @click.option('--memory', default='1GB', show_default=True, help='Memory budget for objects.')
 @click.option('--persist', is_flag=True, help='Keep objects on disk across restarts.')
 @click.option('--home', default=None, help=_HOME_HELP)
@@ -112,6 +119,7 @@ def _configure(  # noqa: PLR0917
     punch: str,
     warm_up: str,
     own_channels: int,
+    keepalive: float,
     memory: str,
     persist: bool,
     home: str | None,
@@ -143,6 +151,7 @@ def _configure(  # noqa: PLR0917
                 'punch': [p.strip() for p in punch.split(',') if p.strip()],
                 'warm_up': warm_up,
                 'own_channels': own_channels,
+                'keepalive': keepalive,
             },
             storage={'memory': memory, 'persist': persist},
         )

@@ -1,0 +1,109 @@
+"""An owner killed mid-transfer is reported at once, on every path, as its channel's failure.
+
+The client reads a large object that another endpoint owns; once the first megabyte is
+in, the test kills the owner (SIGKILL: nothing is said on the way out) and lets the client
+read on. The client must get a :class:`PeerChannelError` naming the owner, soon: on the
+TCP paths the kernel reports the dead connection; on the punched QUIC path nothing does,
+and the link's keepalive (short here) must. (A punched TCP path needs NATs: see
+``test_netns.py``.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+from tests.endpoint.conftest import Relay, Site, wait_for
+from tether._wire import SyncConnection
+from tether.exceptions import PeerChannelError
+from tether.node._state import pid_alive
+
+SIZE = 64 << 20
+KEEPALIVE = 0.3
+"""Seconds between keepalives on the test's peer links (a link silent for 3 is dead)."""
+
+PATHS: dict[str, tuple[dict[str, Any], bool, str]] = {
+    # name: (the reader's peering settings, whether its connector asks for own channels,
+    # the path and transport of its link)
+    'direct, own channel': ({}, True, 'direct tcp'),
+    'direct, shared channels': ({}, False, 'direct tcp'),
+    'relayed': ({'paths': ['relayed']}, True, 'relayed tcp'),
+    'punched QUIC': ({'paths': ['punched'], 'punch': ['udp']}, True, 'punched quic'),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize('path', list(PATHS))
+def test_owner_killed_mid_get(
+    site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    reader_settings, own_channels, link = PATHS[path]
+    direct = path.startswith('direct')
+    port = free_port()
+    owner_peering: dict[str, Any] = {'keepalive': KEEPALIVE}
+    if direct:
+        owner_peering |= {'port': port, 'advertise': [f'127.0.0.1:{port}']}
+    site.configure(
+        'reader', loop_relay.address, peering={'keepalive': KEEPALIVE, **reader_settings}
+    )
+    owner = site.configure('owner', loop_relay.address, peering=owner_peering)
+    site.start('reader')
+    site.start('owner')
+    at_owner = site.connector('owner')
+    key = at_owner.put(os.urandom(SIZE))
+    at_owner.close()
+
+    # The client stops after the first megabyte of the object, until the owner is dead.
+    mid, killed = threading.Event(), threading.Event()
+    recv_into = SyncConnection._recv_into
+
+    def paused(self: SyncConnection, view: memoryview) -> None:
+        if view.nbytes == SIZE and not mid.is_set():
+            recv_into(self, view[: 1 << 20])
+            mid.set()
+            assert killed.wait(60)
+            view = view[1 << 20 :]
+        recv_into(self, view)
+
+    monkeypatch.setattr(SyncConnection, '_recv_into', paused)
+    reader = site.connector('reader', own_channels=own_channels)
+    outcome: dict[str, BaseException | None] = {}
+    done = threading.Event()
+
+    def get() -> None:
+        try:
+            reader.get(key)
+            outcome['error'] = None
+        except BaseException as e:  # the test inspects it
+            outcome['error'] = e
+        done.set()
+
+    thread = threading.Thread(target=get, daemon=True)
+    thread.start()
+    assert mid.wait(60), 'the transfer did not start'
+    (peer,) = site.status('reader')['peers']
+    assert f'{peer["path"]} {peer["transport"]}' == link
+    pid = site.pid('owner')
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid), what='the owner to die')
+    killed.set()
+    # Generous: the failure is seen within seconds (a QUIC link's default idle timeout
+    # used to hold the client for a minute).
+    assert done.wait(30), 'the client was not told within 30 s'
+    thread.join(10)
+    error = outcome['error']
+    assert isinstance(error, PeerChannelError), repr(error)
+    assert error.peer == owner
+    assert 'owner' in str(error)
+    assert 'channel' in str(error)
+    reader.close()
