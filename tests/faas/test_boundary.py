@@ -10,6 +10,7 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,8 +22,8 @@ import pytest
 from tests.faas import _tasks
 from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
 from tether._wire._frame import PREFIX
-from tether.exceptions import FaasBadRequestError
-from tether.faas import Client, ServiceConfig, _frames
+from tether.exceptions import FaasBadRequestError, FaasRateLimitError
+from tether.faas import Client, Executor, ServiceConfig, _frames
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_args
 from tether.faas._server import ServiceThread
@@ -297,3 +298,161 @@ def test_open_connections_are_capped(make_tight: Callable[..., ServiceThread]) -
                     return False
 
         wait_for(served, 30, 'a connection to be accepted once the WebSocket closed')
+
+
+# One user cannot disrupt the others (item 3) -------------------------------------------
+
+
+async def open_streams(
+    st: ServiceThread, token: str, group: str, n: int
+) -> tuple[list[Any], list[int]]:
+    """Open ``n`` result streams of ``group`` at once: ``(open ones, close codes of the
+    refused ones)``. A refused stream is accepted, then closed with ``4000 + status``."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    url = ws_url(st.url, f'/v1/task_groups/{group}/results')
+    headers = {'Authorization': f'Bearer {token}'}
+
+    async def one() -> Any:
+        ws = await connect(url, additional_headers=headers, open_timeout=60)
+        try:  # refused streams are closed at once; open ones stay silent
+            await asyncio.wait_for(ws.recv(), 0.5)
+        except TimeoutError:
+            return ws
+        except ConnectionClosed as e:
+            return e.rcvd.code if e.rcvd is not None else 1006
+        raise AssertionError('a result stream of an empty group sent something')
+
+    opened: list[Any] = []
+    refused_codes: list[int] = []
+    for start in range(0, n, 200):
+        for got in await asyncio.gather(*(one() for _ in range(min(200, n - start)))):
+            (refused_codes if isinstance(got, int) else opened).append(got)
+    return opened, refused_codes
+
+
+def test_a_users_websockets_are_bounded_and_others_keep_working(
+    make_tight: Callable[..., ServiceThread], start_endpoint: Callable[..., AgentThread]
+) -> None:
+    st = make_tight(max_websockets_per_user=4)
+    _mallory, mallory_token = new_user(st)
+    alice, alice_token = new_user(st)
+    ep = start_endpoint(st, alice)  # one of Alice's WebSockets
+    with Client(st.url, mallory_token) as mallory:
+        group = mallory.create_task_group()
+    with Executor(ep.config.endpoint_id, service_url=st.url, token=alice_token) as ex:
+        assert ex.submit(_tasks.square, 3).result(timeout=60) == 9  # Alice's stream open
+
+        async def flood() -> None:
+            opened, codes = await open_streams(st, mallory_token, group, 10)
+            assert len(opened) == 4
+            assert codes == [4429] * 6
+            # Alice still opens streams and runs tasks.
+            mine, refused_mine = await open_streams(st, alice_token, ex.task_group_id, 2)
+            assert (len(mine), refused_mine) == (2, [])
+            assert await asyncio.to_thread(lambda: ex.submit(_tasks.square, 4).result(60)) == 16
+            for ws in [*opened, *mine]:
+                await ws.close()
+            # Once Mallory's streams are closed, she may open as many again.
+            again: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(again) < 4 and time.monotonic() < deadline:
+                got, _ = await open_streams(st, mallory_token, group, 1)
+                again.extend(got)
+            assert len(again) == 4
+            for ws in again:
+                await ws.close()
+
+        asyncio.run(flood())
+
+
+@pytest.mark.slow
+def test_more_streams_than_rabbitmq_channels_close_no_one_elses(
+    make_tight: Callable[..., ServiceThread], start_endpoint: Callable[..., AgentThread]
+) -> None:
+    """One user opening more result streams than RabbitMQ grants the service's connection
+    channels (2047): they are refused past the service's channel budget (4503, retried by
+    the SDK), and RabbitMQ never closes the connection other users' consumers are on."""
+    st = make_tight(max_websockets_per_user=5000, max_connections=6000)
+    _mallory, mallory_token = new_user(st)
+    alice, alice_token = new_user(st)
+    ep = start_endpoint(st, alice)
+    with Client(st.url, mallory_token) as mallory:
+        group = mallory.create_task_group()
+    with Executor(ep.config.endpoint_id, service_url=st.url, token=alice_token) as ex:
+        assert ex.submit(_tasks.square, 3).result(timeout=60) == 9
+
+        async def flood() -> None:
+            opened, codes = await open_streams(st, mallory_token, group, 2100)
+            # Alice's endpoint and stream kept their consumers: a new task runs and its
+            # result arrives on the stream opened before the flood.
+            result = await asyncio.to_thread(lambda: ex.submit(_tasks.square, 5).result(60))
+            assert result == 25
+            assert set(codes) == {4503}
+            assert len(opened) < 2047
+            await asyncio.gather(*(ws.close() for ws in opened))
+
+        asyncio.run(flood())
+
+
+def test_the_sdk_waits_out_429(make_tight: Callable[..., ServiceThread]) -> None:
+    """A user at their limit of requests in progress is answered 429 with Retry-After;
+    the SDK waits and sends again instead of failing the call."""
+    st = make_tight(max_requests_per_user=1)
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    release = threading.Event()
+    refused = threading.Event()
+
+    def slow_body() -> Iterator[bytes]:
+        yield b'{"task_ids": '
+        release.wait(60)
+        yield b'[]}'
+
+    with contextlib.ExitStack() as stack:
+        h = stack.enter_context(http(st, token))
+        client = stack.enter_context(Client(st.url, token))
+        fid = client.register_function(_tasks.square)
+        answers: list[httpx.Response] = []
+        holder = threading.Thread(
+            target=lambda: answers.append(h.post('/v1/tasks/status', content=slow_body()))
+        )
+        holder.start()  # holds the user's one request in progress until released
+
+        @stack.callback
+        def end_the_hold() -> None:  # whatever happens, the held request ends
+            release.set()
+            holder.join(60)
+
+        with http(st, token) as probe:
+            wait_for(lambda: probe.get('/v1/tasks').status_code == 429, 30, 'the hold')
+
+        def saw(response: httpx.Response) -> None:
+            if response.status_code == 429:
+                assert int(response.headers['retry-after']) >= 1
+                refused.set()
+                release.set()
+
+        client._http.event_hooks['response'].append(saw)
+        task_id = client.run(fid, endpoint_id, 2)  # refused once, then sent again
+        assert refused.is_set()
+        holder.join(60)
+        assert answers[0].status_code == 200
+        assert client.get_task(task_id)['task_id'] == task_id
+        # Without time to wait, the refusal is an exception that says what to do.
+        release.clear()
+        refused.clear()
+        holder = threading.Thread(
+            target=lambda: answers.append(h.post('/v1/tasks/status', content=slow_body()))
+        )
+        holder.start()
+        impatient = Client(st.url, token, retry_deadline=0.0)
+        try:
+            with pytest.raises(FaasRateLimitError, match='max_requests_per_user') as info:
+                wait_for(lambda: impatient.get_task(task_id) and False, 30, 'a refusal')
+            assert info.value.retry_after >= 1
+        finally:
+            impatient.close()
+            release.set()
+            holder.join(60)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from tether.exceptions import (
     FaasBadRequestError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
+    FaasRateLimitError,
     ProtocolError,
     TaskPending,
 )
@@ -35,7 +37,7 @@ from tether.faas._openapi import openapi
 from tether.faas._validate import MAX_NAME, check_id, check_ids, check_name, loads
 from tether.faas._web import PAGE
 
-__all__ = ['build_app']
+__all__ = ['PerUser', 'build_app']
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +52,42 @@ def _error(e: Exception) -> JSONResponse:
         logger.exception('internal error')
     message = str(e) if status != 500 else 'internal error (see the service log)'
     body: dict[str, Any] = {'error': code, 'message': message}
+    headers = None
     if isinstance(e, TaskPending):
         body.update(task_id=e.task_id, status=e.status)
-    return JSONResponse(body, status_code=status)
+    elif isinstance(e, FaasRateLimitError):
+        body['retry_after'] = e.retry_after
+        headers = {'retry-after': str(max(1, math.ceil(e.retry_after)))}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class PerUser:
+    """How many of something (requests in progress, open WebSockets) each user holds,
+    with a bound: one more is refused with :class:`~tether.exceptions.FaasRateLimitError`
+    (HTTP 429, WebSocket close 4429), so one user's excess never costs another user."""
+
+    def __init__(self, limit: int, what: str, setting: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.setting = setting
+        self.held: dict[str, int] = {}
+
+    def take(self, user: str) -> None:
+        n = self.held.get(user, 0)
+        if n >= self.limit:
+            raise FaasRateLimitError(
+                f'this user already has {n} {self.what}, the most the service allows one '
+                f'user ({self.setting}): wait for some to finish, then try again',
+                retry_after=1.0,
+            )
+        self.held[user] = n + 1
+
+    def give(self, user: str) -> None:
+        n = self.held.get(user, 0) - 1
+        if n > 0:
+            self.held[user] = n
+        else:
+            self.held.pop(user, None)
 
 
 def _bearer(headers: Any) -> str:
@@ -108,12 +143,24 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
     def param(request: Request, name: str) -> str:
         return check_id(request.path_params[name], name)
 
+    requests = PerUser(
+        service.config.max_requests_per_user, 'requests in progress', 'max_requests_per_user'
+    )
+    sockets = PerUser(
+        service.config.max_websockets_per_user, 'WebSockets open', 'max_websockets_per_user'
+    )
+
     def route(
         fn: Callable[[Request, str], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def handler(request: Request) -> Response:
             try:
-                return await fn(request, await user_of(request.headers))
+                user = await user_of(request.headers)
+                requests.take(user)
+                try:
+                    return await fn(request, user)
+                finally:
+                    requests.give(user)
             except Exception as e:
                 return _error(e)
 
@@ -252,11 +299,15 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
     async def ws_endpoint(websocket: WebSocket) -> None:
         try:
             eid, user = await endpoint_of(websocket.headers)
+            sockets.take(user)
         except Exception as e:
             await _refuse(websocket, e)
             return
-        await websocket.accept()
-        await _serve_ws(websocket, lambda sock: service.endpoint_session(sock, eid, user))
+        try:
+            await websocket.accept()
+            await _serve_ws(websocket, lambda sock: service.endpoint_session(sock, eid, user))
+        finally:
+            sockets.give(user)
 
     async def ws_results(websocket: WebSocket) -> None:
         gid = websocket.path_params['task_group_id']
@@ -265,11 +316,15 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
             user = await user_of(websocket.headers)
             if not await repo.owns_task_group(gid, user):
                 raise FaasNotFoundError(f'task group {gid} not found')
+            sockets.take(user)
         except Exception as e:
             await _refuse(websocket, e)
             return
-        await websocket.accept()
-        await _serve_ws(websocket, lambda sock: service.result_session(sock, user, gid))
+        try:
+            await websocket.accept()
+            await _serve_ws(websocket, lambda sock: service.result_session(sock, user, gid))
+        finally:
+            sockets.give(user)
 
     async def page(request: Request) -> Response:
         return HTMLResponse(PAGE)

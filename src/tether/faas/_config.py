@@ -55,6 +55,15 @@ class ServiceConfig(pydantic.BaseModel):
             unused.
         tls_certfile: PEM certificate: serve HTTPS and WSS (recommended across sites).
         tls_keyfile: PEM key of the certificate.
+        max_requests_per_user: HTTP requests of one user in progress at once, at most;
+            more are refused with 429 (``Retry-After``), which the SDK waits out.
+        max_websockets_per_user: WebSockets of one user open at once (result streams
+            of Executors and the user's endpoints' connections), at most; more are
+            closed with 4429.
+        broker_channel_budget: RabbitMQ channels the service's consumers (one per open
+            WebSocket) may hold at once; kept below the ``channel_max`` RabbitMQ grants
+            the connection (2047 by default), so that no one's excess closes the
+            connection every consumer shares. Beyond it, WebSockets are closed with 4503.
         max_connections: Open connections (HTTP and WebSocket) at most; one more is
             closed as soon as it is accepted. Keep it below the process's open-file limit.
         http_keep_alive_timeout_s: A connection with no request under way (new, or
@@ -81,6 +90,9 @@ class ServiceConfig(pydantic.BaseModel):
     tls_certfile: str | None = None
     tls_keyfile: str | None = None
     max_connections: int = pydantic.Field(default=2048, ge=1)
+    max_requests_per_user: int = pydantic.Field(default=64, ge=1)
+    max_websockets_per_user: int = pydantic.Field(default=128, ge=1)
+    broker_channel_budget: int = pydantic.Field(default=2000, ge=1)
     http_keep_alive_timeout_s: float = pydantic.Field(default=5.0, gt=0)
     http_header_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     http_idle_timeout_s: float = pydantic.Field(default=30.0, gt=0)

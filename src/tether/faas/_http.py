@@ -2,7 +2,9 @@
 
 A request that fails because the service is unreachable or answers 503 (its broker or
 database is down, or it is restarting) is retried with backoff until ``retry_deadline``
-seconds have passed; every other error is raised at once as a
+seconds have passed; one refused with 429 (a per-user limit of the service) is sent again
+after the ``Retry-After`` the service asked for, until the same deadline, then raises
+:class:`~tether.exceptions.FaasRateLimitError`; every other error is raised at once as a
 :class:`~tether.exceptions.FaasError` subclass. Retrying is safe: submissions carry task
 ids chosen by the SDK, so the service ignores a batch it already has.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from typing import Any
 
@@ -28,7 +31,7 @@ from tether.exceptions import (
 )
 from tether.faas._config import read_dev_file
 
-__all__ = ['error_from', 'locate', 'raise_for', 'request_with_retry', 'ws_url']
+__all__ = ['error_from', 'locate', 'raise_for', 'request_with_retry', 'retry_after', 'ws_url']
 
 _BY_CODE: dict[str, type[FaasError]] = {
     'unauthorized': FaasAuthenticationError,
@@ -87,6 +90,12 @@ def error_from(status: int, body: bytes, what: str) -> FaasError:
     if code == 'pending':
         return TaskPending(str(data.get('task_id', '')), str(data.get('status', 'pending')))
     cls = _BY_CODE.get(code) or _BY_CODE.get(_BY_STATUS.get(status, ''), FaasError)
+    if cls is FaasRateLimitError:
+        wait = data.get('retry_after') if isinstance(data, dict) else None
+        return FaasRateLimitError(
+            f'{what}: {message} (HTTP {status})',
+            float(wait) if isinstance(wait, (int, float)) else 1.0,
+        )
     return cls(f'{what}: {message} (HTTP {status})')
 
 
@@ -112,6 +121,14 @@ def request_with_retry(
                     f'{what}: the service at {http.base_url} is unreachable ({e!r})'
                 ) from e
         else:
+            if response.status_code == 429:
+                # A per-user limit of the service: wait as long as it asks (bounded), then
+                # send again, until the deadline.
+                wait = retry_after(response)
+                if time.monotonic() + wait > deadline:
+                    raise_for(response, what)
+                time.sleep(wait)
+                continue
             if response.status_code != 503:
                 raise_for(response, what)
                 return response
@@ -119,3 +136,19 @@ def request_with_retry(
                 raise_for(response, what)
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+MAX_RETRY_AFTER = 30.0
+"""Longest wait the SDK grants a ``Retry-After`` before sending again."""
+
+
+def retry_after(response: Any) -> float:
+    """The seconds a 429 answer asks to wait (``Retry-After``), within
+    ``[0.05, MAX_RETRY_AFTER]`` and with a little jitter, so that many clients refused
+    together do not come back together."""
+    try:
+        wait = float(response.headers.get('retry-after', '1'))
+    except ValueError:  # an HTTP date: not sent by this service
+        wait = 1.0
+    wait = min(max(wait, 0.05), MAX_RETRY_AFTER)
+    return wait * (1.0 + random.random() / 4)

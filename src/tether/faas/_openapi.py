@@ -122,12 +122,13 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
 ]
 
 _ERRORS = {
-    '400': 'bad-request: malformed body or frame',
+    '400': 'bad-request: a malformed body, frame or field (the message names it)',
     '401': 'unauthorized: missing, wrong or revoked token',
     '403': "function-not-allowed: the endpoint's allowlist does not list the function",
     '404': "not-found: no such object for this user (another user's objects look missing)",
     '409': 'pending: the task has not finished',
     '413': 'payload-too-large: pass large objects by reference (a tether Store proxy)',
+    '429': 'too-many-requests: a per-user limit was reached; retry after Retry-After',
     '503': 'unavailable: the broker or database is unreachable; retry',
 }
 

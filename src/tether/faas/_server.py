@@ -50,7 +50,10 @@ async def open_service(config: ServiceConfig) -> AsyncIterator[Service]:
     try:
         await repo.init()
         broker = await open_broker(
-            config.broker, config.result_queue_expiry_s, f'{config.queue_prefix}.results.'
+            config.broker,
+            config.result_queue_expiry_s,
+            f'{config.queue_prefix}.results.',
+            config.broker_channel_budget,
         )
         try:
             yield Service(config, repo, broker)
