@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.endpoint._config import EndpointConfig, find_config, read_state
-from tether.exceptions import EndpointError, WireError
+from tether.exceptions import EndpointError, RemoteError, WireError
 from tether.node._spawn import _LAUNCHER, _log_tail
 
 __all__ = ['endpoint_status', 'run_foreground', 'start_endpoint', 'stop_endpoint']
@@ -106,7 +106,8 @@ def endpoint_status(name: str, home: Path | None = None, **query: Any) -> dict[s
     """The running endpoint's status (or, with a query, its peers, the relay's list or NAT).
 
     Raises:
-        EndpointError: it is not running or does not answer.
+        EndpointError: it is not running, does not answer, or refused the query (the
+            message says why: e.g. a NAT check without a registered relay).
     """
     from tether.endpoint import _protocol as proto
 
@@ -114,6 +115,10 @@ def endpoint_status(name: str, home: Path | None = None, **query: Any) -> dict[s
     mtype = proto.PEERS if query else proto.STATUS
     try:
         info: dict[str, Any] = _request(config, home, mtype, query or None).header
+    except RemoteError as e:
+        # It answered, and refused: its message says why (without the socket's name).
+        _, refused, why = str(e).partition(' refused: ')
+        raise EndpointError(why if refused else str(e)) from e
     except WireError as e:
         raise EndpointError(f'endpoint {config.name} does not answer: {e}') from e
     return info

@@ -33,6 +33,9 @@ class RelayLink:
         insecure: No TLS (tests on loopback only).
         on_offer: Answers a peering offer pushed by the relay.
         on_tunnel: Opens our side of a relayed channel.
+        on_change: Called when the endpoint registers, loses its registration, or fails
+            to register for another reason than before (see :attr:`connected` and
+            :attr:`last_error`).
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class RelayLink:
         insecure: bool,
         on_offer: OfferHandler,
         on_tunnel: TunnelHandler,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.address = address
         self._register = register
@@ -52,6 +56,7 @@ class RelayLink:
         self._server_hostname = server_hostname or address[0]
         self._on_offer = on_offer
         self._on_tunnel = on_tunnel
+        self._on_change = on_change
         self._conn: Connection | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Frame]] = {}
@@ -85,9 +90,15 @@ class RelayLink:
         except EndpointError:
             raise
         except (WireError, OSError) as e:
-            self.last_error = str(e)
+            self._failed(str(e))
             logger.warning('relay %s:%d unreachable (%s): retrying', *self.address, e)
         self._runner = asyncio.ensure_future(self._keep())
+
+    def _failed(self, error: str) -> None:
+        changed = error != self.last_error
+        self.last_error = error
+        if changed:
+            self._on_change()
 
     async def _open(self, timeout: float) -> None:
         conn = await connect(
@@ -110,6 +121,7 @@ class RelayLink:
         self.info = frame.header
         self.last_error = None
         self._connected.set()
+        self._on_change()
         logger.info('registered with relay %s:%d as user %s', *self.address, self.info['user'])
 
     async def _keep(self) -> None:
@@ -124,7 +136,7 @@ class RelayLink:
             try:
                 await self._open(10.0)
             except (WireError, OSError, EndpointError) as e:
-                self.last_error = str(e)
+                self._failed(str(e))
                 logger.info('relay %s:%d: %s (retrying in %.1f s)', *self.address, e, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -143,6 +155,7 @@ class RelayLink:
                     self._spawn(self._on_tunnel(frame.header))
         except (WireError, OSError) as e:
             logger.info('relay connection lost: %s', e)
+            self._failed(f'the connection to the relay was lost: {e}')
         finally:
             conn.abort()
             for fut in self._pending.values():

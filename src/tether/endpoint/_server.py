@@ -139,6 +139,7 @@ class Endpoint:
                 insecure=config.relay.insecure,
                 on_offer=self.peers.on_offer,
                 on_tunnel=self.peers.on_tunnel,
+                on_change=self._relay_changed,
             )
         self.started = time.time()
         self.requests = 0
@@ -153,13 +154,33 @@ class Endpoint:
         self.in_flight: set[Forwarder] = set()
         """Requests in flight on peer channels, from the data callbacks (see ``expire``)."""
         self._expiry: asyncio.TimerHandle | None = None
+        self._serving = False
+        """Between :meth:`start` publishing ``state.json`` and :meth:`close` removing it."""
 
     # Status ----------------------------------------------------------------------------
+
+    def relay_state(self) -> dict[str, Any] | None:
+        """The relay link's state (``None``: no relay configured)."""
+        relay = self.relay
+        if relay is None:
+            return None
+        return {
+            'address': f'{relay.address[0]}:{relay.address[1]}',
+            'connected': relay.connected,
+            'user': relay.info.get('user'),
+            'error': None if relay.connected else relay.last_error,
+        }
+
+    def health(self) -> str:
+        """``ok``, or what is wrong (``relay unreachable``: no peer can be reached)."""
+        relay = self.relay
+        if relay is not None and not relay.connected:
+            return 'relay unreachable'
+        return 'ok'
 
     def status(self) -> dict[str, Any]:
         """What ``tether endpoint list --json`` reports about this endpoint."""
         t = self.table
-        relay = self.relay
         return {
             'name': self.config.name,
             'uuid': self.uuid,
@@ -178,14 +199,8 @@ class Endpoint:
             'passed': self.passed,
             'piped': dict(self.piped),
             'own_channels': {'open': len(self.own), 'opened': self.own_opened},
-            'relay': None
-            if relay is None
-            else {
-                'address': f'{relay.address[0]}:{relay.address[1]}',
-                'connected': relay.connected,
-                'user': relay.info.get('user'),
-                'error': relay.last_error,
-            },
+            'health': self.health(),
+            'relay': self.relay_state(),
             'nat': self.peers.nat,
             'peers': self.peers.info(),
             'uptime': time.time() - self.started,
@@ -243,7 +258,7 @@ class Endpoint:
                     return error_reply('relay', str(e))
                 return proto.OK, {'endpoints': reply.header['endpoints']}, ()
             if frame.header.get('check_nat'):
-                return proto.OK, await self.peers.detect_nat(), ()
+                return await self._check_nat()
             return proto.OK, {'peers': self.peers.info()}, ()
         if t == proto.CHANNEL:
             return await self._own_channel(conn, frame)
@@ -252,6 +267,24 @@ class Endpoint:
             self.stop()
             return proto.OK, None, ()
         return error_reply('bad-request', f'unknown message type {t}')
+
+    async def _check_nat(self) -> Reply:
+        """The NAT type the relay sees, or why it cannot be seen."""
+        name, relay = self.config.name, self.relay
+        if relay is None:
+            return error_reply(
+                'no-relay',
+                f'endpoint {name} has no relay configured, so it has no NAT type to check '
+                f'and no peers (set relay.address in {self.folder / "endpoint.toml"})',
+            )
+        if not relay.connected or not relay.info:
+            address = f'{relay.address[0]}:{relay.address[1]}'
+            return error_reply(
+                'relay',
+                f'endpoint {name} is not registered with its relay {address} '
+                f'({relay.last_error or "not connected"}); it keeps trying',
+            )
+        return proto.OK, await self.peers.detect_nat(), ()
 
     async def _own_channel(self, conn: Connection, frame: Frame) -> Reply | None:
         """Give the client's connection a peer channel of its own.
@@ -610,18 +643,8 @@ class Endpoint:
                 with contextlib.suppress(Exception):
                     await self.peers.detect_nat()
         host, port = self.clients.address
-        write_state(
-            self.folder,
-            {
-                'pid': os.getpid(),
-                'host': '127.0.0.1' if host in ('0.0.0.0', '::', '') else host,
-                'port': port,
-                'socket': self.clients.unix_address,
-                'peer_port': self.peer_server.address[1],
-                'uuid': self.uuid,
-                'name': self.config.name,
-            },
-        )
+        self._serving = True
+        self._write_state()
         (self.folder / 'endpoint.pid').write_text(f'{os.getpid()}\n')
         logger.info(
             'endpoint %s (%s) serving clients on %s:%d, peers on port %d, NAT %s',
@@ -633,6 +656,33 @@ class Endpoint:
             self.peers.nat.get('nat'),
         )
 
+    def _write_state(self) -> None:
+        """Publish ``state.json``: where clients reach this endpoint, and its relay's state."""
+        host, port = self.clients.address
+        write_state(
+            self.folder,
+            {
+                'pid': os.getpid(),
+                'host': '127.0.0.1' if host in ('0.0.0.0', '::', '') else host,
+                'port': port,
+                'socket': self.clients.unix_address,
+                'peer_port': self.peer_server.address[1],
+                'uuid': self.uuid,
+                'name': self.config.name,
+                'health': self.health(),
+                'relay': self.relay_state(),
+            },
+        )
+
+    def _relay_changed(self) -> None:
+        """The relay link registered, or lost or failed its registration: say so."""
+        if not self._serving:
+            return  # start() writes the state once it serves
+        try:
+            self._write_state()
+        except OSError as e:
+            logger.warning('endpoint %s: cannot write its state: %s', self.config.name, e)
+
     def _expire(self) -> None:
         """Fail over the requests whose peer has not answered in time; again later."""
         delay = expire(self.in_flight)
@@ -640,6 +690,7 @@ class Endpoint:
 
     async def close(self) -> None:
         """Stop serving and drop every connection."""
+        self._serving = False
         if self._expiry is not None:
             self._expiry.cancel()
         self.peers.close()

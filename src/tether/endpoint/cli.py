@@ -186,6 +186,15 @@ def _start(name: str, foreground: bool, home: str | None) -> None:
         f'endpoint {state["name"]} <{state["uuid"]}> started (pid {state["pid"]}, clients on '
         f'{state["host"]}:{state["port"]})'
     )
+    relay = state.get('relay')
+    if relay is not None and not relay.get('connected'):
+        # It runs (its local clients are served), but no peer can be reached: say so.
+        click.echo(
+            f'Warning: its relay {relay["address"]} is unreachable ({relay.get("error")}); '
+            'it serves local clients and keeps trying, but reaches no other endpoint '
+            'until it registers (see `tether endpoint list`)',
+            err=True,
+        )
 
 
 @endpoint.command('stop')
@@ -230,8 +239,16 @@ def _list(home: str | None, as_json: bool) -> None:
     if not rows:
         click.echo('no endpoints configured (tether endpoint configure NAME)')
     for row in rows:
-        state = f'running (pid {row["pid"]}, {row["address"]})' if row['running'] else 'stopped'
+        if not row['running']:
+            state = 'stopped'
+        elif row.get('health', 'ok') != 'ok':
+            state = f'running ({row["health"]}; pid {row["pid"]}, {row["address"]})'
+        else:
+            state = f'running (pid {row["pid"]}, {row["address"]})'
         click.echo(f'{row["name"]:<20} {row["uuid"]}  {state}')
+        relay = row.get('relay')
+        if relay is not None and not relay.get('connected'):
+            click.echo(f'    relay {relay["address"]}: {relay.get("error") or "not connected"}')
         for peer in row.get('peers', []):
             click.echo(f'    peer {peer["name"]:<16} {peer["path"]:<8} alive={peer["alive"]}')
 
