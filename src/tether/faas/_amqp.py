@@ -165,8 +165,9 @@ class AmqpBroker:
         budget = self.channel_budget
         if self.consumers >= budget:
             raise FaasConnectionError(
-                f'the service has {self.consumers} broker channels open, its budget '
-                f'(broker_channel_budget, within RabbitMQ\'s channel_max): try again later',
+                f'the service has {self.consumers} broker channels open, its budget of '
+                f'{budget} (broker_channel_budget, within the channel_max RabbitMQ grants): '
+                'try again later',
             )
         self.consumers += 1  # before the first await: concurrent calls see it
         channel = None
