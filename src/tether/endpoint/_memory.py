@@ -36,15 +36,25 @@ class EndpointMemory(NodeMemory):
         """Allocate one frame's payloads (see :meth:`NodeMemory.allocate`)."""
         if not sizes:
             return []
+        if len(sizes) == 1:
+            # The usual request (one object) while the budget has room: the same
+            # decision as NodeMemory's, in fewer steps (a request is a few microseconds).
+            n = sizes[0]
+            table = self.table
+            if table.memory_used + self.inflight + n <= table.memory_limit:
+                self.inflight += n
+                return [self.pool.take(n)]
         return super().allocate(sizes)
 
     def release(self, payloads: list[Any]) -> None:
         """Stop counting a frame's payloads (those piped elsewhere were never counted)."""
         if not payloads:
             return
-        if isinstance(payloads[0], PipeSlice):
-            return  # a piped frame's payloads are all pipe slices
-        super().release(payloads)
+        first = payloads[0]
+        if type(first) is bytearray and len(payloads) == 1:
+            self.inflight -= len(first)
+        elif not isinstance(first, PipeSlice):  # a piped frame's are all pipe slices
+            super().release(payloads)
 
 
 def in_memory(frame: Frame) -> Frame:
