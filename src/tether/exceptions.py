@@ -69,8 +69,10 @@ TetherError
  |    +-- AgentLaunchError               an agent could not be launched, or failed for good
  |    +-- AgentStateError                an agent's persistent state cannot be read
  |    +-- AgentCrashedError              the agent's process died while it held the request
- |    +-- BehaviorDefinitionError        a Behavior class declares a reserved action name
- |                                       (also a TypeError)
+ |                                       (started: whether its action had begun)
+ |    +-- AgentConfigError               the agents API was given what it cannot use (an
+ |         |                             executor for a launcher ...; also a TypeError)
+ |         +-- BehaviorDefinitionError   a Behavior class declares a reserved action name
  +-- BenchError                          the benchmark suite (tether.bench) failed
  |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
  |    +-- TaskDependencyError            a task's input task failed, so it never ran
@@ -108,6 +110,7 @@ from __future__ import annotations
 __all__ = [
     'ActionError',
     'ActionTimeoutError',
+    'AgentConfigError',
     'AgentCrashedError',
     'AgentError',
     'AgentLaunchError',
@@ -538,14 +541,34 @@ class AgentStateError(AgentError):
 
 
 class AgentCrashedError(AgentError):
-    """The agent's process died while it held the request (the action may have partly run).
+    """The agent's process died while it held the request.
 
     Sent to the caller by the agent's launcher (or by the restarted agent) for every
     request the dead process had accepted and not answered; it is never re-run.
+
+    Attributes:
+        started: Whether the action had started: it may then have partly run. ``False``:
+            the request waited for a free slot (``max_concurrency``) and did not run at
+            all, so sending it again is safe.
+    """
+
+    def __init__(self, message: str = '', started: bool = True) -> None:
+        super().__init__(message, started)
+        self.started = started
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ''
+
+
+class AgentConfigError(AgentError, TypeError):
+    """The agents API was given something it cannot use (also a :class:`TypeError`).
+
+    For example an executor where a launcher goes (``Manager(exchange,
+    ThreadPoolExecutor())``): the message names what is expected.
     """
 
 
-class BehaviorDefinitionError(AgentError, TypeError):
+class BehaviorDefinitionError(AgentConfigError):
     """A :class:`~tether.agents.Behavior` class is not valid (also a :class:`TypeError`).
 
     Raised when the class is defined, for example when it declares an action with a name

@@ -16,10 +16,13 @@ not acknowledged again through Redis. So reading a dead process's journal also l
 requests it had accepted (answered or not) in the file as *seen*, and the next
 incarnation drops them if they arrive (:attr:`Journal.seen`).
 
-Lines are JSON arrays: ``["+", tag, caller, action]``, ``["-", tag, caller]`` and
-``["=", tag, caller]`` (seen by an earlier incarnation). The file is rewritten with only
-the live entries and the most recent finished ones when it grows past
-:data:`COMPACT_AT` bytes.
+Lines are JSON arrays: ``["+", tag, caller, action]`` (accepted and started),
+``["w", tag, caller, action]`` (accepted, waiting for a free slot: ``max_concurrency``),
+``[">", tag, caller]`` (a waiting request started), ``["-", tag, caller]`` and
+``["=", tag, caller]`` (seen by an earlier incarnation). A request that never started is
+answered with ``AgentCrashedError(started=False)``: its action did not run. The file is
+rewritten with only the live entries and the most recent finished ones when it grows
+past :data:`COMPACT_AT` bytes.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from tether._keyfile import write_private
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange
 
-__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'forget', 'read_lost']
+__all__ = ['COMPACT_AT', 'Journal', 'answer_lost', 'forget', 'read_lost', 'read_lost_started']
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ class Journal:
         self.path = path
         os.makedirs(os.path.dirname(path) or '.', mode=0o700, exist_ok=True)
         self.seen: list[tuple[str, int]] = [key for key, _ in _read(path)]
-        self._live: dict[tuple[str, int], str] = {}
+        self._live: dict[tuple[str, int], tuple[str, bool]] = {}
         self._done: collections.deque[tuple[str, int]] = collections.deque(
             self.seen[-_KEEP_SEEN:], maxlen=_KEEP_SEEN
         )
@@ -81,22 +84,38 @@ class Journal:
             found = self._strings[text] = json.dumps(text)
         return found
 
-    def started(self, caller: str, tag: int, action: str, *, flush: bool = True) -> int:
+    def started(
+        self, caller: str, tag: int, action: str, *, flush: bool = True, waiting: bool = False
+    ) -> int:
         """Record an accepted request; returns the line's number for :meth:`ensure`.
+
+        ``waiting``: it waits for a free slot (it has not started; :meth:`running` records
+        when it does).
 
         With ``flush=False`` the line waits: :meth:`ensure` must be called with its
         number before the action runs (the agent wakes the action's thread first and
         writes while that thread wakes up; the thread ensures it too before it runs the
         action, and whichever comes first writes it).
         """
-        line = f'["+", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
+        mark = 'w' if waiting else '+'
+        line = f'["{mark}", {int(tag)}, {self._json(caller)}, {self._json(action)}]\n'.encode()
         with self._lock:
-            self._live[(caller, tag)] = action
+            self._live[(caller, tag)] = (action, not waiting)
             self._started += 1
             self._pending.append(line)
             if flush:
                 self._flush()
             return self._started
+
+    def running(self, caller: str, tag: int) -> None:
+        """Record that a waiting request starts (written at once, before it runs)."""
+        with self._lock:
+            live = self._live.get((caller, tag))
+            if live is None or live[1]:
+                return
+            self._live[(caller, tag)] = (live[0], True)
+            self._pending.append(f'[">", {int(tag)}, {self._json(caller)}]\n'.encode())
+            self._flush()
 
     def ensure(self, number: int) -> None:
         """Make sure accepted line ``number`` is written (with what waits before it)."""
@@ -147,8 +166,8 @@ class Journal:
         data = ''.join(
             [json.dumps(['=', tag, caller]) + '\n' for caller, tag in self._done]
             + [
-                json.dumps(['+', tag, caller, action]) + '\n'
-                for (caller, tag), action in self._live.items()
+                json.dumps(['+' if started else 'w', tag, caller, action]) + '\n'
+                for (caller, tag), (action, started) in self._live.items()
             ]
         ).encode()
         write_private(self.path, data)
@@ -170,20 +189,25 @@ class Journal:
                     os.unlink(self.path)
 
 
-def _read(path: str) -> list[tuple[tuple[str, int], str | None]]:
-    """Every request of a journal, in order, with its action while it is unfinished."""
+def _read(path: str) -> list[tuple[tuple[str, int], tuple[str, bool] | None]]:
+    """Every request of a journal, in order, with (its action, whether it started) while
+    it is unfinished."""
     try:
         with open(path, 'rb') as f:
             raw = f.read()
     except FileNotFoundError:
         return []
-    entries: dict[tuple[str, int], str | None] = {}
+    entries: dict[tuple[str, int], tuple[str, bool] | None] = {}
     for line in raw.splitlines():
         try:
             item: Any = json.loads(line)
             key = (str(item[2]), int(item[1]))
-            if item[0] == '+':
-                entries[key] = str(item[3])
+            if item[0] in ('+', 'w'):
+                entries[key] = (str(item[3]), item[0] == '+')
+            elif item[0] == '>':
+                live = entries.get(key)
+                if live is not None:
+                    entries[key] = (live[0], True)
             elif item[0] in ('-', '='):
                 entries.pop(key, None)
                 entries[key] = None
@@ -194,7 +218,14 @@ def _read(path: str) -> list[tuple[tuple[str, int], str | None]]:
 
 def read_lost(path: str) -> list[tuple[str, int, str]]:
     """Read a dead process's journal: ``(caller, tag, action)`` of each request it
-    accepted and never finished (bad lines are skipped).
+    accepted and never finished (see :func:`read_lost_started`)."""
+    return [(caller, tag, action) for caller, tag, action, _ in read_lost_started(path)]
+
+
+def read_lost_started(path: str) -> list[tuple[str, int, str, bool]]:
+    """Read a dead process's journal: ``(caller, tag, action, started)`` of each request
+    it accepted and never finished (bad lines are skipped); ``started`` is False for a
+    request that waited for a free slot and never ran.
 
     The journal is rewritten with every request it knew of (up to the last 4096) marked
     as seen, for the next incarnation (see :attr:`Journal.seen`), or removed if empty.
@@ -213,7 +244,7 @@ def read_lost(path: str) -> list[tuple[str, int, str]]:
         logger.warning('could not rewrite the journal %s', path, exc_info=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-    return [(caller, tag, action) for (caller, tag), action in entries if action is not None]
+    return [(caller, tag, live[0], live[1]) for (caller, tag), live in entries if live is not None]
 
 
 def forget(path: str | None) -> None:
@@ -232,13 +263,22 @@ def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:
     from tether.agents._message import RESPONSE, Message, error_info
     from tether.exceptions import AgentCrashedError, TetherError
 
-    lost = read_lost(path)
+    lost = read_lost_started(path)
     answered = 0
-    for caller, tag, action in lost:
-        error = AgentCrashedError(
-            f'agent {agent_id} died while running action {action!r} of this request '
-            f'({why}); the action may have partly run and was not run again',
-        )
+    for caller, tag, action, started in lost:
+        if started:
+            error = AgentCrashedError(
+                f'agent {agent_id} died while running action {action!r} of this request '
+                f'({why}); the action may have partly run and was not run again',
+                True,
+            )
+        else:
+            error = AgentCrashedError(
+                f'agent {agent_id} died before it started action {action!r} of this request '
+                f'({why}): the request waited for a free slot and did not run; sending it '
+                'again is safe',
+                False,
+            )
         reply = Message(
             RESPONSE, agent_id, caller, tag, error=error_info(error, with_pickle=False)
         )

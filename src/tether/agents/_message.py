@@ -296,7 +296,9 @@ def rebuild_error(info: dict[str, Any], *, allow_pickle: bool) -> BaseException:
 
     Built-in exception types and tether's are rebuilt from their type and arguments;
     others are unpickled if this side allows pickled values, and otherwise raised as
-    :class:`~tether.exceptions.ActionError` naming the remote type.
+    :class:`~tether.exceptions.ActionError` naming the remote type. Exceptions that are
+    not :class:`Exception` (``SystemExit``, ``KeyboardInterrupt`` ...) are always an
+    ``ActionError``: raised at the caller they would stop its program.
     """
     type_name = str(info.get('type', 'builtins.Exception'))
     message = str(info.get('message', ''))
@@ -308,7 +310,9 @@ def rebuild_error(info: dict[str, Any], *, allow_pickle: bool) -> BaseException:
         import tether.exceptions
 
         cls = getattr(builtins if module == 'builtins' else tether.exceptions, name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
+        # Only Exceptions: SystemExit, KeyboardInterrupt ... raised at the caller would
+        # stop its program (they arrive as an ActionError naming the type).
+        if isinstance(cls, type) and issubclass(cls, Exception):
             try:
                 exc = cls(*args)
             except Exception:
@@ -320,7 +324,7 @@ def rebuild_error(info: dict[str, Any], *, allow_pickle: bool) -> BaseException:
             loaded = pickle.loads(info['pickle'])
         except Exception:
             loaded = None
-        if isinstance(loaded, BaseException):
+        if isinstance(loaded, Exception):
             exc = loaded
     if exc is None:
         exc = ActionError(type_name, message, tb)

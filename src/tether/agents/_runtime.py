@@ -42,7 +42,7 @@ from tether.agents.behavior import (
     describe_actions,
     loops_of,
 )
-from tether.exceptions import AgentError, MessageRejectedError, TetherError
+from tether.exceptions import AgentError, AgentLaunchError, MessageRejectedError, TetherError
 
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange
@@ -129,6 +129,7 @@ class ActionContext:
         self.msg: Any = None
         self.fn: Any = None
         self.journal_line = 0
+        self.waited = False
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -312,7 +313,15 @@ class AgentRuntime:
                 # (sent again through Redis because it was not acknowledged).
                 for key in self._journal.seen[-_RECENT:]:
                     self._recent[key] = None
-            await self._call(self.behavior.on_setup)
+            try:
+                await self._call(self.behavior.on_setup)
+            except BaseException as e:
+                failure = AgentLaunchError(
+                    f'on_setup of agent {self.agent_id} ({type(self.behavior).__name__}) '
+                    f'raised {e!r}',
+                )
+                failure.__cause__ = e
+                raise failure from e
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)
             listener = transport.listen(self.agent_id, self._deliver)
@@ -549,14 +558,15 @@ class AgentRuntime:
             stopping = self._stopping
             if not stopping:
                 self._active[key] = ctx
+                run_now = self.cap is None or self._running < self.cap
                 if self._journal is not None:
                     ctx.journal_line = self._journal.started(
-                        msg.src, msg.tag, msg.action, flush=False
+                        msg.src, msg.tag, msg.action, flush=False, waiting=not run_now
                     )
-                run_now = self.cap is None or self._running < self.cap
                 if run_now:
                     self._running += 1
                 else:
+                    ctx.waited = True
                     self._waiting.append(ctx)
         if stopping:
             self._reply(
@@ -573,6 +583,10 @@ class AgentRuntime:
 
     def _start(self, ctx: ActionContext) -> None:
         ctx.started = True
+        if ctx.waited and self._journal is not None:
+            # It waited for a slot: the journal says it starts now (before it runs), so
+            # that a crash tells its caller whether it had started.
+            self._journal.running(ctx.caller, ctx.tag)
         if ctx.is_async:
             self._call_soon(self._start_task, ctx)
         else:
@@ -648,6 +662,8 @@ class AgentRuntime:
                 )
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
+        except BaseException as e:  # SystemExit, KeyboardInterrupt ... (not a cancel)
+            self._reply(msg.src, msg.tag, error=self._exit_raised(ctx, e))
         else:
             if not ctx.cancelled:
                 self._reply(msg.src, msg.tag, result=result)
@@ -663,8 +679,26 @@ class AgentRuntime:
             result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
+        except BaseException as e:  # SystemExit, KeyboardInterrupt ...
+            self._reply(msg.src, msg.tag, error=self._exit_raised(ctx, e))
         else:
             self._reply(msg.src, msg.tag, result=result)
         finally:
             _current.reset(token)
             self._finish(ctx)
+
+    def _exit_raised(self, ctx: ActionContext, error: BaseException) -> BaseException:
+        """An action raised SystemExit, KeyboardInterrupt or another BaseException.
+
+        Its caller is answered with it (rebuilt there as an ActionError naming the type,
+        never raised as such) and the agent keeps serving: the exception came from one
+        action's code, not from a signal to the agent.
+        """
+        logger.warning(
+            'action %r of agent %s raised %r; its caller gets an error and the agent '
+            'keeps running',
+            ctx.action,
+            self.agent_id,
+            error,
+        )
+        return error

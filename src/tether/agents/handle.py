@@ -150,6 +150,8 @@ class _ClientMailbox:
         self._lock = threading.Lock()
         transport.register(self.id, None)
         self._listener = transport.listen(self.id, self._deliver)
+        self._checked = 0  # requests with a lower tag were sent before the last check
+        self._listener.on_check = self._check
         self._listener.on_lost = self._lost
         self.closed = False
         self.pid = os.getpid()
@@ -203,12 +205,17 @@ class _ClientMailbox:
         else:
             _settle(future, result=item.result)
 
+    def _check(self) -> None:
+        self._checked = next(self._tags)  # a tag of its own: later requests get higher ones
+
     def _lost(self) -> None:
         """The exchange lost this mailbox (and the agents' mailboxes with it): fail what
-        waits, since its request or its answer may be gone, rather than wait forever."""
+        waited when the loss was found, since its request or its answer may be gone,
+        rather than wait forever (requests sent since are not affected)."""
         with self._lock:
-            pending, self._pending = self._pending, {}
-        for future in pending.values():
+            lost = [tag for tag in self._pending if tag < self._checked]
+            pending = [self._pending.pop(tag) for tag in lost]
+        for future in pending:
             _settle(
                 future,
                 exception=MailboxLostError(

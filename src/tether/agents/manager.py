@@ -20,6 +20,7 @@ from tether.agents.exchange import Exchange, MailboxStatus
 from tether.agents.handle import Handle
 from tether.agents.launcher import Launcher, ThreadLauncher
 from tether.exceptions import (
+    AgentConfigError,
     AgentError,
     AgentLaunchError,
     MailboxClosedError,
@@ -52,6 +53,14 @@ class Manager:
         launchers: Mapping[str, Launcher] | None = None,
         default_launcher: str | None = None,
     ) -> None:
+        if not isinstance(exchange, Exchange):
+            raise AgentConfigError(
+                f'Manager needs an exchange (tether.agents.exchange: ThreadExchange, '
+                f'RedisExchange or HybridExchange), got {_type_name(exchange)}',
+            )
+        _check_launcher(launcher, 'launcher')
+        for name, value in (launchers or {}).items():
+            _check_launcher(value, f'launchers[{name!r}]')
         self.exchange = exchange
         self.launchers: dict[str, Launcher] = dict(launchers or {})
         if launcher is not None:
@@ -94,6 +103,7 @@ class Manager:
                 raise AgentLaunchError(
                     f'no launcher named {launcher!r}; known: {sorted(self.launchers)}',
                 ) from None
+        _check_launcher(launcher, 'launch(launcher=...)')
         return launcher
 
     def launch(
@@ -123,7 +133,9 @@ class Manager:
         if isinstance(behavior, type):
             behavior = behavior(*args, **(kwargs or {}))
         if not isinstance(behavior, Behavior):
-            raise TypeError(f'expected a Behavior, got {type(behavior).__name__}')
+            raise AgentConfigError(
+                f'launch needs a Behavior (or a Behavior class), got {_type_name(behavior)}'
+            )
         chosen = self._launcher(launcher)
         agent_id = self.exchange.register_agent(type(behavior), agent_id)
         spec = AgentSpec(
@@ -245,6 +257,27 @@ class Manager:
         for launcher in {id(x): x for x in self.launchers.values()}.values():
             if not launcher.detached:
                 launcher.close()
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def _check_launcher(value: object, where: str) -> None:
+    if value is None or isinstance(value, Launcher):
+        return
+    hint = ''
+    if hasattr(value, 'submit') and hasattr(value, 'shutdown'):
+        hint = (
+            ' (an executor: where academy-py takes an executor, tether takes a launcher, '
+            'which also supervises and restarts its agents; e.g. Manager(exchange, '
+            'ThreadLauncher()))'
+        )
+    raise AgentConfigError(
+        f'Manager {where} must be a launcher (tether.agents.launcher: ThreadLauncher, '
+        f'ProcessLauncher, ParslLauncher or DaemonLauncher), got {_type_name(value)}{hint}',
+    )
 
 
 def _child_manager(exchange: Exchange) -> Manager:

@@ -52,9 +52,13 @@ class Listener(ABC):
             found that the exchange lost its mailbox (a Redis restarted without its
             data) and made it again: the messages that waited in it, and those sent to it
             while it was gone, are lost. ``None``: only logged.
+        on_check: Called (no arguments, from the listener's thread) just before the
+            listener checks that its mailbox still exists, so that :attr:`on_lost` can
+            tell what was sent before the check from what was sent after it.
     """
 
     on_lost: Callable[[], None] | None = None
+    on_check: Callable[[], None] | None = None
 
     @abstractmethod
     def close(self) -> None:
@@ -66,6 +70,8 @@ class Transport(ABC):
 
     def __init__(self, codec: Codec) -> None:
         self.codec = codec
+        # Why a mailbox is being terminated (see Exchange.terminate), for answer_dropped.
+        self._why: dict[str, str] = {}
         self._client: _ClientMailbox | None = None
         self._client_lock = threading.Lock()
         self.closed = False
@@ -120,13 +126,14 @@ class Transport(ABC):
         from tether.agents._message import CANCEL, REQUEST, RESPONSE, error_info
         from tether.exceptions import MailboxClosedError, TetherError
 
+        why = self._why.get(mailbox_id)
         for item in items:
             if not isinstance(item, Message) or item.kind in (RESPONSE, CANCEL) or not item.tag:
                 continue
             what = f'action {item.action!r}' if item.kind == REQUEST else f'{item.kind} request'
             error = MailboxClosedError(
                 f'mailbox {mailbox_id} was terminated before its agent took this {what}; '
-                'it was not run',
+                'it was not run' + (f' ({why})' if why else ''),
             )
             reply = Message(RESPONSE, mailbox_id, item.src, item.tag)
             reply.error = error_info(error, with_pickle=False)
@@ -244,9 +251,23 @@ class Exchange(ABC):
         self.transport().register(mailbox_id, None)
         return mailbox_id
 
-    def terminate(self, mailbox_id: str) -> None:
-        """Close a mailbox for good."""
-        self.transport().terminate(mailbox_id)
+    def terminate(self, mailbox_id: str, *, reason: str | None = None) -> None:
+        """Close a mailbox for good.
+
+        Args:
+            mailbox_id: The mailbox.
+            reason: Why (the error its agent failed with ...): requests still waiting in
+                the mailbox are answered with MailboxClosedError saying so.
+        """
+        transport = self.transport()
+        if reason is None:
+            transport.terminate(mailbox_id)
+            return
+        transport._why[mailbox_id] = reason
+        try:
+            transport.terminate(mailbox_id)
+        finally:
+            transport._why.pop(mailbox_id, None)
 
     def status(self, mailbox_id: str) -> MailboxStatus:
         """The state of a mailbox."""

@@ -69,6 +69,25 @@ _UNPUBLISH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
+# Keys that a live process keeps alive, and that expire once it is gone: the addresses of
+# the mailboxes it serves, refreshed every _REFRESH seconds, and the shared secret when
+# it is kept in Redis (KEYS[1], '' otherwise), as long as any process uses it. An address
+# is refreshed only while it is this process's (or missing: it expired or Redis lost it).
+_ADDR_TTL = 30
+_REFRESH = 10.0
+_SECRET_TTL = 86400
+_KEEP_ALIVE = """
+if KEYS[1] ~= '' then
+  if not redis.call('SET', KEYS[1], ARGV[3], 'NX', 'EX', ARGV[4]) then
+    redis.call('EXPIRE', KEYS[1], ARGV[4])
+  end
+end
+for i = 2, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if not v or v == ARGV[1] then redis.call('SET', KEYS[i], ARGV[1], 'EX', ARGV[2]) end
+end
+return 1
+"""
 # How long "no address" is believed: short, because an agent answers what waited in Redis
 # (a first ping ...) just before it publishes its address, and senders should switch to
 # the direct link soon after; one Redis GET per 50 ms per unreachable mailbox at most.
@@ -141,6 +160,14 @@ class _HybridListener(Listener):
     def on_lost(self, callback: Any) -> None:
         self.redis_listener.on_lost = callback
 
+    @property
+    def on_check(self) -> Any:
+        return self.redis_listener.on_check
+
+    @on_check.setter
+    def on_check(self, callback: Any) -> None:
+        self.redis_listener.on_check = callback
+
     def close(self) -> None:
         self.transport.unserve(self.mailbox_id)
         self.redis_listener.close()
@@ -171,6 +198,8 @@ class _HybridTransport(_RedisTransport):
         self._thread: threading.Thread | None = None
         self._advertised = ''
         self._unpublish = self.redis.script(_UNPUBLISH)
+        self._keep_alive = self.redis.script(_KEEP_ALIVE)
+        self._refresh_lock = threading.Lock()
         self.direct_sends = 0
         self.fallback_sends = 0
         # Large values to processes of this host go through shared-memory slots.
@@ -292,11 +321,31 @@ class _HybridTransport(_RedisTransport):
         if mailbox_id not in self._served:
             return
         try:
-            if self._secret_key is not None:
-                self.redis.execute('SET', self._secret_key, self.secret, 'NX')
-            self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
+            self._refresh_keys([mailbox_id])
         except AgentError as e:
             logger.warning('could not publish the address of %s again: %s', mailbox_id, e)
+
+    def _refresh(self) -> None:
+        # Called by whichever listener thread sees the time first; one pipeline for all.
+        if not self._refresh_lock.acquire(blocking=False):
+            return
+        try:
+            if time.monotonic() < self._next_refresh:
+                return
+            self._next_refresh = time.monotonic() + _REFRESH
+            self._refresh_keys(list(self._served))
+        except AgentError as e:
+            logger.warning('could not refresh the exchange keys of this process: %s', e)
+        finally:
+            self._refresh_lock.release()
+
+    def _refresh_keys(self, mailbox_ids: list[str]) -> None:
+        """Publish these mailboxes' addresses for _ADDR_TTL more seconds (and the secret
+        kept in Redis for _SECRET_TTL more): keys of a process that died expire."""
+        self._keep_alive(
+            keys=[self._secret_key or '', *[self.k('addr', m) for m in mailbox_ids]],
+            args=[self._advertised, _ADDR_TTL, self.secret, _SECRET_TTL],
+        )
 
     def unserve(self, mailbox_id: str) -> None:
         try:
@@ -318,8 +367,23 @@ class _HybridTransport(_RedisTransport):
         redis_listener.barriers[token] = gate.release
         # Served first, published second: an address is never visible before it works.
         self._served[mailbox_id] = gate
-        self.redis.execute('RPUSH', self.k('mb', mailbox_id), token)
-        self.redis.execute('SET', self.k('addr', mailbox_id), self._advertised)
+        # The mailbox is served from here on: a Redis failure now (a restart ...) must
+        # not fail the agent, which already took messages. Without the barrier, direct
+        # deliveries go at once; a missing address is published by the next refresh.
+        try:
+            self.redis.execute('RPUSH', self.k('mb', mailbox_id), token)
+        except AgentError as e:
+            logger.warning('could not queue the barrier of %s: %s', mailbox_id, e)
+            if redis_listener.barriers.pop(token, None) is not None:
+                gate.release()
+        try:
+            self.redis.execute(
+                'SET', self.k('addr', mailbox_id), self._advertised, 'EX', _ADDR_TTL
+            )
+            self._next_refresh = time.monotonic() + _REFRESH
+        except AgentError as e:
+            logger.warning('could not publish the address of %s yet: %s', mailbox_id, e)
+            self._next_refresh = time.monotonic()
         return _HybridListener(self, mailbox_id, redis_listener, gate)
 
     # Sending ---------------------------------------------------------------------------
@@ -627,7 +691,7 @@ class HybridExchange(RedisExchange):
                 ) from e
         if value is None:
             key = f'{self.prefix}secret'
-            redis.execute('SET', key, secrets.token_hex(32), 'NX')
+            redis.execute('SET', key, secrets.token_hex(32), 'NX', 'EX', _SECRET_TTL)
             value = redis.execute('GET', key)
         return value.encode() if isinstance(value, str) else bytes(value)
 

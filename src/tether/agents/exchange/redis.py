@@ -9,6 +9,10 @@ Keys (all under the exchange's ``prefix``):
   that dies between taking and handing over loses nothing);
 * ``beh``: a hash from agent id to its behavior's class names (discovery).
 
+An active mailbox's keys stay while it is active (messages wait for an agent that is
+away); terminating it deletes them all but the state, which says ``terminated`` for
+``terminated_ttl`` seconds (a day by default) and then expires.
+
 Sending checks the state and appends in one atomic script (one round trip); a listener
 thread per mailbox takes messages with ``BLMOVE`` and drains bursts with one script.
 Messages sent while an agent is offline wait in its list until it listens again.
@@ -20,6 +24,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -54,16 +59,19 @@ return out
 _TERMINATE = """
 local queued = redis.call('LRANGE', KEYS[3], 0, -1)
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
-redis.call('SET', KEYS[1], 'terminated')
+redis.call('SET', KEYS[1], 'terminated', 'EX', ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 for _, v in ipairs(queued) do table.insert(taken, v) end
 return taken
 """
 # A mailbox whose state key vanished (Redis restarted without its data, or evicted it)
-# is made again by its listener, with its discovery record: 1 when it had vanished.
+# is made again by its listener, with its discovery record: 1 when it had vanished, -1
+# when it is terminated (never made active again), 0 when it is active.
 _RESTORE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local st = redis.call('GET', KEYS[1])
+if st == 'active' then return 0 end
+if st then return -1 end
 redis.call('SET', KEYS[1], 'active')
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
 return 1
@@ -90,6 +98,8 @@ class _RedisListener(Listener):
         # Called (with no argument) when the listener found its mailbox gone and made it
         # again: what waited in it, and answers sent to it meanwhile, are lost.
         self.on_lost: Any = None
+        self.on_check: Any = None
+        self.terminated = False
         # The discovery record, to make it again with the mailbox (empty: a client).
         self.mro = transport.redis.execute('HGET', transport.k('beh'), mailbox_id) or b''
         self.conn = transport.redis.connect(timeout=_BLOCK + 10)
@@ -139,6 +149,8 @@ class _RedisListener(Listener):
                 logger.warning('mailbox listener on %s: %s (retrying)', self.key, e)
                 self.stopping.wait(min(0.1 * 2**failures, 5.0))
                 continue
+            if time.monotonic() >= self.transport._next_refresh:
+                self.transport._refresh()
             for data in batch:
                 if data.startswith(_WAKE):
                     reached = self.barriers.pop(data, None)
@@ -163,11 +175,20 @@ class _RedisListener(Listener):
         discovery record) again instead of lingering unreachable; whoever waited for
         what the mailbox held is told (:attr:`on_lost`).
         """
+        if self.terminated:
+            return
+        if self.on_check is not None:
+            self.on_check()
         restored = self.transport._restore(
             keys=[self.transport.k('st', self.mailbox_id), self.transport.k('beh')],
             args=[self.mailbox_id, self.mro],
         )
-        if not restored:
+        if restored == -1:
+            # Terminated under this listener: once its tombstone expires, the mailbox
+            # must not come back.
+            self.terminated = True
+            return
+        if restored != 1:
             return
         logger.warning(
             'mailbox %s had vanished from Redis at %s:%d (restarted without its data?); '
@@ -226,17 +247,21 @@ class _RedisTransport(Transport):
     def k(self, kind: str, mailbox_id: str = '') -> str:
         return f'{self.prefix}{kind}:{mailbox_id}' if mailbox_id else f'{self.prefix}{kind}'
 
+    _next_refresh = float('inf')  # keys this transport keeps alive: none (see the hybrid)
+
+    def _refresh(self) -> None:
+        """Extend the lifetime of the keys that expire unless refreshed (see the hybrid)."""
+
     def _mailbox_restored(self, mailbox_id: str) -> None:
         """A listener of this process made its vanished mailbox again (see the hybrid)."""
 
     def restore(self, mailbox_id: str, mro: list[str] | None) -> bool:
         """Make a mailbox again if it vanished (never one that was terminated)."""
-        return bool(
-            self._restore(
-                keys=[self.k('st', mailbox_id), self.k('beh')],
-                args=[mailbox_id, json.dumps(mro) if mro is not None else ''],
-            )
+        restored = self._restore(
+            keys=[self.k('st', mailbox_id), self.k('beh')],
+            args=[mailbox_id, json.dumps(mro) if mro is not None else ''],
         )
+        return bool(restored == 1)
 
     def register(self, mailbox_id: str, mro: list[str] | None) -> None:
         commands: list[list[Any]] = [['SET', self.k('st', mailbox_id), 'active']]
@@ -253,7 +278,7 @@ class _RedisTransport(Transport):
                 self.k('taken', mailbox_id),
                 self.k('addr', mailbox_id),
             ],
-            args=[mailbox_id],
+            args=[mailbox_id, max(1, int(self.exchange.terminated_ttl))],
         )
         self.answer_dropped(
             mailbox_id,
@@ -338,6 +363,9 @@ class RedisExchange(Exchange):
             (default: a store over the same Redis server, under this prefix).
         threshold: Size in bytes above which values go through ``store`` (``None``:
             never; values then travel inside the messages).
+        terminated_ttl: Seconds a terminated mailbox is remembered as such (sending to
+            it raises MailboxClosedError); then its key expires and it is unknown
+            (UnknownMailboxError). Nothing else of a terminated mailbox stays in Redis.
     """
 
     def __init__(
@@ -353,6 +381,7 @@ class RedisExchange(Exchange):
         allow_pickle: bool = False,
         store: Any = None,
         threshold: int | None = _DEFAULT_THRESHOLD,
+        terminated_ttl: float = 86400.0,
     ) -> None:
         super().__init__(allow_pickle=allow_pickle)
         self.hostname = hostname
@@ -363,6 +392,9 @@ class RedisExchange(Exchange):
         self._password_value = password
         self.timeout = timeout
         self.threshold = threshold
+        if terminated_ttl < 1:
+            raise ValueError(f'terminated_ttl must be at least 1 s, got {terminated_ttl}')
+        self.terminated_ttl = terminated_ttl
         self._store = store
         self._store_config = store.config() if store is not None else None
 
@@ -437,6 +469,7 @@ class RedisExchange(Exchange):
             'timeout': self.timeout,
             'allow_pickle': self.allow_pickle,
             'threshold': self.threshold,
+            'terminated_ttl': self.terminated_ttl,
         }
 
     def __getstate__(self) -> dict[str, Any]:

@@ -159,7 +159,9 @@ class Launcher(ABC):
 
         forget(entry.spec.journal)
         try:
-            entry.spec.exchange.terminate(entry.spec.agent_id)
+            entry.spec.exchange.terminate(
+                entry.spec.agent_id, reason=f'its agent failed for good: {entry.error}'
+            )
         except TetherError:
             logger.debug('could not terminate %s', entry.spec.agent_id, exc_info=True)
 

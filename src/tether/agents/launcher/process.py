@@ -112,7 +112,13 @@ class ProcessLauncher(Launcher):
             self._procs[agent_id] = proc
         proc.join()
         if proc.exitcode != 0:
-            raise AgentLaunchError(f'agent {agent_id} process exited with code {proc.exitcode}')
+            from tether.agents._worker import read_failure
+
+            why = read_failure(entry.spec.journal)
+            raise AgentLaunchError(
+                f'agent {agent_id} process exited with code {proc.exitcode}'
+                + (f': {why}' if why else ''),
+            )
 
     def pid(self, agent_id: str) -> int | None:
         """The pid of the agent's current process (``None`` if it has none)."""
