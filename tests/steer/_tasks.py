@@ -109,3 +109,12 @@ def log_run(log: str, tag: str, gate: str | None = None) -> str:
         else:
             raise TimeoutError(f'{gate} never appeared')
     return tag
+
+
+def start_sleeper(pidfile: str) -> int:
+    """Start a ``sleep`` process of its own, write its pid to ``pidfile`` and wait for it."""
+    import subprocess
+
+    child = subprocess.Popen(['sleep', '600'])
+    pathlib.Path(pidfile).write_text(str(child.pid))
+    return child.wait()

@@ -19,7 +19,9 @@ import collections
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,6 +46,10 @@ def _serve(conn: Any, methods: Mapping[str, Callable[..., Any]], siblings: list[
     for other in siblings:
         with contextlib.suppress(OSError):
             other.close()
+    # A process group of its own, which the server kills with it (processes a method
+    # started included) when it is stopped or terminated.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     while True:
         try:
             message = conn.recv_bytes()
@@ -123,6 +129,9 @@ class WorkerPool:
             # Not a daemon: a method may start processes of its own.
             process = _ctx.Process(target=_serve, args=(theirs, self._methods, siblings))
             process.start()
+            if process.pid is not None:  # also here: before the child gets to it
+                with contextlib.suppress(OSError):
+                    os.setpgid(process.pid, process.pid)
             theirs.close()
             worker = _Worker(ours, process)
             with self._lock:
@@ -251,19 +260,40 @@ class WorkerPool:
             )
             _hand_on(done, result)
 
-    def shutdown(self) -> None:
-        """Stop every worker (each finishes the task it runs first) and wait for them."""
+    def shutdown(self, *, kill: bool = False) -> None:
+        """Stop every worker and wait for them: each finishes the task it runs first
+        (for up to 10 s), or, with ``kill``, is killed at once with its process group."""
         with self._lock:
             self._closed = True
             workers = list(self._workers)
             self._idle.clear()
             self._waiting.clear()
         for worker in workers:
+            if kill:
+                _kill(worker.process)
             with contextlib.suppress(OSError):
                 worker.conn.send_bytes(b'')
         for worker in workers:
             with self._reap_lock:
                 worker.process.join(10)
                 if worker.process.is_alive():
-                    worker.process.kill()
+                    _kill(worker.process)
                     worker.process.join()
+
+    def kill_now(self) -> None:
+        """Kill every worker and its process group, without waiting (a signal handler's:
+        no lock is taken)."""
+        for worker in list(self._workers):
+            _kill(worker.process)
+
+
+def _kill(process: Any) -> None:
+    """SIGKILL a worker's process group (the worker and what it started)."""
+    pid = process.pid
+    if pid is None or process._popen is None or process._popen.returncode is not None:
+        return  # never started, or already reaped: its pid may be another's now
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:  # not (yet) a group of its own
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -11,6 +11,8 @@ import abc
 import contextlib
 import logging
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -48,9 +50,25 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         methods: The methods it may run; a request naming any other method comes back
             as a failure (nothing a message names is imported or called otherwise).
         timeout: Stop after this many seconds without a request (``None``: never).
+        kill_timeout: After the kill signal, seconds the tasks it has (running or
+            waiting for a worker) get to finish; those still unfinished then are stopped
+            (:class:`LocalTaskServer` kills their workers) and come back failed.
+            ``None``: wait for every one.
+
+    Stopping: the kill signal (:meth:`~tether.steer.queue.BaseQueues.send_kill_signal`)
+    stops the server within ``kill_timeout`` seconds, even while tasks run.
+    ``terminate()`` (``SIGTERM``) stops it at once and kills its workers with it; the
+    server then exits with ``-SIGTERM``.
     """
 
-    def __init__(self, queues: Any, methods: Iterable[Any], timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        queues: Any,
+        methods: Iterable[Any],
+        timeout: float | None = None,
+        *,
+        kill_timeout: float | None = 10.0,
+    ) -> None:
         super().__init__(daemon=False)
         self.queues = queues
         self.methods: dict[str, Any] = {}
@@ -58,7 +76,11 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             fn = m[0] if isinstance(m, tuple) else m
             self.methods[method_name(fn)] = m
         self.timeout = timeout
+        self.kill_timeout = kill_timeout
         self._outstanding = 0
+        self._tasks: dict[str, Result] = {}  # received, no result sent yet
+        self._stopping = False  # the kill signal came: no more retries
+        self._stop_now = False  # ... and kill_timeout passed: stop what still runs
         self._cond = threading.Condition()
 
     # Subclasses ------------------------------------------------------------------------
@@ -77,13 +99,19 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
 
     @abc.abstractmethod
     def _cleanup(self) -> None:
-        """Stop the executor."""
+        """Stop the executor (at once, stopping the tasks it runs, if ``_stop_now``)."""
+
+    def _kill_workers(self) -> None:
+        """Kill the processes that run tasks, at once (the server is terminated).
+
+        Called from a signal handler: no locks, nothing that may block.
+        """
 
     # Loop ------------------------------------------------------------------------------
 
     def _finish(self, original: Result, result: Result) -> None:
         result.timestamp.task_received = time.time()
-        if not result.success and result.retries < result.max_retries:
+        if not result.success and result.retries < result.max_retries and not self._stopping:
             original.retries += 1
             logger.info(
                 'task %s (%s) failed, retry %d of %d',
@@ -96,6 +124,9 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             return
         result.retries = original.retries
         result.message_sizes.setdefault('inputs', original.message_sizes.get('inputs', 0))
+        with self._cond:
+            if self._tasks.pop(original.task_id, None) is None:
+                return  # already reported as stopped by the kill signal
         try:
             self.queues.send_result(result)
         except SteerError:
@@ -103,6 +134,24 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         with self._cond:
             self._outstanding -= 1
             self._cond.notify_all()
+
+    def _report_stopped(self) -> None:
+        """Send the tasks still unfinished after ``kill_timeout`` back as failed."""
+        with self._cond:
+            stopped = list(self._tasks.values())
+            self._tasks.clear()
+            self._outstanding = 0
+        for original in stopped:
+            failed = Result(**vars(original))
+            failed.set_failure(
+                f'KillSignal: the task server received the kill signal and stopped task '
+                f'{original.task_id} ({original.method}) after waiting {self.kill_timeout} s '
+                'for it to finish (kill_timeout)',
+            )
+            try:
+                self.queues.send_result(failed)
+            except SteerError:
+                logger.exception('could not send the result of task %s', original.task_id)
 
     def _dispatch(self, result: Result) -> None:
         method = self.methods.get(result.method or '')
@@ -129,6 +178,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         get the kill signal (so they stop instead of waiting forever) and the error is
         raised (the process exits with a non-zero status).
         """
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             self._serve()
         except BaseException:
@@ -136,7 +186,17 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             with contextlib.suppress(Exception):
                 self.queues.send_kill_to_thinker()
             raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         self.queues.send_kill_to_thinker()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        # terminate(): the workers go with the server, never left running under init.
+        try:
+            self._kill_workers()
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def _serve(self) -> None:
         self._setup()
@@ -145,7 +205,11 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 try:
                     result = self.queues.get_task(timeout=self.timeout)
                 except KillSignalError:
-                    logger.info('kill signal: finishing %d tasks', self._outstanding)
+                    logger.info(
+                        'kill signal: finishing %d tasks (for up to %s s)',
+                        self._outstanding,
+                        self.kill_timeout,
+                    )
                     break
                 except SteerTimeoutError:
                     logger.info('no request for %s s: stopping', self.timeout)
@@ -157,8 +221,13 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                     continue
                 with self._cond:
                     self._outstanding += 1
+                    self._tasks[result.task_id] = result
                 self._dispatch(result)
             with self._cond:
-                self._cond.wait_for(lambda: self._outstanding <= 0)
+                self._stopping = True
+                done = self._cond.wait_for(lambda: self._outstanding <= 0, self.kill_timeout)
+                self._stop_now = not done
         finally:
             self._cleanup()
+        if self._stop_now:
+            self._report_stopped()

@@ -32,6 +32,8 @@ class FaaSTaskServer(BaseTaskServer):
         timeout: Idle seconds before stopping (``None``: wait for the kill signal).
         service_url: The service (default: as :class:`tether.faas.Client` finds it).
         token: The user's token (kept in memory; the server is forked, not sent it).
+        kill_timeout: Seconds the tasks get to finish after the kill signal; those still
+            running then are cancelled on their endpoint (see :class:`BaseTaskServer`).
     """
 
     def __init__(
@@ -43,13 +45,14 @@ class FaaSTaskServer(BaseTaskServer):
         timeout: float | None = None,
         service_url: str | None = None,
         token: str | None = None,
+        kill_timeout: float | None = 10.0,
     ) -> None:
         pairs = (
             list(methods.items())
             if isinstance(methods, Mapping)
             else [(m, endpoint_id) for m in methods]
         )
-        super().__init__(queues, [m for m, _ in pairs], timeout)
+        super().__init__(queues, [m for m, _ in pairs], timeout, kill_timeout=kill_timeout)
         self.endpoints = {method_name(m): e for m, e in pairs}
         self.endpoint_id = endpoint_id
         self._service_url = service_url
@@ -69,7 +72,8 @@ class FaaSTaskServer(BaseTaskServer):
 
     def _cleanup(self) -> None:
         for executor in self._executors.values():
-            executor.shutdown(wait=True)
+            # After kill_timeout, the tasks still running are cancelled, not waited for.
+            executor.shutdown(wait=not self._stop_now, cancel_futures=self._stop_now)
         self._executors.clear()
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:

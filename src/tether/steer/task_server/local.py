@@ -23,8 +23,11 @@ class LocalTaskServer(BaseTaskServer):
     Args:
         queues: The queues shared with the Thinker.
         methods: Functions (module-level, so workers can find them).
-        num_workers: Worker processes.
+        num_workers: Worker processes (each in a process group of its own, killed with
+            the processes its task started when the server stops them).
         timeout: Idle seconds before stopping (``None``: wait for the kill signal).
+        kill_timeout: Seconds the tasks get to finish after the kill signal, before
+            their workers are killed (see :class:`BaseTaskServer`).
     """
 
     def __init__(
@@ -33,8 +36,10 @@ class LocalTaskServer(BaseTaskServer):
         methods: Iterable[Any],
         num_workers: int = 1,
         timeout: float | None = None,
+        *,
+        kill_timeout: float | None = 10.0,
     ) -> None:
-        super().__init__(queues, methods, timeout)
+        super().__init__(queues, methods, timeout, kill_timeout=kill_timeout)
         self.num_workers = num_workers
         self._pool: WorkerPool | None = None
 
@@ -44,8 +49,12 @@ class LocalTaskServer(BaseTaskServer):
 
     def _cleanup(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(kill=self._stop_now)
             self._pool = None
+
+    def _kill_workers(self) -> None:
+        if self._pool is not None:
+            self._pool.kill_now()
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         assert self._pool is not None

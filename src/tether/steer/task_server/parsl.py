@@ -68,6 +68,8 @@ class ParslTaskServer(BaseTaskServer):
         config: The Parsl ``Config``, loaded in the task server's process.
         timeout: Idle seconds before stopping (``None``: wait for the kill signal).
         default_executors: Executors of methods given without options (``'all'``).
+        kill_timeout: Seconds the tasks get to finish after the kill signal before the
+            server stops without them (see :class:`BaseTaskServer`).
     """
 
     def __init__(
@@ -77,8 +79,10 @@ class ParslTaskServer(BaseTaskServer):
         config: Any,
         timeout: float | None = None,
         default_executors: str | list[str] = 'all',
+        *,
+        kill_timeout: float | None = 10.0,
     ) -> None:
-        super().__init__(queues, methods, timeout)
+        super().__init__(queues, methods, timeout, kill_timeout=kill_timeout)
         self.config = config
         self.default_executors = default_executors
         self._apps: dict[str, Any] = {}
