@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import pickle
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -11,7 +13,7 @@ from tether.steer.models import Result
 from tether.steer.task_server._worker import run_task
 from tether.steer.task_server.base import BaseTaskServer, method_name
 
-__all__ = ['FaaSTaskServer', 'GlobusComputeTaskServer']
+__all__ = ['FaaSTaskServer', 'GlobusComputeTaskServer', 'run_method']
 
 logger = logging.getLogger(__name__)
 
@@ -19,10 +21,13 @@ logger = logging.getLogger(__name__)
 class FaaSTaskServer(BaseTaskServer):
     """Run tasks on endpoints of a tether function service.
 
-    Every method runs through one registered function (the worker wrapper) with the
-    method as an argument, so the endpoint's workers must be able to import the methods
-    (by module). Inputs and values keep their proxies, so values over a topic's
-    threshold never pass through the service, whose payload limit then does not apply.
+    Every method runs through one registered function (:func:`run_method`) with the
+    method as an argument, pickled once with cloudpickle: by reference if it can be
+    imported (the endpoint's workers then import its module), by value if it is defined
+    in the campaign's own script (``__main__``, which the workers cannot import), as
+    the Local and Parsl task servers run them too. Inputs and values keep their
+    proxies, so values over a topic's threshold never pass through the service, whose
+    payload limit then does not apply.
 
     Args:
         methods: A mapping of method to endpoint id, or methods (run on ``endpoint_id``).
@@ -58,6 +63,7 @@ class FaaSTaskServer(BaseTaskServer):
         self._service_url = service_url
         self._token = token
         self._executors: dict[str | None, Any] = {}
+        self._pickled: dict[str, bytes] = {}
 
     def _setup(self) -> None:
         from tether.faas import Client, Executor
@@ -77,9 +83,18 @@ class FaaSTaskServer(BaseTaskServer):
         self._executors.clear()
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
-        executor = self._executors[self.endpoints[method_name(method)]]
+        name = method_name(method)
+        executor = self._executors[self.endpoints[name]]
+        pickled = self._pickled.get(name)
+        if pickled is None:  # once per method, in the task server's process
+            try:
+                pickled = self._pickled[name] = _pickle_method(method)
+            except Exception as e:
+                result.set_failure(f'method {name!r} cannot be pickled for the endpoint: {e!r}')
+                done(result)
+                return
         try:
-            future = executor.submit(run_task, method, result)
+            future = executor.submit(run_method, pickled, result)
         except Exception as e:
             result.set_failure(f'{type(e).__name__}: the function service refused the task: {e}')
             done(result)
@@ -99,3 +114,33 @@ class FaaSTaskServer(BaseTaskServer):
 
 
 GlobusComputeTaskServer = FaaSTaskServer
+
+
+def _pickle_method(method: Any) -> bytes:
+    """A method as the endpoint's workers can load it: cloudpickle pickles what is
+    defined in ``__main__`` (functions, classes of callable objects) by value."""
+    import cloudpickle
+
+    return bytes(cloudpickle.dumps(method, protocol=5))
+
+
+@functools.lru_cache(maxsize=64)
+def _load_method(pickled: bytes) -> Callable[..., Any]:
+    # Once per method and worker process, not once per task.
+    method: Callable[..., Any] = pickle.loads(pickled)
+    return method
+
+
+def run_method(pickled: bytes, result: Result) -> Result:
+    """What an endpoint runs for a :class:`FaaSTaskServer`: the pickled method on
+    ``result`` (see :func:`~tether.steer.task_server._worker.run_task`)."""
+    try:
+        method = _load_method(pickled)
+    except Exception as e:
+        result.set_failure(
+            f'the endpoint could not load method {result.method!r}: {type(e).__name__}: {e} '
+            '(a method must be importable on the endpoint, or defined in the campaign '
+            'script, with what it uses installed there)'
+        )
+        return result
+    return run_task(method, result)
