@@ -27,13 +27,13 @@ SIZE = 64 << 20
 KEEPALIVE = 0.3
 """Seconds between keepalives on the test's peer links (a link silent for 3 is dead)."""
 
-PATHS: dict[str, tuple[dict[str, Any], bool, str]] = {
+PATHS: dict[str, tuple[dict[str, Any], bool, str, int]] = {
     # name: (the reader's peering settings, whether its connector asks for own channels,
-    # the path and transport of its link)
-    'direct, own channel': ({}, True, 'direct tcp'),
-    'direct, shared channels': ({}, False, 'direct tcp'),
-    'relayed': ({'paths': ['relayed']}, True, 'relayed tcp'),
-    'punched QUIC': ({'paths': ['punched'], 'punch': ['udp']}, True, 'punched quic'),
+    # the path and transport of its link, the own channels it then has)
+    'direct, own channel': ({}, True, 'direct tcp', 1),
+    'direct, shared channels': ({}, False, 'direct tcp', 0),
+    'relayed': ({'paths': ['relayed']}, True, 'relayed tcp', 1),
+    'punched QUIC': ({'paths': ['punched'], 'punch': ['udp']}, True, 'punched quic', 0),
 }
 
 
@@ -47,7 +47,7 @@ def free_port() -> int:
 def test_owner_killed_mid_get(
     site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    reader_settings, own_channels, link = PATHS[path]
+    reader_settings, own_channels, link, own = PATHS[path]
     direct = path.startswith('direct')
     port = free_port()
     owner_peering: dict[str, Any] = {'keepalive': KEEPALIVE}
@@ -91,8 +91,10 @@ def test_owner_killed_mid_get(
     thread = threading.Thread(target=get, daemon=True)
     thread.start()
     assert mid.wait(60), 'the transfer did not start'
-    (peer,) = site.status('reader')['peers']
+    status = site.status('reader')
+    (peer,) = status['peers']
     assert f'{peer["path"]} {peer["transport"]}' == link
+    assert status['own_channels']['open'] == own
     pid = site.pid('owner')
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not pid_alive(pid), what='the owner to die')
