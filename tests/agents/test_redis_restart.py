@@ -121,3 +121,57 @@ def test_requests_lost_with_redis_data_get_a_clear_error(
     _restart(private_redis)
     with pytest.raises(AgentError, match='lost its data'):
         lost.result(60)
+
+
+DAEMON = """
+import sys
+from tests.agents._behaviors import Echo
+from tether.agents import Manager
+from tether.agents.exchange import RedisExchange
+from tether.agents.launcher import DaemonLauncher
+
+exchange = RedisExchange('127.0.0.1', int(sys.argv[2]), prefix=sys.argv[1])
+with Manager(exchange, DaemonLauncher()) as manager:
+    handle = manager.launch(Echo())
+    assert handle.echo(1).result(60) == 1
+    print(handle.agent_id)
+"""
+
+
+def test_the_cli_stops_a_daemon_whose_mailbox_redis_lost(
+    private_redis: RedisServer, agents_home: Any
+) -> None:
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from tether.agents.launcher.daemon import daemon_records, pid_alive
+    from tether.cli import cli
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    prefix = f'restart-{uuid.uuid4().hex[:8]}:'
+    env = {**os.environ, 'PYTHONPATH': str(root), 'TETHER_AGENTS_HOME': str(agents_home)}
+    proc = subprocess.run(
+        [sys.executable, '-c', DAEMON, prefix, str(private_redis.port)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    agent_id = proc.stdout.strip().splitlines()[-1]
+    pid = int(daemon_records(agents_home)[0]['pid'])
+    _restart(private_redis)
+    # At once, before the daemon noticed: the mailbox is made again and the request
+    # reaches the daemon (before, this waited the whole timeout and said "use --force").
+    stopped = CliRunner().invoke(
+        cli, ['agents', 'stop', agent_id, '--home', str(agents_home), '--timeout', '60']
+    )
+    assert stopped.exit_code == 0, stopped.output
+    assert f'{agent_id}: stopped' in stopped.output
+    assert not pid_alive(pid)

@@ -52,7 +52,7 @@ def stop_command(
 ) -> None:
     """Ask daemon agents to shut down (through their exchange) and wait until they stop."""
     from tether.agents.launcher.daemon import daemon_records, exchange_from_record, pid_alive
-    from tether.exceptions import TetherError
+    from tether.exceptions import TetherError, UnknownMailboxError
 
     records = {r['agent_id']: r for r in daemon_records(_home(home))}
     ids = list(records) if stop_all else list(agent_ids)
@@ -69,7 +69,13 @@ def stop_command(
         if record['alive']:
             try:
                 exchange = exchange_from_record(record)
-                exchange.get_handle(agent_id).shutdown().result(timeout)
+                try:
+                    exchange.get_handle(agent_id).shutdown().result(timeout)
+                except UnknownMailboxError:
+                    # Redis lost the mailbox; the daemon still listens on it (and would
+                    # make it again itself): make it now and ask there.
+                    exchange.transport().restore(agent_id, None)
+                    exchange.get_handle(agent_id).shutdown().result(timeout)
                 exchange.close()
             except (TetherError, TimeoutError) as e:
                 click.echo(f'{agent_id}: shutdown request failed: {e}', err=True)

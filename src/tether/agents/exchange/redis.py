@@ -67,10 +67,14 @@ return taken
 """
 # A mailbox whose state key vanished (Redis restarted without its data, or evicted it)
 # is made again by its listener, with its discovery record: 1 when it had vanished, -1
-# when it is terminated (never made active again), 0 when it is active.
+# when it is terminated (never made active again), 0 when it is active (its discovery
+# record is then made again if it is missing: someone else remade the mailbox).
 _RESTORE = """
 local st = redis.call('GET', KEYS[1])
-if st == 'active' then return 0 end
+if st == 'active' then
+  if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
+  return 0
+end
 if st then return -1 end
 redis.call('SET', KEYS[1], 'active')
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
