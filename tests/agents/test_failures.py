@@ -127,6 +127,9 @@ def test_callers_of_an_agent_whose_on_setup_raised_are_told_why(
         assert 'the database is unreachable' in str(info.value)
         assert "action 'work'; it was not run" in str(info.value)
         manager.wait(agent_id, timeout=60)
+        # A caller that comes later is told too.
+        with pytest.raises(MailboxClosedError, match='the database is unreachable'):
+            exchange.get_handle(agent_id).work()
     assert not list(tmp_path.glob('*.failed'))
 
 

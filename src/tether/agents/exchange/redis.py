@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 _SEND = """
 local st = redis.call('GET', KEYS[1])
 if not st then return -1 end
-if st ~= 'active' then return -2 end
+if st ~= 'active' then return st end
 redis.call('RPUSH', KEYS[2], ARGV[1])
 return 1
 """
@@ -59,7 +59,7 @@ return out
 _TERMINATE = """
 local queued = redis.call('LRANGE', KEYS[3], 0, -1)
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
-redis.call('SET', KEYS[1], 'terminated', 'EX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 for _, v in ipairs(queued) do table.insert(taken, v) end
@@ -83,6 +83,7 @@ return 1
 _WAKE = b'\x00tether-agents-wake:'
 _BLOCK = 5.0
 _BATCH = 256
+_MAX_REASON = 1000
 _DEFAULT_THRESHOLD = 100_000
 
 
@@ -282,7 +283,11 @@ class _RedisTransport(Transport):
                 self.k('taken', mailbox_id),
                 self.k('addr', mailbox_id),
             ],
-            args=[mailbox_id, max(1, int(self.exchange.terminated_ttl))],
+            args=[
+                mailbox_id,
+                max(1, int(self.exchange.terminated_ttl)),
+                _tombstone(self._why.get(mailbox_id)),
+            ],
         )
         self.answer_dropped(
             mailbox_id,
@@ -313,8 +318,8 @@ class _RedisTransport(Transport):
         rc = self._send_script(keys=[self.k('st', dest), self.k('mb', dest)], args=[data])
         if rc == -1:
             raise UnknownMailboxError(f'no mailbox {dest!r} in {self.exchange!r}')
-        if rc == -2:
-            raise MailboxClosedError(f'mailbox {dest!r} is terminated')
+        if isinstance(rc, bytes):  # its state: 'terminated', maybe with the reason
+            raise MailboxClosedError(f'mailbox {dest!r} is {rc.decode(errors="replace")}')
 
     def send(self, msg: Message) -> None:
         self.push(msg.dest, encode_bytes(msg, self.codec))
@@ -341,6 +346,12 @@ class _RedisTransport(Transport):
             listener.close()
         self._listeners.clear()
         self.redis.close()
+
+
+def _tombstone(reason: str | None) -> str:
+    """The state of a terminated mailbox: why it was terminated travels with it, so that
+    later senders learn it too."""
+    return 'terminated' if not reason else f'terminated ({reason[:_MAX_REASON]})'
 
 
 def _check(replies: list[Any]) -> None:

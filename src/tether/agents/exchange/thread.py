@@ -25,13 +25,14 @@ _live: weakref.WeakValueDictionary[str, ThreadExchange] = weakref.WeakValueDicti
 
 
 class _Box:
-    __slots__ = ('deliver', 'mro', 'queue', 'status')
+    __slots__ = ('deliver', 'mro', 'queue', 'status', 'why')
 
     def __init__(self, mro: list[str] | None) -> None:
         self.mro = mro
         self.status = MailboxStatus.ACTIVE
         self.queue: collections.deque[Message | Rejected] = collections.deque()
         self.deliver: Deliver | None = None
+        self.why = ''  # why it was terminated (see Exchange.terminate)
 
 
 class _ThreadListener(Listener):
@@ -67,6 +68,8 @@ class _ThreadTransport(Transport):
             box = self.boxes.get(mailbox_id)
             if box is not None:
                 box.status = MailboxStatus.TERMINATED
+                why = self._why.get(mailbox_id)
+                box.why = f' ({why})' if why else ''
                 dropped = list(box.queue)
                 box.queue.clear()
                 box.deliver = None
@@ -93,7 +96,7 @@ class _ThreadTransport(Transport):
             if box is None:
                 raise UnknownMailboxError(f'no mailbox {dest!r} in this ThreadExchange')
             if box.status is MailboxStatus.TERMINATED:
-                raise MailboxClosedError(f'mailbox {dest!r} is terminated')
+                raise MailboxClosedError(f'mailbox {dest!r} is terminated{box.why}')
             deliver = box.deliver
             if deliver is None:
                 box.queue.append(item)
