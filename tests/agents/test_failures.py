@@ -179,3 +179,22 @@ def test_status_secret_and_address_keys_expire_or_are_removed(
     # What is left (terminated states, the secret) expires.
     assert ttls
     assert all(ttl > 0 for ttl in ttls.values()), ttls
+
+
+def test_a_client_mailbox_expires_with_its_process(make_exchange: Any, agent_prefix: str) -> None:
+    exchange = make_exchange('redis')
+    with Manager(exchange, ThreadLauncher()) as manager:
+        handle = manager.launch(Exits())
+        assert handle.ok().result(30) == 'still here'
+        client_id = handle._mailbox().id
+        ttls = _ttls(agent_prefix)
+        # The agent's mailbox stays while it is active; this process's mailbox for
+        # answers lives while its listener refreshes it.
+        assert ttls[f'{agent_prefix}st:{handle.agent_id}'] == -1
+        assert 0 < ttls[f'{agent_prefix}st:{client_id}'] <= 60
+        # What waits in a client mailbox nobody listens to expires with it.
+        orphan = exchange.register_client()
+        exchange.get_handle(orphan).ok()  # a message that waits in its list
+        ttls = _ttls(agent_prefix)
+        assert 0 < ttls[f'{agent_prefix}st:{orphan}'] <= 60
+        assert 0 < ttls[f'{agent_prefix}mb:{orphan}'] <= 60

@@ -43,6 +43,8 @@ local st = redis.call('GET', KEYS[1])
 if not st then return -1 end
 if st ~= 'active' then return st end
 redis.call('RPUSH', KEYS[2], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return 1
 """
 _RECOVER = """
@@ -72,17 +74,28 @@ return taken
 _RESTORE = """
 local st = redis.call('GET', KEYS[1])
 if st == 'active' then
-  if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
+  if ARGV[2] ~= '' then
+    redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+    redis.call('PERSIST', KEYS[1])
+  end
   return 0
 end
 if st then return -1 end
-redis.call('SET', KEYS[1], 'active')
-if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[1], 'active', 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], 'active')
+  redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+end
 return 1
 """
 _WAKE = b'\x00tether-agents-wake:'
 _BLOCK = 5.0
 _BATCH = 256
+# A client mailbox (a process's, for responses) expires _CLIENT_TTL seconds after its
+# listener last refreshed it (every _CLIENT_REFRESH seconds), and what waits in it too.
+_CLIENT_TTL = 60
+_CLIENT_REFRESH = 20.0
 _MAX_REASON = 1000
 _DEFAULT_THRESHOLD = 100_000
 
@@ -107,6 +120,9 @@ class _RedisListener(Listener):
         self.terminated = False
         # The discovery record, to make it again with the mailbox (empty: a client).
         self.mro = transport.redis.execute('HGET', transport.k('beh'), mailbox_id) or b''
+        # Client mailboxes (no discovery record) expire unless their listener refreshes
+        # them; agents' mailboxes stay while they are active.
+        self.next_keep_alive = float('inf') if self.mro else time.monotonic() + _CLIENT_REFRESH
         self.conn = transport.redis.connect(timeout=_BLOCK + 10)
         self.thread = threading.Thread(
             target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
@@ -154,8 +170,11 @@ class _RedisListener(Listener):
                 logger.warning('mailbox listener on %s: %s (retrying)', self.key, e)
                 self.stopping.wait(min(0.1 * 2**failures, 5.0))
                 continue
-            if time.monotonic() >= self.transport._next_refresh:
+            now = time.monotonic()
+            if now >= self.transport._next_refresh:
                 self.transport._refresh()
+            if now >= self.next_keep_alive:
+                self._keep_alive(now)
             for data in batch:
                 if data.startswith(_WAKE):
                     reached = self.barriers.pop(data, None)
@@ -173,6 +192,23 @@ class _RedisListener(Listener):
                 except AgentError:
                     logger.warning('could not clear %s', self.taken)
 
+    def _keep_alive(self, now: float) -> None:
+        """Extend the life of a client mailbox (its state, and what waits in it)."""
+        self.next_keep_alive = now + _CLIENT_REFRESH
+        try:
+            replies = self.transport.redis.pipeline(
+                [['EXPIRE', self.transport.k('st', self.mailbox_id), _CLIENT_TTL]]
+                + [['EXPIRE', key, _CLIENT_TTL] for key in (self.key, self.taken)]
+            )
+        except AgentError as e:
+            logger.warning('could not keep the mailbox %s alive: %s', self.mailbox_id, e)
+            return
+        if replies[0] == 0:  # gone (Redis lost it, or this process stalled too long)
+            try:
+                self._check_mailbox()
+            except AgentError as e:
+                logger.warning('could not check the mailbox %s: %s', self.mailbox_id, e)
+
     def _check_mailbox(self) -> None:
         """Make the mailbox again if Redis lost it (restarted without persistence ...).
 
@@ -186,7 +222,7 @@ class _RedisListener(Listener):
             self.on_check()
         restored = self.transport._restore(
             keys=[self.transport.k('st', self.mailbox_id), self.transport.k('beh')],
-            args=[self.mailbox_id, self.mro],
+            args=[self.mailbox_id, self.mro, _CLIENT_TTL],
         )
         if restored == -1:
             # Terminated under this listener: once its tombstone expires, the mailbox
@@ -264,14 +300,20 @@ class _RedisTransport(Transport):
         """Make a mailbox again if it vanished (never one that was terminated)."""
         restored = self._restore(
             keys=[self.k('st', mailbox_id), self.k('beh')],
-            args=[mailbox_id, json.dumps(mro) if mro is not None else ''],
+            args=[mailbox_id, json.dumps(mro) if mro is not None else '', _CLIENT_TTL],
         )
         return bool(restored == 1)
 
     def register(self, mailbox_id: str, mro: list[str] | None) -> None:
-        commands: list[list[Any]] = [['SET', self.k('st', mailbox_id), 'active']]
-        if mro is not None:
-            commands.append(['HSET', self.k('beh'), mailbox_id, json.dumps(mro)])
+        if mro is None:
+            # A client mailbox lives as long as its process: its listener keeps it alive
+            # (see _RedisListener._keep_alive), and it expires once the process is gone.
+            self.redis.execute('SET', self.k('st', mailbox_id), 'active', 'EX', _CLIENT_TTL)
+            return
+        commands: list[list[Any]] = [
+            ['SET', self.k('st', mailbox_id), 'active'],
+            ['HSET', self.k('beh'), mailbox_id, json.dumps(mro)],
+        ]
         _check(self.redis.pipeline(commands))
 
     def terminate(self, mailbox_id: str) -> None:
