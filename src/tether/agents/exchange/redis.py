@@ -9,9 +9,12 @@ Keys (all under the exchange's ``prefix``):
   that dies between taking and handing over loses nothing);
 * ``beh``: a hash from agent id to its behavior's class names (discovery).
 
-An active mailbox's keys stay while it is active (messages wait for an agent that is
-away); terminating it deletes them all but the state, which says ``terminated`` for
-``terminated_ttl`` seconds (a day by default) and then expires.
+An agent's active mailbox stays while it is active (messages wait for an agent that is
+away); a client mailbox (a process's, for answers) expires 60 s after its listener stopped
+refreshing it. Terminating a mailbox deletes its keys but the state, which says
+``terminated`` (with the reason, when one was given) for ``terminated_ttl`` seconds (a
+day by default) and then expires. A listener that finds its mailbox gone (Redis lost its
+data) makes it again; one that was terminated never comes back.
 
 Sending checks the state and appends in one atomic script (one round trip); a listener
 thread per mailbox takes messages with ``BLMOVE`` and drains bursts with one script.
