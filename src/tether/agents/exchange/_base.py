@@ -246,7 +246,11 @@ class Exchange(ABC):
         return mailbox_id
 
     def register_client(self) -> str:
-        """Create a client mailbox (not discoverable) and return its id."""
+        """Create a client mailbox (not discoverable) and return its id.
+
+        On the Redis and hybrid exchanges a client mailbox lives while a listener of its
+        process refreshes it: one nobody listens to expires after 60 s.
+        """
         mailbox_id = new_mailbox_id('client')
         self.transport().register(mailbox_id, None)
         return mailbox_id
