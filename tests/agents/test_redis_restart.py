@@ -59,6 +59,8 @@ def test_an_agent_registers_its_mailbox_again_after_redis_lost_it(
     with Manager(restart_exchange, ProcessLauncher()) as manager:
         handle = manager.launch(Echo())
         pid = handle.pid().result(60)
+        redis = restart_exchange.transport().redis
+        secret = redis.execute('GET', f'{restart_exchange.prefix}secret')
         _restart(private_redis)
         # The agent's mailbox (and the discovery record) come back without any help.
         _until(
@@ -76,6 +78,12 @@ def test_an_agent_registers_its_mailbox_again_after_redis_lost_it(
         )
         assert handle.pid().result(60) == pid
         assert handle.echo('again').result(60) == 'again'
+        if isinstance(restart_exchange, HybridExchange):
+            # The agent's address, and the secret that processes started from now on
+            # need to reach it, are published again.
+            addr = f'{restart_exchange.prefix}addr:{handle.agent_id}'
+            _until(lambda: redis.execute('EXISTS', addr) == 1, 'the address is back')
+            assert redis.execute('GET', f'{restart_exchange.prefix}secret') == secret
         manager.shutdown(handle, timeout=60)
         assert restart_exchange.status(handle.agent_id) is MailboxStatus.TERMINATED
 
