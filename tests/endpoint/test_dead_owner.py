@@ -43,10 +43,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cut(buffers: list[memoryview], at: int) -> tuple[list[memoryview], list[memoryview]]:
+    """``buffers`` split into the first ``at`` bytes and the rest."""
+    first: list[memoryview] = []
+    rest: list[memoryview] = []
+    for buf in buffers:
+        if at >= buf.nbytes:
+            first.append(buf)
+        elif at > 0:
+            first.append(buf[:at])
+            rest.append(buf[at:])
+        else:
+            rest.append(buf)
+        at -= buf.nbytes
+    return first, rest
+
+
+@pytest.mark.parametrize('op', ['get', 'set'])
 @pytest.mark.parametrize('path', list(PATHS))
-def test_owner_killed_mid_get(
-    site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str
+def test_owner_killed_mid_transfer(
+    site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str, op: str
 ) -> None:
+    """The owner dies while the client reads (``get``) or writes (``set``) a large object."""
     reader_settings, own_channels, link, own = PATHS[path]
     direct = path.startswith('direct')
     port = free_port()
@@ -60,35 +78,54 @@ def test_owner_killed_mid_get(
     site.start('reader')
     site.start('owner')
     at_owner = site.connector('owner')
-    key = at_owner.put(os.urandom(SIZE))
+    data = os.urandom(SIZE)
+    key = at_owner.put(data)
     at_owner.close()
 
     # The client stops after the first megabyte of the object, until the owner is dead.
     mid, killed = threading.Event(), threading.Event()
-    recv_into = SyncConnection._recv_into
+    recv_into, sendmsg = SyncConnection._recv_into, SyncConnection._sendmsg
 
-    def paused(self: SyncConnection, view: memoryview) -> None:
+    def pause() -> None:
+        mid.set()
+        assert killed.wait(60)
+
+    def paused_recv(self: SyncConnection, view: memoryview) -> None:
         if view.nbytes == SIZE and not mid.is_set():
             recv_into(self, view[: 1 << 20])
-            mid.set()
-            assert killed.wait(60)
+            pause()
             view = view[1 << 20 :]
         recv_into(self, view)
 
-    monkeypatch.setattr(SyncConnection, '_recv_into', paused)
+    def paused_send(self: SyncConnection, buffers: list[memoryview]) -> None:
+        total = sum(b.nbytes for b in buffers)
+        if total > SIZE and not mid.is_set():
+            first, buffers = _cut(buffers, total - SIZE + (1 << 20))
+            sendmsg(self, first)
+            pause()
+        sendmsg(self, buffers)
+
+    monkeypatch.setattr(SyncConnection, '_recv_into', paused_recv)
+    monkeypatch.setattr(SyncConnection, '_sendmsg', paused_send)
     reader = site.connector('reader', own_channels=own_channels)
+    # Peered first, so that the object goes through as it does once a link is up (a
+    # forwarded set is then piped to the owner as it arrives).
+    assert reader.exists(key)
     outcome: dict[str, BaseException | None] = {}
     done = threading.Event()
 
-    def get() -> None:
+    def transfer() -> None:
         try:
-            reader.get(key)
+            if op == 'get':
+                reader.get(key)
+            else:
+                reader.set(key, data)
             outcome['error'] = None
         except BaseException as e:  # the test inspects it
             outcome['error'] = e
         done.set()
 
-    thread = threading.Thread(target=get, daemon=True)
+    thread = threading.Thread(target=transfer, daemon=True)
     thread.start()
     assert mid.wait(60), 'the transfer did not start'
     status = site.status('reader')
