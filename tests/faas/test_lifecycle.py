@@ -4,6 +4,7 @@ and time limits. Real PostgreSQL, RabbitMQ and endpoints."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import pathlib
 import time
 from collections.abc import Callable
@@ -18,10 +19,13 @@ from tether.exceptions import (
     EndpointDeletedError,
     FaasError,
     FaasNotFoundError,
+    TaskCancelledError,
     TaskExecutionFailed,
     TaskPending,
+    TaskTimeoutError,
 )
-from tether.faas import Client, Executor, ServiceConfig, _frames
+from tether.faas import Client, EndpointConfig, Executor, ServiceConfig, _frames
+from tether.faas._config import pid_alive
 from tether.faas._payload import pack_result
 from tether.faas._server import ServiceThread
 
@@ -259,3 +263,122 @@ def test_a_payload_limit_the_broker_cannot_carry_is_refused_at_start(
     )
     with pytest.raises(ConfigError, match='max_payload_bytes'):
         ServiceThread(config).start()
+
+
+# 8. Cancellation and time limits act on the worker ---------------------------------------
+
+
+def _pids(path: pathlib.Path) -> list[int]:
+    return [int(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_cancelling_a_running_task_stops_its_worker(
+    prod_service: ServiceThread,
+    start_endpoint: Callable[..., AgentThread],
+    tmp_path: pathlib.Path,
+) -> None:
+    user, token = new_user(prod_service)
+    ep = start_endpoint(prod_service, user, max_workers=1, worker_prefetch=0)
+    started = tmp_path / 'started'
+    never = tmp_path / 'never'
+    with Executor(ep.config.endpoint_id, service_url=prod_service.url, token=token) as ex:
+        future = ex.submit(_lifecycle_tasks.block_until, str(started), str(never))
+        wait_for(started.exists, 60, 'the task to start')
+        (pid,) = _pids(started)
+        assert future.cancel()
+        assert future.cancelled()
+        assert future in concurrent.futures.wait([future], timeout=60).done
+        wait_for(lambda: not pid_alive(pid), 60, 'the worker to be stopped')
+        # The worker was replaced: the next task runs.
+        assert ex.submit(_tasks.square, 5).result(timeout=60) == 25
+        assert ex.client.get_task(future.task_id)['status'] == 'cancelled'
+        assert not future.cancel() or future.cancelled()
+    with Client(prod_service.url, token) as client:
+        fid = client.register_function(_lifecycle_tasks.block_until)
+        tid = client.run(fid, ep.config.endpoint_id, str(started), str(never))
+        wait_for(lambda: len(_pids(started)) == 2, 60, 'the task to start')
+        assert client.cancel(tid)
+        with pytest.raises(TaskCancelledError):
+            result_of(client, tid)
+        done = client.run(client.register_function(_tasks.square), ep.config.endpoint_id, 3)
+        assert result_of(client, done) == 9
+        assert not client.cancel(done)  # finished: nothing to cancel
+
+
+def test_cancelling_a_queued_task_removes_it(
+    prod_service: ServiceThread,
+    start_endpoint: Callable[..., AgentThread],
+    tmp_path: pathlib.Path,
+) -> None:
+    user, token = new_user(prod_service)
+    ep = start_endpoint(prod_service, user, max_workers=1, worker_prefetch=0)
+    started, marker, runs = tmp_path / 'started', tmp_path / 'marker', tmp_path / 'runs'
+    with Executor(ep.config.endpoint_id, service_url=prod_service.url, token=token) as ex:
+        try:
+            first = ex.submit(_lifecycle_tasks.block_until, str(started), str(marker))
+            wait_for(started.exists, 60, 'the first task to start')
+            queued = ex.submit(_lifecycle_tasks.record, str(runs), 'cancelled one')
+            after = ex.submit(_lifecycle_tasks.record, str(runs), 'after')
+            # Sent, and waiting at the endpoint behind the first task.
+            wait_for(
+                lambda: ep.agent.engine.stats()['pending'] == 2,
+                60,
+                'the tasks to reach the endpoint',
+            )
+            assert queued.cancel()
+        finally:
+            marker.touch()
+        assert after.result(timeout=60) == 'after'
+        assert first.result(timeout=60) == _pids(started)[0]
+        assert queued.cancelled()
+    assert runs.read_text().count('\n') == 1  # only 'after' ran
+
+
+def test_a_task_cancelled_in_its_broker_queue_never_reaches_the_endpoint(
+    prod_service: ServiceThread, tmp_path: pathlib.Path
+) -> None:
+    user, token = new_user(prod_service)
+    eid, ep_token = new_endpoint(prod_service, user)
+    runs = tmp_path / 'runs'
+    with Client(prod_service.url, token) as client:
+        fid = client.register_function(_lifecycle_tasks.record)
+        dropped = client.run(str(runs), 'dropped', endpoint_id=eid, function_id=fid)
+        kept = client.run(str(runs), 'kept', endpoint_id=eid, function_id=fid)
+        assert client.batch_cancel([dropped]) == {dropped: 'cancelled'}
+        config = EndpointConfig(
+            name='ep', endpoint_id=eid, service_url=prod_service.url, max_workers=1
+        )
+        agent = AgentThread(config, ep_token).start()
+        try:
+            assert result_of(client, kept) == 'kept'
+        finally:
+            agent.stop()
+        assert len(runs.read_text().splitlines()) == 1
+        with pytest.raises(TaskCancelledError):
+            client.get_result(dropped)
+
+
+def test_a_task_past_its_time_limit_fails_and_frees_its_worker(
+    prod_service: ServiceThread,
+    start_endpoint: Callable[..., AgentThread],
+    tmp_path: pathlib.Path,
+) -> None:
+    user, token = new_user(prod_service)
+    ep = start_endpoint(prod_service, user, max_workers=1)
+    started, never = tmp_path / 'started', tmp_path / 'never'
+    with Executor(
+        ep.config.endpoint_id, service_url=prod_service.url, token=token, task_timeout=0.5
+    ) as ex:
+        slow = ex.submit(_lifecycle_tasks.block_until, str(started), str(never))
+        quick = ex.submit(_tasks.square, 4)  # prefetched behind it: runs after
+        with pytest.raises(TaskTimeoutError, match=r'time limit of 0\.5 s'):
+            slow.result(timeout=60)
+        assert quick.result(timeout=60) == 16
+        wait_for(lambda: not pid_alive(_pids(started)[0]), 60, 'the worker to be stopped')
+    with Client(prod_service.url, token) as client:
+        fid = client.register_function(_lifecycle_tasks.block_until)
+        tid = client.run(fid, ep.config.endpoint_id, str(started), str(never), task_timeout=0.5)
+        with pytest.raises(TaskTimeoutError):
+            result_of(client, tid)
+        with pytest.raises(ValueError, match='task_timeout'):
+            client.run(fid, ep.config.endpoint_id, 1, 2, task_timeout=-1)

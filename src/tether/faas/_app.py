@@ -251,7 +251,7 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         row = await repo.result(user, tid)
         if row is None:
             raise FaasNotFoundError(f'task {tid} not found')
-        if row['status'] not in ('success', 'failed'):
+        if row['status'] not in ('success', 'failed', 'cancelled'):
             raise TaskPending(tid, row['status'])
         if row['acknowledged']:
             raise FaasNotFoundError(f'the result of task {tid} was acknowledged and deleted')
@@ -263,6 +263,10 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         ids = check_ids((await json_of(request)).get('task_ids', []), '"task_ids"')
         await service.acknowledge(user, ids)
         return JSONResponse({'acknowledged': len(ids)})
+
+    async def cancel(request: Request, user: str) -> Response:
+        ids = check_ids((await json_of(request)).get('task_ids', []), '"task_ids"')
+        return JSONResponse({'tasks': await service.cancel(user, ids)})
 
     async def recent(request: Request, user: str) -> Response:
         text = request.query_params.get('limit', '50')
@@ -352,6 +356,7 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         Route('/v1/tasks', route(recent)),
         Route('/v1/tasks/status', route(batch_status), methods=['POST']),
         Route('/v1/tasks/ack', route(acknowledge), methods=['POST']),
+        Route('/v1/tasks/cancel', route(cancel), methods=['POST']),
         Route('/v1/tasks/{task_id}', route(get_task)),
         Route('/v1/tasks/{task_id}/result', route(get_result)),
         Route('/v1/endpoint/functions/{function_id}', endpoint_function),

@@ -66,22 +66,31 @@ class Batch:
         *args: Any,
         endpoint_id: str | None = None,
         function_id: str | None = None,
+        task_timeout: float | None = None,
         **kwargs: Any,
     ) -> str:
         """Add a call (same shapes as :meth:`Client.run`); return its task id."""
         function_id, endpoint_id, rest = _ids(function_id, endpoint_id, args)
         task_id = str(uuid.uuid4())
-        self.tasks.append(
-            {
-                'task_id': task_id,
-                'function_id': function_id,
-                'endpoint_id': endpoint_id,
-                'data_serializer': self.data_serializer,
-                't': {'client_submit': time.time()},
-            },
-        )
+        task: dict[str, Any] = {
+            'task_id': task_id,
+            'function_id': function_id,
+            'endpoint_id': endpoint_id,
+            'data_serializer': self.data_serializer,
+            't': {'client_submit': time.time()},
+        }
+        if task_timeout is not None:
+            task['timeout'] = check_timeout(task_timeout)
+        self.tasks.append(task)
         self.payloads.append(pack_args(tuple(rest), kwargs, self.data_serializer))
         return task_id
+
+
+def check_timeout(value: Any) -> float:
+    """A task's time limit: a positive number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f'task_timeout must be a positive number of seconds, not {value!r}')
+    return float(value)
 
 
 def _ids(
@@ -241,12 +250,45 @@ class Client:
         *args: Any,
         endpoint_id: str | None = None,
         function_id: str | None = None,
+        task_timeout: float | None = None,
         **kwargs: Any,
     ) -> str:
-        """Run a registered function on an endpoint; return the task id."""
+        """Run a registered function on an endpoint; return the task id.
+
+        ``task_timeout`` (seconds; not passed to the function) limits how long the task
+        may run on its worker: past it, the task fails with
+        :class:`~tether.exceptions.TaskTimeoutError` and the worker is replaced.
+        """
         batch = self.create_batch()
-        batch.add(*args, endpoint_id=endpoint_id, function_id=function_id, **kwargs)
+        batch.add(
+            *args,
+            endpoint_id=endpoint_id,
+            function_id=function_id,
+            task_timeout=task_timeout,
+            **kwargs,
+        )
         return self.batch_run(batch)[0]
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel a task: removed from its queue if it has not started, stopped on its
+        worker if it runs (the endpoint replaces the worker). True if it was cancelled
+        now (or before it was submitted); False if it had finished (its result stays)."""
+        return self.batch_cancel([task_id])[task_id] in ('cancelled', 'unknown')
+
+    def batch_cancel(self, task_ids: Sequence[str]) -> dict[str, str]:
+        """Cancel tasks in one request; each id's outcome: ``'cancelled'``, the status it
+        had finished with (``'success'``, ``'failed'``, ``'cancelled'``), or ``'unknown'``
+        (the service has no such task yet: it is cancelled when it comes)."""
+        if not task_ids:
+            return {}
+        response = self._request(
+            'POST',
+            '/v1/tasks/cancel',
+            f'cancelling {len(task_ids)} task(s)',
+            json={'task_ids': list(task_ids)},
+        )
+        result: dict[str, str] = response.json()['tasks']
+        return result
 
     def batch_run(self, batch: Batch, task_group_id: str | None = None) -> list[str]:
         """Submit a batch in one request; return the task ids in order."""
@@ -287,7 +329,7 @@ class Client:
         data: dict[str, Any] = self._request(
             'GET', f'/v1/tasks/{task_id}', f'task {task_id}'
         ).json()
-        data['pending'] = data['status'] not in ('success', 'failed')
+        data['pending'] = data['status'] not in ('success', 'failed', 'cancelled')
         return data
 
     def get_result(self, task_id: str) -> Any:
@@ -312,7 +354,7 @@ class Client:
         out: dict[str, dict[str, Any]] = {}
         for st in statuses:
             entry: dict[str, Any] = {'status': st['status'], 'pending': True}
-            if st['status'] in ('success', 'failed') and not st['acknowledged']:
+            if st['status'] in ('success', 'failed', 'cancelled') and not st['acknowledged']:
                 entry['pending'] = False
                 try:
                     entry['result'] = self.get_result(st['task_id'])

@@ -42,6 +42,7 @@ from typing import Any
 from tether._wire._frame import Limits
 from tether.exceptions import (
     ConfigError,
+    FaasBadRequestError,
     FaasNotFoundError,
     FaasPayloadTooLargeError,
     FunctionNotAllowedError,
@@ -181,6 +182,11 @@ class _Batcher:
                 return
 
 
+# The longest time limit a task may have (30 days), and how many cancelled ids the
+# service remembers to drop their queued messages.
+_MAX_TIMEOUT = 30 * 86400
+_MAX_CANCELLED = 100_000
+
 # Framing and header bytes a message may add to its payloads (HEADER_BUDGET and then some).
 _MESSAGE_OVERHEAD = _frames.HEADER_BUDGET + 2**16
 
@@ -207,6 +213,13 @@ class Service:
         self.broker = broker
         self.limits = Limits(max_frame=config.max_request_bytes)
         self.sessions: dict[str, _EndpointSession] = {}
+        # Cancelled tasks whose broker message may still come (dropped when it does),
+        # and ids cancelled before their submission arrived (a cancel racing it): both
+        # bounded, oldest forgotten first. Checked only while not empty.
+        self.cancelled: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._precancelled: collections.OrderedDict[tuple[str, str], None] = (
+            collections.OrderedDict()
+        )
 
     def task_queue(self, endpoint_id: str) -> str:
         return f'{self.config.queue_prefix}.tasks.{endpoint_id}'
@@ -271,6 +284,17 @@ class Service:
                 'result_threshold': task.get('result_threshold'),
                 't': stamps,
             }
+            timeout = task.get('timeout')
+            if timeout is not None:
+                if (
+                    isinstance(timeout, bool)
+                    or not isinstance(timeout, int | float)
+                    or not 0 < timeout <= _MAX_TIMEOUT
+                ):
+                    raise FaasBadRequestError(
+                        f'a task\'s "timeout" must be a number of seconds in (0, {_MAX_TIMEOUT}]'
+                    )
+                msg_header['timeout'] = float(timeout)
             rows.append(
                 (msg_header['task_id'], user_id, group, eid, fid, json.dumps(msg_header), payload)
             )
@@ -296,6 +320,15 @@ class Service:
                     queued[eid] = kept
                 else:
                     del queued[eid]
+        precancelled = []
+        if self._precancelled:
+            precancelled = [i for i in new if self._precancelled.pop((user_id, i), 0) is None]
+            if precancelled:
+                for eid in list(queued):
+                    queued[eid] = [e for e in queued[eid] if e[0]['task_id'] not in precancelled]
+                    if not queued[eid]:
+                        del queued[eid]
+                await self.cancel(user_id, precancelled)
         for eid, entries in queued.items():
             await self.broker.publish(
                 self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
@@ -330,6 +363,55 @@ class Service:
             if self.sessions.get(endpoint_id) is session:
                 del self.sessions[endpoint_id]
                 await self.repo.set_endpoint_state(endpoint_id, False, session.info)
+
+    async def cancel(self, user_id: str, task_ids: Sequence[str]) -> dict[str, str]:
+        """Cancel the user's tasks: a queued one is removed (its message is dropped when
+        it comes), a running one is stopped on its worker (the endpoint replaces the
+        worker). Return each id's outcome: ``'cancelled'`` (now), else its status
+        (``'success'``, ``'failed'`` or ``'cancelled'``: it finished first), or
+        ``'unknown'`` (not submitted yet: it is cancelled when it comes)."""
+        ids = list(dict.fromkeys(task_ids))
+        header: dict[str, Any] = {
+            'status': 'cancelled',
+            'error': {
+                'type': 'TaskCancelledError',
+                'message': 'the task was cancelled before it finished',
+                'traceback': '',
+            },
+            't': {'service_cancelled': time.time()},
+        }
+        rows = await self.repo.cancel(user_id, ids, json.dumps(header))
+        out = {str(r['task_id']): 'cancelled' for r in rows}
+        by_endpoint: dict[str, list[str]] = {}
+        groups = {}
+        for r in rows:
+            tid = str(r['task_id'])
+            by_endpoint.setdefault(str(r['endpoint_id']), []).append(tid)
+            groups[tid] = str(r['task_group_id'])
+            self.cancelled[tid] = None
+        while len(self.cancelled) > _MAX_CANCELLED:
+            self.cancelled.popitem(last=False)
+        for eid, cancelled in by_endpoint.items():
+            session = self.sessions.get(eid)
+            if session is not None:
+                await session.cancel(cancelled)
+        # Their clients hear it like a result (an Executor's future is cancelled).
+        await self._publish_results(
+            [(t, ({**header, 'task_id': t, 't': dict(header['t'])}, b'')) for t in out],
+            groups,
+        )
+        rest = [i for i in ids if i not in out]
+        if rest:
+            found = {
+                str(r['task_id']): str(r['status']) for r in await self.repo.tasks(user_id, rest)
+            }
+            for i in rest:
+                out[i] = found.get(i, 'unknown')
+                if i not in found:
+                    self._precancelled[(user_id, i)] = None
+            while len(self._precancelled) > _MAX_CANCELLED:
+                self._precancelled.popitem(last=False)
+        return out
 
     async def delete_endpoint(self, user_id: str, endpoint_id: str) -> None:
         """Delete the user's endpoint: close its connection (the agent is told the endpoint
@@ -611,6 +693,11 @@ class _EndpointSession:
         s = self.service
         await s.repo.set_endpoint_state(self.endpoint_id, True, self.info)
         await s.recover_lost(self.endpoint_id, self.held)
+        if self.held:
+            # Tasks cancelled while this endpoint was away, that it still runs.
+            stale = await s.repo.cancelled_ids(sorted(self.held))
+            if stale:
+                await self.sock.send(_frames.encode(_frames.CANCEL, {'task_ids': sorted(stale)}))
         self.consumer = await s.broker.consume(
             s.task_queue(self.endpoint_id), s.config.endpoint_prefetch, self.batcher.add
         )
@@ -700,16 +787,36 @@ class _EndpointSession:
         if tags and self.consumer is not None:
             await self.consumer.ack(tags)
 
+    async def cancel(self, task_ids: list[str]) -> None:
+        """Tasks cancelled: drop those not sent yet, tell the endpoint to stop the others
+        (it answers with a result, which is not stored or published)."""
+        ids = set(task_ids)
+        for t in ids:
+            self._groups.pop(t, None)
+        if self._backlog:
+            kept = [e for e in self._backlog if str(e[0]['task_id']) not in ids]
+            if len(kept) < len(self._backlog):
+                self._backlog = collections.deque(kept)
+        # Their broker messages may leave the queue once the rest of them is done.
+        await self._ack(self.tracker.done([t for t in ids if t not in self._forwarded]))
+        # The endpoint drops those it has not started and stops those running; ids it
+        # does not hold are ignored.
+        with contextlib.suppress(Exception):  # gone: told again when it reconnects
+            await self.sock.send(_frames.encode(_frames.CANCEL, {'task_ids': task_ids}))
+
     async def _take(self, items: list[Delivery]) -> None:
         """Deliveries from the endpoint's queue: track them, then forward their tasks."""
         batches, again, stale = _parse(items, 'tasks')
         # Tasks of a message delivered again that are running (the endpoint holds them, or
         # they were queued again when it reconnected) or finished are not sent again.
         waiting = await self.service.repo.waiting_ids(again) if again else set()
+        cancelled = self.service.cancelled
         for d, entries in batches:
             kept = entries
             if d.redelivered:
                 kept = [e for e in entries if str(e[0]['task_id']) in waiting]
+            if cancelled:
+                kept = [e for e in kept if cancelled.pop(str(e[0]['task_id']), 0) is not None]
             if not self.tracker.hold(d.tag, (str(h['task_id']) for h, _ in kept)):
                 stale.append(d.tag)
             self._backlog.extend(kept)

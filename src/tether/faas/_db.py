@@ -20,7 +20,7 @@ from tether.faas._drivers import Driver
 
 __all__ = ['FINISHED', 'Repository', 'function_id_of', 'hash_token', 'new_token']
 
-FINISHED = ('success', 'failed')
+FINISHED = ('success', 'failed', 'cancelled')
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS faas_users (
@@ -458,7 +458,8 @@ class Repository:
             return {}
         rows = await self.db.fetch(
             'SELECT task_id, task_group_id FROM faas_tasks WHERE endpoint_id = $1'
-            f' AND acknowledged = 0 AND task_id {self.db.in_list(2)}',
+            " AND acknowledged = 0 AND status <> 'cancelled'"
+            f' AND task_id {self.db.in_list(2)}',
             endpoint_id,
             list(task_ids),
         )
@@ -485,7 +486,7 @@ class Repository:
             return
         await self.db.execute(
             'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
-            f' WHERE user_id = $1 AND status IN ($2, $3) AND task_id {self.db.in_list(4)}',
+            f' WHERE user_id = $1 AND status IN ($2, $3, $4) AND task_id {self.db.in_list(5)}',
             user_id,
             *FINISHED,
             list(task_ids),
@@ -499,6 +500,34 @@ class Repository:
             'SELECT task_id FROM faas_tasks WHERE user_id = $1 AND acknowledged = 1'
             f' AND task_id {self.db.in_list(2)}',
             user_id,
+            list(task_ids),
+        )
+        return {r['task_id'] for r in rows}
+
+    async def cancel(
+        self, user_id: str, task_ids: Sequence[str], header: str
+    ) -> list[dict[str, Any]]:
+        """Mark the user's unfinished tasks among ``task_ids`` cancelled (with the result
+        ``header``); return ``task_id``, ``endpoint_id`` and ``task_group_id`` of each."""
+        if not task_ids:
+            return []
+        return await self.db.fetch(
+            "UPDATE faas_tasks SET status = 'cancelled', result_header = $1, finished = $2,"
+            " payload = NULL WHERE user_id = $3 AND status IN ('waiting-for-ep', 'running')"
+            f' AND task_id {self.db.in_list(4)} RETURNING task_id, endpoint_id, task_group_id',
+            header,
+            time.time(),
+            user_id,
+            list(task_ids),
+        )
+
+    async def cancelled_ids(self, task_ids: Sequence[str]) -> set[str]:
+        """Those of ``task_ids`` that were cancelled."""
+        if not task_ids:
+            return set()
+        rows = await self.db.fetch(
+            "SELECT task_id FROM faas_tasks WHERE status = 'cancelled'"
+            f' AND task_id {self.db.in_list(1)}',
             list(task_ids),
         )
         return {r['task_id'] for r in rows}

@@ -38,7 +38,7 @@ from tether.exceptions import (
     FaasNotFoundError,
 )
 from tether.faas import _frames
-from tether.faas._client import Client, outcome
+from tether.faas._client import Client, check_timeout, outcome
 from tether.faas._http import error_from, ws_url
 from tether.faas._loop import new_event_loop
 from tether.faas._payload import pack_args
@@ -63,10 +63,32 @@ class TaskFuture(concurrent.futures.Future[Any]):
             ``service_published``, ``service_sent``, ``client_received``.
     """
 
-    def __init__(self, task_id: str = '') -> None:
+    def __init__(self, task_id: str = '', executor: Executor | None = None) -> None:
         super().__init__()
         self.task_id = task_id
         self.timings: dict[str, float] = {}
+        self._executor = executor
+
+    def cancel(self) -> bool:
+        """Cancel the task: removed from its queue if it has not started, stopped on its
+        worker if it runs (the endpoint replaces the worker). False if it has finished
+        (its result, or its error, is this future's)."""
+        if self.done():
+            return self.cancelled()
+        executor = self._executor
+        if executor is not None and self.task_id and not executor._cancel_remote([self.task_id]):
+            return False
+        return _cancel_local(self)
+
+
+def _cancel_local(future: concurrent.futures.Future[Any]) -> bool:
+    """Cancel a future here only, and notify its waiters (``concurrent.futures.wait``
+    counts a cancelled future done only once notified)."""
+    if not concurrent.futures.Future.cancel(future):
+        return False
+    with contextlib.suppress(RuntimeError):  # notified already (cancelled from both sides)
+        future.set_running_or_notify_cancel()
+    return True
 
 
 class Executor(concurrent.futures.Executor):
@@ -84,6 +106,9 @@ class Executor(concurrent.futures.Executor):
         service_url: As for :class:`Client`.
         token: As for :class:`Client`.
         data_serializer: ``'tether'`` or ``'json'``.
+        task_timeout: Seconds each task may run on its worker: past it, the task fails
+            with :class:`~tether.exceptions.TaskTimeoutError` and the worker is replaced
+            (``None``: no limit).
     """
 
     def __init__(
@@ -98,8 +123,10 @@ class Executor(concurrent.futures.Executor):
         service_url: str | None = None,
         token: str | None = None,
         data_serializer: str = 'tether',
+        task_timeout: float | None = None,
     ) -> None:
         self._own_client = client is None
+        self.task_timeout = None if task_timeout is None else check_timeout(task_timeout)
         self.client = client or Client(service_url, token, data_serializer=data_serializer)
         endpoint_id = endpoint_id or self.client.dev_endpoint_id
         if not endpoint_id:
@@ -176,7 +203,9 @@ class Executor(concurrent.futures.Executor):
         if self.store is not None:
             task['result_store'] = self.store.config().model_dump(mode='json')
             task['result_threshold'] = self.proxy_threshold
-        future = TaskFuture(task_id)
+        if self.task_timeout is not None:
+            task['timeout'] = self.task_timeout
+        future = TaskFuture(task_id, self)
         self._start(self.task_group_id)
         with self._cond:
             self._futures[task_id] = future
@@ -190,6 +219,27 @@ class Executor(concurrent.futures.Executor):
             with contextlib.suppress(RuntimeError):  # the loop stopped: shutdown fails it
                 self._loop.call_soon_threadsafe(self._send_next)
         return future
+
+    def _cancel_remote(self, task_ids: list[str]) -> set[str]:
+        """Cancel tasks at the service (those still queued here are just dropped);
+        return the ids cancelled (the others had finished)."""
+        ids = set(task_ids)
+        keys: list[Any] = []
+        with self._cond:
+            local = {t['task_id'] for t, _ in self._queue if t['task_id'] in ids}
+            if local:
+                self._queue = [e for e in self._queue if e[0]['task_id'] not in local]
+                for task_id in local:  # never sent: nothing will come for them
+                    self._futures.pop(task_id, None)
+                    keys.extend(self._keys.pop(task_id, []))
+        for key in keys:
+            with contextlib.suppress(Exception):
+                self.store.evict(key)
+        rest = [t for t in task_ids if t not in local]
+        if not rest:
+            return local
+        outcome = self.client.batch_cancel(rest)
+        return local | {t for t in rest if outcome.get(t) in ('cancelled', 'unknown')}
 
     def _check_open(self) -> None:
         if self._shutdown:
@@ -348,7 +398,7 @@ class Executor(concurrent.futures.Executor):
             with self._cond:
                 future = self._futures.get(task['task_id'])
                 if future is None:
-                    future = self._futures[task['task_id']] = TaskFuture(task['task_id'])
+                    future = self._futures[task['task_id']] = TaskFuture(task['task_id'], self)
             futures.append(future)
         self._start(group)
         return futures
@@ -446,6 +496,9 @@ class Executor(concurrent.futures.Executor):
             if future is None or future.done():
                 continue  # a duplicate, or a future cancelled here
             future.timings = {**header.get('t', {}), 'client_received': received}
+            if header.get('status') == 'cancelled':  # cancelled elsewhere (Client.cancel)
+                _cancel_local(future)
+                continue
             try:
                 value = outcome(header, payload)
             except BaseException as e:
@@ -488,8 +541,12 @@ class Executor(concurrent.futures.Executor):
             self._cond.notify_all()
             futures = list(self._futures.values())
         if cancel_futures:
-            for f in futures:
-                f.cancel()
+            pending = [f for f in futures if not f.done()]
+            with contextlib.suppress(FaasError):  # unreachable: their results still come
+                cancelled = self._cancel_remote([f.task_id for f in pending]) if pending else set()
+                for f in pending:
+                    if f.task_id in cancelled:
+                        _cancel_local(f)
         if wait:
             concurrent.futures.wait(futures)
             self._sync_acknowledgements()

@@ -26,6 +26,7 @@ from tether.exceptions import ProtocolError, ProtocolVersionError
 
 __all__ = [
     'ACK',
+    'CANCEL',
     'CONTENT_TYPE',
     'FUNCTION',
     'HEARTBEAT',
@@ -56,6 +57,7 @@ FUNCTION = 47  # client -> service (HTTP body): a function to register
 SUBMITTED = 48  # service -> client (result stream): the batch ``request`` is recorded
 SUBMIT_FAILED = 49  # service -> client (result stream): it was refused (error, message)
 ACKED = 50  # service -> client (result stream): every ACK up to the one naming ``sync`` is stored
+CANCEL = 51  # service -> endpoint: stop these tasks (drop them if queued, stop their worker)
 
 
 def encode(mtype: int, header: dict[str, Any], payloads: Sequence[Any] = ()) -> bytes:

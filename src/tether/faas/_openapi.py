@@ -92,6 +92,15 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
         'application/json',
     ),
     (
+        'post',
+        '/v1/tasks/cancel',
+        'Cancel tasks ({"task_ids": [...]}): queued ones are removed, running ones stopped '
+        'on their worker; answers {"tasks": {id: "cancelled" | the status it finished '
+        'with | "unknown"}}.',
+        'application/json',
+        'application/json',
+    ),
+    (
         'get',
         '/v1/tasks/{task_id}',
         "A task's status, error and timings.",

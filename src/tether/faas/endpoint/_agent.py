@@ -21,6 +21,7 @@ redelivery) while the agent still holds it is not run twice.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import ssl
@@ -32,7 +33,7 @@ from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
 from tether.faas._config import EndpointConfig
 from tether.faas._http import error_from, ws_url
-from tether.faas.endpoint._engine import Engine, Task, result_header
+from tether.faas.endpoint._engine import Engine, Task, cancelled_error, result_header
 from tether.faas.endpoint._worker import result_too_large
 
 __all__ = ['Agent', 'make_engine']
@@ -85,6 +86,7 @@ class Agent:
         self._inbox: list[tuple[str, Any, Any]] = []
         self._inbox_lock = threading.Lock()
         self.fatal: BaseException | None = None
+        self._cancelled: collections.OrderedDict[str, None] = collections.OrderedDict()
         # Results above this fail (the endpoint's max_result_bytes, lowered to the
         # service's max_payload_bytes once the service said it).
         self._max_result = config.max_result_bytes
@@ -306,6 +308,18 @@ class Agent:
                 self._unconfirmed.pop(str(task_id), None)
         elif frame.type == _frames.TASKS:
             await self._tasks(http, frame)
+        elif frame.type == _frames.CANCEL:
+            ids = [str(t) for t in frame.header.get('task_ids', [])]
+            held = [t for t in ids if t in self._holding]
+            if held:
+                self.engine.cancel(held)
+            # Not here yet (its function is being fetched, its message is on its way):
+            # dropped when it comes.
+            for t in ids:
+                if t not in self._holding:
+                    self._cancelled[t] = None
+            while len(self._cancelled) > 10_000:
+                self._cancelled.popitem(last=False)
         else:
             logger.warning('ignoring message type %s from the service', frame.type)
 
@@ -330,6 +344,8 @@ class Agent:
                     function = await self._function(http, fid)
                 except Exception as e:
                     refusal = {'type': type(e).__name__, 'message': str(e), 'traceback': ''}
+            if self._cancelled and self._cancelled.pop(task_id, 0) is None:
+                refusal, function = cancelled_error(), None
             if refusal is not None or function is None:
                 self._holding[task_id] = True
                 self._handed.append(task_id)
@@ -356,6 +372,7 @@ class Agent:
                     payload=bytes(payload),
                     result_store=header.get('result_store'),
                     result_threshold=header.get('result_threshold'),
+                    timeout=_timeout(header.get('timeout')),
                 ),
             )
             self._timings[task_id] = header['t']
@@ -392,3 +409,10 @@ class Agent:
             serializer = response.headers.get('x-tether-serializer', 'pickle')
             found = self._functions[fid] = (serializer, bytes(response.content))
         return found
+
+
+def _timeout(value: Any) -> float | None:
+    """A task's time limit from its header (a positive number of seconds, else none)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None

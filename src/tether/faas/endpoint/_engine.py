@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ['Engine', 'OnHandoff', 'OnResult', 'Task', 'result_header']
+__all__ = ['Engine', 'OnHandoff', 'OnResult', 'Task', 'cancelled_error', 'result_header']
 
 
 @dataclasses.dataclass(slots=True)
@@ -22,6 +22,9 @@ class Task:
     result_store: Any = None
     result_threshold: Any = None
     attempts: int = 0
+    # Time limit in seconds (None: none): past it, the task fails with TaskTimeoutError
+    # and its worker is stopped and replaced.
+    timeout: float | None = None
     # Each time a worker running the task was lost: {'reason', 'exit_code', 'at'}. The
     # result's header carries it (the task's record says why it ran more than once).
     retries: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -43,11 +46,25 @@ class Engine(Protocol):
     def submit(self, tasks: list[Task]) -> None:
         """Queue tasks; hand-offs and results are reported through the callbacks."""
 
+    def cancel(self, task_ids: list[str]) -> None:
+        """Cancel tasks (thread-safe): drop those not started, stop the workers running
+        the others; each is reported with a ``'cancelled'`` result. Unknown ids are
+        ignored."""
+
     def stats(self) -> dict[str, Any]:
         """``workers``, ``idle``, ``pending`` and ``warm`` (function id -> workers)."""
 
     def stop(self) -> None:
         """Stop every worker."""
+
+
+def cancelled_error() -> dict[str, str]:
+    """The error of a task cancelled at the endpoint."""
+    return {
+        'type': 'TaskCancelledError',
+        'message': 'the task was cancelled before it finished',
+        'traceback': '',
+    }
 
 
 def result_header(  # noqa: PLR0917

@@ -17,7 +17,13 @@ import tempfile
 from typing import Any
 
 from tether.faas._config import EndpointConfig
-from tether.faas.endpoint._engine import OnHandoff, OnResult, Task, result_header
+from tether.faas.endpoint._engine import (
+    OnHandoff,
+    OnResult,
+    Task,
+    cancelled_error,
+    result_header,
+)
 from tether.faas.endpoint._worker import run_parsl_task
 
 __all__ = ['ParslEngine']
@@ -51,6 +57,8 @@ class ParslEngine:
         self._pool: Any = None
         self._pending = 0
         self._run_dir = ''
+        self._futures: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
 
     def _default_config(self) -> Any:
         from parsl.config import Config
@@ -102,12 +110,31 @@ class ParslEngine:
                 task.result_threshold,
             )
             future = self._pool.submit(run_parsl_task, message)
+            self._futures[task.task_id] = future
             self._pending += 1
             future.add_done_callback(lambda f, t=task: self._done(t, f))
         self.on_handoff([t.task_id for t in tasks])
 
+    def cancel(self, task_ids: list[str]) -> None:
+        """A task Parsl has not started is cancelled; one running on an HTEX worker runs
+        to its end (Parsl cannot stop it), and its result is dropped."""
+        for task_id in task_ids:
+            if task_id in self._futures:
+                self._cancelled.add(task_id)
+                self._futures[task_id].cancel()
+
     def _done(self, task: Task, future: concurrent.futures.Future[Any]) -> None:
         self._pending -= 1
+        self._futures.pop(task.task_id, None)
+        if task.task_id in self._cancelled:
+            self._cancelled.discard(task.task_id)
+            self.on_result(
+                result_header(
+                    task.task_id, 'cancelled', task.data_serializer, cancelled_error(), 0.0, 0.0
+                ),
+                b'',
+            )
+            return
         error = future.exception()
         if error is None:
             task_id, status, ser, data, err, start, end = future.result()

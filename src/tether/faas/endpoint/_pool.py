@@ -29,7 +29,13 @@ import time
 from typing import Any
 
 from tether.faas._config import EndpointConfig
-from tether.faas.endpoint._engine import OnHandoff, OnResult, Task, result_header
+from tether.faas.endpoint._engine import (
+    OnHandoff,
+    OnResult,
+    Task,
+    cancelled_error,
+    result_header,
+)
 
 __all__ = ['ProcessPoolEngine']
 
@@ -57,7 +63,11 @@ class _Worker:
         child.close()
         self.conn = multiprocessing.connection.Connection(parent.detach())
         self.sentinel = os.pidfd_open(self.process.pid)
+        # In the order the worker runs them: the first is running (since ``started``).
         self.inflight: dict[str, Task] = {}
+        self.started = time.monotonic()
+        # Prefetched tasks cancelled (already reported): the worker skips them.
+        self.skipping: set[str] = set()
         self.warm: set[str] = set()
         self.idle_since = time.monotonic()
         self.dead = False
@@ -95,6 +105,7 @@ class ProcessPoolEngine:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
+        self._cancels: list[str] = []
         self._thread = threading.Thread(target=self._run, name='tether-faas-pool', daemon=True)
         self.started_workers = 0
         self.cold_starts = 0
@@ -107,6 +118,11 @@ class ProcessPoolEngine:
     def submit(self, tasks: list[Task]) -> None:
         with self._lock:
             self._pending.extend(tasks)
+        self._wake()
+
+    def cancel(self, task_ids: list[str]) -> None:
+        with self._lock:
+            self._cancels.extend(task_ids)
         self._wake()
 
     def _wake(self) -> None:
@@ -165,7 +181,7 @@ class ProcessPoolEngine:
             for w in self._workers:
                 waitables.extend((w.conn, w.sentinel))
             try:
-                ready = multiprocessing.connection.wait(waitables, timeout=_TICK)
+                ready = multiprocessing.connection.wait(waitables, timeout=self._next_tick())
             except OSError:
                 ready = []
             if self._wake_r in ready:
@@ -173,6 +189,8 @@ class ProcessPoolEngine:
                     os.read(self._wake_r, 65536)
             try:
                 self._collect(ready)
+                self._cancel_now()
+                self._expire()
                 self._dispatch()
                 self._scale()
             except Exception:
@@ -185,13 +203,17 @@ class ProcessPoolEngine:
                     while w.conn.poll():
                         task_id, status, ser, data, error, start, end = w.conn.recv()
                         task = w.inflight.pop(task_id, None)
+                        w.started = time.monotonic()  # the next one starts now
+                        if not w.inflight:
+                            w.idle_since = w.started
+                        if task_id in w.skipping:
+                            w.skipping.discard(task_id)  # cancelled: reported then
+                            continue
                         header = result_header(task_id, status, ser, error, start, end)
                         if task is not None:
                             w.warm.add(task.function_id)
                             if task.retries:
                                 header['retries'] = task.retries
-                        if not w.inflight:
-                            w.idle_since = time.monotonic()
                         self.on_result(header, data)
                 except (EOFError, OSError):
                     w.dead = True
@@ -235,6 +257,92 @@ class ProcessPoolEngine:
         with self._lock:
             self._pending.extendleft(reversed(again))
 
+    # Cancellation and time limits ----------------------------------------------------
+
+    def _next_tick(self) -> float:
+        """How long the manager may wait: until the nearest time limit, at most _TICK."""
+        wait = _TICK
+        now = time.monotonic()
+        for w in self._workers:
+            head = next(iter(w.inflight.values()), None)
+            if head is not None and head.timeout is not None:
+                wait = min(wait, max(0.0, w.started + head.timeout - now))
+        return wait
+
+    def _report(self, task: Task, status: str, error: dict[str, str]) -> None:
+        now = time.time()
+        header = result_header(task.task_id, status, task.data_serializer, error, now, now)
+        if task.retries:
+            header['retries'] = task.retries
+        self.on_result(header, b'')
+
+    def _cancel_now(self) -> None:
+        """Cancel what was asked: tasks not handed to a worker are dropped, prefetched ones
+        are skipped by their worker, running ones are stopped with their worker."""
+        with self._lock:
+            if not self._cancels:
+                return
+            ids = set(self._cancels)
+            self._cancels.clear()
+            dropped = [t for t in self._pending if t.task_id in ids]
+            if dropped:
+                self._pending = collections.deque(t for t in self._pending if t.task_id not in ids)
+        for task in dropped:
+            self._report(task, 'cancelled', cancelled_error())
+        for w in list(self._workers):
+            hit = [t for t in w.inflight if t in ids and t not in w.skipping]
+            if not hit:
+                continue
+            head = next(iter(w.inflight))
+            for task_id in hit:
+                if task_id == head:
+                    continue
+                w.skipping.add(task_id)
+                with contextlib.suppress(OSError, ValueError):
+                    w.conn.send(('cancel', task_id))
+                self._report(w.inflight[task_id], 'cancelled', cancelled_error())
+            if head in hit:
+                self._stop_worker(w, 'cancelled', cancelled_error())
+
+    def _expire(self) -> None:
+        """Stop the workers whose running task is past its time limit."""
+        now = time.monotonic()
+        for w in list(self._workers):
+            head = next(iter(w.inflight.values()), None)
+            if head is None or head.timeout is None or head.task_id in w.skipping:
+                continue
+            if now - w.started >= head.timeout:
+                error = {
+                    'type': 'TaskTimeoutError',
+                    'message': (
+                        f'the task ran longer than its time limit of {head.timeout:g} s '
+                        '(task_timeout): its worker was stopped and replaced'
+                    ),
+                    'traceback': '',
+                }
+                self._stop_worker(w, 'failed', error)
+
+    def _stop_worker(self, worker: _Worker, status: str, error: dict[str, str]) -> None:
+        """Kill ``worker`` and report its running task with ``error``; its prefetched
+        tasks go back to the front of the queue (they never started) and a new worker
+        takes its place."""
+        with contextlib.suppress(OSError):
+            worker.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(5)
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        worker.close()
+        tasks = list(worker.inflight.values())
+        self._report(tasks[0], status, error)
+        again = [t for t in tasks[1:] if t.task_id not in worker.skipping]
+        with self._lock:
+            self._pending.extendleft(reversed(again))
+        logger.info('task %s %s: its worker %s was stopped', tasks[0].task_id, status, worker.pid)
+        if not self._stopping:
+            self._spawn()
+
     def _dispatch(self) -> None:
         capacity = 1 + self.config.worker_prefetch
         handed: list[str] = []
@@ -269,6 +377,8 @@ class ProcessPoolEngine:
                 with self._lock:
                     self._pending.appendleft(task)
                 continue
+            if not worker.inflight:
+                worker.started = time.monotonic()
             worker.inflight[task.task_id] = task
             worker.warm.add(task.function_id)
             if task.attempts == 0:

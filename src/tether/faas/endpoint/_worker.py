@@ -83,8 +83,8 @@ def result_too_large(size: int, limit: int) -> Exception:
     from tether.exceptions import FaasPayloadTooLargeError
 
     return FaasPayloadTooLargeError(
-        f'the result is {size} bytes, above the limit of {limit} bytes (the endpoint\'s '
-        'max_result_bytes, at most the service\'s max_payload_bytes): return it by '
+        f"the result is {size} bytes, above the limit of {limit} bytes (the endpoint's "
+        "max_result_bytes, at most the service's max_payload_bytes): return it by "
         'reference instead. Give the task a result_store (Executor(endpoint_id, '
         'store=store) does: results above its proxy_threshold come back as proxies of that '
         'store), or return store.proxy(value) from the function'
@@ -119,12 +119,17 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
     functions: dict[str, Callable[..., Any]] = {}
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
+    cancelled: set[str] = set()
+
     def read() -> None:
         while True:
             try:
                 message = conn.recv()
             except (EOFError, OSError):
                 message = None
+            if message is not None and len(message) == 2 and message[0] == 'cancel':
+                cancelled.add(message[1])  # a prefetched task: skipped when its turn comes
+                continue
             inbox.put(message)
             if message is None:
                 return
@@ -134,8 +139,15 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
         message = inbox.get()
         if message is None:
             return
+        if message[0] in cancelled:
+            cancelled.discard(message[0])
+            now = time.time()
+            error = {'type': 'TaskCancelledError', 'message': 'cancelled', 'traceback': ''}
+            reply: Any = (message[0], 'cancelled', message[4], b'', error, now, now)
+        else:
+            reply = run_task(message, functions)
         try:
-            conn.send(run_task(message, functions))
+            conn.send(reply)
         except (EOFError, OSError):
             return
 
