@@ -248,10 +248,12 @@ def read_lost_started(path: str) -> list[tuple[str, int, str, bool]]:
 
 
 def forget(path: str | None) -> None:
-    """Remove a journal (its agent stopped for good)."""
+    """Remove a journal, and what its process said of its failure (its agent stopped for
+    good)."""
     if path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        for name in (path, f'{path}.failed'):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
 
 
 def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:
