@@ -7,6 +7,7 @@ the tasks lost, never silent loss.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -132,3 +133,22 @@ def test_unreachable_redis_is_a_clear_error() -> None:
     with pytest.raises(SteerQueueError, match=r'Redis server at 127\.0\.0\.1'):
         queues.send_inputs(1, method='add')
     assert queues.active_count == 0
+
+
+def test_a_message_taken_as_the_connection_died_is_read_again(private_redis: Any) -> None:
+    queues = RedisQueues(port=private_redis.port, prefix=f'steer-{uuid.uuid4().hex}')
+    task_id = queues.send_inputs(1, 1, method='add')
+    client = redis.Redis('127.0.0.1', private_redis.port)
+    # What BLMOVE does for the reader; then its reply is lost with the connection.
+    inflight = f'{queues.prefix}_requests_inflight_{queues._writer}'
+    client.lmove(f'{queues.prefix}_requests', inflight, 'LEFT', 'LEFT')
+    taken: list[Any] = []
+    reader = threading.Thread(target=lambda: taken.append(queues.get_task(timeout=60)))
+    reader.start()
+    while not any(c.get('cmd') == 'blmove' for c in client.client_list()):
+        time.sleep(0.01)  # bounded by the test's timeout
+    client.client_kill_filter(_type='normal', skipme=True)
+    reader.join(60)
+    assert [r.task_id for r in taken] == [task_id]
+    client.close()
+    queues.close()

@@ -5,8 +5,11 @@ Requests go to one Redis list and results to one list per topic, all named under
 
 **Restarts.** The client never carries on silently with a server that lost its data. Each
 process that uses the queues registers in a hash, ``<prefix>_writers``, a field of its
-own holding the number of messages it has pushed: every push is a transaction (the
-``RPUSH`` and the count's ``HINCRBY``, one round trip). Each new connection checks the
+own holding the number of messages it has pushed: every push is one small Lua script
+(the ``RPUSH`` and the count's ``HINCRBY``, atomic, one command). A reader moves each
+message it takes to an in-flight list of its own (``BLMOVE``, emptied every so many
+messages), so a message taken in the instant the connection died is found there, not
+lost. Each new connection checks the
 server's ``run_id``. After a restart (a new ``run_id``) the process reads its field back:
 
 * the field is there and counts every message the process pushed: the server kept its
@@ -42,6 +45,12 @@ __all__ = ['RedisQueues']
 logger = logging.getLogger(__name__)
 
 _SHOWN_IDS = 10  # task ids named in an error (the count is always given)
+
+# A push and its count, atomically (KEYS: list, writers hash; ARGV: message, writer).
+_PUSH = "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('HINCRBY', KEYS[2], ARGV[2], 1)"
+# A reader's in-flight list is emptied once it holds this many messages or bytes.
+_INFLIGHT_MESSAGES = 64
+_INFLIGHT_BYTES = 1 << 20
 
 
 class RedisQueues(BaseQueues):
@@ -98,12 +107,11 @@ class RedisQueues(BaseQueues):
         self._run_id: str | None = None
         self._broken: str | None = None
         self._client: Any = None
+        self._push_script: Any = None
         self._pid = 0
         self._client_lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._pop_locks: dict[str, threading.Lock] = {}
-        self._held: dict[str, bytes] = {}  # per list: the message in this reader's in-flight list
-        self._inflight: set[str] = set()
+        self._new_readers()
         # This process's field in <prefix>_writers and the messages it pushed; the first
         # process's field (inherited by forked children) vouches for a child that has
         # not registered yet.
@@ -114,6 +122,13 @@ class RedisQueues(BaseQueues):
 
     def __repr__(self) -> str:
         return f'RedisQueues({self.hostname}:{self.port}, prefix={self.prefix!r})'
+
+    def _new_readers(self) -> None:
+        """Forget the readers' state (a new process reads with lists of its own)."""
+        self._pop_locks: dict[str, threading.Lock] = {}
+        self._held: dict[str, bytes] = {}  # per list: the last message this reader took
+        self._inflight: set[str] = set()  # the in-flight lists this reader made
+        self._inflight_load: dict[str, list[int]] = {}  # per list: its messages, bytes
 
     # Connection ------------------------------------------------------------------------
 
@@ -191,7 +206,7 @@ class RedisQueues(BaseQueues):
                     self._writer = f'{os.getpid()}-{secrets.token_hex(6)}'
                     self._written = 0
                     self._registered = False
-                    self._pop_locks, self._held, self._inflight = {}, {}, set()
+                    self._new_readers()
                 self._pid = os.getpid()
                 self._client = redis.Redis(
                     host=self.hostname,
@@ -201,6 +216,9 @@ class RedisQueues(BaseQueues):
                     socket_timeout=None,
                     redis_connect_func=self._on_connect,  # type: ignore[arg-type]
                 )
+                # One command, as RPUSH was (EVALSHA; loaded again by redis-py after a
+                # restart emptied the server's script cache).
+                self._push_script = self._client.register_script(_PUSH)
             return self._client
 
     def _call(self, what: str, fn: Callable[[Any, bool], Any]) -> Any:
@@ -251,7 +269,7 @@ class RedisQueues(BaseQueues):
                 raise SteerQueueError(self._lost_message()) from e
 
     def _push(self, key: str, message: bytes, what: str) -> None:
-        """``RPUSH`` and count it (one transaction); never twice after a lost reply."""
+        """``RPUSH`` and count it (one script); never twice after a lost reply."""
         with self._write_lock:
 
             def push(client: Any, retried: bool) -> None:
@@ -260,10 +278,7 @@ class RedisQueues(BaseQueues):
                     count = client.hget(writers, self._writer)
                     if count is not None and int(count) > self._written:
                         return  # the lost attempt had arrived
-                pipe = client.pipeline(transaction=True)
-                pipe.rpush(key, message)
-                pipe.hincrby(writers, self._writer, 1)
-                pipe.execute()
+                self._push_script(keys=[key, writers], args=[message, self._writer])
 
             self._call(what, push)
             self._written += 1
@@ -274,9 +289,10 @@ class RedisQueues(BaseQueues):
     def _pop(self, key: str, timeout: float | None, what: str) -> bytes:
         """Take the next message of ``key``, moving it to this reader's in-flight list.
 
-        The message stays there until the next pop (which deletes it in the same round
-        trip): if the connection is lost before its reply arrives, the retry finds it
-        there instead of losing it.
+        ``BLMOVE`` (one command, as ``BLPOP`` was) puts it at the head of that list: if
+        the connection is lost before its reply arrives, the retry finds it there
+        instead of losing it. The list is emptied (with the take that follows) once it
+        holds ``_INFLIGHT_MESSAGES`` messages or ``_INFLIGHT_BYTES`` bytes.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._client_lock:
@@ -284,26 +300,32 @@ class RedisQueues(BaseQueues):
         if not lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise SteerTimeoutError(f'no {what} within {timeout} s (queues {self.prefix!r})')
         try:
+            load = self._inflight_load.setdefault(key, [0, 0])
 
             def pop(client: Any, retried: bool) -> Any:
-                inflight_now = f'{key}_inflight_{self._writer}'
+                inflight = f'{key}_inflight_{self._writer}'
                 if retried:
-                    held = client.lindex(inflight_now, 0)
+                    held = client.lindex(inflight, 0)
                     if held is not None and held != self._held.get(key):
                         return held  # moved for this reader, its reply lost: not lost
                 # BLMOVE with timeout 0 blocks forever; a timeout is a float in seconds.
                 # After a reconnection, only what is left of it.
                 left = 0 if deadline is None else max(deadline - time.monotonic(), 0.001)
+                if load[0] < _INFLIGHT_MESSAGES and load[1] < _INFLIGHT_BYTES:
+                    return client.blmove(key, inflight, left, 'LEFT', 'LEFT')
                 pipe = client.pipeline(transaction=False)
-                pipe.delete(inflight_now)  # the message this reader took before
-                pipe.blmove(key, inflight_now, left, 'LEFT', 'RIGHT')
-                return pipe.execute()[1]
+                pipe.delete(inflight)  # what this reader took before: all handed on
+                pipe.blmove(key, inflight, left, 'LEFT', 'LEFT')
+                message = pipe.execute()[1]
+                load[0] = load[1] = 0
+                return message
 
             message = self._call(f'read {what}', pop)
-            self._held.pop(key, None)
             if message is None:
                 raise SteerTimeoutError(f'no {what} within {timeout} s (queues {self.prefix!r})')
             self._held[key] = message
+            load[0] += 1
+            load[1] += len(message)
             self._inflight.add(f'{key}_inflight_{self._writer}')
             return bytes(message)
         finally:
@@ -345,7 +367,8 @@ class RedisQueues(BaseQueues):
         tasks are deleted (see :meth:`finish_evictions`; raises if one could not be)."""
         self.finish_evictions()
         with self._client_lock:
-            inflight, self._inflight, self._held = self._inflight, set(), {}
+            inflight = self._inflight
+            self._new_readers()
             if self._client is not None:
                 if inflight and self._broken is None and self._pid == os.getpid():
                     with contextlib.suppress(Exception):  # what was read was handed on
@@ -357,14 +380,16 @@ class RedisQueues(BaseQueues):
         super()._after_fork_in_child()
         self._client_lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._pop_locks, self._held, self._inflight = {}, {}, set()
+        self._new_readers()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state['_client'] = None
+        state['_push_script'] = None
         state['_client_lock'] = None
         state['_write_lock'] = None
-        state['_pop_locks'], state['_held'], state['_inflight'] = {}, {}, set()
+        for name in ('_pop_locks', '_held', '_inflight', '_inflight_load'):
+            state.pop(name, None)
         state['_pid'] = 0  # a copy is another writer, with a count of its own
         state['_registered'] = False
         # Secrets stay in this process: a pickled queue reconnects with no password.
@@ -373,5 +398,6 @@ class RedisQueues(BaseQueues):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        self._new_readers()
         self._client_lock = threading.Lock()
         self._write_lock = threading.Lock()
