@@ -150,5 +150,8 @@ def test_a_message_taken_as_the_connection_died_is_read_again(private_redis: Any
     client.client_kill_filter(_type='normal', skipme=True)
     reader.join(60)
     assert [r.task_id for r in taken] == [task_id]
+    assert client.exists(inflight)
+    queues.flush()  # the in-flight lists go with the queues
+    assert client.keys(f'{queues.prefix}*') == [f'{queues.prefix}_writers'.encode()]
     client.close()
     queues.close()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -350,17 +351,23 @@ class RedisQueues(BaseQueues):
         self._call('connect', lambda c, _: c.ping())
 
     def flush(self) -> None:
-        """Delete this prefix's queues from Redis (and the other processes' counts)."""
-        keys = [self._key('requests')] + [self._key(f'result_{t}') for t in self.topics]
+        """Delete this prefix's queues from Redis: the lists, every reader's in-flight
+        lists and the other processes' counts."""
+        lists = [self._key('requests')] + [self._key(f'result_{t}') for t in self.topics]
+        # Glob characters of the prefix match themselves only.
+        pattern = re.sub(r'([\\*?\[\]])', r'\\\1', self.prefix) + '_*_inflight_*'
 
         def flush(client: Any, retried: bool) -> None:
+            inflight = list(client.scan_iter(match=pattern, count=1000))
             pipe = client.pipeline(transaction=True)
-            pipe.delete(*keys, self._key('writers'))
+            pipe.delete(*lists, *inflight, self._key('writers'))
             pipe.hset(self._key('writers'), self._writer, self._written)
             pipe.execute()
 
         with self._write_lock:
             self._call('flush the queues', flush)
+            for load in self._inflight_load.values():
+                load[0] = load[1] = 0
 
     def close(self) -> None:
         """Close this process's connections, once the proxied inputs of the finished
