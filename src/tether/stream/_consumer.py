@@ -134,14 +134,14 @@ class StreamConsumer(Generic[T]):
         end_events: End-of-stream events to see before stopping (one per producer).
         topics: The topics the subscriber reads, for checking signed messages (default:
             what the subscriber says; a shim that says nothing is not checked).
-        namespace: The stream's namespace, which signed messages must name (see
-            :mod:`tether.stream.auth`): by default the subscriber's (a Redis queue's key
-            prefix, a RabbitMQ virtual host; ``''`` for most shims), as the producer's.
         accept_inline: Accept objects sent inside events (a producer topic mapped to no
             store): decoding them unpickles bytes from the broker, so the default is to
             accept them only when messages are authenticated by a stream key; otherwise
             they raise :class:`~tether.exceptions.EventRefusedError`. Such items come as
             proxies that are already resolved.
+        namespace: The stream's namespace, which signed messages must name (see
+            :mod:`tether.stream.auth`): by default the subscriber's (a Redis queue's key
+            prefix, a RabbitMQ virtual host; ``''`` for most shims), as the producer's.
     """
 
     def __init__(
