@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import uuid as _uuid
 from typing import Any
 
 from tests.endpoint.conftest import Relay, Site, wait_for
 from tether._wire import SyncConnection, encode_head
+from tether.connectors.endpoint import EndpointKey
 from tether.endpoint import find_config
 from tether.endpoint._protocol import CHANNEL, GET, OK, PUT
 
@@ -148,3 +150,34 @@ def test_a_forwarded_object_memory_cannot_take_goes_on_from_its_spill_file(
     reply = owner.request(GET, {'ids': [oid]})
     assert bytes(reply.payloads[0]) == data
     owner.close()
+
+
+def test_a_set_piped_over_quic_holds_a_few_megabytes(site: Site, loop_relay: Relay) -> None:
+    """The punched QUIC path is slower than a local client: the client is paused, not
+    buffered for (QUIC streams report what they hold, and cut-through pauses on it)."""
+    site.configure('quic-a', loop_relay.address, peering={'paths': ['punched'], 'punch': ['udp']})
+    b_uuid = site.configure('quic-b', loop_relay.address)
+    site.start('quic-a')
+    site.start('quic-b')
+    conn = site.connector('quic-a')
+    key = EndpointKey(_uuid.uuid4().hex, b_uuid)
+    conn.set(key, b'peered first, so that the large set is piped')
+    assert site.status('quic-a')['peers'][0]['transport'] == 'quic'
+    pid = site.pid('quic-a')
+    base, peak, stop = rss(pid), [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.02):
+            peak[0] = max(peak[0], rss(pid) - base)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    size = 64 * MiB
+    try:
+        conn.set(key, os.urandom(size))
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert site.status('quic-a')['piped']['put'] == 1
+    assert peak[0] < size // 2, f'{peak[0] >> 20} MiB held for a piped {size >> 20} MiB set'
+    conn.close()
