@@ -178,7 +178,10 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         get the kill signal (so they stop instead of waiting forever) and the error is
         raised (the process exits with a non-zero status).
         """
-        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        # In the server's process (its main thread); run() called in a thread leaves
+        # SIGTERM to the caller.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm) if main else None
         try:
             self._serve()
         except BaseException:
@@ -187,7 +190,8 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 self.queues.send_kill_to_thinker()
             raise
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if main:
+                signal.signal(signal.SIGTERM, previous)
         self.queues.send_kill_to_thinker()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
