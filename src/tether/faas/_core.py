@@ -329,10 +329,20 @@ class Service:
                     if not queued[eid]:
                         del queued[eid]
                 await self.cancel(user_id, precancelled)
-        for eid, entries in queued.items():
-            await self.broker.publish(
-                self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
-            )
+        published = set()
+        try:
+            for eid, entries in queued.items():
+                await self.broker.publish(
+                    self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
+                )
+                published.add(eid)
+        except Exception:
+            # Recorded but not queued (the broker is down: 503, which the SDK retries):
+            # forgotten again, so that the retry, which only queues new ids, queues them.
+            unqueued = [h['task_id'] for e in queued if e not in published for h, _ in queued[e]]
+            with contextlib.suppress(Exception):
+                await self.repo.forget_waiting(unqueued)
+            raise
         if len(new) < len(rows):
             repeats = [i for i in ids if i not in new]
             owners = await self.repo.task_owners(repeats)

@@ -344,6 +344,16 @@ class Repository:
             )
         return {str(r['task_id']) for r in found}
 
+    async def forget_waiting(self, task_ids: Sequence[str]) -> None:
+        """Delete tasks just inserted that could not be queued (still waiting)."""
+        if not task_ids:
+            return
+        await self.db.execute(
+            "DELETE FROM faas_tasks WHERE status = 'waiting-for-ep'"
+            f' AND task_id {self.db.in_list(1)}',
+            list(task_ids),
+        )
+
     async def task_owners(self, task_ids: Sequence[str]) -> dict[str, str]:
         if not task_ids:
             return {}
