@@ -49,7 +49,8 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         queues: The queues shared with the Thinker.
         methods: The methods it may run; a request naming any other method comes back
             as a failure (nothing a message names is imported or called otherwise).
-        timeout: Stop after this many seconds without a request (``None``: never).
+        timeout: Stop after this many seconds without a request (``None``: never); the
+            tasks still running finish first.
         kill_timeout: After the kill signal, seconds the tasks it has (running or
             waiting for a worker) get to finish; those still unfinished then are stopped
             (:class:`LocalTaskServer` kills their workers) and come back failed.
@@ -214,9 +215,13 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                         self._outstanding,
                         self.kill_timeout,
                     )
+                    grace, killed = self.kill_timeout, True
                     break
                 except SteerTimeoutError:
+                    # Idle: the tasks still running finish (kill_timeout is the kill
+                    # signal's).
                     logger.info('no request for %s s: stopping', self.timeout)
+                    grace, killed = None, False
                     break
                 except SteerAuthenticationError as e:
                     # Unsigned, altered or replayed: nothing in it was unpickled or run.
@@ -228,8 +233,8 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                     self._tasks[result.task_id] = result
                 self._dispatch(result)
             with self._cond:
-                self._stopping = True
-                done = self._cond.wait_for(lambda: self._outstanding <= 0, self.kill_timeout)
+                self._stopping = killed
+                done = self._cond.wait_for(lambda: self._outstanding <= 0, grace)
                 self._stop_now = not done
         finally:
             self._cleanup()
