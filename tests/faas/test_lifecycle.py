@@ -382,3 +382,32 @@ def test_a_task_past_its_time_limit_fails_and_frees_its_worker(
             result_of(client, tid)
         with pytest.raises(ValueError, match='task_timeout'):
             client.run(fid, ep.config.endpoint_id, 1, 2, task_timeout=-1)
+
+
+def test_a_prefetched_task_cancelled_is_skipped_by_its_worker(tmp_path: pathlib.Path) -> None:
+    from tests.faas.test_engine import Collector, engine_config, task
+    from tether.faas.endpoint._pool import ProcessPoolEngine
+
+    c = Collector()
+    engine = ProcessPoolEngine(
+        engine_config(max_workers=1, worker_prefetch=1), c.handoff, c.result
+    )
+    engine.start()
+    started, marker, runs = tmp_path / 'started', tmp_path / 'marker', tmp_path / 'runs'
+    try:
+        first = task(_lifecycle_tasks.block_until, str(started), str(marker))
+        second = task(_lifecycle_tasks.record, str(runs), 'skipped')
+        third = task(_lifecycle_tasks.record, str(runs), 'ran')
+        engine.submit([first, second])
+        wait_for(lambda: c.handed == [first.task_id, second.task_id], 60, 'both handed')
+        engine.cancel([second.task_id])
+        header, _ = c.results.get(timeout=60)  # reported at once, while the first runs
+        assert (header['task_id'], header['status']) == (second.task_id, 'cancelled')
+        marker.touch()
+        engine.submit([third])
+        assert c.take(2) == {first.task_id: _pids(started)[0], third.task_id: 'ran'}
+        assert runs.read_text().count('\n') == 1  # the cancelled one never ran
+        assert c.results.empty()
+    finally:
+        marker.touch()
+        engine.stop()

@@ -236,6 +236,8 @@ class ProcessPoolEngine:
         worker.close()
         again = []
         for task in worker.inflight.values():
+            if task.task_id in worker.skipping:
+                continue  # cancelled (reported then): not run again
             task.attempts += 1
             task.retries.append(
                 {'reason': 'worker lost', 'exit_code': exitcode, 'at': time.time()}

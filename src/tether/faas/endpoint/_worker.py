@@ -9,6 +9,7 @@ the task's result store and sent as a proxy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -141,6 +142,12 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
             return
         if message[0] in cancelled:
             cancelled.discard(message[0])
+            if message[3] is not None and message[1] not in functions:
+                # The pool counts the function warm here from now on: load it all the same.
+                from tether.faas._payload import load_function
+
+                with contextlib.suppress(Exception):  # its next task reports the error
+                    functions[message[1]] = load_function(message[2], message[3])
             now = time.time()
             error = {'type': 'TaskCancelledError', 'message': 'cancelled', 'traceback': ''}
             reply: Any = (message[0], 'cancelled', message[4], b'', error, now, now)
