@@ -17,7 +17,7 @@ from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_
 from tether.exceptions import (
     ConfigError,
     EndpointDeletedError,
-    FaasError,
+    FaasBadRequestError,
     FaasNotFoundError,
     TaskCancelledError,
     TaskExecutionFailed,
@@ -123,7 +123,7 @@ def test_a_task_id_of_another_user_is_refused(
         batch = client.create_batch()
         batch.add(4, endpoint_id=theirs.config.endpoint_id, function_id=fid)
         batch.tasks[0]['task_id'] = tid
-        with pytest.raises(FaasError, match='already in use'):
+        with pytest.raises(FaasBadRequestError, match='already in use'):
             client.batch_run(batch)
 
 

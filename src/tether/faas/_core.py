@@ -348,7 +348,7 @@ class Service:
             owners = await self.repo.task_owners(repeats)
             foreign = [i for i in repeats if owners.get(i) != user_id]
             if foreign:
-                raise ProtocolError(
+                raise FaasBadRequestError(
                     f'task id {foreign[0]} is already in use: choose new task ids (UUIDs); '
                     f'the {len(new)} new task(s) of the batch were queued'
                 )

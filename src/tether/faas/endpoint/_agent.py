@@ -311,8 +311,9 @@ class Agent:
         elif frame.type == _frames.CANCEL:
             ids = [str(t) for t in frame.header.get('task_ids', [])]
             held = [t for t in ids if t in self._holding]
-            if held:
-                self.engine.cancel(held)
+            cancel = getattr(self.engine, 'cancel', None)  # an engine of before cancel
+            if held and cancel is not None:
+                cancel(held)
             # Not here yet (its function is being fetched, its message is on its way):
             # dropped when it comes.
             for t in ids:
