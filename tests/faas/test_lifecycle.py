@@ -7,13 +7,21 @@ from __future__ import annotations
 import concurrent.futures
 import pathlib
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.faas import _lifecycle_tasks, _tasks
-from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
+from tests.faas.conftest import (
+    AMQP,
+    AgentThread,
+    delete_queues,
+    new_endpoint,
+    new_user,
+    wait_for,
+)
 from tether.exceptions import (
     ConfigError,
     EndpointDeletedError,
@@ -28,6 +36,7 @@ from tether.faas import Client, EndpointConfig, Executor, ServiceConfig, _frames
 from tether.faas._config import pid_alive
 from tether.faas._payload import pack_result
 from tether.faas._server import ServiceThread
+from tether.testing import free_port
 
 
 def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
@@ -411,3 +420,38 @@ def test_a_prefetched_task_cancelled_is_skipped_by_its_worker(tmp_path: pathlib.
     finally:
         marker.touch()
         engine.stop()
+
+
+def test_a_task_cancelled_in_its_queue_stays_dropped_after_the_service_restarts(
+    pg_url: str, queue_prefix: str, tmp_path: pathlib.Path
+) -> None:
+    config = ServiceConfig(
+        port=free_port(),
+        database=pg_url,
+        broker=AMQP,
+        queue_prefix=f'{queue_prefix}-{uuid.uuid4().hex[:6]}',
+    )
+    st = ServiceThread(config).start()
+    runs = tmp_path / 'runs'
+    try:
+        user, token = new_user(st)
+        eid, ep_token = new_endpoint(st, user)
+        with Client(st.url, token, retry_deadline=60) as client:
+            fid = client.register_function(_lifecycle_tasks.record)
+            dropped = client.run(str(runs), 'dropped', endpoint_id=eid, function_id=fid)
+            assert client.cancel(dropped)
+            st.stop()  # the service forgets what it held in memory
+            st = ServiceThread(config).start()
+            kept = client.run(str(runs), 'kept', endpoint_id=eid, function_id=fid)
+            agent = AgentThread(
+                EndpointConfig(name='ep', endpoint_id=eid, service_url=st.url, max_workers=1),
+                ep_token,
+            ).start()
+            try:
+                assert result_of(client, kept) == 'kept'
+            finally:
+                agent.stop()
+        assert runs.read_text().count('\n') == 1
+    finally:
+        delete_queues(st)
+        st.stop()

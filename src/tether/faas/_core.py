@@ -220,6 +220,7 @@ class Service:
         self._precancelled: collections.OrderedDict[tuple[str, str], None] = (
             collections.OrderedDict()
         )
+        self._seeded: set[str] = set()  # endpoints whose cancelled tasks were loaded
 
     def task_queue(self, endpoint_id: str) -> str:
         return f'{self.config.queue_prefix}.tasks.{endpoint_id}'
@@ -703,6 +704,12 @@ class _EndpointSession:
         s = self.service
         await s.repo.set_endpoint_state(self.endpoint_id, True, self.info)
         await s.recover_lost(self.endpoint_id, self.held)
+        if self.endpoint_id not in s._seeded:
+            # Tasks cancelled while queued, before this service process started: their
+            # messages may still be in the queue (dropped when they come).
+            s._seeded.add(self.endpoint_id)
+            for tid in await s.repo.cancelled_unhanded(self.endpoint_id, _MAX_CANCELLED):
+                s.cancelled.setdefault(tid, None)
         if self.held:
             # Tasks cancelled while this endpoint was away, that it still runs.
             stale = await s.repo.cancelled_ids(sorted(self.held))

@@ -542,6 +542,17 @@ class Repository:
         )
         return {r['task_id'] for r in rows}
 
+    async def cancelled_unhanded(self, endpoint_id: str, limit: int) -> list[str]:
+        """The most recent tasks of ``endpoint_id`` cancelled before a worker had them
+        (their broker message may still be queued)."""
+        rows = await self.db.fetch(
+            "SELECT task_id FROM faas_tasks WHERE endpoint_id = $1 AND status = 'cancelled'"
+            ' AND attempts = 0 ORDER BY finished DESC LIMIT $2',
+            endpoint_id,
+            limit,
+        )
+        return [str(r['task_id']) for r in rows]
+
     async def unfinished_ids(self, endpoint_id: str) -> list[str]:
         """Ids of the tasks of ``endpoint_id`` that are queued or running."""
         rows = await self.db.fetch(
