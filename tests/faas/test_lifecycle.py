@@ -50,6 +50,11 @@ def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
             time.sleep(0.05)
 
 
+def _binary(message: str | bytes) -> bytes:
+    assert isinstance(message, bytes), message
+    return message
+
+
 # 7. One function, one id --------------------------------------------------------------
 
 
@@ -236,7 +241,7 @@ def test_a_result_over_the_service_limit_never_reaches_the_broker(
         ids = [client.run(fid, eid, i) for i in range(2)]
         got: list[str] = []
         while len(got) < 2:
-            frame = _frames.decode(ws.recv(timeout=60))
+            frame = _frames.decode(_binary(ws.recv(timeout=60)))
             assert frame.type == _frames.TASKS
             got.extend(h['task_id'] for h in frame.header['tasks'])
         assert sorted(got) == sorted(ids)
@@ -250,7 +255,7 @@ def test_a_result_over_the_service_limit_never_reaches_the_broker(
         ws.send(result(ids[1], pack_result('small')))
         confirmed: set[str] = set()
         while len(confirmed) < 2:
-            frame = _frames.decode(ws.recv(timeout=60))
+            frame = _frames.decode(_binary(ws.recv(timeout=60)))
             if frame.type == _frames.RESULTS_OK:
                 confirmed.update(frame.header['task_ids'])
         with pytest.raises(TaskExecutionFailed, match='result_store') as info:

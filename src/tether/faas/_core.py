@@ -18,6 +18,14 @@
   WebSocket (``SUBMIT``, answered ``SUBMITTED`` or ``SUBMIT_FAILED``): the SDK's
   Executor does, which spares each batch an HTTP request.
 
+:meth:`Service.cancel` marks tasks cancelled in the database, drops those still queued
+(in the session's backlog, or when their broker message comes), tells the endpoint to stop
+the others (``CANCEL``) and publishes a cancelled result to their clients;
+:meth:`Service.delete_endpoint` closes the endpoint's connection and fails its unfinished
+tasks. Results above ``max_payload_bytes`` are failed here, never published: no message
+the service builds exceeds what its broker accepts (checked against ``max_payload_bytes``
+at start).
+
 A message that the broker delivers again (its consumer went away before acknowledging
 it) is filtered first: tasks that are no longer waiting for their endpoint, and results
 that the client already acknowledged, are not sent again.

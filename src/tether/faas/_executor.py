@@ -10,6 +10,9 @@ result is acknowledged to the service once its future is set; results not acknow
 connection, and duplicates are ignored. ``Executor(endpoint_id, task_group_id=...)``
 plus :meth:`Executor.reload_tasks` reattaches to an earlier task group.
 
+``TaskFuture.cancel()`` cancels the task at the service (removed if queued, stopped on
+its worker if running); ``task_timeout=`` gives every task a time limit on its worker.
+
 With ``store=``, arguments whose serialized size reaches ``proxy_threshold`` travel as
 proxies through that store (outside the service) and are evicted when their task
 completes; results above the threshold come back the same way.

@@ -8,6 +8,10 @@ sockets and pidfds at once:
   once the task is in a worker's pipe (only then is it acknowledged to the broker);
 * **retries**: when a worker dies, each task it held is queued again, up to
   ``max_retries`` times, then fails with ``WorkerLostError``;
+* **cancellation and time limits**: a cancelled task not yet with a worker is dropped, a
+  prefetched one is skipped by its worker, and a running one, or one past its
+  ``timeout``, is stopped by killing its worker, which a new one replaces (the worker's
+  other tasks, not started, go back to the queue);
 * **elasticity**: workers are started while tasks wait and fewer than ``max_workers``
   run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``.
 """
