@@ -39,9 +39,11 @@ import concurrent.futures
 import logging
 import operator
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast
 
 from tether.exceptions import ProxyResolveError, TetherError
@@ -58,6 +60,7 @@ __all__ = [
     'get_metadata',
     'is_resolved',
     'metadata_of',
+    'register_engine_module',
     'resolve',
     'resolve_async',
     'set_metadata',
@@ -108,6 +111,7 @@ _SLOTS = (
     '__proxy_factory__',
     '__proxy_target__',
     '__proxy_class__',
+    '__proxy_shown__',
     '__proxy_hash__',
     '__proxy_lock__',
     '__proxy_pending__',
@@ -157,7 +161,7 @@ class Proxy(Generic[T]):
             raise TypeError(f'Proxy factory must be callable, got {type(factory).__name__}')
         _set(self, '__proxy_factory__', factory)
         _set(self, '__proxy_target__', _MISSING)
-        _set(self, '__proxy_class__', target_class)
+        _set_class(self, target_class)
         _set(self, '__proxy_hash__', target_hash)
         _set(self, '__proxy_lock__', threading.Lock())
         _set(self, '__proxy_pending__', None)
@@ -190,14 +194,11 @@ class Proxy(Generic[T]):
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:
-        cls = _get_class(self)
+        # Reached through ``object.__getattribute__(p, '__class__')``; the usual way in
+        # (``p.__class__``, ``isinstance``) is ``_local_attribute``, which answers the same.
+        cls = _get_shown(self)
         if cls is None:
-            target = _get_target(self)
-            if target is _MISSING:
-                if _may_block(self):
-                    return type(self)
-                target = _resolve(self)
-            return type(target)
+            return _class_of(self)
         return cast(type, cls)
 
     # Pickling --------------------------------------------------------------------------
@@ -404,10 +405,36 @@ _set = object.__setattr__
 _get_factory = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_factory__.__get__)  # type: ignore[attr-defined]
 _get_target = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_target__.__get__)  # type: ignore[attr-defined]
 _get_class = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_class__.__get__)  # type: ignore[attr-defined]
+_get_shown = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_shown__.__get__)  # type: ignore[attr-defined]
 _get_hash = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_hash__.__get__)  # type: ignore[attr-defined]
 _get_lock = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_lock__.__get__)  # type: ignore[attr-defined]
 _get_pending = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_pending__.__get__)  # type: ignore[attr-defined]
 _get_trace = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_trace__.__get__)  # type: ignore[attr-defined]
+
+# Classes engines walk into (Dask's parse_input iterates dicts, lists, tuples and sets to
+# find futures in task arguments): a proxy of one tells engine code it is a Proxy even
+# when its class is known, so the class goes only to ``__proxy_class__``; the class in
+# ``__proxy_shown__`` is told to anyone without asking who asks.
+_WALKED = (dict, list, tuple, set, frozenset)
+_walked_memo: dict[type, bool] = {}
+
+
+def _set_class(proxy: Proxy[Any], cls: type | None) -> None:
+    _set(proxy, '__proxy_class__', cls)
+    shown = cls
+    if cls is not None:
+        walked = _walked_memo.get(cls)
+        if walked is None:
+            try:
+                walked = issubclass(cls, _WALKED)
+            except TypeError:
+                walked = False
+            if len(_walked_memo) < 4096:
+                _walked_memo[cls] = walked
+        if walked:
+            shown = None
+    _set(proxy, '__proxy_shown__', shown)
+
 
 _LOCAL_NAMES = frozenset(
     (
@@ -435,14 +462,127 @@ _LOCAL_NAMES = frozenset(
 
 
 def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
-    if name == '__module__':
-        cls = _get_class(proxy)
+    if name == '__class__':
+        cls = _get_shown(proxy)
         if cls is not None:
-            return cls.__module__
-        if _get_target(proxy) is _MISSING and _may_block(proxy):
-            return Proxy.__module__
-        return _target(proxy).__module__
+            return cls
+        return _class_of(proxy)
+    if name == '__module__':
+        cls = _get_shown(proxy)
+        return (cls if cls is not None else _class_of(proxy)).__module__
     return object.__getattribute__(proxy, name)
+
+
+def _class_of(proxy: Proxy[Any]) -> type:
+    """``__class__`` of a proxy whose class is unknown or a container, by who asks.
+
+    Engine code (see :func:`register_engine_module`) inspecting a task argument is told
+    the proxy is a :class:`Proxy`, resolved or not: it then handles the proxy as opaque
+    data and pickles it (its factory), instead of resolving it, waiting for a future's
+    result, or walking a container's items. Anyone else is told the target's class:
+    from the metadata if known, else by resolving (a future's proxy not set yet, in the
+    process that made the future, answers :class:`Proxy` instead of waiting).
+    """
+    if _asked_by_engine():
+        return type(proxy)
+    cls = _get_class(proxy)
+    if cls is not None:
+        return cast(type, cls)
+    target = _get_target(proxy)
+    if target is _MISSING:
+        if _may_block(proxy):
+            return type(proxy)
+        target = _resolve(proxy)
+    return type(target)
+
+
+# Engines that inspect the objects they are handed (task arguments and results) before
+# pickling them: module names, matched with their submodules. tether's own modules that
+# pass user objects along (executors, task servers, the function service) are engines too.
+_ENGINE_MODULES: set[str] = {
+    'cloudpickle',
+    'concurrent.futures',
+    'copy',
+    'copyreg',
+    'dask',
+    'dill',
+    'distributed',
+    'inspect',
+    'multiprocessing',
+    'parsl',
+    'pickle',
+    'ray',
+    'tether.agents',
+    'tether.bench.engine',
+    'tether.bench.executor',
+    'tether.bench.transformer',
+    'tether.faas',
+    'tether.plugins',
+    'tether.serialize',
+    'tether.steer',
+    'tether.store.executor',
+    'tether.stream',
+}
+# Modules that ask on behalf of their caller (``functools.singledispatch`` reads
+# ``args[0].__class__``; ``abc`` and ``typing`` run ``isinstance`` for a class): the asker
+# is whoever called them.
+_RELAYING_MODULES = frozenset(('_py_abc', 'abc', 'functools', 'typing'))
+_USER, _ENGINE, _RELAY = 0, 1, 2
+_engine_memo: dict[str, int] = {}
+_PROXY_GLOBALS = globals()
+
+
+def register_engine_module(name: str) -> None:
+    """Treat code of module ``name`` (and its submodules) as an engine's.
+
+    When code of such a module asks an unresolved proxy for its class (``isinstance``,
+    ``__class__``, ``__module__``) and the answer is not known without resolving (or is a
+    container class an engine would walk: ``dict``, ``list``, ``tuple``, ``set``,
+    ``frozenset`` and their subclasses), the proxy answers :class:`Proxy` instead of
+    resolving. Dask, distributed, Ray, Parsl, cloudpickle, dill, ``pickle``, ``copy``,
+    ``inspect``, ``multiprocessing``, ``concurrent.futures`` and tether's executors are
+    registered already; register the modules of another engine that inspects task
+    arguments before pickling them.
+    """
+    _ENGINE_MODULES.add(name)
+    _engine_memo.clear()
+
+
+def _module_kind(name: str) -> int:
+    if name in _RELAYING_MODULES:
+        return _RELAY
+    while True:
+        if name in _ENGINE_MODULES:
+            return _ENGINE
+        name, dot, _ = name.rpartition('.')
+        if not dot:
+            return _USER
+
+
+def _asked_by_engine() -> bool:
+    """Whether the code asking a proxy for its class belongs to an engine.
+
+    The asker is the first frame up the stack that is not this module's, not a
+    ``__getattribute__`` of a proxy subclass and not a module asking for its caller
+    (``functools``, ``abc``, ``typing``); C callers such as ``isinstance`` have no frame,
+    so their Python caller is the asker. Only reached when the answer is not known.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        f_globals = frame.f_globals
+        if f_globals is not _PROXY_GLOBALS and frame.f_code.co_name != '__getattribute__':
+            name = f_globals.get('__name__')
+            if not isinstance(name, str):
+                return False
+            kind = _engine_memo.get(name)
+            if kind is None:
+                kind = _module_kind(name)
+                if len(_engine_memo) < 4096:
+                    _engine_memo[name] = kind
+            if kind != _RELAY:
+                return kind == _ENGINE
+        frame = frame.f_back
+    return False
 
 
 def _may_block(proxy: Proxy[Any]) -> bool:
@@ -555,7 +695,7 @@ def _rebuild_as(
     h: int | str | None,
 ) -> Proxy[Any]:
     proxy = kind(factory)
-    _set(proxy, '__proxy_class__', cls)
+    _set_class(proxy, cls)
     _set(proxy, '__proxy_hash__', _UNHASHABLE if h == 'u' else h)
     return proxy
 
@@ -705,7 +845,7 @@ def get_metadata(proxy: Proxy[Any]) -> ProxyMetadata:
 
 def set_metadata(proxy: Proxy[Any], metadata: ProxyMetadata) -> None:
     """Replace what ``proxy`` knows about its target (its target, if any, stays)."""
-    _set(proxy, '__proxy_class__', metadata.target_class)
+    _set_class(proxy, metadata.target_class)
     _set(proxy, '__proxy_hash__', _UNHASHABLE if metadata.unhashable else metadata.target_hash)
 
 
@@ -740,7 +880,7 @@ def _preset_target(proxy: Proxy[Any], target: Any, cache_defaults: bool) -> None
     _set(proxy, '__proxy_target__', target)
     if cache_defaults:
         if _get_class(proxy) is None:
-            _set(proxy, '__proxy_class__', type(target))
+            _set_class(proxy, type(target))
         if _get_hash(proxy) is None:
             _set(proxy, '__proxy_hash__', _target_hash(target))
 

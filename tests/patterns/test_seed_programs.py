@@ -1,5 +1,8 @@
 """The seed programs of figures 3.21, 4.4, 4.7-4.10 run with only imports changed.
 
+Figure 4.4 also runs with its consumer submitted before its producer
+(``fig_4_4_consumer_first``): submitting must not wait for the future's result.
+
 Each program runs in its own interpreter, unchanged but for what is written at its top.
 Their ``Client()`` connects to the Dask cluster of tests/patterns through Dask's own
 ``scheduler-address`` setting (``DASK_SCHEDULER_ADDRESS``) instead of starting a cluster
@@ -36,6 +39,7 @@ OWN_CLUSTER = {'fig_3_21c'}
         ('fig_3_21b', True),
         ('fig_3_21c', True),
         ('fig_4_4', False),
+        ('fig_4_4_consumer_first', False),
         ('fig_4_7', True),
         ('fig_4_8', True),
         ('fig_4_9', False),
