@@ -10,6 +10,7 @@ engines inspect task arguments before pickling them (``isinstance``, ``__class__
 
 from __future__ import annotations
 
+import concurrent.futures
 import multiprocessing
 from collections.abc import Iterator
 from typing import Any
@@ -97,3 +98,16 @@ def test_store_executor(store: Store[Any], process_pool: Any) -> None:
     )
     engine = Engine(executor.submit)
     check_passes_unresolved(engine, store, _remote_via(Engine(process_pool.submit)))
+
+
+def test_bench_engine_with_store_transformer(store: Store[Any]) -> None:
+    from tether.bench.engine import Engine as BenchEngine
+    from tether.bench.transformer.store import StoreTransformer
+
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=2, mp_context=multiprocessing.get_context('spawn')
+    ) as pool:
+        bench = BenchEngine(pool, transformer=StoreTransformer(store))
+        engine = Engine(bench.submit)
+        check_passes_unresolved(engine, store, _remote_via(engine))
+        bench.shutdown()

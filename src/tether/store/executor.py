@@ -141,7 +141,9 @@ def decide(policy: Policy, obj: Any) -> tuple[bool, list[BytesLike] | None]:
 
     ``None``, bools, ``...`` and proxies are never proxied.
     """
-    if isinstance(obj, (*_NONPROXIABLE, Proxy)):
+    # Proxy first: a proxy matches it by its type alone (``isinstance`` tries the classes
+    # in order), so a proxy passing through is never asked for its target's class.
+    if isinstance(obj, (Proxy, *_NONPROXIABLE)):
         return False, None
     # A policy may serialize to measure (ProxySize.measure) and hand the bytes over.
     measure = cast(Measure | None, getattr(policy, 'measure', None))
