@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     'tether': 0,
     'tether.exceptions': 0,
     'tether._version': 0,
+    'tether._clock': 0,
     'tether.proxy': 1,
     'tether.mypy_plugin': 1,
     'tether.serialize': 2,

@@ -41,7 +41,6 @@ from tether.agents.manager import Manager
 from tether.agents.state import State
 
 __all__ = [
-    'RESERVED_ACTION_NAMES',
     'ActionContext',
     'ActionFuture',
     'ActionInfo',
@@ -51,6 +50,7 @@ __all__ = [
     'Behavior',
     'Handle',
     'Manager',
+    'RESERVED_ACTION_NAMES',
     'State',
     'action',
     'current_action',

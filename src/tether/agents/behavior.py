@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from tether.agents.state import State
 
 __all__ = [
-    'RESERVED_ACTION_NAMES',
     'ActionInfo',
     'Agent',
     'Behavior',
+    'RESERVED_ACTION_NAMES',
     'action',
+    'actions_of',
     'event',
     'loop',
     'timer',

@@ -3,6 +3,8 @@
 * :mod:`tether.testing.servers`: throwaway servers on free loopback ports
   (:class:`ServerProcess`, :class:`RedisServer`, :func:`redis_server_fixture`), for tests
   that stop, restart or inspect a server without touching a shared one.
+* :class:`FakeClock`: a clock that moves only when the test advances it, for code that
+  takes ``clock=`` (lifetimes, futures, agent timers, retries).
 * :mod:`tether.testing.threads`: :func:`hammer` and :func:`hammer_object` call code from
   many threads at once and report every failure.
 * :mod:`tether.testing.connectors`: the connector conformance suite, to run against any
@@ -18,6 +20,7 @@ See ``docs/testing.md``.
 
 from __future__ import annotations
 
+from tether._clock import FakeClock
 from tether.testing.servers import (
     RedisServer,
     ServerProcess,
@@ -28,6 +31,7 @@ from tether.testing.servers import (
 from tether.testing.threads import HammerFailure, HammerReport, hammer, hammer_object
 
 __all__ = [
+    'FakeClock',
     'HammerFailure',
     'HammerReport',
     'RedisServer',
