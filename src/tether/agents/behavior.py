@@ -35,6 +35,7 @@ __all__ = [
     'actions_of',
     'event',
     'loop',
+    'loops_of',
     'timer',
 ]
 
