@@ -33,9 +33,11 @@ __all__ = [
     'RESERVED_ACTION_NAMES',
     'action',
     'actions_of',
+    'describe_actions',
     'event',
     'loop',
     'loops_of',
+    'mro_of',
     'timer',
 ]
 
