@@ -28,6 +28,13 @@ What resolves a proxy, and what does not (this is a tested contract):
 * always resolve: attribute access, method calls, operators, ``str``, ``format``, ``bool``,
   ``len``, iteration, comparisons, ``dir``.
 
+Engines (Dask, Ray, Parsl, pools, tether's executors) inspect task arguments before they
+pickle them, and a proxy handed on must not resolve (or wait) in the process that submits
+it. So who asks matters: code of an engine module (:func:`register_engine_module`) asking
+for the class of a proxy whose class is unknown, or is one of
+:data:`ENGINE_SPECIAL_CLASSES` (containers engines walk, buffers they send raw), is told
+:class:`Proxy` and never resolves it; everyone else gets the answers above.
+
 Set ``TETHER_TRACE_RESOLVE=1`` in the environment (or call :func:`trace_resolution`) to
 log, at the moment each proxy resolves, the stack that resolved it; :func:`where_resolved`
 then returns that stack for a given proxy.
@@ -49,6 +56,7 @@ from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast
 from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
+    'ENGINE_SPECIAL_CLASSES',
     'LOCAL_NAMES',
     'MISSING',
     'Proxy',
@@ -411,27 +419,39 @@ _get_lock = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_lock__.__get__)  # t
 _get_pending = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_pending__.__get__)  # type: ignore[attr-defined]
 _get_trace = cast(Callable[[Proxy[Any]], Any], Proxy.__proxy_trace__.__get__)  # type: ignore[attr-defined]
 
-# Classes engines walk into (Dask's parse_input iterates dicts, lists, tuples and sets to
-# find futures in task arguments): a proxy of one tells engine code it is a Proxy even
-# when its class is known, so the class goes only to ``__proxy_class__``; the class in
-# ``__proxy_shown__`` is told to anyone without asking who asks.
-_WALKED = (dict, list, tuple, set, frozenset)
-_walked_memo: dict[type, bool] = {}
+# Classes engines handle by ``isinstance`` in ways that would resolve a proxy: Dask's
+# parse_input walks dicts, lists, tuples and sets to find futures in task arguments; Ray
+# sends ``bytes`` raw (and, when that fails, formats the argument in its error report).
+# A proxy of one tells engine code it is a Proxy even when its class is known, so the
+# class goes only to ``__proxy_class__``; the class in ``__proxy_shown__`` is told to
+# anyone without asking who asks.
+ENGINE_SPECIAL_CLASSES: Final[tuple[type, ...]] = (
+    dict,
+    list,
+    tuple,
+    set,
+    frozenset,
+    bytes,
+    bytearray,
+    memoryview,
+)
+"""Classes (with their subclasses) whose proxies engine code is always told are ``Proxy``."""
+_special_memo: dict[type, bool] = {}
 
 
 def _set_class(proxy: Proxy[Any], cls: type | None) -> None:
     _set(proxy, '__proxy_class__', cls)
     shown = cls
     if cls is not None:
-        walked = _walked_memo.get(cls)
-        if walked is None:
+        special = _special_memo.get(cls)
+        if special is None:
             try:
-                walked = issubclass(cls, _WALKED)
+                special = issubclass(cls, ENGINE_SPECIAL_CLASSES)
             except TypeError:
-                walked = False
-            if len(_walked_memo) < 4096:
-                _walked_memo[cls] = walked
-        if walked:
+                special = False
+            if len(_special_memo) < 4096:
+                _special_memo[cls] = special
+        if special:
             shown = None
     _set(proxy, '__proxy_shown__', shown)
 
@@ -474,14 +494,15 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
 
 
 def _class_of(proxy: Proxy[Any]) -> type:
-    """``__class__`` of a proxy whose class is unknown or a container, by who asks.
+    """``__class__`` of a proxy whose class is unknown or engine-special, by who asks.
 
     Engine code (see :func:`register_engine_module`) inspecting a task argument is told
     the proxy is a :class:`Proxy`, resolved or not: it then handles the proxy as opaque
     data and pickles it (its factory), instead of resolving it, waiting for a future's
-    result, or walking a container's items. Anyone else is told the target's class:
-    from the metadata if known, else by resolving (a future's proxy not set yet, in the
-    process that made the future, answers :class:`Proxy` instead of waiting).
+    result, walking a container's items or sending a buffer raw. Anyone else is told
+    the target's class: from the metadata if known, else by resolving (a future's proxy
+    not set yet, in the process that made the future, answers :class:`Proxy` instead of
+    waiting).
     """
     if _asked_by_engine():
         return type(proxy)
@@ -535,14 +556,13 @@ _PROXY_GLOBALS = globals()
 def register_engine_module(name: str) -> None:
     """Treat code of module ``name`` (and its submodules) as an engine's.
 
-    When code of such a module asks an unresolved proxy for its class (``isinstance``,
-    ``__class__``, ``__module__``) and the answer is not known without resolving (or is a
-    container class an engine would walk: ``dict``, ``list``, ``tuple``, ``set``,
-    ``frozenset`` and their subclasses), the proxy answers :class:`Proxy` instead of
-    resolving. Dask, distributed, Ray, Parsl, cloudpickle, dill, ``pickle``, ``copy``,
-    ``inspect``, ``multiprocessing``, ``concurrent.futures`` and tether's executors are
-    registered already; register the modules of another engine that inspects task
-    arguments before pickling them.
+    When code of such a module asks a proxy for its class (``isinstance``, ``__class__``,
+    ``__module__``) and the answer is not known without resolving, or is one of
+    :data:`ENGINE_SPECIAL_CLASSES` (containers engines walk, buffers they send raw), the
+    proxy answers :class:`Proxy` instead of resolving or waiting. Dask, distributed, Ray,
+    Parsl, cloudpickle, dill, ``pickle``, ``copy``, ``inspect``, ``multiprocessing``,
+    ``concurrent.futures`` and tether's executors are registered already; register the
+    modules of another engine that inspects task arguments before pickling them.
     """
     _ENGINE_MODULES.add(name)
     _engine_memo.clear()

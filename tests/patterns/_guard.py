@@ -108,7 +108,7 @@ class Engine:
 def check_passes_unresolved(engine: Engine, store: Any, make_remote: Any) -> None:
     """Submit proxies of every kind to ``engine``; none may resolve in this process.
 
-    Proxies from ``store.proxy`` (class known: a str and a dict; class unknown), from a
+    Proxies from ``store.proxy`` (class known: a str, a dict, bytes; class unknown), from a
     future whose consumer is submitted before its producer, and proxies (and a future)
     received from another process (``make_remote(store_config, pid)`` returns them).
     """
@@ -118,6 +118,7 @@ def check_passes_unresolved(engine: Engine, store: Any, make_remote: Any) -> Non
     local = [
         store_proxy(store, 'text', what='store proxy of a str'),
         store_proxy(store, {'k': [1, 2]}, what='store proxy of a dict'),
+        store_proxy(store, b'raw', what='store proxy of bytes'),
         store_proxy(store, 'unknown', known=False, what='store proxy of unknown class'),
     ]
     received = make_remote(store.config(), os.getpid())
@@ -128,6 +129,7 @@ def check_passes_unresolved(engine: Engine, store: Any, make_remote: Any) -> Non
     assert [r[1] for r in results] == [
         'text',
         {'k': [1, 2]},
+        b'raw',
         'unknown',
         'received',
         {'received': [1, 2]},

@@ -58,9 +58,11 @@ class OwnLookup(Proxy[Any]):
 
 
 @pytest.mark.parametrize('kind', [Proxy, OwnNames, OwnLookup])
-@pytest.mark.parametrize('target_class', [None, dict, list, tuple])
+@pytest.mark.parametrize('target_class', [None, dict, list, tuple, bytes])
 def test_engine_code_is_told_proxy(kind: type[Proxy[Any]], target_class: type | None) -> None:
-    engine = _engine_module('def classify(x):\n    return isinstance(x, (dict, list, tuple))\n')
+    engine = _engine_module(
+        'def classify(x):\n    return isinstance(x, (dict, list, tuple, bytes))\n'
+    )
     proxy = kind(_Refuse(), target_class=target_class)
     assert engine.classify(proxy) is False
     assert not is_resolved(proxy)

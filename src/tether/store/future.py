@@ -246,8 +246,10 @@ class Future(Generic[T]):
                 this process, ``isinstance`` never waits for the result: before the
                 result is set an unresolved proxy answers for a
                 :class:`~tether.proxy.Proxy` (false for the result's class), after it
-                is set for the result. So engines that inspect task arguments at
-                submission (Dask's ``tokenize`` calls ``isinstance``) never block. A
-                copy unpickled elsewhere (the consumer's) waits, as any proxy does.
+                is set for the result. Engines that inspect task arguments at
+                submission (Dask, Parsl, Ray ...) are told it is a ``Proxy`` in any
+                process, so submitting a consumer before the producer never blocks. A
+                copy unpickled elsewhere (the consumer's) waits when user code asks, as
+                any proxy of unknown class does.
         """
         return Proxy(self._factory, target_class=target_class)
