@@ -460,3 +460,21 @@ def test_a_task_cancelled_in_its_queue_stays_dropped_after_the_service_restarts(
     finally:
         delete_queues(st)
         st.stop()
+
+
+def test_the_parsl_engine_interrupts_a_task_past_its_time_limit(
+    dev_service: ServiceThread,
+    start_endpoint: Callable[..., AgentThread],
+    tmp_path: pathlib.Path,
+) -> None:
+    user, token = new_user(dev_service)
+    ep = start_endpoint(dev_service, user, engine='parsl', max_workers=1, max_retries=0)
+    started, never = tmp_path / 'started', tmp_path / 'never'
+    with Executor(
+        ep.config.endpoint_id, service_url=dev_service.url, token=token, task_timeout=0.5
+    ) as ex:
+        slow = ex.submit(_lifecycle_tasks.block_until, str(started), str(never))
+        with pytest.raises(TaskTimeoutError, match='time limit'):
+            slow.result(timeout=90)
+        # Its one worker is free again.
+        assert ex.submit(_tasks.square, 6).result(timeout=60) == 36

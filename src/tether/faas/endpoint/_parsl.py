@@ -109,7 +109,7 @@ class ParslEngine:
                 task.result_store,
                 task.result_threshold,
             )
-            future = self._pool.submit(run_parsl_task, message)
+            future = self._pool.submit(run_parsl_task, message, task.timeout)
             self._futures[task.task_id] = future
             self._pending += 1
             future.add_done_callback(lambda f, t=task: self._done(t, f))

@@ -163,12 +163,48 @@ _WARM: dict[str, Callable[..., Any]] = {}
 
 
 def run_parsl_task(
-    message: TaskMessage,
+    message: TaskMessage, timeout: float | None = None
 ) -> tuple[str, str, str, bytes, dict[str, str] | None, float, float]:
-    """:func:`run_task` with this process's warm functions (the Parsl engine's app)."""
+    """:func:`run_task` with this process's warm functions (the Parsl engine's app).
+
+    With ``timeout``, a timer signal interrupts the function past it (Parsl cannot stop
+    its worker): the task fails with ``TaskTimeoutError`` and the worker is free again,
+    unless the function blocks the signal (stuck in C code)."""
     if not _WARM:
         _extend_sys_path()
-    return run_task(message, _WARM)
+    if timeout is None:
+        return run_task(message, _WARM)
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return run_task(message, _WARM)
+
+    class _Expired(BaseException):
+        pass
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        result = run_task(message, _WARM)
+    except _Expired:  # between the function's end and the timer's reset
+        result = (message[0], 'failed', message[4], b'', None, 0.0, 0.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    error = result[4]
+    if result[1] == 'failed' and (error is None or error.get('type', '').endswith('_Expired')):
+        error = {
+            'type': 'TaskTimeoutError',
+            'message': f'the task ran longer than its time limit of {timeout:g} s '
+            '(task_timeout): it was interrupted',
+            'traceback': '',
+        }
+        result = (result[0], 'failed', result[2], b'', error, result[5], result[6])
+    return result
 
 
 def _extend_sys_path() -> None:
