@@ -13,8 +13,8 @@ import pytest
 
 from tests.agents._behaviors import CustomError, Echo
 from tether.agents import Manager
-from tether.agents._message import RESPONSE, Message, encode_bytes
 from tether.agents.launcher import ThreadLauncher
+from tether.agents.message import Response, encode
 from tether.exceptions import ActionError, MessageRejectedError
 from tether.testing.agents import ExchangeConformance
 
@@ -62,5 +62,5 @@ def test_large_values_travel_by_proxy(make_exchange: Any, kind: str) -> None:
         big = handle.make_bytes(200_000).result(30)
         assert big == b'x' * 200_000
         # The message carried a reference, not the data.
-        msg = Message(RESPONSE, 'a', 'b', 1, result=b'z' * 100_000)
-        assert len(encode_bytes(msg, exchange.transport().codec)) < 1_000
+        msg = Response('a', 'b', 1, result=b'z' * 100_000)
+        assert len(encode(msg, exchange.transport().codec).to_bytes()) < 1_000

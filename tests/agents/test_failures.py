@@ -12,9 +12,9 @@ import pytest
 
 from tests.conftest import REDIS_HOST, REDIS_PORT
 from tether.agents import Behavior, Manager, action
-from tether.agents._message import error_info, rebuild_error
 from tether.agents.exchange import ThreadExchange
 from tether.agents.launcher import ProcessLauncher, ThreadLauncher
+from tether.agents.message import error_info, rebuild_error
 from tether.exceptions import (
     ActionError,
     AgentConfigError,

@@ -11,8 +11,8 @@ import pytest
 from tests.agents._behaviors import Echo
 from tether._wire import SyncClient
 from tether.agents import Manager
-from tether.agents._message import ACK, AGENT_MESSAGE, PING, Message, encode
 from tether.agents.launcher import ThreadLauncher
+from tether.agents.message import ACK, AGENT_MESSAGE, Ping, encode
 from tether.exceptions import AuthenticationError
 
 
@@ -41,7 +41,7 @@ def test_an_address_is_published_only_once_it_serves(
         # The very first moment the address is visible, a direct message is accepted.
         host, _, port = seen[0].decode().rpartition(':')
         transport = exchange.transport()
-        header, payloads = encode(Message(PING, 'client-test', agent_id, 1), transport.codec)
+        header, payloads = encode(Ping('client-test', agent_id, 1), transport.codec)
         client = SyncClient(host, int(port), secret=transport.secret)
         try:
             reply = client.request(AGENT_MESSAGE, header, payloads, retry=False)
@@ -93,7 +93,7 @@ def test_a_wrong_secret_is_refused(make_exchange: Any) -> None:
 
 
 def _site_certificate(folder: Any, name: str = 'site') -> tuple[str, str]:
-    from tether.relay._tls import make_self_signed, write_private
+    from tether._serve.tls import make_self_signed, write_private
 
     cert, key = make_self_signed(f'{name}.test', ['127.0.0.1'])
     (folder / f'{name}.pem').write_text(cert)
@@ -125,9 +125,7 @@ def test_direct_links_run_inside_tls_across_processes(make_exchange: Any, tmp_pa
         assert transport.direct_sends > before  # it went direct, not through Redis
         raw = transport.redis.execute('GET', f'{exchange.prefix}addr:{handle.agent_id}')
         host, _, port = raw.decode().rpartition(':')
-        header, payloads = encode(
-            Message(PING, 'client-test', handle.agent_id, 1), transport.codec
-        )
+        header, payloads = encode(Ping('client-test', handle.agent_id, 1), transport.codec)
         # Without TLS the agent's server does not even start the handshake.
         with pytest.raises(WireConnectionError):
             SyncClient(host, int(port), secret=transport.secret, timeout=10).request(

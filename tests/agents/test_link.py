@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tether._wire import Server, error_reply
-from tether.agents._message import ACK, AGENT_MESSAGE
 from tether.agents.exchange._link import open_link
+from tether.agents.message import ACK, AGENT_MESSAGE
 
 SECRET = 'link-test-secret'
 

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from tether.agents._codec import Codec
-from tether.agents._message import REQUEST, Message, Rejected, decode, encode
+from tether.agents.message import Envelope, Rejected, Request, decode, encode
 
 
 def test_a_request_survives_encode_and_decode() -> None:
     codec = Codec()
-    msg = Message(REQUEST, 'client-a', 'agent-b', 7, 'echo', (b'x' * 1000, 2), {'k': 'v'})
+    msg = Request('client-a', 'agent-b', 7, 'echo', (b'x' * 1000, 2), {'k': 'v'})
     header, payloads = encode(msg, codec)
-    back = decode(header, [memoryview(p) for p in payloads], codec)
+    back = decode(Envelope(header, [memoryview(p) for p in payloads]), codec)
     assert back == msg
 
 
@@ -25,6 +25,6 @@ def test_a_request_survives_encode_and_decode() -> None:
 def test_a_hostile_header_field_is_refused(field: tuple[str, Any]) -> None:
     header: dict[str, Any] = {'v': 1, 'k': 'ping', 's': 'client-a', 'd': 'agent-b', 't': 3}
     header[field[0]] = field[1]
-    out = decode(header, [], Codec())
+    out = decode(Envelope(header, []), Codec())
     assert isinstance(out, Rejected)
     assert 'not valid' in str(out.error)

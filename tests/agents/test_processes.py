@@ -196,8 +196,8 @@ def test_a_restarted_agent_drops_requests_its_dead_process_accepted(
 ) -> None:
     """A request accepted by a process that died (and not acknowledged) comes again
     through Redis: the next incarnation does not run it a second time."""
-    from tether.agents._message import REQUEST, Message
     from tether.agents.handle import ActionFuture
+    from tether.agents.message import Request
 
     exchange = make_exchange('hybrid')
     agent_id = exchange.register_agent(Echo)
@@ -213,7 +213,7 @@ def test_a_restarted_agent_drops_requests_its_dead_process_accepted(
         handle.ping(timeout=60)
         again: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'echo')
         client._pending[tag] = again
-        exchange.transport().send(Message(REQUEST, client.id, agent_id, tag, 'echo', (1,)))
+        exchange.transport().send(Request(client.id, agent_id, tag, 'echo', (1,)))
         # One action at a time, in order: had the first run, its answer came first.
         assert handle.echo('after').result(60) == 'after'
         assert not again.done()

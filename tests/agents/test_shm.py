@@ -16,10 +16,10 @@ import pytest
 from tests.agents._behaviors import Echo
 from tether._wire import Server, error_reply
 from tether.agents import Manager
-from tether.agents._message import ACK, AGENT_MESSAGE
 from tether.agents.exchange._link import open_link
 from tether.agents.exchange._shm import Arena, MappedReader, identity
 from tether.agents.launcher import ProcessLauncher
+from tether.agents.message import ACK, AGENT_MESSAGE
 from tether.exceptions import MessageRejectedError
 from tether.testing.agents import raw_request
 

@@ -262,7 +262,7 @@ def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:
     Returns:
         How many callers were answered.
     """
-    from tether.agents._message import RESPONSE, Message, error_info
+    from tether.agents.message import Response, error_info
     from tether.exceptions import AgentCrashedError, TetherError
 
     lost = read_lost_started(path)
@@ -281,9 +281,7 @@ def answer_lost(exchange: Exchange, agent_id: str, path: str, why: str) -> int:
                 'again is safe',
                 False,
             )
-        reply = Message(
-            RESPONSE, agent_id, caller, tag, error=error_info(error, with_pickle=False)
-        )
+        reply = Response(agent_id, caller, tag, error=error_info(error, with_pickle=False))
         try:
             exchange.send(reply)
             answered += 1

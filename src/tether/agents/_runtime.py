@@ -22,17 +22,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.agents._journal import Journal, answer_lost
-from tether.agents._message import (
-    CANCEL,
-    DESCRIBE,
-    PING,
-    REQUEST,
-    RESPONSE,
-    SHUTDOWN,
-    Message,
-    Rejected,
-    error_info,
-)
 from tether.agents._pool import Workers
 from tether.agents.behavior import (
     Behavior,
@@ -41,6 +30,18 @@ from tether.agents.behavior import (
     actions_of,
     describe_actions,
     loops_of,
+)
+from tether.agents.message import (
+    CANCEL,
+    DESCRIBE,
+    PING,
+    RESPONSE,
+    SHUTDOWN,
+    Message,
+    Rejected,
+    Request,
+    Response,
+    error_info,
 )
 from tether.exceptions import AgentError, AgentLaunchError, MessageRejectedError, TetherError
 
@@ -484,11 +485,10 @@ class AgentRuntime:
     def _reply(
         self, msg_src: str, tag: int, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        reply = Message(RESPONSE, self.agent_id, msg_src, tag)
         if error is not None:
-            reply.error = error_info(error)
+            reply = Response(self.agent_id, msg_src, tag, error=error_info(error))
         else:
-            reply.result = result
+            reply = Response(self.agent_id, msg_src, tag, result)
         try:
             self.transport.send(reply)
         except TetherError as e:
@@ -513,10 +513,11 @@ class AgentRuntime:
             if item.src is not None and item.tag is not None and item.kind != RESPONSE:
                 self._reply(item.src, item.tag, error=item.error)
             return
-        kind = item.kind
-        if kind == REQUEST:
+        if type(item) is Request:
             self._request(item)
-        elif kind == PING:
+            return
+        kind = item.kind
+        if kind == PING:
             self._reply(item.src, item.tag)
         elif kind == DESCRIBE:
             info = describe_actions(type(self.behavior))
@@ -529,7 +530,7 @@ class AgentRuntime:
         else:
             logger.warning('agent %s got an unexpected %s message', self.agent_id, kind)
 
-    def _request(self, msg: Message) -> None:
+    def _request(self, msg: Request) -> None:
         key = (msg.src, msg.tag)
         fn = self.actions.get(msg.action)
         if fn is None:

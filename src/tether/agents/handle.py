@@ -23,19 +23,20 @@ import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from tether.agents._message import (
-    CANCEL,
-    DESCRIBE,
-    PING,
-    RESPONSE,
-    SHUTDOWN,
+from tether.agents._wake import Waker, thread_waker
+from tether.agents.behavior import ActionInfo, Behavior
+from tether.agents.message import (
+    Cancel,
+    Describe,
     Message,
+    Ping,
     Rejected,
+    Request,
+    Response,
+    Shutdown,
     new_mailbox_id,
     rebuild_error,
 )
-from tether.agents._wake import Waker, thread_waker
-from tether.agents.behavior import ActionInfo, Behavior
 from tether.exceptions import ActionTimeoutError, AgentError, MailboxLostError, TetherError
 
 if TYPE_CHECKING:
@@ -156,21 +157,30 @@ class _ClientMailbox:
         self.closed = False
         self.pid = os.getpid()
 
+    def reserve(self, dest: str, action: str) -> ActionFuture[Any]:
+        """A new tag, and the future its response settles (for a message sent by hand:
+        :meth:`Transport.send_raw` in tests)."""
+        future: ActionFuture[Any] = ActionFuture(self, dest, next(self._tags), action)
+        with self._lock:
+            self._pending[future.tag] = future
+        return future
+
     def request(
         self,
         dest: str,
-        kind: str,
+        kind: type[Message],
         action: str = '',
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> ActionFuture[Any]:
         if self.closed:
             raise AgentError('this process closed its client mailbox for the exchange')
-        tag = next(self._tags)
-        future: ActionFuture[Any] = ActionFuture(self, dest, tag, action or kind)
-        with self._lock:
-            self._pending[tag] = future
-        msg = Message(kind, self.id, dest, tag, action, args, kwargs or {})
+        future = self.reserve(dest, action or kind.kind)
+        tag = future.tag
+        if kind is Request:
+            msg: Message = Request(self.id, dest, tag, action, args, kwargs or {})
+        else:
+            msg = kind(self.id, dest, tag)
         try:
             self.transport.send(msg)
         except BaseException:
@@ -182,13 +192,13 @@ class _ClientMailbox:
     def _deliver(self, item: Message | Rejected) -> None:
         if isinstance(item, Rejected):
             logger.warning('client mailbox %s refused a message: %s', self.id, item.error)
-            if item.kind == RESPONSE and item.tag is not None:
+            if item.kind == Response.kind and item.tag is not None:
                 with self._lock:
                     future = self._pending.pop(item.tag, None)
                 if future is not None:
                     _settle(future, exception=item.error)
             return
-        if item.kind != RESPONSE:
+        if type(item) is not Response:
             logger.warning('client mailbox %s got a %s message; ignored', self.id, item.kind)
             return
         with self._lock:
@@ -231,7 +241,7 @@ class _ClientMailbox:
         with self._lock:
             self._pending.pop(future.tag, None)
         try:
-            self.transport.send(Message(CANCEL, self.id, future.agent_id, future.tag))
+            self.transport.send(Cancel(self.id, future.agent_id, future.tag))
         except TetherError as e:
             logger.debug('could not send a cancel to %s: %s', future.agent_id, e)
 
@@ -325,7 +335,7 @@ class Handle(Generic[B]):
 
     def action(self, name: str, /, *args: Any, **kwargs: Any) -> ActionFuture[Any]:
         """Request action ``name`` with these arguments; returns its future at once."""
-        return self._mailbox().request(self.agent_id, 'request', name, args, kwargs)
+        return self._mailbox().request(self.agent_id, Request, name, args, kwargs)
 
     def ping(self, *, timeout: float | None = None) -> Seconds:
         """Round-trip time to the agent, in seconds (also awaitable).
@@ -334,16 +344,16 @@ class Handle(Generic[B]):
             ActionTimeoutError: if the agent does not answer within ``timeout``.
         """
         start = time.perf_counter()
-        self._mailbox().request(self.agent_id, PING).result(timeout)
+        self._mailbox().request(self.agent_id, Ping).result(timeout)
         return Seconds(time.perf_counter() - start)
 
     def shutdown(self) -> ActionFuture[None]:
         """Ask the agent to shut down for good; the future is done once it accepted."""
-        return self._mailbox().request(self.agent_id, SHUTDOWN)
+        return self._mailbox().request(self.agent_id, Shutdown)
 
     def describe(self, *, timeout: float | None = None) -> dict[str, ActionInfo]:
         """The agent's actions: names, signatures and docstrings."""
-        raw = self._mailbox().request(self.agent_id, DESCRIBE).result(timeout)
+        raw = self._mailbox().request(self.agent_id, Describe).result(timeout)
         return {name: ActionInfo.from_json(info) for name, info in raw.items()}
 
     def status(self) -> MailboxStatus:

@@ -39,10 +39,10 @@ from typing import Any
 import pytest
 
 from tether.agents import Manager
-from tether.agents._message import AGENT_MESSAGE, PROTOCOL, REQUEST, Message, encode
 from tether.agents.exchange import MailboxStatus
 from tether.agents.handle import ActionFuture
 from tether.agents.launcher import ThreadLauncher
+from tether.agents.message import PROTOCOL, Envelope, Request, encode
 from tether.exceptions import (
     ActionTimeoutError,
     MailboxClosedError,
@@ -57,19 +57,14 @@ __all__ = ['ExchangeConformance', 'raw_request']
 def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> ActionFuture[Any]:
     """Send a hand-made ``echo(1)`` envelope, its header updated, from this process's
     client mailbox (through :meth:`Transport.send_raw`); return the future of its reply."""
-    from tether._wire import encode_head
-
     transport = exchange.transport()
     client = transport.client()
-    tag = next(client._tags)
-    future: ActionFuture[Any] = ActionFuture(client, agent_id, tag, 'raw')
-    client._pending[tag] = future
+    future: ActionFuture[Any] = client.reserve(agent_id, 'raw')
     header, payloads = encode(
-        Message(REQUEST, client.id, agent_id, tag, 'echo', (1,)), transport.codec
+        Request(client.id, agent_id, future.tag, 'echo', (1,)), transport.codec
     )
     header.update(header_update)
-    data = b''.join([encode_head(AGENT_MESSAGE, header, [len(p) for p in payloads]), *payloads])
-    transport.send_raw(agent_id, data)
+    transport.send_raw(agent_id, Envelope(header, payloads).to_bytes())
     return future
 
 

@@ -18,8 +18,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.agents._codec import Codec
-from tether.agents._message import Message, Rejected, new_mailbox_id
 from tether.agents.behavior import mro_of
+from tether.agents.message import (
+    Cancel,
+    Message,
+    Rejected,
+    Request,
+    Response,
+    error_info,
+    new_mailbox_id,
+)
 
 if TYPE_CHECKING:
     from tether.agents.behavior import Behavior
@@ -123,20 +131,20 @@ class Transport(ABC):
         Without this, a request that reached a mailbox after its agent stopped taking
         messages (or after the launcher gave up on it) would wait for a reply forever.
         """
-        from tether.agents._message import CANCEL, REQUEST, RESPONSE, error_info
         from tether.exceptions import MailboxClosedError, TetherError
 
         why = self._why.get(mailbox_id)
         for item in items:
-            if not isinstance(item, Message) or item.kind in (RESPONSE, CANCEL) or not item.tag:
+            if not isinstance(item, Message) or not _expects_answer(item):
                 continue
-            what = f'action {item.action!r}' if item.kind == REQUEST else f'{item.kind} request'
+            what = f'action {item.action!r}' if type(item) is Request else f'{item.kind} request'
             error = MailboxClosedError(
                 f'mailbox {mailbox_id} was terminated before its agent took this {what}; '
                 'it was not run' + (f' ({why})' if why else ''),
             )
-            reply = Message(RESPONSE, mailbox_id, item.src, item.tag)
-            reply.error = error_info(error, with_pickle=False)
+            reply = Response(
+                mailbox_id, item.src, item.tag, error=error_info(error, with_pickle=False)
+            )
             try:
                 self.send(reply)
             except TetherError as e:
@@ -144,14 +152,12 @@ class Transport(ABC):
 
     def answer_undeliverable(self, msg: Message, error: BaseException) -> None:
         """Tell the sender of a request that its message could not be delivered."""
-        from tether.agents._message import CANCEL, RESPONSE, error_info
         from tether.exceptions import AgentError, TetherError
 
-        if msg.kind in (RESPONSE, CANCEL) or not msg.tag:
+        if not _expects_answer(msg):
             return
         failure = AgentError(f'could not deliver a {msg.kind} message to {msg.dest}: {error}')
-        reply = Message(RESPONSE, msg.dest, msg.src, msg.tag)
-        reply.error = error_info(failure, with_pickle=False)
+        reply = Response(msg.dest, msg.src, msg.tag, error=error_info(failure, with_pickle=False))
         try:
             self.send(reply)
         except TetherError as e:
@@ -173,6 +179,10 @@ class Transport(ABC):
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _expects_answer(msg: Message) -> bool:
+    return msg.tag != 0 and type(msg) is not Response and type(msg) is not Cancel
 
 
 _transports: dict[str, Transport] = {}

@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from tether._wire import Connection as WireConnection
 from tether._wire import Frame, Limits, Server, encode_head, error_reply
-from tether._wire._frame import flatten
-from tether.agents._message import ACK, AGENT_MESSAGE, Message, decode, encode
 from tether.agents.exchange._base import Deliver, Listener
 from tether.agents.exchange._link import Link, open_link
 from tether.agents.exchange._shm import Arena, MappedReader, Slot, identity
 from tether.agents.exchange.redis import _WAKE, _RedisTransport
+from tether.agents.message import ACK, AGENT_MESSAGE, Envelope, Message, decode, encode
 from tether.exceptions import (
     AgentError,
     AuthenticationError,
@@ -257,7 +256,7 @@ class HybridTransport(_RedisTransport):
                 payloads = self._reader.payloads(refs, payloads)
             except MessageRejectedError as e:
                 return error_reply('shm', str(e))
-        deliver(decode(frame.header, payloads, self.codec))
+        deliver(decode(Envelope(frame.header, payloads), self.codec))
         del payloads
         # Frames of a connection are handled in order, so one ACK of request id N
         # acknowledges every frame up to N. It is written _ACK_DELAY after the first frame
@@ -473,16 +472,13 @@ class HybridTransport(_RedisTransport):
         return header, payloads, (msg, slots)
 
     def _push_envelope(self, dest: str, header: dict[str, Any], payloads: list[Any]) -> None:
-        sizes, buffers = flatten(payloads)
         self.fallback_sends += 1
-        data = b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers])
+        data = Envelope(header, payloads).to_bytes()
         try:
             self.push(dest, data)
         except (MailboxClosedError, UnknownMailboxError):
             # The sender already returned: tell it here instead of raising.
-            self.answer_dropped(
-                dest, [decode(header, [memoryview(b) for b in buffers], self.codec)]
-            )
+            self.answer_dropped(dest, [decode(data, self.codec)])
 
     def send(self, msg: Message) -> None:
         dest = msg.dest
@@ -490,7 +486,7 @@ class HybridTransport(_RedisTransport):
         if deliver is not None:
             # Same process: no network, but the same copy semantics as a remote send.
             header, payloads = encode(msg, self.codec)
-            deliver(decode(header, [memoryview(p) for p in payloads], self.codec))
+            deliver(decode(Envelope(header, [memoryview(p) for p in payloads]), self.codec))
             return
         address = self._address(dest)
         if address is not None:
@@ -515,10 +511,8 @@ class HybridTransport(_RedisTransport):
                 level = logging.WARNING if isinstance(e.__cause__, ssl.SSLError) else logging.DEBUG
                 logger.log(level, 'direct send to %s failed (%s): falling back to Redis', dest, e)
                 self._addresses.pop(dest, None)
-        header, payloads = encode(msg, self.codec)
-        sizes, buffers = flatten(payloads)
         self.fallback_sends += 1
-        self.push(dest, b''.join([encode_head(AGENT_MESSAGE, header, sizes), *buffers]))
+        self.push(dest, encode(msg, self.codec).to_bytes())
 
     def close(self) -> None:
         for mailbox_id in list(self._served):

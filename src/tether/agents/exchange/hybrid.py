@@ -29,6 +29,7 @@ import secrets
 import ssl
 from typing import Any
 
+from tether._serve.tls import client_context, server_context
 from tether.agents.exchange._base import Transport
 from tether.agents.exchange._hybrid_transport import _SECRET_TTL, HybridTransport
 from tether.agents.exchange.redis import _DEFAULT_THRESHOLD, RedisExchange
@@ -111,29 +112,23 @@ class HybridExchange(RedisExchange):
     def _server_tls(self) -> ssl.SSLContext | None:
         if self.tls_cert is None:
             return None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            context.load_cert_chain(self.tls_cert, self.tls_key)
+            return server_context(self.tls_cert, self.tls_key)
         except (OSError, ssl.SSLError) as e:
             raise AgentError(
                 f'cannot load the exchange certificate {self.tls_cert!r} and key '
                 f'{self.tls_key!r}: {e}',
             ) from e
-        return context
 
     def _client_tls(self) -> ssl.SSLContext | None:
         if self.tls_cert is None:
             return None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            context.load_verify_locations(self.tls_ca or self.tls_cert)
+            return client_context(self.tls_ca or self.tls_cert)
         except (OSError, ssl.SSLError) as e:
             raise AgentError(
                 f'cannot load the exchange CA file {self.tls_ca or self.tls_cert!r}: {e}'
             ) from e
-        return context
 
     def key(self) -> str:
         return 'hybrid:' + super().key()

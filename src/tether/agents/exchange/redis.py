@@ -32,9 +32,9 @@ import uuid
 from typing import Any
 
 from tether.agents._codec import Codec
-from tether.agents._message import Message, decode_bytes, encode_bytes
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
 from tether.agents.exchange._resp import RespClient
+from tether.agents.message import Message, decode, encode
 from tether.exceptions import AgentError, MailboxClosedError, UnknownMailboxError
 
 __all__ = ['RedisExchange']
@@ -185,7 +185,7 @@ class _RedisListener(Listener):
                         reached()
                     continue
                 try:
-                    self.deliver(decode_bytes(data, self.transport.codec))
+                    self.deliver(decode(data, self.transport.codec))
                 except Exception:
                     logger.exception('delivering a message from %s failed', self.key)
             if batch:
@@ -336,7 +336,7 @@ class _RedisTransport(Transport):
         )
         self.answer_dropped(
             mailbox_id,
-            [decode_bytes(d, self.codec) for d in dropped if not d.startswith(_WAKE)],
+            [decode(d, self.codec) for d in dropped if not d.startswith(_WAKE)],
         )
 
     def status(self, mailbox_id: str) -> MailboxStatus:
@@ -367,7 +367,7 @@ class _RedisTransport(Transport):
             raise MailboxClosedError(f'mailbox {dest!r} is {rc.decode(errors="replace")}')
 
     def send(self, msg: Message) -> None:
-        self.push(msg.dest, encode_bytes(msg, self.codec))
+        self.push(msg.dest, encode(msg, self.codec).to_bytes())
 
     def send_raw(self, dest: str, data: bytes) -> None:
         self.push(dest, data)

@@ -15,8 +15,8 @@ import weakref
 from typing import Any
 
 from tether.agents._codec import Codec
-from tether.agents._message import Message, Rejected, decode_bytes
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
+from tether.agents.message import Message, Rejected, decode
 from tether.exceptions import AgentError, MailboxClosedError, UnknownMailboxError
 
 __all__ = ['ThreadExchange']
@@ -107,7 +107,7 @@ class _ThreadTransport(Transport):
         self._put(msg.dest, msg)
 
     def send_raw(self, dest: str, data: bytes) -> None:
-        self._put(dest, decode_bytes(data, self.codec))
+        self._put(dest, decode(data, self.codec))
 
     def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
         while True:

@@ -19,10 +19,10 @@ import sys
 import time
 from typing import Any
 
+from tether._serve.state import pid_alive
 from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
 from tether.agents.state import agents_home
 from tether.exceptions import AgentLaunchError
-from tether.node._state import pid_alive
 
 __all__ = ['DaemonLauncher', 'daemon_records', 'exchange_from_record', 'pid_alive']
 
