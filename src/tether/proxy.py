@@ -533,7 +533,6 @@ _ENGINE_MODULES: set[str] = {
     'parsl',
     'pickle',
     'ray',
-    'tether.agents',
     'tether.bench.engine',
     'tether.bench.executor',
     'tether.bench.transformer',
@@ -542,7 +541,6 @@ _ENGINE_MODULES: set[str] = {
     'tether.serialize',
     'tether.steer',
     'tether.store.executor',
-    'tether.stream',
 }
 # Modules that ask on behalf of their caller (``functools.singledispatch`` reads
 # ``args[0].__class__``; ``abc`` and ``typing`` run ``isinstance`` for a class): the asker
