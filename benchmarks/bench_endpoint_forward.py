@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.endpoint.conftest import Relay, Site, write_relay_config
 
-from tether.node._sizes import parse_size
+from tether._serve.sizes import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / 'benchmarks' / 'results' / 'endpoint_forward.json'

@@ -70,7 +70,7 @@ class Site:
 
     def configure(self, name: str, relay: str | None, user: str = 'alice', **settings: Any) -> str:
         """Configure an endpoint (in this process: the CLI has its own test)."""
-        from tether.endpoint import EndpointConfig
+        from tether.endpoint import SiteConfig
 
         token = None
         if relay is not None:
@@ -80,7 +80,7 @@ class Site:
                 'ca_file': str(self.home.parent / 'relay.pem'),
                 **settings.get('relay', {}),
             }
-        return EndpointConfig.create(name, self.home, relay_token=token, **settings).uuid
+        return SiteConfig.create(name, self.home, relay_token=token, **settings).uuid
 
     def start(self, name: str) -> dict[str, Any]:
         """Start an endpoint as a daemon (inside the namespace, if any)."""

@@ -18,10 +18,10 @@ import uuid as _uuid
 from typing import Any
 
 from tests.endpoint.conftest import Relay, Site, wait_for
+from tether._serve.codes import CHANNEL, GET, OK, PUT
 from tether._wire import SyncConnection, encode_head
 from tether.connectors.endpoint import EndpointKey
 from tether.endpoint import find_config
-from tether.endpoint._protocol import CHANNEL, GET, OK, PUT
 
 MiB = 1 << 20
 BUDGET = 64_000_000

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from tests.endpoint.conftest import Relay, Site, wait_for
+from tether._serve.state import pid_alive
 from tether._wire import SyncConnection
 from tether.exceptions import PeerChannelError
-from tether.node._state import pid_alive
 
 SIZE = 64 << 20
 KEEPALIVE = 0.3

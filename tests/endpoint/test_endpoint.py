@@ -284,9 +284,9 @@ def test_relay_config_errors(tmp_path: Path) -> None:
 
 def test_large_objects_pass_through_as_they_arrive(site: Site, loop_relay: Relay) -> None:
     """A large PUT or GET for another endpoint is piped on, not received whole first."""
+    from tether._serve.codes import PUT
     from tether._wire import SyncConnection, encode_head
     from tether.endpoint import find_config
-    from tether.endpoint._protocol import PUT
 
     relay = loop_relay.address
     port = free_port()
@@ -377,9 +377,9 @@ def test_small_requests_forwarded_from_the_data_callback_survive_a_peer_restart(
 
 def test_warm_up_settings_and_refusals(site: Site, loop_relay: Relay, tmp_path: Path) -> None:
     """``warm_up = 0`` turns it off; clients may not ask for one; sizes are bounded."""
+    from tether._serve.codes import OK, WARM_UP, WARM_UP_MAX
     from tether._wire import ERROR, Frame, SyncConnection
-    from tether.endpoint import EndpointConfig, find_config
-    from tether.endpoint._protocol import OK, WARM_UP, WARM_UP_MAX
+    from tether.endpoint import SiteConfig, find_config
     from tether.endpoint._server import Endpoint
     from tether.exceptions import ConfigError
 
@@ -420,4 +420,4 @@ def test_warm_up_settings_and_refusals(site: Site, loop_relay: Relay, tmp_path: 
     assert refused[0] == ERROR
 
     with pytest.raises(ConfigError, match='warm_up'):
-        EndpointConfig.create('too-warm', tmp_path, peering={'warm_up': '65MiB'})
+        SiteConfig.create('too-warm', tmp_path, peering={'warm_up': '65MiB'})

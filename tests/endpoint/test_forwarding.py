@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from tether._serve import codes as proto
+from tether._serve.tls import pinned_client_context
 from tether._wire import Connection, Frame, Reply, Server, connect, error_reply, run
-from tether.endpoint import EndpointConfig, _forwarding
-from tether.endpoint import _protocol as proto
+from tether.endpoint import SiteConfig, _forwarding
 from tether.endpoint._peers import PeerLink, _Inbound
 from tether.endpoint._server import Endpoint
 from tether.exceptions import RemoteError
-from tether.relay._tls import pinned_client_context
 
 SECRET = 'owner channel secret'
 
@@ -80,7 +80,7 @@ Scenario = Callable[[Endpoint, Owner, Connection], Awaitable[None]]
 def _run(tmp_path: Path, scenario: Scenario) -> None:
     async def main() -> None:
         home = tmp_path / 'home'
-        config = EndpointConfig.create('ea', home)
+        config = SiteConfig.create('ea', home)
         endpoint = Endpoint(config, home)
         owner = Owner()
         await owner.server.start()
@@ -300,7 +300,7 @@ def _run_owner(
 
     async def main() -> None:
         home = tmp_path / 'home'
-        owner = Endpoint(EndpointConfig.create('eb', home), home)
+        owner = Endpoint(SiteConfig.create('eb', home), home)
         await owner.start()
         peer = str(_uuid.uuid4())
         owner.peers._inbound[peer] = _Inbound(peer, 'session', b'session secret', '')

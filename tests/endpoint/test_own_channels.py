@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from tests.endpoint.conftest import Relay, Site, wait_for
+from tether._serve.codes import CHANNEL, GET, OK
 from tether._wire import SyncConnection, encode_head
 from tether.connectors.endpoint import EndpointKey
 from tether.endpoint import find_config
-from tether.endpoint._protocol import CHANNEL, GET, OK
 from tether.exceptions import ConnectorError, RemoteError, WireConnectionError
 
 

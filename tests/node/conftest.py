@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from tether._serve.state import pid_alive
 from tether.node import NodeState, read_state
-from tether.node._state import pid_alive
 
 SECRET = 'node-test-secret'
 

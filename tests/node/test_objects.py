@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tether._serve.objects import BufferPool, ObjectTable
 from tether.node import format_size, parse_size
-from tether.node._objects import BufferPool, ObjectTable
 
 
 def test_evicted_buffers_are_reused_for_the_same_size(tmp_path: Path) -> None:

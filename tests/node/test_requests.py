@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tether._serve import codes as proto
+from tether._serve.objects import BufferPool, ObjectTable
+from tether._serve.requests import object_reply, object_reply_now
 from tether._wire import Limits
 from tether._wire._proto import FrameProtocol
-from tether.node import _protocol as proto
-from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import object_reply, object_reply_now
 
 
 def decode(raw: bytearray) -> tuple[int, int, dict[str, object], list[bytes]]:

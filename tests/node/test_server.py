@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.node.conftest import SECRET, RunningNode, wait_for_state, wait_gone
+from tether._serve import codes as proto
 from tether._wire import PROTOCOL_VERSION, SyncConnection, encode_head
 from tether.exceptions import (
     AuthenticationError,
@@ -22,7 +23,6 @@ from tether.exceptions import (
     ProtocolVersionError,
     RemoteError,
 )
-from tether.node import _protocol as proto
 
 StartNode = Callable[..., RunningNode]
 

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tether._serve import signalling as rp
 from tether._wire import SyncConnection
 from tether.relay import RelayConfig, RelayServer, hash_token
-from tether.relay import _protocol as rp
 
 T = TypeVar('T')
 

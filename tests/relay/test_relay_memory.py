@@ -16,9 +16,9 @@ from pathlib import Path
 
 from tests.endpoint.conftest import Relay, write_relay_config
 from tests.relay.conftest import ThreadRelay, wait_closed, wait_until
+from tether._serve import signalling as rp
 from tether._wire import ERROR, SyncConnection, encode_head
 from tether._wire._frame import PREFIX
-from tether.relay import _protocol as rp
 
 MiB = 1 << 20
 KiB = 1 << 10

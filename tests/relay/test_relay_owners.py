@@ -19,10 +19,10 @@ import pytest
 
 from tests.endpoint.conftest import Relay, Site, write_relay_config
 from tests.relay.conftest import TOKENS, ThreadRelay, relay_config
+from tether._serve import signalling as rp
 from tether._wire import SyncConnection
 from tether.exceptions import ConfigError
 from tether.relay import RelayServer
-from tether.relay import _protocol as rp
 
 ALICE_EP = '5b0e7f5c-0d6c-4a43-9d0e-6a8f3e1d2c11'
 

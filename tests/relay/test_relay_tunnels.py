@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 
 from tests.relay.conftest import ThreadRelay, wait_closed, wait_until
+from tether._serve import signalling as rp
 from tether._wire import SyncConnection
-from tether.relay import _protocol as rp
 
 MiB = 1 << 20
 KiB = 1 << 10

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from tests.security._node import SECRET, RunningNode, StartNode, start_node
+from tether._serve import codes as proto
 from tether._wire import SyncConnection, encode_head
 from tether.exceptions import FrameTooLargeError, WireConnectionError
-from tether.node import _protocol as proto
 
 __all__ = ['start_node']
 
@@ -33,7 +33,7 @@ _PRODUCER = textwrap.dedent(
     """
     import os, sys, time
     from tether._wire import SyncConnection, encode_head
-    from tether.node import _protocol as proto
+    from tether._serve import codes as proto
     port, size, sent = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     conn = SyncConnection('127.0.0.1', port, secret=sys.argv[4])
     head = encode_head(proto.PUT, {'ids': [os.urandom(16).hex()]}, [size], 1)

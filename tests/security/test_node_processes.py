@@ -25,13 +25,13 @@ from click.testing import CliRunner
 
 from tests.node.conftest import wait_gone
 from tests.security._node import SECRET, RunningNode, StartNode, start_node
+from tether._serve import codes as proto
+from tether._serve import spawn as _spawn
+from tether._serve.state import pid_alive
 from tether._wire import SyncConnection
 from tether.cli import cli
 from tether.connectors.node import NodeConnector
 from tether.exceptions import ConfigError, ConnectorError
-from tether.node import _protocol as proto
-from tether.node import _spawn
-from tether.node._state import pid_alive
 
 __all__ = ['start_node']
 
@@ -225,7 +225,7 @@ def test_status_shows_where_the_server_listens(start_node: StartNode) -> None:
 
 
 def test_node_connector_speaks_tls(tmp_path: Path) -> None:
-    from tether.relay._tls import make_self_signed
+    from tether._serve.tls import make_self_signed
 
     cert_pem, key_pem = make_self_signed('localhost', ['127.0.0.1'])
     cert = tmp_path / 'node.pem'

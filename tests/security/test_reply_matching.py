@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from tests.wire.conftest import ThreadServer
+from tether._serve import codes as proto
 from tether._wire import Connection, Frame, Reply, SyncClient, SyncConnection
 from tether.connectors.node import NodeConnector, NodeKey
 from tether.exceptions import ConnectorError, ProtocolError, WireConnectionError
-from tether.node import _protocol as proto
 
 SECRET = 'reply-matching-secret'
 

@@ -46,7 +46,7 @@ from tether._wire._frame import (
     encode_one,
     with_request_id,
 )
-from tether._wire._handshake import PRE_AUTH_LIMITS
+from tether._wire._handshake import PRE_AUTH_LIMITS, check_reply
 from tether._wire._proto import FastPath, FrameMemory, FrameRouter
 from tether._wire._splice import Splice, SpliceEnd
 from tether._wire._sync import SyncClient, SyncConnection
@@ -75,6 +75,7 @@ __all__ = [
     'SpliceEnd',
     'SyncClient',
     'SyncConnection',
+    'check_reply',
     'client_handshake',
     'client_protocol',
     'connect',

@@ -948,9 +948,6 @@ async def client_handshake(
 
 def run(main: Coroutine[Any, Any, _T]) -> _T:
     """Run a coroutine on a new event loop (uvloop when installed)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
+    from tether._serve.loop import run as run_on_new_loop
+
+    return run_on_new_loop(main)

@@ -43,12 +43,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tether._serve import codes as proto
+from tether._serve.site import SiteConfig, list_configs, read_state
 from tether._wire import SyncClient, SyncConnection
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel
-from tether.endpoint import _protocol as proto
-from tether.endpoint._config import EndpointConfig, list_configs, read_state
 from tether.exceptions import (
     ConnectorClosedError,
     ConnectorError,
@@ -160,7 +160,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             own_channels=own_channels,
             unix_socket=unix_socket,
         )
-        self._local: tuple[EndpointConfig, SyncClient] | None = None
+        self._local: tuple[SiteConfig, SyncClient] | None = None
         self._own: dict[str, SyncClient] = {}
         """Per owning endpoint: connections with a channel of their own to it."""
         self._own_after: dict[str, float] = {}
@@ -174,7 +174,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
 
     # The local endpoint ----------------------------------------------------------------
 
-    def _find_local(self) -> tuple[EndpointConfig, SyncClient]:
+    def _find_local(self) -> tuple[SiteConfig, SyncClient]:
         home = Path(self.home) if self.home else None
         if home is not None:
             _check_owned(home, 'home')
@@ -216,7 +216,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             'create one with `tether endpoint configure NAME` and add it to the list',
         )
 
-    def _endpoint(self) -> tuple[EndpointConfig, SyncClient]:
+    def _endpoint(self) -> tuple[SiteConfig, SyncClient]:
         if self._closed:
             raise ConnectorClosedError(f'{self!r} is closed')
         local = self._local
@@ -260,7 +260,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         for client in own:
             client.close()
 
-    def _own_client(self, config: EndpointConfig, endpoint: str) -> SyncClient | None:
+    def _own_client(self, config: SiteConfig, endpoint: str) -> SyncClient | None:
         """The connections with a channel of their own to ``endpoint`` (``None``: forward)."""
         if not self.own_channels or endpoint in (config.uuid, config.name):
             return None

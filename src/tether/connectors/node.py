@@ -37,6 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tether._serve import codes as proto
+from tether._serve.spawn import detect_address, ensure_server, resolve_secret, stop_server
+from tether._serve.state import NodeState, check_name, default_run_dir
+from tether._serve.tls import client_context
 from tether._wire import SyncClient
 from tether.connectors._context import ClosingContext
 from tether.connectors._util import new_id
@@ -49,9 +53,6 @@ from tether.exceptions import (
     WireConnectionError,
     WireError,
 )
-from tether.node import _protocol as proto
-from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
-from tether.node._state import NodeState, check_name, default_run_dir
 from tether.serialize import BytesLike
 
 __all__ = ['NodeConnector', 'NodeConnectorConfig', 'NodeKey']
@@ -266,11 +267,9 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
             return None
         if self._ssl is None:
             try:
-                context = ssl.create_default_context(cafile=self.tls_ca)
+                self._ssl = client_context(self.tls_ca)
             except (OSError, ssl.SSLError) as e:
                 raise ConnectorError(f'{self!r}: cannot load tls_ca {self.tls_ca!r}: {e}') from e
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._ssl = context
         return self._ssl
 
     def _client(self, host: str, port: int) -> SyncClient:

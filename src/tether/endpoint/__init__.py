@@ -1,6 +1,7 @@
 """Endpoints: object stores at each site, peered across firewalls and NATs.
 
-An endpoint (:class:`Endpoint`) runs at every site a user works on. Clients of the site
+An endpoint (:class:`Endpoint`, configured by a :class:`SiteConfig`) runs at every
+data site a user works on. Clients of the site
 talk only to it (:class:`tether.connectors.endpoint.EndpointConnector`); a request for an
 object owned by an endpoint at another site is forwarded over a peer channel between
 the two endpoints, opened with the help of the user's relay (:mod:`tether.relay`): a
@@ -14,10 +15,10 @@ configurations live under ``$TETHER_HOME/endpoints``.
 
 from __future__ import annotations
 
-from tether.endpoint._config import (
-    EndpointConfig,
+from tether._serve.site import (
     PeeringSettings,
     RelaySettings,
+    SiteConfig,
     StorageSettings,
     find_config,
     list_configs,
@@ -26,11 +27,15 @@ from tether.endpoint._config import (
 from tether.endpoint._daemon import endpoint_status, start_endpoint, stop_endpoint
 from tether.endpoint._server import Endpoint
 
+EndpointConfig = SiteConfig
+"""The old name of :class:`SiteConfig` (the same class), kept for existing code."""
+
 __all__ = [
     'Endpoint',
     'EndpointConfig',
     'PeeringSettings',
     'RelaySettings',
+    'SiteConfig',
     'StorageSettings',
     'endpoint_status',
     'find_config',

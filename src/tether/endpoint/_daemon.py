@@ -6,15 +6,15 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from tether.endpoint._config import EndpointConfig, find_config, read_state
+from tether._serve import codes as proto
+from tether._serve.site import SiteConfig, find_config, read_state
+from tether._serve.spawn import launch_detached, wait_gone
+from tether._serve.state import pid_alive
 from tether.exceptions import EndpointError, RemoteError, WireError
-from tether.node._spawn import _LAUNCHER, _log_tail
 
 __all__ = ['endpoint_status', 'run_foreground', 'start_endpoint', 'stop_endpoint']
 
@@ -54,37 +54,25 @@ def start_endpoint(name: str, home: Path | None = None, timeout: float = 30.0) -
     state = read_state(folder)
     if state is not None:
         raise EndpointError(f'endpoint {config.name} already runs (pid {state["pid"]})')
-    log = folder / 'endpoint.log'
     cmd = [sys.executable, '-m', 'tether.endpoint', config.name]
     if home is not None:
         cmd.append(str(home))
-    out = subprocess.run(
-        [sys.executable, '-c', _LAUNCHER, str(log), *cmd],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise EndpointError(f'cannot launch endpoint {config.name}: {out.stderr.strip()}')
-    pid = int(out.stdout.strip())
-    deadline = time.monotonic() + timeout
-    from tether.node._state import pid_alive
 
-    while time.monotonic() < deadline:
+    def started(pid: int) -> dict[str, Any] | None:
         state = read_state(folder)
-        if state is not None and state['pid'] == pid:
-            return state
-        if not pid_alive(pid):
-            raise EndpointError(
-                f'endpoint {config.name} exited during start-up; its log {log} ends with:\n'
-                f'{_log_tail(log)}',
-            )
-        time.sleep(0.02)
-    raise EndpointError(f'endpoint {config.name} (pid {pid}) did not start within {timeout} s')
+        return state if state is not None and state['pid'] == pid else None
+
+    return launch_detached(
+        f'endpoint {config.name}',
+        cmd,
+        folder / 'endpoint.log',
+        started,
+        timeout=timeout,
+        error=EndpointError,
+    )
 
 
-def _request(config: EndpointConfig, home: Path | None, mtype: int, header: Any) -> Any:
+def _request(config: SiteConfig, home: Path | None, mtype: int, header: Any) -> Any:
     from tether._wire import SyncConnection
 
     state = read_state(config.folder(home))
@@ -109,8 +97,6 @@ def endpoint_status(name: str, home: Path | None = None, **query: Any) -> dict[s
         EndpointError: it is not running, does not answer, or refused the query (the
             message says why: e.g. a NAT check without a registered relay).
     """
-    from tether.endpoint import _protocol as proto
-
     config = find_config(name, home)
     mtype = proto.PEERS if query else proto.STATUS
     try:
@@ -130,9 +116,6 @@ def stop_endpoint(name: str, home: Path | None = None, timeout: float = 10.0) ->
     Returns:
         Whether it is gone (also ``True`` if it was not running).
     """
-    from tether.endpoint import _protocol as proto
-    from tether.node._state import pid_alive
-
     config = find_config(name, home)
     state = read_state(config.folder(home))
     if state is None:
@@ -148,9 +131,6 @@ def stop_endpoint(name: str, home: Path | None = None, timeout: float = 10.0) ->
         if sig is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not pid_alive(pid):
-                return True
-            time.sleep(0.02)
+        if wait_gone(pid, timeout):
+            return True
     return not pid_alive(pid)

@@ -19,17 +19,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether._serve import codes as proto
 from tether._wire import (
     Connection,
     Frame,
     RawReply,
     Reply,
+    check_reply,
     encode_head,
     error_reply,
     with_request_id,
 )
-from tether._wire._handshake import check_reply
-from tether.endpoint import _protocol as proto
 from tether.endpoint._pipe import Pipe
 from tether.exceptions import ProtocolError, RemoteError, WireError
 

@@ -3,7 +3,7 @@
 A frame's head claims its payloads' sizes before any of their bytes arrive. The client
 server and the peer server (which also serves client connections spliced onto a peer
 channel, see ``CHANNEL``) allocate every frame they receive through one
-:class:`EndpointMemory`, the node server's :class:`~tether.node._memory.NodeMemory`: a
+:class:`EndpointMemory`, the node server's :class:`~tether._serve.memory.NodeMemory`: a
 payload is held in memory only if the budget can take it, counting every payload still
 in flight; otherwise it is written to a spill file as it arrives; a frame the spill
 directory cannot take either is refused before anything is allocated. Payloads of a
@@ -17,10 +17,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from tether._serve.memory import NodeMemory
+from tether._serve.objects import SpillFile
 from tether._wire import Frame
 from tether.endpoint._pipe import PipeSlice
-from tether.node._memory import NodeMemory
-from tether.node._objects import SpillFile
 
 __all__ = ['EndpointMemory', 'in_memory']
 
@@ -41,8 +41,8 @@ class EndpointMemory(NodeMemory):
             # decision as NodeMemory's, in fewer steps (a request is a few microseconds).
             n = sizes[0]
             table = self.table
-            if table.memory_used + self.inflight + n <= table.memory_limit:
-                self.inflight += n
+            if table.memory_used + self.reserved + n <= table.memory_limit:
+                self.reserved += n
                 return [self.pool.take(n)]
         return super().allocate(sizes)
 
@@ -52,7 +52,7 @@ class EndpointMemory(NodeMemory):
             return
         first = payloads[0]
         if type(first) is bytearray and len(payloads) == 1:
-            self.inflight -= len(first)
+            self.reserved -= len(first)
         elif not isinstance(first, PipeSlice):  # a piped frame's are all pipe slices
             super().release(payloads)
 

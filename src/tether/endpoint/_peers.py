@@ -30,6 +30,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from tether._serve import signalling as rp
+from tether._serve.codes import WARM_UP
+from tether._serve.tls import pinned_client_context
 from tether._wire import (
     Connection,
     Frame,
@@ -39,7 +42,6 @@ from tether._wire import (
     client_protocol,
     connect,
 )
-from tether.endpoint._protocol import WARM_UP
 from tether.exceptions import (
     EndpointError,
     PeeringError,
@@ -47,8 +49,6 @@ from tether.exceptions import (
     WireConnectionError,
     WireError,
 )
-from tether.relay import _protocol as rp
-from tether.relay._tls import pinned_client_context
 
 if TYPE_CHECKING:
     from tether.endpoint._server import Endpoint

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tether._serve import signalling as rp
+from tether._serve.tls import client_context
 from tether._wire import ERROR, Connection, Frame, connect
 from tether.exceptions import EndpointError, RemoteError, WireError
-from tether.relay import _protocol as rp
-from tether.relay._tls import client_context
 
 __all__ = ['RelayLink']
 

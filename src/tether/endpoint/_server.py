@@ -13,6 +13,15 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from tether._serve import codes as proto
+from tether._serve import signalling as rp
+from tether._serve.lifecycle import wait_for_stop
+from tether._serve.objects import BufferPool, ObjectTable
+from tether._serve.persistent import PersistentTable
+from tether._serve.requests import object_reply_now
+from tether._serve.site import SiteConfig, write_state
+from tether._serve.sizes import parse_size
+from tether._serve.tls import fingerprint, server_context
 from tether._wire import (
     Connection,
     FastPath,
@@ -27,8 +36,6 @@ from tether._wire import (
     encode_head,
     error_reply,
 )
-from tether.endpoint import _protocol as proto
-from tether.endpoint._config import EndpointConfig, write_state
 from tether.endpoint._forwarding import (
     PEER_TIMEOUT,
     PIPE_REPLY_MIN,
@@ -41,14 +48,7 @@ from tether.endpoint._memory import EndpointMemory, in_memory
 from tether.endpoint._peers import PeerLink, PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
-from tether.endpoint._store import PersistentTable
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
-from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import object_reply_now
-from tether.node._sizes import parse_size
-from tether.relay import _protocol as rp
-from tether.relay._lifecycle import wait_for_stop
-from tether.relay._tls import fingerprint, server_context
 
 __all__ = ['Endpoint']
 
@@ -66,7 +66,7 @@ class Endpoint:
         home: ``$TETHER_HOME`` (default: the environment's).
     """
 
-    def __init__(self, config: EndpointConfig, home: Path | None = None) -> None:
+    def __init__(self, config: SiteConfig, home: Path | None = None) -> None:
         self.config = config
         self.home = home
         self.uuid = config.uuid

@@ -15,8 +15,8 @@ import contextlib
 import json
 import socket
 
+from tether._serve import signalling as rp
 from tether.exceptions import PeeringError
-from tether.relay import _protocol as rp
 
 __all__ = ['simultaneous_open', 'tcp_mapping']
 

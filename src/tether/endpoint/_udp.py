@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tether._serve import signalling as rp
 from tether.exceptions import WireConnectionError
-from tether.relay import _protocol as rp
 
 __all__ = ['QuicPeer', 'UdpSession', 'nat_type', 'quic_config']
 

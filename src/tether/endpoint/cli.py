@@ -126,12 +126,12 @@ def _configure(  # noqa: PLR0917
     as_json: bool,
 ) -> None:
     """Configure a new endpoint NAME (a UUID, a client token and a peer identity)."""
-    from tether.endpoint._config import EndpointConfig
+    from tether._serve.site import SiteConfig
     from tether.exceptions import TetherError
 
     token = Path(relay_token_file).read_text() if relay_token_file else None
     try:
-        config = EndpointConfig.create(
+        config = SiteConfig.create(
             name,
             _home(home),
             relay_token=token,
@@ -219,7 +219,7 @@ def _stop(name: str, home: str | None) -> None:
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON (with each peer and its path).')
 def _list(home: str | None, as_json: bool) -> None:
     """List configured endpoints, whether they run, and their peers."""
-    from tether.endpoint._config import list_configs, read_state
+    from tether._serve.site import list_configs, read_state
     from tether.endpoint._daemon import endpoint_status
     from tether.exceptions import TetherError
 
@@ -258,7 +258,7 @@ def _list(home: str | None, as_json: bool) -> None:
 @click.option('--home', default=None, help=_HOME_HELP)
 def _remove(name: str, home: str | None) -> None:
     """Remove endpoint NAME's configuration, identity and objects (stop it first)."""
-    from tether.endpoint._config import find_config, read_state, remove_folder
+    from tether._serve.site import find_config, read_state, remove_folder
     from tether.exceptions import TetherError
 
     try:
@@ -304,10 +304,10 @@ def _check_nat(name: str, home: str | None, as_json: bool) -> None:
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
 def _test(name: str, remote: str, size: str, home: str | None, as_json: bool) -> None:
     """Put an object at endpoint REMOTE through NAME, get it back, evict it, and time it."""
+    from tether._serve.sizes import parse_size
     from tether.connectors.endpoint import EndpointConnector, EndpointKey
     from tether.endpoint._daemon import endpoint_status
     from tether.exceptions import TetherError
-    from tether.node._sizes import parse_size
 
     try:
         nbytes = parse_size(size)

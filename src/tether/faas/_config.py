@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import pydantic
 
+from tether._serve.state import pid_alive
 from tether.exceptions import ConfigError
-from tether.node._state import pid_alive
 
 __all__ = [
     'EndpointConfig',

@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from tether._serve.loop import run as run_loop
 from tether.exceptions import ConfigError
 from tether.faas._config import (
     EndpointConfig,
@@ -26,7 +27,6 @@ from tether.faas._config import (
     read_dev_file,
     write_private,
 )
-from tether.faas._loop import run as run_loop
 from tether.faas._server import ServiceThread
 from tether.faas.endpoint._agent import Agent
 

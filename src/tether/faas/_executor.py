@@ -26,13 +26,14 @@ import contextlib
 import itertools
 import json
 import logging
-import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tether._serve.loop import new_event_loop
+from tether._serve.tls import client_context
 from tether.exceptions import (
     ConfigError,
     FaasAuthenticationError,
@@ -43,7 +44,6 @@ from tether.exceptions import (
 from tether.faas import _frames
 from tether.faas._client import Client, check_timeout, outcome
 from tether.faas._http import error_from, ws_url
-from tether.faas._loop import new_event_loop
 from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
@@ -425,12 +425,9 @@ class Executor(concurrent.futures.Executor):
         context = None
         if url.startswith('wss://'):
             verify = self.client.verify
-            context = ssl.create_default_context(
-                cafile=verify if isinstance(verify, str) else None
+            context = client_context(
+                verify if isinstance(verify, str) else None, verify=verify is not False
             )
-            if verify is False:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
         delay = 0.05
         down_since = time.monotonic()
         while True:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from tether._serve.loop import new_event_loop
 from tether.exceptions import ConfigError, FaasConnectionError, TetherError
 from tether.faas._amqp import _redact
 from tether.faas._app import build_app
@@ -22,7 +23,6 @@ from tether.faas._conn import ConnectionGate, protocols
 from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import Driver, open_driver
-from tether.faas._loop import new_event_loop
 from tether.faas._open_broker import open_broker
 
 __all__ = ['ServiceThread', 'open_database', 'open_service', 'serve']

@@ -71,7 +71,7 @@ def _serve(config_path: str, as_json: bool) -> None:
             loop.add_signal_handler(sig, stop.set)
         await serve_service(config, stop, ready)
 
-    from tether.faas._loop import run
+    from tether._serve.loop import run
 
     run(main())
 

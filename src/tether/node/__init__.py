@@ -11,11 +11,11 @@ first use. ``tether node start|stop|status`` runs and inspects one by hand.
 
 from __future__ import annotations
 
-from tether.node._objects import ObjectTable
+from tether._serve.objects import ObjectTable
+from tether._serve.sizes import format_size, parse_size
+from tether._serve.spawn import detect_address, ensure_server, resolve_secret, stop_server
+from tether._serve.state import NodeState, default_run_dir, read_state
 from tether.node._server import NodeServer
-from tether.node._sizes import format_size, parse_size
-from tether.node._spawn import detect_address, ensure_server, resolve_secret, stop_server
-from tether.node._state import NodeState, default_run_dir, read_state
 
 __all__ = [
     'NodeServer',

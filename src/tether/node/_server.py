@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tether._serve import codes as proto
+from tether._serve.memory import NodeMemory
+from tether._serve.objects import BufferPool, ObjectTable
+from tether._serve.requests import object_reply
+from tether._serve.state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
 from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
-from tether.node import _protocol as proto
-from tether.node._memory import NodeMemory
-from tether.node._objects import BufferPool, ObjectTable
-from tether.node._requests import object_reply
-from tether.node._state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
 
 __all__ = ['NodeServer']
 

@@ -101,12 +101,12 @@ def _start(  # noqa: PLR0917
     Example:
       TETHER_NODE_SECRET=... tether node start --port 7400 --memory 4GB
     """
+    from tether._serve.sizes import format_size, parse_size, physical_memory
+    from tether._serve.spawn import detect_address, find_server, resolve_secret
+    from tether._serve.state import check_name, default_run_dir
     from tether._wire import run
     from tether.exceptions import ConfigError
     from tether.node._server import NodeServer
-    from tether.node._sizes import format_size, parse_size, physical_memory
-    from tether.node._spawn import detect_address, find_server, resolve_secret
-    from tether.node._state import check_name, default_run_dir
 
     try:
         check_name(name)
@@ -133,9 +133,10 @@ def _start(  # noqa: PLR0917
         raise click.BadParameter(str(e)) from e
     context = None
     if tls_cert:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        from tether._serve.tls import server_context
+
         try:
-            context.load_cert_chain(tls_cert, tls_key)
+            context = server_context(tls_cert, tls_key)
         except (OSError, ssl.SSLError) as e:
             raise click.ClickException(f'cannot load --tls-cert/--tls-key: {e}') from e
     server = NodeServer(
@@ -167,8 +168,8 @@ def _start(  # noqa: PLR0917
 
 
 def _connect(name: str, run_dir: str | None) -> tuple[object, Path]:
+    from tether._serve.state import check_name, default_run_dir, read_state
     from tether.exceptions import ConfigError
-    from tether.node._state import check_name, default_run_dir, read_state
 
     try:
         check_name(name)
@@ -187,9 +188,9 @@ def _connect(name: str, run_dir: str | None) -> tuple[object, Path]:
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts.')
 def _status(name: str, run_dir: str | None, as_json: bool) -> None:
     """Show a running server's address, objects, memory and clients."""
-    from tether.node._sizes import format_size
-    from tether.node._spawn import verify_server
-    from tether.node._state import NodeState
+    from tether._serve.sizes import format_size
+    from tether._serve.spawn import verify_server
+    from tether._serve.state import NodeState
 
     state, _ = _connect(name, run_dir)
     assert isinstance(state, NodeState)
@@ -224,9 +225,9 @@ def _status(name: str, run_dir: str | None, as_json: bool) -> None:
 @click.option('--timeout', default=10.0, show_default=True, help='Seconds to wait for it to exit.')
 def _stop(name: str, run_dir: str | None, timeout: float) -> None:
     """Stop a running server (its objects are lost)."""
+    from tether._serve.spawn import stop_server
+    from tether._serve.state import NodeState
     from tether.exceptions import ConnectorError
-    from tether.node._spawn import stop_server
-    from tether.node._state import NodeState
 
     state, rdir = _connect(name, run_dir)
     assert isinstance(state, NodeState)

@@ -10,9 +10,9 @@ relay.toml``.
 
 from __future__ import annotations
 
+from tether._serve.tls import fingerprint, make_self_signed
 from tether.relay._config import RelayConfig, RelayUser, hash_token
 from tether.relay._server import RelayServer
-from tether.relay._tls import fingerprint, make_self_signed
 
 __all__ = [
     'RelayConfig',

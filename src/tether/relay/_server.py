@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tether._serve import signalling as proto
+from tether._serve.lifecycle import wait_for_stop
+from tether._serve.tls import server_context
 from tether._wire import (
     Connection,
     Frame,
@@ -25,10 +28,7 @@ from tether._wire import (
     error_reply,
 )
 from tether.exceptions import ConfigError
-from tether.relay import _protocol as proto
 from tether.relay._config import RelayConfig
-from tether.relay._lifecycle import wait_for_stop
-from tether.relay._tls import server_context
 
 __all__ = ['RelayServer']
 

@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from tether._serve.tls import client_context
 from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
 from tether.faas._config import EndpointConfig
@@ -238,7 +239,7 @@ class Agent:
     def _ssl(self) -> ssl.SSLContext | None:
         if not self.config.service_url.startswith('https://'):
             return None
-        return ssl.create_default_context(cafile=self.config.ca_file)
+        return client_context(self.config.ca_file)
 
     async def _session(self, http: Any) -> None:
         from websockets.asyncio.client import connect

@@ -231,7 +231,7 @@ def _start(name: str, foreground: bool) -> None:
     )
     write_private(folder / 'pid', str(os.getpid()).encode())
     try:
-        from tether.faas._loop import run
+        from tether._serve.loop import run
 
         run(_run(config, token, folder))
     finally:

@@ -27,6 +27,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from tether._serve.loop import LoopThread
 from tether.exceptions import (
     StreamBackpressureError,
     StreamBrokerError,
@@ -34,7 +35,6 @@ from tether.exceptions import (
     StreamTimeoutError,
 )
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._aio import LoopThread
 
 __all__ = ['AMQPPublisher', 'AMQPSubscriber']
 
@@ -62,7 +62,7 @@ class _Base:
         self.max_length = max_length
         self._closed = False
         self._queues: dict[str, Any] = {}
-        self._loop = LoopThread('tether-amqp')
+        self._loop = LoopThread('tether-amqp', timeout_error=StreamTimeoutError)
         sep = '&' if '?' in url else '?'
         try:
             self._connection: Any = self._run(

@@ -26,9 +26,9 @@ import re
 import time
 from typing import Any
 
+from tether._serve.loop import LoopThread
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._aio import LoopThread
 
 __all__ = [
     'JetStreamPublisher',
@@ -68,7 +68,7 @@ class _Client:
         self.servers = servers
         self.timeout = timeout
         self._nats = nats
-        self._loop = LoopThread(f'tether-nats-{servers}')
+        self._loop = LoopThread(f'tether-nats-{servers}', timeout_error=StreamTimeoutError)
 
         self.last_error: Exception | None = None
         self._down_since: float | None = None

@@ -81,18 +81,35 @@ def fingerprint(cert_pem: str) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(cert_pem)).hexdigest()
 
 
-def server_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContext:
-    """A TLS server context presenting ``cert_file``."""
+def server_context(cert_file: str | Path, key_file: str | Path | None = None) -> ssl.SSLContext:
+    """A TLS server context presenting ``cert_file`` (its key in ``key_file``, else in
+    ``cert_file``); TLS 1.2 at least.
+
+    Raises:
+        OSError, ssl.SSLError: the certificate or key cannot be loaded.
+    """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(str(cert_file), str(key_file))
+    ctx.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
     return ctx
 
 
-def client_context(ca_file: str | Path | None) -> ssl.SSLContext:
-    """A TLS client context trusting ``ca_file`` (``None``: the system's authorities)."""
+def client_context(ca_file: str | Path | None = None, *, verify: bool = True) -> ssl.SSLContext:
+    """A TLS client context trusting ``ca_file`` (``None``: the system's authorities);
+    TLS 1.2 at least.
+
+    ``verify=False`` checks neither the certificate nor the host name: only for
+    connections that prove the server otherwise (a local control connection
+    authenticated by a shared secret), or where the user asked for it.
+
+    Raises:
+        OSError, ssl.SSLError: ``ca_file`` cannot be loaded.
+    """
     ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
     return ctx
 
 

@@ -12,11 +12,11 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tether.exceptions import ConnectorError
-from tether.node._state import (
+from tether._serve.state import (
     ALL_INTERFACES,
     NodeState,
     check_name,
@@ -25,20 +25,26 @@ from tether.node._state import (
     read_state,
     remove_stale_state,
 )
+from tether._serve.tls import client_context
+from tether.exceptions import ConnectorError
 
 __all__ = [
     'detect_address',
+    'launch_detached',
     'ensure_server',
     'find_server',
     'resolve_secret',
     'secret_file',
     'stop_server',
     'verify_server',
+    'wait_gone',
 ]
 
 logger = logging.getLogger(__name__)
 
-_LAUNCHER = (
+T = TypeVar('T')
+
+LAUNCHER = (
     'import subprocess, sys\n'
     'p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, '
     'stdout=open(sys.argv[1], "ab"), stderr=subprocess.STDOUT, start_new_session=True)\n'
@@ -101,11 +107,68 @@ def detect_address() -> str:
         return '127.0.0.1'
 
 
-def _log_tail(path: Path) -> str:
+def log_tail(path: Path) -> str:
+    """The last 2000 characters of the log at ``path`` (for an error message)."""
     try:
         return path.read_text(errors='replace')[-2000:]
     except OSError:
         return '(no log)'
+
+
+def launch_detached(
+    what: str,
+    cmd: list[str],
+    log: Path,
+    started: Callable[[int], T | None],
+    *,
+    timeout: float,
+    error: type[Exception] = ConnectorError,
+    env: dict[str, str] | None = None,
+) -> T:
+    """Run ``cmd`` detached from this process (its own session, output to ``log``) and
+    wait until ``started(pid)`` returns its state.
+
+    Shared by every daemon tether starts (node servers, endpoints): ``started`` reads the
+    state file the daemon writes once it serves, and returns ``None`` until then.
+
+    Raises:
+        error: the launch failed, the daemon exited during start-up (the message ends
+            with its log), or it did not start within ``timeout`` seconds.
+    """
+    out = subprocess.run(
+        [sys.executable, '-c', LAUNCHER, str(log), *cmd],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise error(f'cannot launch {what}: {out.stderr.strip()}')
+    pid = int(out.stdout.strip())
+    logger.info('started %s (pid %d, log %s)', what, pid, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = started(pid)
+        if state is not None:
+            return state
+        if not pid_alive(pid):
+            raise error(
+                f'{what} exited during start-up; its log {log} ends with:\n{log_tail(log)}',
+            )
+        time.sleep(0.01)
+    raise error(f'{what} (pid {pid}) did not start within {timeout} s')
+
+
+def wait_gone(pid: int, timeout: float, same: Callable[[], bool] = lambda: True) -> bool:
+    """Wait up to ``timeout`` seconds for process ``pid`` to end (or, per ``same``, to
+    be another process); return whether it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid) or not same():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def verify_server(
@@ -118,9 +181,9 @@ def verify_server(
     whose pid now belongs to another process, or whose port another program took, does
     not pass.
     """
+    from tether._serve import codes as proto
     from tether._wire import SyncConnection
     from tether.exceptions import WireError
-    from tether.node import _protocol as proto
 
     if not pid_alive(state.pid):
         return None
@@ -157,10 +220,7 @@ def verify_server(
 def _control_tls() -> ssl.SSLContext:
     # Local control connections (status, stop) authenticate with the shared secret; the
     # certificate is not what proves the server's identity here.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
+    return client_context(verify=False)
 
 
 def find_server(
@@ -262,30 +322,19 @@ def _spawn(
         if tls_key is not None:
             cmd += ['--tls-key', tls_key]
     env = {**os.environ, 'TETHER_NODE_SECRET': secret}
-    out = subprocess.run(
-        [sys.executable, '-c', _LAUNCHER, str(log), sys.executable, '-m', 'tether.node', *cmd],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise ConnectorError(f'cannot launch node server {name!r}: {out.stderr.strip()}')
-    pid = int(out.stdout.strip())
-    logger.info('started node server %r (pid %d, log %s)', name, pid, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def started(pid: int) -> NodeState | None:
         state = read_state(run_dir, name)
-        if state is not None and state.pid == pid:
-            return state
-        if not pid_alive(pid):
-            raise ConnectorError(
-                f'node server {name!r} exited during start-up; its log {log} ends with:\n'
-                f'{_log_tail(log)}',
-            )
-        time.sleep(0.01)
-    raise ConnectorError(f'node server {name!r} (pid {pid}) did not start within {timeout} s')
+        return state if state is not None and state.pid == pid else None
+
+    return launch_detached(
+        f'node server {name!r}',
+        [sys.executable, '-m', 'tether.node', *cmd],
+        log,
+        started,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
@@ -302,9 +351,9 @@ def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
         ConnectorError: if the discovery file names a live process that does not answer
             as this server (it is left alone).
     """
+    from tether._serve import codes as proto
     from tether._wire import SyncConnection
     from tether.exceptions import WireError
-    from tether.node import _protocol as proto
 
     state = read_state(run_dir, name)
     if state is None:
@@ -339,11 +388,8 @@ def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
                 return True  # gone, and the pid was reused: never signal the new process
             with contextlib.suppress(ProcessLookupError):
                 os.kill(state.pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not pid_alive(state.pid) or _start_time(state.pid) != started:
-                return True
-            time.sleep(0.01)
+        if wait_gone(state.pid, timeout, lambda: _start_time(state.pid) == started):
+            return True
     return not pid_alive(state.pid)
 
 

@@ -29,14 +29,14 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tether._serve.tls import make_self_signed, write_private
 from tether.exceptions import ConfigError, EndpointError
-from tether.relay._tls import make_self_signed, write_private
 
 __all__ = [
     'PATHS',
-    'EndpointConfig',
     'PeeringSettings',
     'RelaySettings',
+    'SiteConfig',
     'StorageSettings',
     'endpoint_dir',
     'find_config',
@@ -153,8 +153,8 @@ class PeeringSettings(BaseModel):
     @field_validator('warm_up')
     @classmethod
     def _check_warm_up(cls, value: str | int) -> str | int:
-        from tether.endpoint._protocol import WARM_UP_MAX
-        from tether.node._sizes import parse_size
+        from tether._serve.codes import WARM_UP_MAX
+        from tether._serve.sizes import parse_size
 
         if not 0 <= parse_size(value) <= WARM_UP_MAX:
             raise ValueError(f'warm_up must be 0 to 64MiB, got {value!r}')
@@ -177,8 +177,9 @@ class StorageSettings(BaseModel):
     max_object: str = '16GiB'
 
 
-class EndpointConfig(BaseModel):
-    """One endpoint: a UUID, a name, where clients reach it, its relay and storage."""
+class SiteConfig(BaseModel):
+    """One data site's endpoint: a UUID, a name, where clients reach it, its relay and
+    storage (``tether.endpoint.EndpointConfig`` is the same class, under its old name)."""
 
     model_config = ConfigDict(extra='forbid')
 
@@ -214,7 +215,7 @@ class EndpointConfig(BaseModel):
         return path
 
     @classmethod
-    def read(cls, folder: Path) -> EndpointConfig:
+    def read(cls, folder: Path) -> SiteConfig:
         """Read ``folder/endpoint.toml``.
 
         Raises:
@@ -234,7 +235,7 @@ class EndpointConfig(BaseModel):
         *,
         relay_token: str | None = None,
         **settings: Any,
-    ) -> EndpointConfig:
+    ) -> SiteConfig:
         """Configure a new endpoint: its folder, UUID, client token and identity.
 
         Raises:
@@ -281,7 +282,7 @@ def _read_secret(path: Path, what: str) -> str:
         raise EndpointError(f'cannot read the {what} {path}: {e}') from e
 
 
-def list_configs(home: Path | None = None) -> list[EndpointConfig]:
+def list_configs(home: Path | None = None) -> list[SiteConfig]:
     """Every configured endpoint under ``home``, by name."""
     root = (home or tether_home()) / 'endpoints'
     if not root.is_dir():
@@ -290,11 +291,11 @@ def list_configs(home: Path | None = None) -> list[EndpointConfig]:
     for folder in sorted(root.iterdir()):
         if (folder / 'endpoint.toml').is_file():
             with contextlib.suppress(ConfigError):
-                out.append(EndpointConfig.read(folder))
+                out.append(SiteConfig.read(folder))
     return out
 
 
-def find_config(name_or_uuid: str, home: Path | None = None) -> EndpointConfig:
+def find_config(name_or_uuid: str, home: Path | None = None) -> SiteConfig:
     """The endpoint configured under this name or UUID.
 
     Raises:
@@ -311,7 +312,7 @@ def find_config(name_or_uuid: str, home: Path | None = None) -> EndpointConfig:
 
 def read_state(folder: Path) -> dict[str, Any] | None:
     """The running endpoint's ``state.json`` if its process is alive, else ``None``."""
-    from tether.node._state import pid_alive
+    from tether._serve.state import pid_alive
 
     try:
         state: dict[str, Any] = json.loads((folder / 'state.json').read_text())

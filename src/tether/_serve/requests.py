@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tether._serve import codes as proto
+from tether._serve.objects import ObjectTable
 from tether._wire import RawReply, Reply, encode_one, error_reply
-from tether.node import _protocol as proto
-from tether.node._objects import ObjectTable
 
 __all__ = ['object_reply', 'object_reply_now']
 

@@ -7,8 +7,8 @@ import logging
 import os
 from pathlib import Path
 
-from tether.node._objects import BufferPool, ObjectTable
-from tether.node._protocol import valid_id
+from tether._serve.codes import valid_id
+from tether._serve.objects import BufferPool, ObjectTable
 
 __all__ = ['PersistentTable']
 
