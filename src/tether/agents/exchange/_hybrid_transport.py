@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from tether._serve.loop import new_event_loop
 from tether._wire import Connection as WireConnection
 from tether._wire import Frame, Limits, Server, encode_head, error_reply
 from tether.agents.exchange._base import Deliver, Listener
@@ -75,16 +76,6 @@ _ACK_DELAY = 0.01
 _ACK_EVERY = 64
 # Free shared-memory slots unused this long are closed (checked as often).
 _SLOT_IDLE = 10.0
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """The server's event loop: uvloop's when it is installed (it takes about a third less
-    time per message than asyncio's own), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class _Gate:
@@ -191,7 +182,7 @@ class HybridTransport(_RedisTransport):
         with self._lock:
             if self._server is not None:
                 return
-            loop = _new_loop()
+            loop = new_event_loop()  # uvloop's when installed
             # The name reaches senders in the handshake: it says who can read our slots.
             shm = f' shm={identity()}' if self._shm else ''
             server = Server(
