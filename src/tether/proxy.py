@@ -493,6 +493,13 @@ def _local_attribute(proxy: Proxy[Any], name: str) -> Any:
     return object.__getattribute__(proxy, name)
 
 
+# Where, counted from ``_asked_by_engine``, the search for the asker starts: past itself,
+# ``_class_of`` and its caller (``_local_attribute`` or the ``__class__`` getter), so at
+# the ``__getattribute__`` that called ``_local_attribute`` (skipped by the search) or at
+# whoever called the getter. Starting there spares Python materializing the frames below.
+_ASKER_START = 3
+
+
 def _class_of(proxy: Proxy[Any]) -> type:
     """``__class__`` of a proxy whose class is unknown or engine-special, by who asks.
 
@@ -504,7 +511,7 @@ def _class_of(proxy: Proxy[Any]) -> type:
     not set yet, in the process that made the future, answers :class:`Proxy` instead of
     waiting).
     """
-    if _asked_by_engine():
+    if _asked_by_engine(_ASKER_START):
         return type(proxy)
     cls = _get_class(proxy)
     if cls is not None:
@@ -577,15 +584,16 @@ def _module_kind(name: str) -> int:
             return _USER
 
 
-def _asked_by_engine() -> bool:
+def _asked_by_engine(start: int = 1) -> bool:
     """Whether the code asking a proxy for its class belongs to an engine.
 
     The asker is the first frame up the stack that is not this module's, not a
     ``__getattribute__`` of a proxy subclass and not a module asking for its caller
     (``functools``, ``abc``, ``typing``); C callers such as ``isinstance`` have no frame,
     so their Python caller is the asker. Only reached when the answer is not known.
+    The search starts ``start`` frames up (frames below it are this module's).
     """
-    frame: FrameType | None = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(start)
     while frame is not None:
         f_globals = frame.f_globals
         if f_globals is not _PROXY_GLOBALS and frame.f_code.co_name != '__getattribute__':
