@@ -22,7 +22,7 @@ import pytest
 from tests.faas import _tasks
 from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
 from tether._wire._frame import PREFIX
-from tether.exceptions import FaasBadRequestError, FaasRateLimitError
+from tether.exceptions import FaasBadRequestError, FaasConnectionError, FaasRateLimitError
 from tether.faas import Client, Executor, ServiceConfig, _frames
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_args
@@ -456,3 +456,32 @@ def test_the_sdk_waits_out_429(make_tight: Callable[..., ServiceThread]) -> None
             impatient.close()
             release.set()
             holder.join(60)
+
+
+def test_an_executor_refused_its_stream_says_so(make_tight: Callable[..., ServiceThread]) -> None:
+    """An Executor whose result stream the service keeps refusing (4429: the user's
+    WebSockets are at their limit) fails its futures past ``retry_deadline`` saying the
+    service refused the stream and which setting bounds it, not that it was unreachable."""
+    st = make_tight(max_websockets_per_user=1)
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    with Client(st.url, token, retry_deadline=1.0) as client:
+        group = client.create_task_group()
+
+        async def hold_and_submit() -> BaseException | None:
+            opened, codes = await open_streams(st, token, group, 1)  # the user's one stream
+            assert (len(opened), codes) == (1, [])
+            try:
+                with Executor(endpoint_id, client=client) as ex:
+                    future = ex.submit(_tasks.square, 3)
+                    return await asyncio.to_thread(lambda: future.exception(timeout=60))
+            finally:
+                for ws in opened:
+                    await ws.close()
+
+        error = asyncio.run(hold_and_submit())
+    assert isinstance(error, FaasConnectionError), repr(error)
+    message = str(error)
+    assert 'unreachable' not in message, message
+    assert 'refused' in message, message
+    assert 'max_websockets_per_user' in message, message

@@ -48,6 +48,20 @@ from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
 
+# Close codes of a result stream the service accepted, then refused: what each means.
+_REFUSALS = {
+    4429: (
+        "this user's WebSockets are at the service's per-user limit (the service's "
+        'max_websockets_per_user setting): close other Executors or result streams, or '
+        'raise the setting'
+    ),
+    4503: (
+        "the service's broker channels are used up (its broker_channel_budget setting, "
+        'within the channel_max RabbitMQ grants): raise the budget, or wait for streams '
+        'to close'
+    ),
+}
+
 logger = logging.getLogger(__name__)
 
 # Payload bytes from which a submission is split (the service's request limit is larger).
@@ -430,7 +444,9 @@ class Executor(concurrent.futures.Executor):
             )
         delay = 0.05
         down_since = time.monotonic()
+        refusal = ''  # why the service last refused the stream, if it did
         while True:
+            served = False  # a stream the service accepted and did not refuse
             try:
                 async with connect(
                     url,
@@ -442,7 +458,7 @@ class Executor(concurrent.futures.Executor):
                     open_timeout=10,
                     ssl=context,
                 ) as ws:
-                    delay = 0.05
+                    served = True
                     self._ws = ws
                     self._send_next()
                     try:
@@ -461,25 +477,37 @@ class Executor(concurrent.futures.Executor):
                             await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
                     finally:
                         self._disconnected()
-                        down_since = time.monotonic()
             except ConnectionClosed as e:
                 code = e.rcvd.code if e.rcvd is not None else 0
+                reason = e.rcvd.reason if e.rcvd is not None else ''
                 if code in (4401, 4404):
                     cls = FaasAuthenticationError if code == 4401 else FaasNotFoundError
-                    self._fail_all(cls(f'result stream of task group {group}: {e.rcvd.reason}'))  # type: ignore[union-attr]
+                    self._fail_all(cls(f'result stream of task group {group}: {reason}'))
                     return
+                if code in _REFUSALS:  # accepted, then refused: not a stream that served
+                    served = False
+                    refusal = f'{_REFUSALS[code]} ({reason})' if reason else _REFUSALS[code]
                 logger.debug('result stream closed (%s); reconnecting', e)
             except (TimeoutError, OSError, InvalidHandshake) as e:
+                refusal = ''
                 logger.debug('result stream unavailable (%r); retrying', e)
-            if time.monotonic() - down_since > self.client.retry_deadline:
-                self._fail_queued(
-                    FaasConnectionError(
-                        f'submitting: the service at {self.client.service_url} was unreachable '
-                        f'for {self.client.retry_deadline} s',
-                    )
-                )
+            if served:
+                delay = 0.05
+                down_since = time.monotonic()
+                refusal = ''
+            elif time.monotonic() - down_since > self.client.retry_deadline:
+                self._fail_queued(FaasConnectionError(self._down_message(refusal)))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+    def _down_message(self, refusal: str) -> str:
+        deadline, url = self.client.retry_deadline, self.client.service_url
+        if refusal:
+            return (
+                f'submitting: the service at {url} refused the result stream '
+                f'for {deadline} s: {refusal}'
+            )
+        return f'submitting: the service at {url} was unreachable for {deadline} s'
 
     def _deliver(self, frame: Any) -> list[str]:
         received = time.time()
