@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether.agents._wake import Waker, thread_waker
@@ -180,7 +180,8 @@ class _ClientMailbox:
         if kind is Request:
             msg: Message = Request(self.id, dest, tag, action, args, kwargs or {})
         else:
-            msg = kind(self.id, dest, tag)
+            make: Callable[[str, str, int], Message] = kind
+            msg = make(self.id, dest, tag)
         try:
             self.transport.send(msg)
         except BaseException:

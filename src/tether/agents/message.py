@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import dataclasses
 import traceback
+import types
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
@@ -92,25 +93,58 @@ _LIMITS = Limits(max_header=16 << 20, max_payloads=1 << 16)
 # Records ------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Message:
     """What every message has (a message is one of the subclasses).
 
+    Messages are immutable records (named tuples underneath, so that building one costs
+    about what a tuple does); two messages are equal when they are of the same kind and
+    their fields are equal.
+
     Attributes:
+        kind: ``request``, ``response``, ``ping``, ``shutdown``, ``cancel`` or ``describe``.
         src: Mailbox of the sender (where a response goes).
         dest: Mailbox of the receiver.
         tag: The request's number, unique per sender mailbox (a response repeats it;
             0: no answer is expected).
     """
 
+    __slots__ = ()
     kind: ClassVar[str] = ''
+    src: str
+    dest: str
+    tag: int
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and _tuple_eq(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((type(self), _tuple_hash(self)))
+
+
+_tuple_eq: Callable[[object, object], bool] = tuple.__eq__  # type: ignore[assignment]
+_tuple_hash: Callable[[object], int] = tuple.__hash__  # type: ignore[assignment]
+_NO_KWARGS: Mapping[str, Any] = types.MappingProxyType({})
+
+
+class _Head(NamedTuple):
     src: str
     dest: str
     tag: int = 0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Request(Message):
+class _RequestFields(NamedTuple):
+    src: str
+    dest: str
+    tag: int = 0
+    action: str = ''
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = _NO_KWARGS
+
+
+class Request(Message, _RequestFields):
     """Run an action.
 
     Attributes:
@@ -119,10 +153,8 @@ class Request(Message):
         kwargs: Its keyword arguments.
     """
 
+    __slots__ = ()
     kind: ClassVar[str] = REQUEST
-    action: str = ''
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,8 +177,15 @@ class ErrorInfo:
     pickle: bytes | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Response(Message):
+class _ResponseFields(NamedTuple):
+    src: str
+    dest: str
+    tag: int = 0
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
+class Response(Message, _ResponseFields):
     """The answer to a request (or to a ping, describe or shutdown).
 
     Attributes:
@@ -154,40 +193,39 @@ class Response(Message):
         error: What went wrong, when it failed.
     """
 
+    __slots__ = ()
     kind: ClassVar[str] = RESPONSE
-    result: Any = None
-    error: ErrorInfo | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Ping(Message):
+class Ping(Message, _Head):
     """Ask the agent to answer (an empty response)."""
 
+    __slots__ = ()
     kind: ClassVar[str] = PING
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Shutdown(Message):
+class Shutdown(Message, _Head):
     """Ask the agent to shut down for good (it answers first)."""
 
+    __slots__ = ()
     kind: ClassVar[str] = SHUTDOWN
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Cancel(Message):
+class Cancel(Message, _Head):
     """Cancel the request of this sender with this tag (no answer)."""
 
+    __slots__ = ()
     kind: ClassVar[str] = CANCEL
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Describe(Message):
+class Describe(Message, _Head):
     """Ask the agent for its actions (answered with their descriptions)."""
 
+    __slots__ = ()
     kind: ClassVar[str] = DESCRIBE
 
 
-_CONTROL: dict[str, type[Message]] = {
+_CONTROL: dict[str, Callable[[str, str, int], Message]] = {
     PING: Ping,
     SHUTDOWN: Shutdown,
     CANCEL: Cancel,
@@ -371,7 +409,7 @@ def _request(
         *head,
         action,
         tuple([dec(a, payloads) for a in args]),
-        {str(k): dec(v, payloads) for k, v in kwargs.items()} if kwargs else {},
+        {str(k): dec(v, payloads) for k, v in kwargs.items()} if kwargs else _NO_KWARGS,
     )
 
 
