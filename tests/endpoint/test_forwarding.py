@@ -218,7 +218,12 @@ def test_a_frame_the_peer_sent_unasked_drops_the_channel(tmp_path: Path) -> None
         head = {'ids': [oid], 'endpoint': owner.uuid}
         owner.mode = 'stray'
         assert bytes((await client.request(proto.GET, head)).payloads[0]) == b'right'
-        await asyncio.sleep(0.2)  # the stray frame reaches the idle channel
+        # Wait until the stray frame reached the idle channel (its protocol holds it).
+        link = ep.peers.links[owner.uuid]
+        deadline = asyncio.get_running_loop().time() + 30
+        while all(c.protocol.idle for c in link._idle):
+            assert asyncio.get_running_loop().time() < deadline, 'the stray frame never came'
+            await asyncio.sleep(0.005)
         # The next request finds it waiting: the channel is dropped, never trusted.
         with pytest.raises(RemoteError, match='no relay') as info:
             await client.request(proto.GET, head)

@@ -190,10 +190,20 @@ def test_endpoint_killed_mid_transfer_then_restarted(world: World) -> None:
     (held,) = world.ops('b', ('put', size))
     world.topo.shape('b', '40mbit')  # the reply takes about 8 s to cross B's uplink
     try:
+        site_b = world.sites['b']
+        seen = [site_b.status('ep-b')['requests']]
+
+        def get_arrived() -> bool:
+            # Each status request counts itself: one more than that is the reader's GET.
+            now = site_b.status('ep-b')['requests']
+            arrived = now > seen[0] + 1
+            seen[0] = now
+            return arrived
+
         reader = world.sites['a'].popen(
             _OPS, json.dumps([('get', held['key'])]), json.dumps(ENDPOINTS)
         )
-        time.sleep(2.5)
+        wait_for(get_arrived, what="the reader's GET to reach ep-b")  # its reply takes ~8 s
         killed_at = time.time()
         os.kill(world.sites['b'].pid('ep-b'), signal.SIGKILL)
         out, err = reader.communicate(timeout=90)

@@ -12,12 +12,23 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-__all__ = ['BufferPool', 'ObjectTable', 'SpillFile']
+__all__ = ['BufferPool', 'ObjectTable', 'SpillFile', 'write_file']
 
 logger = logging.getLogger(__name__)
 
 
 _OWN_REFS = 4
+
+
+def write_file(path: Path, data: bytes | bytearray | memoryview) -> None:
+    """Write ``data`` to a new file at ``path`` (mode 0600), replacing any file there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view.nbytes:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 class BufferPool:
@@ -181,13 +192,7 @@ class ObjectTable:
     def _spill(self, oid: str, data: bytes | bytearray) -> None:
         self.spill_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._path(oid)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view.nbytes:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_file(path, data)
         self._disk[oid] = len(data)
         self.disk_used += len(data)
         self.spills += 1

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from tether._serve.codes import valid_id
-from tether._serve.objects import BufferPool, ObjectTable
+from tether._serve.objects import BufferPool, ObjectTable, write_file
 
 __all__ = ['PersistentTable']
 
@@ -42,13 +42,7 @@ class PersistentTable(ObjectTable):
         if oid in self._disk:
             return  # spilled straight to its file
         tmp = self.spill_dir / f'.tmp-{oid}'
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view.nbytes:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_file(tmp, data)
         os.replace(tmp, self.spill_dir / oid)
 
     def evict(self, oid: str) -> None:

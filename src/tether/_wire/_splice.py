@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether._wire._aio import Connection
+    from tether._wire._conn import Connection
 
 __all__ = ['Splice', 'SpliceEnd']
 

@@ -13,6 +13,7 @@ path in :meth:`Forwarder._on_reply`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -37,7 +38,15 @@ if TYPE_CHECKING:
     from tether.endpoint._peers import PeerLink
     from tether.endpoint._server import Endpoint
 
-__all__ = ['PEER_TIMEOUT', 'PIPE_REPLY_MIN', 'Done', 'Forwarder', 'expire', 'pipe_reply']
+__all__ = [
+    'PEER_TIMEOUT',
+    'PIPE_REPLY_MIN',
+    'Done',
+    'Forwarder',
+    'chain_reply',
+    'expire',
+    'pipe_reply',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -328,3 +337,14 @@ def expire(in_flight: set[Forwarder]) -> float:
             in_flight.discard(forwarder)
             forwarder.channel.abort()
     return min(5.0, PEER_TIMEOUT / 4)
+
+
+def chain_reply(task: asyncio.Task[Reply | None], done: Done) -> None:
+    """Give ``done`` the reply of ``task``."""
+    if task.cancelled():
+        done(error_reply('internal', 'the request was cancelled'))
+    elif (error := task.exception()) is not None:
+        logger.error('forwarding a request failed', exc_info=error)
+        done(error_reply('internal', f'forwarding failed: {error!r}'))
+    else:
+        done(task.result())

@@ -9,9 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tether._serve import codes
 from tether._serve import signalling as rp
 from tether._serve.tls import client_context
-from tether._wire import ERROR, Connection, Frame, connect
+from tether._wire import ERROR, Connection, Frame, Reply, connect, error_reply
 from tether.exceptions import EndpointError, RemoteError, WireError
 
 __all__ = ['RelayLink']
@@ -70,6 +71,27 @@ class RelayLink:
     def connected(self) -> bool:
         """Whether the endpoint is registered right now."""
         return self._conn is not None and not self._conn.transport.is_closing()
+
+    def state(self) -> dict[str, Any]:
+        """The link's state, as the endpoint's status reports it."""
+        return {
+            'address': f'{self.address[0]}:{self.address[1]}',
+            'connected': self.connected,
+            'user': self.info.get('user'),
+            'error': None if self.connected else self.last_error,
+        }
+
+    async def check_nat(self, name: str, detect: Callable[[], Awaitable[dict[str, Any]]]) -> Reply:
+        """``detect()``'s NAT type once registered with the relay, or why it cannot be seen
+        (an error reply of endpoint ``name``)."""
+        if not self.connected or not self.info:
+            address = f'{self.address[0]}:{self.address[1]}'
+            return error_reply(
+                'relay',
+                f'endpoint {name} is not registered with its relay {address} '
+                f'({self.last_error or "not connected"}); it keeps trying',
+            )
+        return codes.OK, await detect(), ()
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

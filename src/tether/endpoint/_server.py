@@ -15,7 +15,7 @@ from typing import Any
 
 from tether._serve import codes as proto
 from tether._serve import signalling as rp
-from tether._serve.lifecycle import wait_for_stop
+from tether._serve.lifecycle import Lifecycle
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.persistent import PersistentTable
 from tether._serve.requests import object_reply_now
@@ -24,7 +24,6 @@ from tether._serve.sizes import parse_size
 from tether._serve.tls import fingerprint, server_context
 from tether._wire import (
     Connection,
-    FastPath,
     Frame,
     FrameRouter,
     Later,
@@ -36,16 +35,19 @@ from tether._wire import (
     encode_head,
     error_reply,
 )
+from tether.endpoint._fast import client_fast, peer_fast
 from tether.endpoint._forwarding import (
     PEER_TIMEOUT,
     PIPE_REPLY_MIN,
     Done,
     Forwarder,
+    chain_reply,
     expire,
     pipe_reply,
 )
+from tether.endpoint._link import LinkPipe
 from tether.endpoint._memory import EndpointMemory, in_memory
-from tether.endpoint._peers import PeerLink, PeerManager, zeros
+from tether.endpoint._peers import PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
 from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
@@ -54,11 +56,10 @@ __all__ = ['Endpoint']
 
 logger = logging.getLogger(__name__)
 
-_FAST_MAX = 1 << 20
-"""Largest request forwarded straight from the data callback (larger: chunked sends)."""
+_FAST_MAX = 1 << 20  # largest request forwarded from the data callback (larger: chunked)
 
 
-class Endpoint:
+class Endpoint(Lifecycle):
     """One site's endpoint: serves its clients' objects, forwards the rest to peers.
 
     Args:
@@ -103,7 +104,7 @@ class Endpoint:
             memory=self.memory,
             router=self._client_router,
             inline=True,
-            fast=self._client_fast,
+            fast=lambda conn: client_fast(self, conn),
         )
         self.peers = PeerManager(self)
         self.peer_server = Server(
@@ -116,7 +117,7 @@ class Endpoint:
             name=f'endpoint {config.name!r} (peers)',
             memory=self.memory,
             inline=True,
-            fast=self._peer_fast,
+            fast=lambda conn: peer_fast(self, conn),
         )
         self.relay: RelayLink | None = None
         if config.relay.address is not None:
@@ -161,22 +162,12 @@ class Endpoint:
 
     def relay_state(self) -> dict[str, Any] | None:
         """The relay link's state (``None``: no relay configured)."""
-        relay = self.relay
-        if relay is None:
-            return None
-        return {
-            'address': f'{relay.address[0]}:{relay.address[1]}',
-            'connected': relay.connected,
-            'user': relay.info.get('user'),
-            'error': None if relay.connected else relay.last_error,
-        }
+        return None if self.relay is None else self.relay.state()
 
     def health(self) -> str:
         """``ok``, or what is wrong (``relay unreachable``: no peer can be reached)."""
         relay = self.relay
-        if relay is not None and not relay.connected:
-            return 'relay unreachable'
-        return 'ok'
+        return 'relay unreachable' if relay is not None and not relay.connected else 'ok'
 
     def status(self) -> dict[str, Any]:
         """What ``tether endpoint list --json`` reports about this endpoint."""
@@ -270,21 +261,13 @@ class Endpoint:
 
     async def _check_nat(self) -> Reply:
         """The NAT type the relay sees, or why it cannot be seen."""
-        name, relay = self.config.name, self.relay
-        if relay is None:
+        if self.relay is None:
             return error_reply(
                 'no-relay',
-                f'endpoint {name} has no relay configured, so it has no NAT type to check '
-                f'and no peers (set relay.address in {self.folder / "endpoint.toml"})',
+                f'endpoint {self.config.name} has no relay configured, so it has no NAT type '
+                f'to check and no peers (set relay.address in {self.folder / "endpoint.toml"})',
             )
-        if not relay.connected or not relay.info:
-            address = f'{relay.address[0]}:{relay.address[1]}'
-            return error_reply(
-                'relay',
-                f'endpoint {name} is not registered with its relay {address} '
-                f'({relay.last_error or "not connected"}); it keeps trying',
-            )
-        return proto.OK, await self.peers.detect_nat(), ()
+        return await self.relay.check_nat(self.config.name, self.peers.detect_nat)
 
     async def _own_channel(self, conn: Connection, frame: Frame) -> Reply | None:
         """Give the client's connection a peer channel of its own.
@@ -362,7 +345,7 @@ class Endpoint:
             channel = link.take_idle() if link is not None else None
             if link is None or channel is None:
                 return None
-            pipe = _LinkPipe(channel, conn, link)
+            pipe = LinkPipe(channel, conn, link)
             try:
                 pipe.request_id = channel.start_request(
                     proto.PUT, {'ids': ids, 'endpoint': link.uuid}, sizes
@@ -377,7 +360,7 @@ class Endpoint:
         return route
 
     async def _finish_piped_put(self, target: str, pipe: Pipe) -> Reply:
-        assert isinstance(pipe, _LinkPipe)
+        assert isinstance(pipe, LinkPipe)
         link, channel = pipe.link, pipe.out
         if pipe.failed is not None:
             channel.abort()
@@ -451,97 +434,7 @@ class Endpoint:
         retry = asyncio.get_running_loop().create_task(self._forward(client, target, frame, ids))
         self._retries.add(retry)
         retry.add_done_callback(self._retries.discard)
-        retry.add_done_callback(lambda t: _chain(t, done))
-
-    # Fast paths: whole small frames taken straight from the parser -----------------------
-
-    def _client_fast(self, conn: Connection) -> FastPath:
-        """A client's small request for a peer, passed on before it becomes a frame.
-
-        Takes a request whose header is exactly ``ids`` and the UUID of a peer that has
-        an idle channel now, and passes its bytes on as they came (see
-        :meth:`Forwarder.send_raw`). The rest goes to :meth:`_handle_client`.
-        """
-        server = self.clients
-        links = self.peers.links
-        valid_id = proto.valid_id
-        object_types = proto.OBJECT_TYPES
-
-        def fast(  # noqa: PLR0917
-            mtype: int,
-            header: dict[str, Any],
-            request_id: int,
-            sizes: tuple[int, ...],
-            raw: memoryview,
-            head: int,
-        ) -> bool:
-            if mtype not in object_types or len(header) != 2:
-                return False
-            target, ids = header.get('endpoint'), header.get('ids')
-            if type(target) is not str or type(ids) is not list:
-                return False
-            link = links.get(target)  # keyed by UUID: a name goes the usual way
-            if link is None or not link.alive:
-                return False
-            for i in ids:
-                if not valid_id(i):
-                    return False  # refused the usual way
-            channel = link.take_idle()
-            if channel is None:
-                return False
-            if not server.claim(conn):
-                link.untake(channel)
-                return False
-            self.requests += 1
-            forwarder = channel.state
-            if forwarder is None:
-                forwarder = Forwarder(self, link, channel)
-            forwarder.send_raw(conn, request_id, target, mtype, ids, raw, sizes)
-            return True
-
-        return fast
-
-    def _peer_fast(self, conn: Connection) -> FastPath:
-        """A peer's small ``GET`` or ``PUT`` of one object, answered before it is a frame.
-
-        Answered as :meth:`_handle_peer` answers it, without the frame, its dispatch or
-        (for a ``GET``) any payload buffer. Anything else goes to :meth:`_handle_peer`.
-        """
-        server, table, pool, uuid = self.peer_server, self.table, self.pool, self.uuid
-        valid_id = proto.valid_id
-
-        def fast(  # noqa: PLR0917
-            mtype: int,
-            header: dict[str, Any],
-            request_id: int,
-            sizes: tuple[int, ...],
-            raw: memoryview,
-            head: int,
-        ) -> bool:
-            if mtype == proto.GET:
-                if sizes:
-                    return False
-            elif mtype != proto.PUT or len(sizes) != 1:
-                return False
-            if len(header) != 2 or header.get('endpoint') != uuid:
-                return False
-            ids = header.get('ids')
-            if type(ids) is not list or len(ids) != 1 or not valid_id(ids[0]):
-                return False
-            if not server.claim(conn):
-                return False
-            self.requests += 1
-            payloads: tuple[bytearray, ...] = ()
-            if mtype == proto.PUT:
-                data = pool.take(sizes[0])
-                data[:] = raw[head:]
-                payloads = (data,)
-            # A failure here is answered by the server (see Server(fast=)).
-            reply = object_reply_now(table, mtype, ids, payloads, request_id)
-            server.finish(conn, request_id, reply)
-            return True
-
-        return fast
+        retry.add_done_callback(lambda t: chain_reply(t, done))
 
     async def _forward(
         self, client: Connection, target: str, frame: Frame, ids: list[str]
@@ -705,55 +598,3 @@ class Endpoint:
                 (self.folder / name).unlink()
         if self._spill_tmp is not None:
             self.table.clear()
-
-    async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Serve until :meth:`stop`, a ``SHUTDOWN`` request, SIGTERM or SIGINT."""
-        self._stop = stop = asyncio.Event()
-        try:
-            await self.start()
-        except BaseException:
-            await self.close()
-            raise
-        if ready is not None:
-            ready.set()
-        try:
-            await wait_for_stop(stop)
-        finally:
-            await self.close()
-
-    def stop(self) -> None:
-        """Ask :meth:`serve` to return (from the endpoint's event loop)."""
-        if self._stop is not None:
-            asyncio.get_running_loop().call_soon(self._stop.set)
-
-
-class _LinkPipe(Pipe):
-    """A pipe into a peer channel taken from ``link``: the channel goes back exactly once."""
-
-    def __init__(self, channel: Connection, src: Connection, link: PeerLink) -> None:
-        super().__init__(channel, src, on_abort=self._abandoned)
-        self.link = link
-        self.handled = False
-        self._dropped = False
-
-    def _abandoned(self) -> None:
-        # The client's frame was abandoned (or never handled): the channel is mid-frame.
-        if not self.handled:
-            self.drop()
-
-    def drop(self) -> None:
-        """The channel was dropped: count it out of the link, once."""
-        if not self._dropped:
-            self._dropped = True
-            self.link.dropped()
-
-
-def _chain(task: asyncio.Task[Reply | None], done: Done) -> None:
-    """Give ``done`` the reply of ``task``."""
-    if task.cancelled():
-        done(error_reply('internal', 'the request was cancelled'))
-    elif (error := task.exception()) is not None:
-        logger.error('forwarding a request failed', exc_info=error)
-        done(error_reply('internal', f'forwarding failed: {error!r}'))
-    else:
-        done(task.result())

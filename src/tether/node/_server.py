@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import ssl as _ssl
 import tempfile
 import time
@@ -14,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tether._serve import codes as proto
+from tether._serve.lifecycle import wait_for_stop
 from tether._serve.memory import NodeMemory
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.requests import object_reply
@@ -176,10 +175,6 @@ class NodeServer:
         except BaseException:
             self.table.clear()
             raise
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
         if self.run_dir is not None:
             write_state(self.run_dir, self._state())
         logger.info(
@@ -201,7 +196,7 @@ class NodeServer:
             ready.set()
         watcher = asyncio.create_task(self._watch_idle(stop)) if self.idle_timeout else None
         try:
-            await stop.wait()
+            await wait_for_stop(stop)
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -209,9 +204,6 @@ class NodeServer:
                 remove_state(self.run_dir, self.name, os.getpid())
             await self.server.close()
             self.table.clear()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(sig)
 
     def stop(self) -> None:
         """Ask :meth:`serve` to return (call from the server's event loop)."""

@@ -1,9 +1,13 @@
-"""The relay's configuration file (``relay.toml``)."""
+"""The relay's configuration file (``relay.toml``), and the endpoint owners it keeps beside it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import json
+import os
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -11,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tether.exceptions import ConfigError
 
-__all__ = ['RelayConfig', 'RelayUser', 'hash_token']
+__all__ = ['RelayConfig', 'RelayUser', 'hash_token', 'load_owners', 'save_owners']
 
 
 def hash_token(token: str) -> str:
@@ -130,3 +134,45 @@ class RelayConfig(BaseModel):
                 'trusted network)',
             )
         return config
+
+
+def load_owners(path: str | None) -> dict[str, str]:
+    """Which user owns each endpoint UUID, as kept in ``path`` (none yet: empty).
+
+    Raises:
+        ConfigError: the file exists but cannot be read (the relay must not start and
+            forget who owns what).
+    """
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot read the relay's endpoint owners from {path}: {e}") from e
+    owners = data.get('owners') if isinstance(data, dict) else None
+    if not isinstance(owners, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in owners.items()
+    ):
+        raise ConfigError(
+            f'{path} is not a relay owners file (expected {{"owners": {{uuid: user}}}}): '
+            'restore it from a backup rather than delete it, or endpoint UUIDs may change hands'
+        )
+    return dict(owners)
+
+
+def save_owners(path: str, owners: dict[str, str]) -> None:
+    """Write ``owners`` to ``path`` atomically (mode 0600)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.owners-', dir=folder)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            json.dump({'owners': owners}, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -6,16 +6,13 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import json
 import logging
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from tether._serve import signalling as proto
-from tether._serve.lifecycle import wait_for_stop
+from tether._serve.lifecycle import Lifecycle
 from tether._serve.tls import server_context
 from tether._wire import (
     Connection,
@@ -24,18 +21,16 @@ from tether._wire import (
     MemoryBudget,
     Reply,
     Server,
-    SpliceEnd,
     error_reply,
 )
-from tether.exceptions import ConfigError
-from tether.relay._config import RelayConfig
+from tether.relay._config import RelayConfig, load_owners, save_owners
+from tether.relay._tunnel import Probe, Ticket, TunnelSide
 
 __all__ = ['RelayServer']
 
 logger = logging.getLogger(__name__)
 
 _ANSWER_TIMEOUT = 20.0
-_HIGH_WATER = 4 << 20
 
 # Every refused REGISTER gets this same reply, whatever the reason (an unknown token, or
 # a UUID another user registered first): it says nothing about any endpoint.
@@ -44,48 +39,6 @@ _REFUSED = error_reply(
     'the relay refused this token for this endpoint (an unknown token, or an endpoint UUID '
     'first registered by another user)',
 )
-
-
-def _load_owners(path: str | None) -> dict[str, str]:
-    """Which user owns each endpoint UUID, as kept in ``path`` (none yet: empty).
-
-    Raises:
-        ConfigError: the file exists but cannot be read (the relay must not start and
-            forget who owns what).
-    """
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot read the relay's endpoint owners from {path}: {e}") from e
-    owners = data.get('owners') if isinstance(data, dict) else None
-    if not isinstance(owners, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in owners.items()
-    ):
-        raise ConfigError(
-            f'{path} is not a relay owners file (expected {{"owners": {{uuid: user}}}}): '
-            'restore it from a backup rather than delete it, or endpoint UUIDs may change hands'
-        )
-    return dict(owners)
-
-
-def _save_owners(path: str, owners: dict[str, str]) -> None:
-    """Write ``owners`` to ``path`` atomically (mode 0600)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix='.owners-', dir=folder)
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump({'owners': owners}, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclasses.dataclass
@@ -103,165 +56,7 @@ class _Usage:
     forwarded: int = 0
 
 
-@dataclasses.dataclass
-class _Ticket:
-    user: str
-    expires: float
-    waiting: _TunnelSide | None = None
-
-
-class _Probe(asyncio.DatagramProtocol):
-    """Answers NAT discovery probes with the address the datagram came from."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.DatagramTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        if len(data) != len(proto.PROBE) + 16 or not data.startswith(proto.PROBE):
-            return
-        nonce = data[len(proto.PROBE) :]
-        seen = json.dumps([addr[0], addr[1]]).encode()
-        assert self.transport is not None
-        self.transport.sendto(proto.SEEN + nonce + seen, addr)
-
-
-class _TunnelSide(SpliceEnd):
-    """One side of a relayed channel: a ticket first, then bytes spliced to the other side.
-
-    What arrives behind the ticket before the other side joins is held, and counted
-    against the user's forwarded bytes as it arrives, up to ``max_early_bytes``: a side
-    that sends more before the other joins is dropped. (Endpoints send at most a TLS
-    ClientHello before the other side answers.) Held bytes are freed when the side
-    closes, and a side that closes unpaired takes its ticket, and its slot, with it.
-    """
-
-    def __init__(self, relay: RelayServer) -> None:
-        self.relay = relay
-        self.transport: asyncio.Transport | None = None
-        self.other: _TunnelSide | None = None
-        self.ticket: _Ticket | None = None
-        self.ticket_id = ''
-        self._head = bytearray()
-        self._early: list[bytes] = []
-        self._early_bytes = 0
-        self._timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.relay._sides.add(self)
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self.relay.config.tunnel_timeout, self._expire)
-
-    def _expire(self) -> None:
-        self._timer = None
-        if self.other is None and self.transport is not None:
-            self.transport.abort()
-
-    def data_received(self, data: bytes) -> None:
-        if self.other is not None:
-            self.forward(data)
-            return
-        if self.ticket is not None:  # paired soon: hold what arrives early
-            self._hold(data)
-            return
-        self._head += data
-        if len(self._head) < proto.TICKET_BYTES:
-            return
-        raw, rest = (
-            bytes(self._head[: proto.TICKET_BYTES]),
-            bytes(self._head[proto.TICKET_BYTES :]),
-        )
-        self._head.clear()
-        if raw == proto.TCP_PROBE:
-            assert self.transport is not None
-            peer = self.transport.get_extra_info('peername')
-            self.transport.write(json.dumps([peer[0], peer[1]]).encode())
-            self.transport.close()
-            return
-        self.relay._pair(self, raw.hex())
-        if rest:
-            if self.other is not None:
-                self.forward(rest)
-            elif self.ticket is not None:
-                self._hold(rest)
-
-    def _hold(self, data: bytes) -> None:
-        assert self.ticket is not None
-        assert self.transport is not None
-        if self._early_bytes + len(data) > self.relay.config.max_early_bytes:
-            self.relay.early_refused += 1
-            logger.warning(
-                'relay: dropped a relayed channel of %r that sent over %d bytes before its '
-                'other side joined',
-                self.ticket.user,
-                self.relay.config.max_early_bytes,
-            )
-            self.transport.abort()
-            return
-        if not self.relay._count(self.ticket.user, len(data)):
-            self.close()
-            return
-        self._early.append(data)
-        self._early_bytes += len(data)
-        self.relay._early_held(len(data))
-
-    def _free_early(self) -> None:
-        self.relay._early_held(-self._early_bytes)
-        self._early_bytes = 0
-        self._early = []
-
-    def forward(self, data: bytes) -> None:
-        assert self.ticket is not None
-        if not self.relay._count(self.ticket.user, len(data)):
-            self.close()
-            return
-        super().forward(data)
-
-    def link(self, other: _TunnelSide) -> None:
-        """Pair with ``other`` (both sides are linked before either sends what it held)."""
-        self.other = other
-        self.dest = other.transport
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def flush(self) -> None:
-        """Pass on what arrived early (counted already)."""
-        early = self._early
-        self._free_early()
-        for data in early:
-            SpliceEnd.forward(self, data)
-
-    def close(self) -> None:
-        for side in (self, self.other):
-            if side is not None and side.transport is not None:
-                side.transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.relay._sides.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._free_early()
-        if self.other is not None and self.other.transport is not None:
-            self.other.transport.close()
-        ticket = self.ticket
-        if ticket is None:
-            return
-        if self.other is None:
-            # Never paired: the ticket goes with this side, and its slot is free again.
-            if ticket.waiting is self and self.relay._tickets.get(self.ticket_id) is ticket:
-                del self.relay._tickets[self.ticket_id]
-                self.relay._tunnel_closed(ticket.user)
-        elif ticket.waiting is None:
-            self.relay._tunnel_closed(ticket.user)
-            ticket.waiting = self  # count the close once per pair
-
-
-class RelayServer:
+class RelayServer(Lifecycle):
     """The relay: endpoints register with a token, find each other and peer through it.
 
     Each user sees and reaches only their own endpoints. The relay forwards signalling
@@ -300,14 +95,14 @@ class RelayServer:
         )
         self._endpoints: dict[str, _Registered] = {}
         # Who first registered each endpoint UUID: it stays theirs (kept in owners_file).
-        self._owners = _load_owners(config.owners_file)
+        self._owners = load_owners(config.owners_file)
         self._by_conn: dict[Connection, _Registered] = {}
         self._usage: dict[str, _Usage] = {}
-        self._tickets: dict[str, _Ticket] = {}
+        self._tickets: dict[str, Ticket] = {}
         self._pending: dict[int, tuple[Connection, asyncio.Future[dict[str, Any]]]] = {}
         self._ids = itertools.count(1 << 32)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._sides: set[_TunnelSide] = set()
+        self._sides: set[TunnelSide] = set()
         self.early_bytes = 0
         self.early_peak = 0
         self.early_refused = 0
@@ -341,12 +136,12 @@ class RelayServer:
         loop = asyncio.get_running_loop()
         await self.server.start()
         self._data = await loop.create_server(
-            lambda: _TunnelSide(self), self.config.host, self.config.data_port
+            lambda: TunnelSide(self), self.config.host, self.config.data_port
         )
         first = self.config.udp_port
         for port in (first, first + 1 if first else 0):
             transport, _ = await loop.create_datagram_endpoint(
-                _Probe, local_addr=(self.config.host, port)
+                Probe, local_addr=(self.config.host, port)
             )
             self._udp.append(transport)
         logger.info(
@@ -367,22 +162,6 @@ class RelayServer:
             self._data.close()
         for transport in self._udp:
             transport.close()
-
-    async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Serve until :meth:`stop`, SIGTERM or SIGINT."""
-        self._stop = stop = asyncio.Event()
-        await self.start()
-        if ready is not None:
-            ready.set()
-        try:
-            await wait_for_stop(stop)
-        finally:
-            await self.close()
-
-    def stop(self) -> None:
-        """Ask :meth:`serve` to return (from the relay's event loop)."""
-        if self._stop is not None:
-            self._stop.set()
 
     def status(self) -> dict[str, Any]:
         """Registered endpoints per user and usage counters."""
@@ -455,7 +234,7 @@ class RelayServer:
         usage = self._usage.setdefault(user, _Usage())
         usage.tunnels = max(0, usage.tunnels - 1)
 
-    def _pair(self, side: _TunnelSide, ticket: str) -> None:
+    def _pair(self, side: TunnelSide, ticket: str) -> None:
         info = self._tickets.get(ticket)
         if info is None or info.expires < time.monotonic():
             logger.info('relay: unknown or expired tunnel ticket')
@@ -577,7 +356,7 @@ class RelayServer:
         path = self.config.owners_file
         if path is not None:
             try:
-                _save_owners(path, self._owners)
+                save_owners(path, self._owners)
             except OSError as e:
                 del self._owners[uuid]
                 logger.error('relay: cannot record endpoint owners in %s: %s', path, e)
@@ -632,7 +411,7 @@ class RelayServer:
         if usage.forwarded > self.config.max_forwarded_bytes_per_user:
             return error_reply('limit', f'user {reg.user!r} used up the relayed-bytes limit')
         ticket = os.urandom(proto.TICKET_BYTES).hex()
-        self._tickets[ticket] = _Ticket(reg.user, time.monotonic() + self.config.tunnel_timeout)
+        self._tickets[ticket] = Ticket(reg.user, time.monotonic() + self.config.tunnel_timeout)
         usage.tunnels += 1
         try:
             await target.conn.send(

@@ -1,0 +1,110 @@
+"""The endpoint's fast paths: whole small frames taken straight from the parser's buffer.
+
+A client's small request for a peer is passed on as it came; a peer's small ``GET`` or
+``PUT`` of one object is answered before it becomes a frame (see
+:class:`tether._wire.FastPath`). Everything else goes to the endpoint's handlers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tether._serve import codes as proto
+from tether._serve.requests import object_reply_now
+from tether._wire import Connection, FastPath
+from tether.endpoint._forwarding import Forwarder
+
+if TYPE_CHECKING:
+    from tether.endpoint._server import Endpoint
+
+__all__ = ['client_fast', 'peer_fast']
+
+
+def client_fast(self: Endpoint, conn: Connection) -> FastPath:
+    """A client's small request for a peer, passed on before it becomes a frame.
+
+    Takes a request whose header is exactly ``ids`` and the UUID of a peer that has
+    an idle channel now, and passes its bytes on as they came (see
+    :meth:`Forwarder.send_raw`). The rest goes to :meth:`_handle_client`.
+    """
+    server = self.clients
+    links = self.peers.links
+    valid_id = proto.valid_id
+    object_types = proto.OBJECT_TYPES
+
+    def fast(  # noqa: PLR0917
+        mtype: int,
+        header: dict[str, Any],
+        request_id: int,
+        sizes: tuple[int, ...],
+        raw: memoryview,
+        head: int,
+    ) -> bool:
+        if mtype not in object_types or len(header) != 2:
+            return False
+        target, ids = header.get('endpoint'), header.get('ids')
+        if type(target) is not str or type(ids) is not list:
+            return False
+        link = links.get(target)  # keyed by UUID: a name goes the usual way
+        if link is None or not link.alive:
+            return False
+        for i in ids:
+            if not valid_id(i):
+                return False  # refused the usual way
+        channel = link.take_idle()
+        if channel is None:
+            return False
+        if not server.claim(conn):
+            link.untake(channel)
+            return False
+        self.requests += 1
+        forwarder = channel.state
+        if forwarder is None:
+            forwarder = Forwarder(self, link, channel)
+        forwarder.send_raw(conn, request_id, target, mtype, ids, raw, sizes)
+        return True
+
+    return fast
+
+
+def peer_fast(self: Endpoint, conn: Connection) -> FastPath:
+    """A peer's small ``GET`` or ``PUT`` of one object, answered before it is a frame.
+
+    Answered as :meth:`_handle_peer` answers it, without the frame, its dispatch or
+    (for a ``GET``) any payload buffer. Anything else goes to :meth:`_handle_peer`.
+    """
+    server, table, pool, uuid = self.peer_server, self.table, self.pool, self.uuid
+    valid_id = proto.valid_id
+
+    def fast(  # noqa: PLR0917
+        mtype: int,
+        header: dict[str, Any],
+        request_id: int,
+        sizes: tuple[int, ...],
+        raw: memoryview,
+        head: int,
+    ) -> bool:
+        if mtype == proto.GET:
+            if sizes:
+                return False
+        elif mtype != proto.PUT or len(sizes) != 1:
+            return False
+        if len(header) != 2 or header.get('endpoint') != uuid:
+            return False
+        ids = header.get('ids')
+        if type(ids) is not list or len(ids) != 1 or not valid_id(ids[0]):
+            return False
+        if not server.claim(conn):
+            return False
+        self.requests += 1
+        payloads: tuple[bytearray, ...] = ()
+        if mtype == proto.PUT:
+            data = pool.take(sizes[0])
+            data[:] = raw[head:]
+            payloads = (data,)
+        # A failure here is answered by the server (see Server(fast=)).
+        reply = object_reply_now(table, mtype, ids, payloads, request_id)
+        server.finish(conn, request_id, reply)
+        return True
+
+    return fast
