@@ -174,15 +174,22 @@ def test_producer_dies_consumer_times_out(store: Store[Any]) -> None:
     assert not future.done()
 
 
-def test_dask_tasks_seed_figure_4_4(store: Store[Any], dask_client: Any) -> None:
+@pytest.mark.parametrize(
+    ('target_class', 'value'),
+    [(None, 'value'), (str, 'value'), (list, ['value'])],
+)
+def test_dask_tasks_seed_figure_4_4(
+    store: Store[Any], dask_client: Any, target_class: type | None, value: Any
+) -> None:
     future = store.future(timeout=60)
-    # Dask walks list/dict arguments, so the class hint is a non-container here.
-    proxy = future.proxy(target_class=str)
+    # Any class hint, a container too: Dask's code is told the proxy is a Proxy (it
+    # does not walk it), so nothing resolves or waits at submission.
+    proxy = future.proxy(target_class=target_class)
     # The consumer is submitted first; submitting it must not wait for the result.
     t2 = dask_client.submit(_tasks.consume, proxy)
     assert not is_resolved(proxy)
-    t1 = dask_client.submit(_tasks.set_later, future, 'value', 0.3)
-    assert t2.result(timeout=60)[0] == 'value'
+    t1 = dask_client.submit(_tasks.set_later, future, value, 0.3)
+    assert t2.result(timeout=60)[0] == value
     t1.result(timeout=60)
 
 
@@ -192,8 +199,8 @@ def test_future_crosses_engines_dask_to_parsl(
     parsl_pool: Any,
 ) -> None:
     future = store.future(timeout=60)
-    # Engines inspect arguments at submission (isinstance): the class hint keeps the
-    # proxy unresolved there.
+    # Engines inspect arguments at submission (isinstance): they are told the proxy is
+    # a Proxy, so it stays unresolved there, with or without a class hint.
     proxy = future.proxy(target_class=str)
     consumer = parsl_pool.submit(_tasks.consume, proxy)
     waiter = parsl_pool.submit(_tasks.wait_result, future, 60)

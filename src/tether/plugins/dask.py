@@ -124,8 +124,7 @@ class Client(_DaskClient):
                 lifetime=lifetime,
                 populate_target=False,
             )
-        # Unpopulated: Dask's tokenize treats a proxy of bytes as bytes and would hash the
-        # whole payload through a populated proxy.
+        # Unpopulated: the task runs elsewhere; the client keeps no copy of the object.
         return self._ps_store.proxy(obj, lifetime=lifetime, populate_target=False)
 
     def submit(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
