@@ -14,7 +14,10 @@ Message types are plain integers; applications number theirs from
 * :func:`connect` opens an asyncio client :class:`Connection`;
 * :class:`SyncClient` is a thread-safe pool of blocking :class:`SyncConnection`;
 * :class:`MemoryBudget` counts each frame's claimed payload bytes against a server's
-  budget before allocating them.
+  budget before allocating them;
+* :data:`PREFIX`, :func:`unpack_prefix`, :func:`check_sizes`, :func:`decode_header`,
+  :func:`encode_head` and :func:`flatten` read and write frames held in bytes (a frame
+  kept in Redis, in a journal), for the formats that embed one.
 """
 
 from __future__ import annotations
@@ -38,12 +41,17 @@ from tether._wire._budget import MemoryBudget
 from tether._wire._frame import (
     ERROR,
     FIRST_APP_TYPE,
+    PREFIX,
     PROTOCOL_VERSION,
     Frame,
     Limits,
     Payload,
+    check_sizes,
+    decode_header,
     encode_head,
     encode_one,
+    flatten,
+    unpack_prefix,
     with_request_id,
 )
 from tether._wire._handshake import PRE_AUTH_LIMITS, check_reply
@@ -64,6 +72,7 @@ __all__ = [
     'Later',
     'Limits',
     'MemoryBudget',
+    'PREFIX',
     'PRE_AUTH_LIMITS',
     'PROTOCOL_VERSION',
     'Payload',
@@ -76,12 +85,16 @@ __all__ = [
     'SyncClient',
     'SyncConnection',
     'check_reply',
+    'check_sizes',
     'client_handshake',
     'client_protocol',
     'connect',
+    'decode_header',
     'encode_head',
     'encode_one',
     'error_reply',
+    'flatten',
     'run',
+    'unpack_prefix',
     'with_request_id',
 ]

@@ -26,8 +26,17 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from tether._wire import FIRST_APP_TYPE, PROTOCOL_VERSION, Limits, encode_head
-from tether._wire._frame import PREFIX, check_sizes, decode_header, flatten, unpack_prefix
+from tether._wire import (
+    FIRST_APP_TYPE,
+    PREFIX,
+    PROTOCOL_VERSION,
+    Limits,
+    check_sizes,
+    decode_header,
+    encode_head,
+    flatten,
+    unpack_prefix,
+)
 from tether.agents._codec import Codec
 from tether.exceptions import (
     ActionError,

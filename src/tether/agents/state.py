@@ -98,8 +98,7 @@ class State(MutableMapping[str, Any]):
 
     def checkpoint(self) -> None:
         """Write the whole state atomically."""
-        from tether._wire import encode_head
-        from tether._wire._frame import flatten
+        from tether._wire import encode_head, flatten
 
         with self._lock:
             buffers: list[Any] = []
@@ -120,8 +119,7 @@ class State(MutableMapping[str, Any]):
 
     def restore(self) -> None:
         """Load the last checkpoint (an empty state when there is none)."""
-        from tether._wire import Limits
-        from tether._wire._frame import PREFIX, check_sizes, decode_header, unpack_prefix
+        from tether._wire import PREFIX, Limits, check_sizes, decode_header, unpack_prefix
 
         with self._lock:
             try:
