@@ -4,8 +4,11 @@ and time limits. Real PostgreSQL, RabbitMQ and endpoints."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import pathlib
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -237,6 +240,7 @@ def test_a_result_over_the_service_limit_never_reaches_the_broker(
         ) as ws,
     ):
         ws.send(_frames.encode(_frames.HELLO, {'held': []}))
+        assert _frames.decode(_binary(ws.recv(timeout=60))).type == _frames.WELCOME
         fid = client.register_function(_tasks.echo)
         ids = [client.run(fid, eid, i) for i in range(2)]
         got: list[str] = []
@@ -478,3 +482,114 @@ def test_the_parsl_engine_interrupts_a_task_past_its_time_limit(
             slow.result(timeout=90)
         # Its one worker is free again.
         assert ex.submit(_tasks.square, 6).result(timeout=60) == 36
+
+
+class _TableLock:
+    """``LOCK TABLE faas_tasks`` held in a transaction of its own, until released: a
+    submission then waits at its insert, after it found its endpoint."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.locked = threading.Event()
+        self.release = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._hold()), daemon=True)
+
+    async def _hold(self) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            async with conn.transaction():
+                await conn.execute('LOCK TABLE faas_tasks IN SHARE MODE')
+                self.locked.set()
+                await asyncio.to_thread(self.release.wait, 60)
+        finally:
+            await conn.close()
+
+    def __enter__(self) -> _TableLock:
+        self._thread.start()
+        assert self.locked.wait(60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self._thread.join(60)
+
+
+def _inserts_waiting(url: str) -> int:
+    async def count() -> int:
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            return int(
+                await conn.fetchval(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'INSERT INTO faas_tasks%'"
+                )
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
+def _queue_exists(name: str) -> bool:
+    async def check() -> bool:
+        import aio_pika
+        import aiormq
+
+        conn = await aio_pika.connect(AMQP)
+        try:
+            channel = await conn.channel()
+            try:
+                await channel.declare_queue(name, passive=True)
+            except (aio_pika.exceptions.ChannelNotFoundEntity, aiormq.ChannelNotFoundEntity):
+                return False
+            return True
+        finally:
+            await conn.close()
+
+    return asyncio.run(check())
+
+
+def test_an_endpoint_deleted_during_a_submission_strands_no_task(
+    prod_service: ServiceThread, pg_url: str
+) -> None:
+    """A submission under way when its endpoint is deleted: its task is failed like the
+    endpoint's other tasks (never left waiting), and the endpoint's queue is not made
+    again. Deleting waits for the submissions under way; later ones are refused."""
+    st = prod_service
+    assert st.service is not None
+    user, token = new_user(st)
+    eid, _ = new_endpoint(st, user)
+    with Client(st.url, token) as client:
+        fid = client.register_function(_tasks.square)
+        batch = client.create_batch()
+        task_id = batch.add(3, endpoint_id=eid, function_id=fid)
+        with contextlib.ExitStack() as stack, concurrent.futures.ThreadPoolExecutor(2) as pool:
+            lock = stack.enter_context(_TableLock(pg_url))
+            submitted = pool.submit(client.batch_run, batch)
+            wait_for(
+                lambda: _inserts_waiting(pg_url) > 0, 60, 'the submission to reach its insert'
+            )
+            deleted = pool.submit(client.delete_endpoint, eid)
+            service = st.service
+            wait_for(
+                lambda: deleted.done() or eid in getattr(service, '_deleting', ()),
+                60,
+                'the deletion to start',
+            )
+            lock.release.set()  # the submission goes on
+            assert submitted.result(60) == [task_id]
+            deleted.result(60)
+        record = wait_for(
+            lambda: (r := client.get_task(task_id))['status'] != 'waiting-for-ep' and r,
+            60,
+            'the task to end',
+        )
+        assert record['status'] == 'failed'
+        assert record['error']['type'] == 'EndpointDeletedError'
+        assert not _queue_exists(st.service.task_queue(eid))
+        with pytest.raises(FaasNotFoundError):
+            client.run(3, endpoint_id=eid, function_id=fid)

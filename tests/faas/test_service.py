@@ -13,6 +13,7 @@ import pytest
 
 from tests.faas import _tasks
 from tests.faas.conftest import AgentThread, new_endpoint, new_user, wait_for
+from tether._clock import SYSTEM_CLOCK
 from tether.exceptions import (
     FaasAuthenticationError,
     FaasNotFoundError,
@@ -21,8 +22,9 @@ from tether.exceptions import (
     TaskExecutionFailed,
     TaskPending,
 )
-from tether.faas import Client, Executor, _frames
+from tether.faas import Client, EndpointConfig, Executor, _frames
 from tether.faas._server import ServiceThread
+from tether.testing import FakeClock
 
 
 def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
@@ -289,3 +291,34 @@ def test_openapi_describes_every_route(prod_service: ServiceThread) -> None:
         for method in methods - {'HEAD'}:
             assert (method, route.path) in described, (method, route.path)  # type: ignore[attr-defined]
     assert json.dumps(doc)
+
+
+def test_an_endpoint_is_connected_once_its_allowlist_is_stored(
+    prod_service: ServiceThread,
+) -> None:
+    """The agent reports itself connected only once the service stored its HELLO: a
+    submission from then on is checked against its allowlist, even when the service had
+    cached the endpoint's info (without the allowlist) just before it connected."""
+    st = prod_service
+    assert st.service is not None
+    st.service.repo.clock = FakeClock()  # cached info never expires by itself
+    user, token = new_user(st)
+    eid, ep_token = new_endpoint(st, user)
+    with Client(st.url, token) as client:
+        allowed = client.register_function(_tasks.square)
+        other = client.register_function(_tasks.add)
+        client.run(1, 2, endpoint_id=eid, function_id=other)  # caches: no allowlist yet
+        config = EndpointConfig(
+            name='ep',
+            endpoint_id=eid,
+            service_url=st.url,
+            max_workers=1,
+            allowed_functions=[allowed],
+        )
+        agent = AgentThread(config, ep_token).start()
+        try:
+            with pytest.raises(FunctionNotAllowedError):
+                client.run(1, 2, endpoint_id=eid, function_id=other)
+        finally:
+            agent.stop()
+            st.service.repo.clock = SYSTEM_CLOCK

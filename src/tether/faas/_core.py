@@ -229,6 +229,11 @@ class Service:
             collections.OrderedDict()
         )
         self._seeded: set[str] = set()  # endpoints whose cancelled tasks were loaded
+        # Deleting an endpoint and submitting to it exclude each other: submissions in
+        # progress per endpoint, and endpoints being deleted (with what their deletion
+        # waits on), so that no task is queued to a deleted endpoint's queue.
+        self._submitting: dict[str, int] = {}
+        self._deleting: dict[str, asyncio.Event] = {}
 
     def task_queue(self, endpoint_id: str) -> str:
         return f'{self.config.queue_prefix}.tasks.{endpoint_id}'
@@ -265,6 +270,40 @@ class Service:
                 raise FaasNotFoundError(f'task group {group} not found')
         fids = sorted({str(t.get('function_id')) for t in tasks})
         eids = sorted({str(t.get('endpoint_id')) for t in tasks})
+        for eid in eids:
+            if eid in self._deleting:
+                raise FaasNotFoundError(f'endpoint {eid} not found')
+        for eid in eids:
+            self._submitting[eid] = self._submitting.get(eid, 0) + 1
+        try:
+            return await self._submit(
+                user_id,
+                group,
+                tasks=tasks,
+                payloads=payloads,
+                eids=eids,
+                fids=fids,
+                received=received,
+            )
+        finally:
+            for eid in eids:
+                n = self._submitting.pop(eid) - 1
+                if n:
+                    self._submitting[eid] = n
+                elif eid in self._deleting:
+                    self._deleting[eid].set()
+
+    async def _submit(
+        self,
+        user_id: str,
+        group: str,
+        *,
+        tasks: list[dict[str, Any]],
+        payloads: Sequence[memoryview],
+        eids: list[str],
+        fids: list[str],
+        received: float,
+    ) -> dict[str, Any]:
         missing = set(fids) - await self.repo.owned_functions(fids, user_id)
         if missing:
             raise FaasNotFoundError(f'function {sorted(missing)[0]} not found')
@@ -272,7 +311,7 @@ class Service:
         missing = set(eids) - set(endpoints)
         if missing:
             raise FaasNotFoundError(f'endpoint {sorted(missing)[0]} not found')
-        rows = []
+        rows: list[tuple[str, str, str, str, str, str, memoryview]] = []
         queued: dict[str, list[Entry]] = {}
         for task, payload in zip(tasks, payloads, strict=True):
             eid = str(task['endpoint_id'])
@@ -284,7 +323,7 @@ class Service:
                 )
             stamps = dict(task.get('t') or {})
             stamps['service_received'] = received
-            msg_header = {
+            msg_header: dict[str, Any] = {
                 'task_id': str(task['task_id']),
                 'function_id': fid,
                 'task_group_id': group,
@@ -437,6 +476,23 @@ class Service:
         was deleted, and stops), delete its task queue, and fail every task it had not
         finished (queued or running) with ``EndpointDeletedError``, published to the
         tasks' clients like any result."""
+        if endpoint_id not in await self.repo.endpoint_infos(user_id, [endpoint_id]):
+            raise FaasNotFoundError(f'endpoint {endpoint_id} not found')
+        if endpoint_id in self._deleting:  # deleted by a request under way
+            await self._deleting[endpoint_id].wait()
+            raise FaasNotFoundError(f'endpoint {endpoint_id} not found')
+        # New submissions to it are refused from now; those under way are waited for
+        # (their tasks are then failed below with the others).
+        drained = self._deleting[endpoint_id] = asyncio.Event()
+        try:
+            if self._submitting.get(endpoint_id):
+                await drained.wait()
+            await self._delete_endpoint(user_id, endpoint_id)
+        finally:
+            del self._deleting[endpoint_id]
+            drained.set()
+
+    async def _delete_endpoint(self, user_id: str, endpoint_id: str) -> None:
         if not await self.repo.delete_endpoint(endpoint_id, user_id):
             raise FaasNotFoundError(f'endpoint {endpoint_id} not found')
         deleted = FaasNotFoundError(f'endpoint {endpoint_id} was deleted')
@@ -726,6 +782,8 @@ class _EndpointSession:
         self.consumer = await s.broker.consume(
             s.task_queue(self.endpoint_id), s.config.endpoint_prefetch, self.batcher.add
         )
+        # Only now is the endpoint connected: its allowlist is what submissions check.
+        await self.sock.send(_frames.encode(_frames.WELCOME, {}))
         recv = asyncio.ensure_future(self._receive())
         stop = asyncio.ensure_future(self._stopped.wait())
         try:

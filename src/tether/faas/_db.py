@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas._drivers import Driver
 
 __all__ = ['FINISHED', 'Repository', 'function_id_of', 'hash_token', 'new_token']
@@ -98,8 +99,11 @@ def hash_token(token: str) -> str:
 class Repository:
     """Every query the service makes."""
 
-    def __init__(self, driver: Driver, token_ttl: float = 5.0) -> None:
+    def __init__(
+        self, driver: Driver, token_ttl: float = 5.0, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.db = driver
+        self.clock = clock  # the caches' expiry
         # Small caches that keep a submission at one insert: positive ownership facts
         # (immutable), token lookups for ``token_ttl`` seconds (a rotated or revoked token
         # keeps working that long), endpoint info for one second.
@@ -107,6 +111,9 @@ class Repository:
         self._tokens: dict[str, tuple[str, float]] = {}
         self._owned: set[tuple[str, str]] = set()
         self._endpoint_info: dict[str, tuple[str, dict[str, Any], float]] = {}
+        # Bumped whenever an endpoint's info changes: a lookup under way then does not
+        # cache what it read before the change.
+        self._info_version = 0
 
     async def init(self) -> None:
         """Create the tables if they do not exist."""
@@ -138,7 +145,7 @@ class Repository:
 
     async def user_by_token(self, token: str) -> str | None:
         digest = hash_token(token)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         hit = self._tokens.get(digest)
         if hit is not None and hit[1] > now:
             return hit[0]
@@ -210,7 +217,7 @@ class Repository:
     async def endpoint_infos(self, user_id: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``{endpoint_id: info}`` of the user's endpoints among ``ids`` (info at most one
         second old)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         out: dict[str, dict[str, Any]] = {}
         todo = []
         for eid in ids:
@@ -221,6 +228,7 @@ class Repository:
             else:
                 todo.append(eid)
         if todo:
+            version = self._info_version
             rows = await self.db.fetch(
                 'SELECT endpoint_id, user_id, info FROM faas_endpoints'
                 f' WHERE endpoint_id {self.db.in_list(1)}',
@@ -228,7 +236,8 @@ class Repository:
             )
             for r in rows:
                 info = json.loads(r['info'])
-                self._endpoint_info[r['endpoint_id']] = (r['user_id'], info, now + 1.0)
+                if version == self._info_version:
+                    self._endpoint_info[r['endpoint_id']] = (r['user_id'], info, now + 1.0)
                 if r['user_id'] == user_id:
                     out[r['endpoint_id']] = info
         return out
@@ -273,6 +282,8 @@ class Repository:
     async def set_endpoint_state(
         self, endpoint_id: str, online: bool, info: dict[str, Any]
     ) -> None:
+        """Store an endpoint's state and what its HELLO said (its allowlist): submissions
+        read it from here on (the cached info is dropped once it is stored)."""
         await self.db.execute(
             'UPDATE faas_endpoints SET online = $1, info = $2, last_seen = $3'
             ' WHERE endpoint_id = $4',
@@ -281,9 +292,12 @@ class Repository:
             time.time(),
             endpoint_id,
         )
+        self._endpoint_info.pop(endpoint_id, None)
+        self._info_version += 1
 
     async def delete_endpoint(self, endpoint_id: str, user_id: str) -> bool:
         self._endpoint_info.pop(endpoint_id, None)
+        self._info_version += 1
         n = await self.db.execute(
             'DELETE FROM faas_endpoints WHERE endpoint_id = $1 AND user_id = $2',
             endpoint_id,

@@ -37,6 +37,7 @@ __all__ = [
     'SUBMITTED',
     'SUBMIT_FAILED',
     'TASKS',
+    'WELCOME',
     'decode',
     'encode',
     'header_length',
@@ -58,6 +59,7 @@ SUBMITTED = 48  # service -> client (result stream): the batch ``request`` is re
 SUBMIT_FAILED = 49  # service -> client (result stream): it was refused (error, message)
 ACKED = 50  # service -> client (result stream): every ACK up to the one naming ``sync`` is stored
 CANCEL = 51  # service -> endpoint: stop these tasks (drop them if queued, stop their worker)
+WELCOME = 52  # service -> endpoint: its HELLO (allowlist) is stored and its queue consumed
 
 
 def encode(mtype: int, header: dict[str, Any], payloads: Sequence[Any] = ()) -> bytes:

@@ -271,7 +271,6 @@ class Agent:
                 }
                 await self._send(ws, _frames.encode(_frames.HELLO, hello))
                 self._ws = ws
-                self.connected.set()
                 self._handed = [t for t, handed in self._holding.items() if handed]
                 self._outbox = list(self._unconfirmed)
                 self._schedule_flush()
@@ -304,7 +303,9 @@ class Agent:
             await self._send(ws, _frames.encode(_frames.HEARTBEAT, self._stats()))
 
     async def _handle(self, http: Any, ws: Any, frame: Any) -> None:
-        if frame.type == _frames.RESULTS_OK:
+        if frame.type == _frames.WELCOME:  # the service stored the HELLO: connected
+            self.connected.set()
+        elif frame.type == _frames.RESULTS_OK:
             for task_id in frame.header.get('task_ids', []):
                 self._unconfirmed.pop(str(task_id), None)
         elif frame.type == _frames.TASKS:
