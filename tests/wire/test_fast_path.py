@@ -111,15 +111,27 @@ def test_large_frames_are_not_offered(make_server: MakeServer) -> None:
     conn.close()
 
 
+def _wait_received(server: ThreadServer, nbytes: int) -> None:
+    """Wait until the server's parser holds ``nbytes`` of the frame being received."""
+
+    async def held() -> int:
+        return sum(c.protocol._have for c in server.server.connections)
+
+    deadline = time.monotonic() + 30
+    while asyncio.run_coroutine_threadsafe(held(), server.loop).result(10) < nbytes:
+        assert time.monotonic() < deadline, f'the server never received {nbytes} bytes'
+        time.sleep(0.005)
+
+
 def test_a_small_frame_split_across_reads_is_offered_whole(make_server: MakeServer) -> None:
     server, taker = _server(make_server)
     conn = SyncConnection('127.0.0.1', server.port, secret=SECRET)
     payload = b'p' * 30_000
     frame = _frame(TAKE, 7, payload)
     conn.sock.sendall(frame[: PREFIX.size + 3])  # not even the whole head
-    time.sleep(0.1)
+    _wait_received(server, PREFIX.size + 3)  # each part is a read of its own
     conn.sock.sendall(frame[PREFIX.size + 3 : 20_000])
-    time.sleep(0.1)
+    _wait_received(server, 20_000)
     conn.sock.sendall(frame[20_000:])
     reply = conn.recv()
     assert reply.header == {'n': 7, 'fast': True}
