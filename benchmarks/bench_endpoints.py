@@ -47,8 +47,22 @@ from tests.endpoint._topology import PUBLIC, Topology  # noqa: E402
 
 TETHER = str(Path(sys.executable).parent / 'tether')
 WORKER = str(ROOT / 'benchmarks' / 'endpoints_worker.py')
-PEER_VENV = Path('/work/peer-venvs/endpoints')
-PEER_PY = str(PEER_VENV / 'bin' / 'python')
+
+
+def _peer_python() -> str:
+    """The peer venv's python, as ``peer_endpoints_env.sh`` places it (nothing is built)."""
+    out = subprocess.run(
+        ['bash', str(ROOT / 'benchmarks' / 'peer_endpoints_env.sh')],
+        env={**os.environ, 'PEER_VENV_PRINT_ONLY': '1'},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+PEER_PY = _peer_python()
+PEER_VENV = Path(PEER_PY).parent.parent
 TOKEN = 'bench-alice-token-0123456789abcdef'
 PEER_PORT = 7500
 SSH_PORT = 2222

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Build the peer environment for the endpoint benchmark: the published ProxyStore 1.1.0
 # with its endpoints extra (aiortc, quart, uvicorn, websockets) and redis-py, in
-# /work/peer-venvs/endpoints (or $1). Idempotent; an flock serialises concurrent runs.
+# benchmarks/.peer-venvs/endpoints (or $1, or $PEER_ENDPOINTS_VENV). Idempotent; an flock
+# serialises concurrent runs.
 # Also installs the Debian packages the benchmark runs in its namespaces (coturn for the
 # peer's STUN server, openssh-server for the Redis-over-SSH baseline, redis-server).
 #
 # Usage: bash benchmarks/peer_endpoints_env.sh [VENV_DIR]   (prints the venv's python)
 set -euo pipefail
 
-VENV="${1:-/work/peer-venvs/endpoints}"
 source "$(dirname "$0")/_peer_venv.sh"
+VENV="${1:-${PEER_ENDPOINTS_VENV:-$(peer_venv_default endpoints)}}"
+if [[ "${PEER_VENV_PRINT_ONLY:-0}" == 1 ]]; then
+    peer_venv "$VENV" .tether-peer-installed ''
+    exit 0
+fi
 
 need() {  # binary package
     command -v "$1" >/dev/null 2>&1 && return 0
