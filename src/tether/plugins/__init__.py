@@ -5,7 +5,10 @@
 * :mod:`tether.plugins.ray`: a ``concurrent.futures`` executor over Ray tasks, to wrap in
   :class:`~tether.store.executor.StoreExecutor`.
 
-Parsl needs no plugin: wrap ``parsl.concurrent.ParslPoolExecutor`` in a ``StoreExecutor``.
+* :mod:`tether.plugins.parsl`: ``ParslPoolExecutor`` whose tasks can return proxies, and
+  tether's one Parsl integration (local HTEX config on loopback, kernel start and stop,
+  apps) used by the bench executor, the steering task server, the agents' launcher and
+  the faas engine.
 Each module imports its engine only when it is imported itself.
 """
 

@@ -13,20 +13,48 @@ carried in a small box and unpacked in the caller::
         assert ex.submit(sum, [1, 2, 3]).result() == 6
 
 Futures are ``concurrent.futures.Future`` objects (not Parsl ``AppFuture``).
+
+This module is also tether's one Parsl integration: the bench Parsl executors, the
+steering Parsl task server, the agents' Parsl launcher and the faas Parsl engine build
+their configuration, their data-flow kernel and their apps, and clean up, with its
+helpers:
+
+* :func:`local_config`: a HighThroughputExecutor on this host, on loopback, its workers
+  and interchange started with this interpreter;
+* :func:`start_kernel` / :func:`stop_kernel`: a data-flow kernel of the caller's own (not
+  ``parsl.load``'s global one), and its cleanup, run-log file handlers closed;
+* :func:`closing_run_log`: close the run log's handlers around any Parsl shutdown;
+* :func:`make_app`: a Python app of a kernel, on some of its executors;
+* :func:`worker_init` and :func:`interchange_command`: the shell line and the command
+  that make Parsl's workers and interchange run this interpreter.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import logging
+import os
+import sys
+import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from parsl.concurrent import ParslPoolExecutor as _ParslPoolExecutor
 
 from tether.plugins._boxes import unbox_into
 
-__all__ = ['ParslPoolExecutor']
+__all__ = [
+    'ParslPoolExecutor',
+    'closing_run_log',
+    'interchange_command',
+    'local_config',
+    'make_app',
+    'start_kernel',
+    'stop_kernel',
+    'worker_init',
+]
 
 
 class _Boxed:
@@ -59,3 +87,125 @@ class ParslPoolExecutor(_ParslPoolExecutor):
         ref = weakref.ref(outer)
         inner.add_done_callback(lambda f: unbox_into(f, ref))
         return outer
+
+
+def worker_init(extra: str | None = None) -> str:
+    """The ``worker_init`` shell line that puts this interpreter's scripts first on PATH.
+
+    Parsl starts its workers with a shell command (``process_worker_pool.py``); ``extra``
+    (a provider's own ``worker_init``) runs after.
+    """
+    line = f'export PATH={os.path.dirname(sys.executable)}:$PATH'
+    return f'{line}; {extra}' if extra else line
+
+
+def interchange_command() -> list[str]:
+    """HTEX's ``interchange_launch_cmd`` run by this interpreter (found whatever the PATH)."""
+    return [sys.executable, '-m', 'parsl.executors.high_throughput.interchange']
+
+
+def local_config(
+    *,
+    label: str = 'htex',
+    workers: int = 1,
+    run_dir: str | None = None,
+    retries: int = 0,
+    encrypted: bool = False,
+    min_blocks: int = 0,
+    strategy: str | None = 'none',
+    max_idletime: float | None = None,
+    initialize_logging: bool = False,
+    run_dir_prefix: str = 'tether-parsl-',
+    **htex: Any,
+) -> Any:
+    """A ``parsl.config.Config``: one HighThroughputExecutor of one block on this host.
+
+    The interchange listens on loopback (``127.0.0.1``); workers and interchange run this
+    interpreter. ``run_dir`` defaults to a new temporary directory (``run_dir_prefix``),
+    which the caller removes. ``strategy=None`` keeps Parsl's default (scaling in an idle
+    block after ``max_idletime`` seconds, down to ``min_blocks``); ``htex`` adds any other
+    HighThroughputExecutor options (``heartbeat_period`` ...).
+    """
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    executor = HighThroughputExecutor(
+        label=label,
+        address='127.0.0.1',
+        max_workers_per_node=workers,
+        provider=LocalProvider(  # type: ignore[no-untyped-call]
+            init_blocks=1,
+            min_blocks=min_blocks,
+            max_blocks=1,
+            worker_init=worker_init(),
+        ),
+        encrypted=encrypted,
+        interchange_launch_cmd=interchange_command(),
+        **htex,
+    )
+    options: dict[str, Any] = {}
+    if strategy is not None:
+        options['strategy'] = strategy
+    if max_idletime is not None:
+        options['max_idletime'] = max_idletime
+    return Config(
+        executors=[executor],
+        run_dir=run_dir if run_dir is not None else tempfile.mkdtemp(prefix=run_dir_prefix),
+        retries=retries,
+        initialize_logging=initialize_logging,
+        **options,
+    )
+
+
+def start_kernel(config: Any) -> Any:
+    """Start a ``DataFlowKernel`` of the caller's own from ``config``.
+
+    Not ``parsl.load``'s global kernel: a forked process inherits whatever global kernel
+    its parent loaded (without its threads), and ``parsl.load`` refuses to load twice.
+    Stop it with :func:`stop_kernel`.
+    """
+    from parsl.dataflow.dflow import DataFlowKernel
+
+    return DataFlowKernel(config)
+
+
+def make_app(dfk: Any, function: Callable[..., Any], executors: str | list[str] = 'all') -> Any:
+    """A Parsl Python app running ``function`` on ``dfk``'s ``executors``."""
+    from parsl.app.python import PythonApp
+
+    return PythonApp(function, data_flow_kernel=dfk, executors=executors)  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def closing_run_log(run_dir: str) -> Iterator[None]:
+    """Around a Parsl shutdown: close the file handlers of the run log in ``run_dir``.
+
+    Parsl detaches the handlers of its run log at cleanup but never closes them (an open
+    file, a ``ResourceWarning``): they are found before the shutdown, closed after.
+    """
+    found = _run_log_handlers(run_dir)
+    try:
+        yield
+    finally:
+        for log, handler in found | _run_log_handlers(run_dir):
+            log.removeHandler(handler)
+            handler.close()
+
+
+def _run_log_handlers(run_dir: str) -> set[tuple[logging.Logger, logging.Handler]]:
+    loggers = [logging.getLogger()] + [
+        x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)
+    ]
+    return {
+        (log, handler)
+        for log in loggers
+        for handler in list(log.handlers)
+        if run_dir and run_dir in str(getattr(handler, 'baseFilename', ''))
+    }
+
+
+def stop_kernel(dfk: Any) -> None:
+    """Clean up a kernel of :func:`start_kernel` (stops its executors, closes its run log)."""
+    with closing_run_log(str(dfk.run_dir)):
+        dfk.cleanup()

@@ -12,9 +12,7 @@ arguments are resolved by the engine's
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import os
-import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +21,14 @@ import pydantic
 
 from tether.bench.executor import ExecutorConfig
 from tether.bench.plugins import register
+from tether.plugins.parsl import (
+    interchange_command,
+    local_config,
+    make_app,
+    start_kernel,
+    stop_kernel,
+    worker_init,
+)
 from tether.store.config import import_from_path
 
 __all__ = [
@@ -69,12 +75,9 @@ class ParslExecutor(concurrent.futures.Executor):
     """
 
     def __init__(self, config: Any) -> None:
-        from parsl.app.python import PythonApp
-        from parsl.dataflow.dflow import DataFlowKernel
-
         self.config = config
-        self.dfk = DataFlowKernel(config)
-        self._app = PythonApp(_call, data_flow_kernel=self.dfk)  # type: ignore[no-untyped-call]
+        self.dfk = start_kernel(config)
+        self._app = make_app(self.dfk, _call)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -91,21 +94,7 @@ class ParslExecutor(concurrent.futures.Executor):
         if self._closed:
             return
         self._closed = True
-        run_dir = str(self.dfk.run_dir)
-        self.dfk.cleanup()
-        # Parsl leaves the file handlers of its run log attached (and open).
-        for name in ('parsl', 'concurrent.futures'):
-            log = logging.getLogger(name)
-            for handler in list(log.handlers):
-                if run_dir in str(getattr(handler, 'baseFilename', '')):
-                    log.removeHandler(handler)
-                    handler.close()
-
-
-def _worker_init(extra: str | None) -> str:
-    # Workers are started by a shell: put this interpreter's scripts first on the PATH.
-    line = f'export PATH={os.path.dirname(sys.executable)}:$PATH'
-    return f'{line}; {extra}' if extra else line
+        stop_kernel(self.dfk)
 
 
 class ProviderConfig(pydantic.BaseModel):
@@ -144,20 +133,13 @@ class ProviderConfig(pydantic.BaseModel):
     def get_provider(self) -> Any:
         """Build the provider."""
         options = dict(self.options)
-        options['worker_init'] = _worker_init(options.get('worker_init'))
+        options['worker_init'] = worker_init(options.get('worker_init'))
         if self.launcher is not None:
             options['launcher'] = import_from_path(LAUNCHERS[self.launcher])()
         return import_from_path(PROVIDERS[self.kind])(**options)
 
 
-def _interchange_cmd() -> list[str]:
-    # Parsl starts its interchange as a command; run it with this interpreter so that it
-    # is found whether or not this interpreter's scripts are on the PATH.
-    return [sys.executable, '-m', 'parsl.executors.high_throughput.interchange']
-
-
-def _run_dir(run_dir: str | None) -> str:
-    return run_dir if run_dir is not None else tempfile.mkdtemp(prefix='tether-bench-parsl-')
+_RUN_DIR_PREFIX = 'tether-bench-parsl-'
 
 
 @register('executor')
@@ -174,30 +156,18 @@ class ParslLocalConfig(ExecutorConfig):
 
     def get_executor(self) -> ParslExecutor:
         """Start the DataFlowKernel and its workers."""
-        from parsl.config import Config
-        from parsl.executors import HighThroughputExecutor
-        from parsl.providers import LocalProvider
-
-        htex = HighThroughputExecutor(
-            label='tether-bench-htex',
-            address='127.0.0.1',
-            max_workers_per_node=self.workers,
-            provider=LocalProvider(  # type: ignore[no-untyped-call]
-                init_blocks=1,
-                max_blocks=1,
-                worker_init=_worker_init(None),
-            ),
-            encrypted=self.encrypted,
-            interchange_launch_cmd=_interchange_cmd(),
+        return ParslExecutor(
+            local_config(
+                label='tether-bench-htex',
+                workers=self.workers,
+                run_dir=self.run_dir,
+                retries=self.retries,
+                encrypted=self.encrypted,
+                min_blocks=0,
+                strategy='none',
+                run_dir_prefix=_RUN_DIR_PREFIX,
+            )
         )
-        config = Config(
-            executors=[htex],
-            run_dir=_run_dir(self.run_dir),
-            retries=self.retries,
-            strategy='none',
-            initialize_logging=False,
-        )
-        return ParslExecutor(config)
 
     def get_workers(self) -> int:
         """The number of workers."""
@@ -234,13 +204,13 @@ class ParslHTExConfig(ExecutorConfig):
 
         options = {
             'label': 'tether-bench-htex',
-            'interchange_launch_cmd': _interchange_cmd(),
+            'interchange_launch_cmd': interchange_command(),
             **self.htex,
         }
         htex = HighThroughputExecutor(provider=self.provider.get_provider(), **options)
         config = Config(
             executors=[htex],
-            run_dir=_run_dir(self.run_dir),
+            run_dir=self.run_dir or tempfile.mkdtemp(prefix=_RUN_DIR_PREFIX),
             retries=self.retries,
             strategy=self.strategy,
             initialize_logging=False,

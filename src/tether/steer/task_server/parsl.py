@@ -7,6 +7,7 @@ import pickle
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tether.plugins.parsl import make_app, start_kernel, stop_kernel
 from tether.steer.models import Result
 from tether.steer.task_server._worker import run_pickled_task
 from tether.steer.task_server.base import BaseTaskServer, method_name
@@ -89,30 +90,20 @@ class ParslTaskServer(BaseTaskServer):
         self._dfk: Any = None
 
     def _setup(self) -> None:
-        from parsl.app.python import PythonApp
-        from parsl.dataflow.dflow import DataFlowKernel
-
-        # A kernel of its own, not ``parsl.load``'s global one: the task server runs in a
-        # forked process, which inherits whatever global kernel its parent had loaded
-        # (without that kernel's threads), and ``parsl.load`` would refuse to load again.
-        self._dfk = DataFlowKernel(self.config)
+        # A kernel of its own (the task server runs in a forked process).
+        self._dfk = start_kernel(self.config)
         for name, method in self.methods.items():
             executors = self.default_executors
             fn = method
             if isinstance(method, tuple):
                 fn = method[0]
                 executors = method[1].get('executors', executors)
-            app = PythonApp(  # type: ignore[no-untyped-call]
-                _MethodTask(fn),
-                data_flow_kernel=self._dfk,
-                executors=executors,
-            )
-            self._apps[name] = app
+            self._apps[name] = make_app(self._dfk, _MethodTask(fn), executors)
             logger.info('method %s on executors %s', name, executors)
 
     def _cleanup(self) -> None:
         if self._dfk is not None:
-            self._dfk.cleanup()
+            stop_kernel(self._dfk)
             self._dfk = None
 
     def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
