@@ -53,6 +53,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final, Generic, NamedTuple, TypeAlias, TypeVar, cast
 
+from tether._missing import MISSING
 from tether.exceptions import ProxyResolveError, TetherError
 
 __all__ = [
@@ -84,18 +85,19 @@ logger = logging.getLogger(__name__)
 FactoryType: TypeAlias = Callable[[], T]
 
 
-class _Missing:
+_MISSING: Any = MISSING
+"""The missing-target marker: what stands for "no target (yet)" (``Proxy(target=...)``)."""
+
+
+class _Unhashable:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return '<missing>'
+        return '<unhashable>'
 
 
-_MISSING: Any = _Missing()
-MISSING: Final[Any] = _MISSING
-"""The missing-target marker: what stands for "no target (yet)" (``Proxy(target=...)``)."""
 # Marker stored in the hash slot when the target is known to be unhashable.
-_UNHASHABLE: Any = _Missing()
+_UNHASHABLE: Any = _Unhashable()
 
 _trace_enabled = os.environ.get('TETHER_TRACE_RESOLVE', '') not in ('', '0')
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, cast, overload
 
+from tether._missing import MISSING as _MISSING
 from tether.connectors.local import LocalConnector
 from tether.connectors.protocols import Capabilities, Connector
 from tether.exceptions import (
@@ -46,7 +47,6 @@ ConnectorT = TypeVar('ConnectorT', bound=Connector[Any])
 T = TypeVar('T')
 
 _NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
-_MISSING: Any = object()
 _CORE_METHODS = ('put', 'get', 'exists', 'evict')
 
 

@@ -6,6 +6,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from tether._missing import MISSING as _MISSING
 from tether.exceptions import InvalidArgumentError, ProxyResolveMissingKeyError
 from tether.store._pickling import config_from_state, config_state
 from tether.store._registry import get_or_create_store, lookup_store
@@ -94,9 +95,6 @@ class StoreFactory(Generic[T]):
 
     def resolve_async(self) -> None:
         """Kept for compatibility: use :func:`tether.proxy.resolve_async` on the proxy."""
-
-
-_MISSING: Any = object()
 
 
 def _rebuild(

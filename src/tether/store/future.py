@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from tether._missing import MISSING as _MISSING
 from tether.exceptions import FutureAlreadySetError, FutureTimeoutError
 from tether.proxy import Proxy
 from tether.store._pickling import config_from_state, config_state
@@ -35,7 +36,6 @@ __all__ = ['Future', 'FutureFactory']
 
 T = TypeVar('T')
 
-_MISSING: Any = object()
 _POLL_START = 0.001
 _POLL_MAX = 0.5
 

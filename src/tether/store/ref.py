@@ -80,8 +80,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar('T')
 
-_MISSING: Any = object()
-
 
 class _OwnerState:
     __slots__ = ('dropped', 'lock', 'moved', 'mut', 'pid', 'refs')

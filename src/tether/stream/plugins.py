@@ -16,6 +16,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tether._missing import MISSING as _MISSING
+
 __all__ = [
     'Aggregator',
     'EveryNthSampler',
@@ -90,6 +92,3 @@ def concatenate(objs: Sequence[Any]) -> Any:
 
         return np.concatenate(objs)
     raise TypeError(f'cannot concatenate objects of type {type(first).__name__}')
-
-
-_MISSING: Any = object()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tether._missing import MISSING as _MISSING
 from tether.bench.engine._task import TaskResult, execution_info_of
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ __all__ = ['TaskFuture', 'as_completed', 'wait']
 
 T = TypeVar('T')
 
-_MISSING: Any = object()
 _ALL_COMPLETED = concurrent.futures.ALL_COMPLETED
 _InvalidState = concurrent.futures.InvalidStateError
 
