@@ -34,13 +34,10 @@ bounds the replays it would accept.
 
 from __future__ import annotations
 
-import collections
-import hashlib
 import hmac
 import json
 import math
 import os
-import secrets
 import struct
 import threading
 import time
@@ -48,8 +45,9 @@ import weakref
 from pathlib import Path
 from typing import Any, Literal
 
-from tether import _keyfile
-from tether.exceptions import ConfigError, SteerAuthenticationError, SteerReplayError
+from tether import _keyfile, _keys
+from tether._keys import ReplayWindow, Sequencer, SigningKey
+from tether.exceptions import SteerAuthenticationError, SteerReplayError
 
 __all__ = [
     'ENV_KEY',
@@ -64,7 +62,7 @@ __all__ = [
 
 ENV_KEY = 'TETHER_STEER_KEY'
 ENV_KEY_FILE = 'TETHER_STEER_KEY_FILE'
-MIN_KEY_BYTES = 16
+MIN_KEY_BYTES = _keys.MIN_KEY_BYTES
 
 SecretSpec = bytes | str | Literal[False] | None
 """What ``secret=`` accepts: the key, ``None`` (from the environment) or ``False`` (none)."""
@@ -75,36 +73,20 @@ _HLEN = struct.Struct('<I')
 _MAX_HEADER = 4096
 
 
-class QueueKey:
+class QueueKey(SigningKey):
     """A queue key: a secret that never leaves the process.
 
     It cannot be pickled; its ``repr`` shows only its key id (a hash, harmless to log).
     """
 
-    __slots__ = ('_base', 'kid')
+    __slots__ = ()
 
-    def __init__(self, secret: str | bytes) -> None:
-        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(raw) < MIN_KEY_BYTES:
-            raise ConfigError(
-                f'a queue secret must have at least {MIN_KEY_BYTES} bytes (got {len(raw)}); '
-                'generate one with `python -c "import secrets; print(secrets.token_hex(32))"`',
-            )
-        self._base = hmac.new(raw, digestmod=hashlib.sha256)
-        self.kid = hmac.new(raw, b'tether-steer-key-id', hashlib.sha256).hexdigest()[:16]
-
-    def __repr__(self) -> str:
-        return f'QueueKey(kid={self.kid!r})'
-
-    def __reduce__(self) -> Any:
-        raise TypeError('a queue key is never serialized: resolve it in each process')
+    what = 'queue key'
+    kid_label = b'tether-steer-key-id'
 
     def tag(self, *parts: bytes | memoryview) -> bytes:
         """``HMAC-SHA256(key, concatenation of parts)``."""
-        h = self._base.copy()
-        for part in parts:
-            h.update(part)
-        return h.digest()
+        return self.digest(*parts)
 
 
 def default_key_file() -> Path:
@@ -118,28 +100,15 @@ def resolve_secret(secret: SecretSpec) -> QueueKey | None:
     Raises:
         ConfigError: the key is too short, or the key file cannot be read or created.
     """
-    if secret is False:
-        return None
-    if secret is not None:
-        if not isinstance(secret, str | bytes):
-            raise ConfigError(
-                f'secret must be bytes, a string, None or False, not {type(secret).__name__}',
-            )
-        return QueueKey(secret)
-    env = os.environ.get(ENV_KEY)
-    if env:
-        return QueueKey(env)
-    path = os.environ.get(ENV_KEY_FILE)
-    if path:
-        return QueueKey(_keyfile.read_named(path, 'queue key', ENV_KEY_FILE))
-    return QueueKey(
-        _keyfile.user_key(
-            default_key_file(),
-            what='queue key',
-            instead=(
-                f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass secret=False to the queues to '
-                'send unsigned messages'
-            ),
+    return _keys.resolve(
+        secret,
+        QueueKey,
+        env=ENV_KEY,
+        env_file=ENV_KEY_FILE,
+        default_file=default_key_file(),
+        instead=(
+            f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass secret=False to the queues to '
+            'send unsigned messages'
         ),
     )
 
@@ -180,24 +149,15 @@ class Sealer:
         self.window = window
         self.max_senders = max_senders
         self._lock = threading.Lock()
-        self._pid = -1
-        self._sender = ''
-        self._seq: dict[str, int] = {}
-        self._seen: collections.OrderedDict[tuple[str, str], tuple[int, set[int]]] = (
-            collections.OrderedDict()
-        )
+        self._sequencer = Sequencer(8)
+        self._window = ReplayWindow(window, max_senders)
         _sealers.add(self)
 
     def seal(self, channel: str, kind: str, body: bytes) -> bytes:
         """Return the signed message carrying ``body`` to ``channel``."""
         with self._lock:
-            if self._pid != os.getpid():  # a forked child is another sender
-                self._pid = os.getpid()
-                self._sender = secrets.token_hex(8)
-                self._seq = {}
-            seq = self._seq.get(channel, 0)
-            self._seq[channel] = seq + 1
-            sender = self._sender
+            seq = self._sequencer.next(channel)  # a forked child is another sender
+            sender = self._sequencer.sender
         header = json.dumps(
             {
                 'kid': self.key.kid,
@@ -275,22 +235,12 @@ class Sealer:
                 f'{self.max_age} s)',
             )
         with self._lock:
-            ident = (sender, channel)
-            highest, seen = self._seen.pop(ident, (-1, set()))
-            if seq in seen or seq <= highest - self.window:
-                self._seen[ident] = (highest, seen)
+            if not self._window.accept(sender, channel, seq):
                 raise SteerReplayError(
                     f'refused a replayed message on {where}: message {seq} of sender '
                     f'{sender} was already read (or is more than {self.window} behind the '
                     'newest)',
                 )
-            seen.add(seq)
-            highest = max(highest, seq)
-            if len(seen) > 2 * self.window:
-                seen = {s for s in seen if s > highest - self.window}
-            self._seen[ident] = (highest, seen)
-            while len(self._seen) > self.max_senders:
-                self._seen.popitem(last=False)
 
 
 def _claimed_kid(rest: memoryview) -> str:

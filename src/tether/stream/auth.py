@@ -42,20 +42,17 @@ rules:
 
 from __future__ import annotations
 
-import collections
-import hashlib
 import hmac
 import json
 import math
-import os
 import re
-import secrets
 import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-from tether import _keyfile
+from tether import _keyfile, _keys
+from tether._keys import ReplayWindow, Sequencer, SigningKey
 from tether.exceptions import ConfigError, EventAuthenticationError, EventReplayError
 
 __all__ = [
@@ -73,7 +70,7 @@ __all__ = [
 
 ENV_KEY = 'TETHER_STREAM_KEY'
 ENV_KEY_FILE = 'TETHER_STREAM_KEY_FILE'
-MIN_KEY_BYTES = 16
+MIN_KEY_BYTES = _keys.MIN_KEY_BYTES
 
 KeySpec = str | bytes | Literal[False] | None
 """What ``key=`` accepts: the key, ``None`` (from the environment) or ``False`` (none)."""
@@ -83,36 +80,21 @@ _MAC_LEN = 64
 _MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}\s*\Z')
 
 
-class StreamKey:
+class StreamKey(SigningKey):
     """A stream key: a secret that never leaves the process.
 
     It cannot be pickled or copied into a message; its ``repr`` shows only its key id (a
     hash, harmless to log) so that two sides can compare which key they use.
     """
 
-    __slots__ = ('_base', 'kid')
+    __slots__ = ()
 
-    def __init__(self, secret: str | bytes) -> None:
-        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
-        if len(raw) < MIN_KEY_BYTES:
-            raise ConfigError(
-                f'a stream key must have at least {MIN_KEY_BYTES} bytes (got {len(raw)}); '
-                'generate one with `python -c "import secrets; print(secrets.token_hex(32))"`',
-            )
-        self._base = hmac.new(raw, digestmod=hashlib.sha256)  # keyed once, copied per MAC
-        self.kid = hmac.new(raw, b'tether-stream-key-id', hashlib.sha256).hexdigest()[:16]
-
-    def __repr__(self) -> str:
-        return f'StreamKey(kid={self.kid!r})'
-
-    def __reduce__(self) -> Any:
-        raise TypeError('a stream key is never serialized: resolve it in each process')
+    what = 'stream key'
+    kid_label = b'tether-stream-key-id'
 
     def mac(self, data: bytes) -> str:
         """``HMAC-SHA256(key, data)`` in hex."""
-        h = self._base.copy()
-        h.update(data)
-        return h.hexdigest()
+        return self.hexdigest(data)
 
 
 def resolve_key(key: KeySpec | StreamKey) -> StreamKey | None:
@@ -121,19 +103,16 @@ def resolve_key(key: KeySpec | StreamKey) -> StreamKey | None:
     Raises:
         ConfigError: if the key is too short or the key file cannot be read.
     """
-    if key is False:
-        return None
-    if isinstance(key, StreamKey):
-        return key
-    if key is not None:
-        return StreamKey(key)
-    env = os.environ.get(ENV_KEY)
-    if env:
-        return StreamKey(env)
-    path = os.environ.get(ENV_KEY_FILE)
-    if path:
-        return StreamKey(_keyfile.read_named(path, 'stream key', ENV_KEY_FILE))
-    return StreamKey(_user_key(default_key_file()))
+    return _keys.resolve(
+        key,
+        StreamKey,
+        env=ENV_KEY,
+        env_file=ENV_KEY_FILE,
+        default_file=default_key_file(),
+        instead=(
+            f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass key=False to run without signed events'
+        ),
+    )
 
 
 def default_key_file() -> Path:
@@ -143,17 +122,6 @@ def default_key_file() -> Path:
     specification says, a relative value is ignored).
     """
     return _keyfile.config_dir() / 'stream.key'
-
-
-def _user_key(path: Path) -> bytes:
-    """Read the user's key file, creating it (0600, atomically) with a random key."""
-    return _keyfile.user_key(
-        path,
-        what='stream key',
-        instead=(
-            f'set ${ENV_KEY} or ${ENV_KEY_FILE}, or pass key=False to run without signed events'
-        ),
-    )
 
 
 def shim_namespace(shim: object) -> str:
@@ -186,22 +154,15 @@ class Signer:
         self.key = key
         self.namespace = namespace
         self._lock = threading.Lock()
-        self._pid = -1
-        self._producer = ''
-        self._seq: dict[str, int] = {}
+        self._sequencer = Sequencer(16)
 
     def auth(self, topic: str) -> dict[str, Any]:
         """The ``auth`` section of the next message to ``topic``."""
         with self._lock:
-            if self._pid != os.getpid():  # a forked child is another producer
-                self._pid = os.getpid()
-                self._producer = secrets.token_hex(16)
-                self._seq = {}
-            seq = self._seq.get(topic, 0)
-            self._seq[topic] = seq + 1
+            seq = self._sequencer.next(topic)  # a forked child is another producer
             return {
                 'kid': self.key.kid,
-                'producer': self._producer,
+                'producer': self._sequencer.sender,
                 'ns': self.namespace,
                 'topic': topic,
                 'seq': seq,
@@ -240,6 +201,7 @@ class Verifier:
     ) -> None:
         if window < 1 or max_streams < 1:
             raise ValueError('window and max_streams must be at least 1')
+        self._window = ReplayWindow(window, max_streams)
         self.key = key
         self.namespace = namespace
         self.max_age = max_age
@@ -247,9 +209,6 @@ class Verifier:
         self.window = window
         self.max_streams = max_streams
         self._lock = threading.Lock()
-        self._seen: collections.OrderedDict[tuple[str, str], tuple[int, set[int]]] = (
-            collections.OrderedDict()
-        )
 
     def open(self, message: bytes) -> bytes:
         """Return the signed body of ``message`` after checking its MAC.
@@ -324,22 +283,12 @@ class Verifier:
 
     def _once(self, producer: str, topic: str, seq: int) -> None:
         with self._lock:
-            ident = (producer, topic)
-            highest, seen = self._seen.pop(ident, (-1, set()))
-            if seq in seen or seq <= highest - self.window:
-                self._seen[ident] = (highest, seen)
+            if not self._window.accept(producer, topic, seq):
                 raise EventReplayError(
                     f'refused a replayed stream message: producer {producer[:8]}, topic '
                     f'{topic!r}, seq {seq} was already accepted (or is more than '
                     f'{self.window} behind the newest)',
                 )
-            seen.add(seq)
-            highest = max(highest, seq)
-            if len(seen) > 2 * self.window:  # amortized: prune once per window messages
-                seen = {s for s in seen if s > highest - self.window}
-            self._seen[ident] = (highest, seen)
-            while len(self._seen) > self.max_streams:
-                self._seen.popitem(last=False)
 
 
 def _claimed_kid(body: bytes) -> str:
