@@ -122,6 +122,22 @@ class Looper(Behavior):
         }
 
 
+class Ticker(Behavior):
+    """A sync and an async timer of 5 s (tests drive them with a fake clock)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.aticks = 0
+
+    @timer(5)
+    def tick(self) -> None:
+        self.ticks += 1
+
+    @timer(5)
+    async def atick(self) -> None:
+        self.aticks += 1
+
+
 class BadLoop(Behavior):
     @loop
     def crash(self, shutdown: threading.Event) -> None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
 import pytest
 
-from tests.agents._behaviors import BadLoop, Echo, Looper, Parent
+from tests.agents._behaviors import BadLoop, Echo, Looper, Parent, Ticker
 from tether.agents import Agent, Behavior, Manager, action, current_action
 from tether.agents.exchange import ThreadExchange
 from tether.agents.launcher import ThreadLauncher
-from tether.exceptions import AgentError, MailboxClosedError
+from tether.exceptions import ActionTimeoutError, AgentError, MailboxClosedError
+from tether.testing import FakeClock
+from tether.testing._agent_behaviors import Slow
 
 
 def test_behavior_is_a_plain_object() -> None:
@@ -75,9 +78,59 @@ def test_loops_timers_events_and_setup() -> None:
         assert all(counts.values()), counts
         assert looper.setup
         manager.shutdown(handle, timeout=30)
-    before = looper.sync_ticks
-    time.sleep(0.1)
-    assert looper.sync_ticks == before  # the loops stopped
+        prefix = f'agent-{handle.agent_id[6:14]}-'
+    # The loops stopped: the agent joined their threads before it stopped.
+    loops = {prefix + name for name in ('spin', 'tick', 'on_trigger')}
+    assert not [t.name for t in threading.enumerate() if t.name in loops]
+
+
+def test_timers_tick_on_the_exchange_clock() -> None:
+    clock = FakeClock()
+    ticker = Ticker()
+    with Manager(ThreadExchange(clock=clock), ThreadLauncher()) as manager:
+        handle = manager.launch(ticker)
+        handle.ping(timeout=30)
+        clock.wait_for_sleepers(2)  # the sync and the async timer wait on the clock
+        assert (ticker.ticks, ticker.aticks) == (0, 0)
+        clock.advance(5)
+        deadline = time.monotonic() + 30
+        while (ticker.ticks, ticker.aticks) != (1, 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (ticker.ticks, ticker.aticks) == (1, 1)
+        clock.wait_for_sleepers(2)  # waiting for their next period: no tick without it
+        assert (ticker.ticks, ticker.aticks) == (1, 1)
+        clock.advance(4.9)
+        clock.wait_for_sleepers(2)
+        assert (ticker.ticks, ticker.aticks) == (1, 1)
+        manager.shutdown(handle, timeout=30)
+
+
+def test_a_handle_timeout_runs_on_the_exchange_clock() -> None:
+    clock = FakeClock()
+    with Manager(ThreadExchange(clock=clock), ThreadLauncher()) as manager:
+        handle = manager.launch(Slow())
+        future = handle.cooperative(600)
+        raised: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                future.result(timeout=60)
+            except BaseException as e:
+                raised.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        clock.wait_for_sleepers(1)  # the caller waits on the clock
+        assert not raised
+        clock.advance(60)
+        waiter.join(30)
+        assert len(raised) == 1
+        assert isinstance(raised[0], ActionTimeoutError)
+        # The timeout cancelled the action at the agent.
+        deadline = time.monotonic() + 30
+        while handle.stats().result(30)['cancelled'] != ['sync'] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert handle.stats().result(30)['cancelled'] == ['sync']
 
 
 def test_loop_error_shuts_the_agent_down() -> None:

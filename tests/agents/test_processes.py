@@ -413,7 +413,11 @@ def test_an_answered_line_goes_out_with_the_next_request(tmp_path: pathlib.Path)
         handle = exchange.get_handle(agent_id)
         first = handle.action('peek')
         first.result(30)
-        time.sleep(0.2)  # the agent is idle
+        # The agent is idle once the action's thread has finished with it.
+        deadline = time.monotonic() + 30
+        while (runtime._running or runtime._active) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not runtime._running
         assert f'["-", {first.tag}, ' not in path.read_text()
         second = handle.action('peek')
         assert f'["-", {first.tag}, ' in second.result(30)

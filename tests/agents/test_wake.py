@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -26,9 +27,16 @@ def _future(tag: int = 1) -> ActionFuture[Any]:
     return ActionFuture(_Mailbox(), 'agent-x', tag, 'act')  # type: ignore[arg-type]
 
 
-def _later(fn: Any, *args: Any) -> threading.Thread:
+def _later(future: ActionFuture[Any], fn: Any, *args: Any, waiters: int = 1) -> threading.Thread:
+    """Call ``fn(*args)`` in a thread once ``waiters`` threads wait for ``future``."""
+
     def run() -> None:
-        threading.Event().wait(0.05)  # the caller is asleep in result() by then
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            # Asleep in result(): on a pipe (_wakers), or the usual way (_waiters).
+            if len(future._wakers) + len(future._waiters) >= waiters:
+                break
+            time.sleep(0.001)
         fn(*args)
 
     thread = threading.Thread(target=run)
@@ -39,12 +47,12 @@ def _later(fn: Any, *args: Any) -> threading.Thread:
 @pytest.mark.parametrize('timeout', [None, 30.0])
 def test_a_result_set_by_another_thread_wakes_the_caller(timeout: float | None) -> None:
     future = _future()
-    thread = _later(future.set_result, 42)
+    thread = _later(future, future.set_result, 42)
     assert future.result(timeout) == 42
     thread.join()
     assert future._wakers == []
     failed = _future()
-    thread = _later(failed.set_exception, ValueError('no'))
+    thread = _later(failed, failed.set_exception, ValueError('no'))
     with pytest.raises(ValueError, match='no'):
         failed.result(30)
     thread.join()
@@ -52,7 +60,7 @@ def test_a_result_set_by_another_thread_wakes_the_caller(timeout: float | None) 
 
 def test_a_cancel_from_another_thread_wakes_the_caller() -> None:
     future = _future()
-    thread = _later(future.cancel)
+    thread = _later(future, future.cancel)
     with pytest.raises(concurrent.futures.CancelledError):
         future.result(30)
     thread.join()
@@ -77,7 +85,7 @@ def test_many_threads_wait_for_one_future_and_futures_helpers_still_work() -> No
     for waiter in waiters:
         waiter.start()
     others = [_future(n) for n in range(2, 5)]
-    setter = _later(lambda: [f.set_result(f.tag) for f in [future, *others]])
+    setter = _later(future, lambda: [f.set_result(f.tag) for f in [future, *others]], waiters=4)
     done, _ = concurrent.futures.wait(others, timeout=30)
     assert sorted(f.result() for f in done) == [2, 3, 4]
     for waiter in [*waiters, setter]:
@@ -114,7 +122,7 @@ def test_without_a_free_file_descriptor_a_caller_waits_the_usual_way(
     monkeypatch.setattr(wake, '_local', threading.local())
     monkeypatch.setattr(os, 'pipe', no_pipe)
     future = _future()
-    thread = _later(future.set_result, 'ok')
+    thread = _later(future, future.set_result, 'ok')
     assert future.result(30) == 'ok'
     thread.join()
     with pytest.raises(ActionTimeoutError):

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     'tether.demo': 8,
     'tether.testing': 8,
     'tether.cli': 9,
+    'tether.abc': 9,  # names every seam's contract, so it sits above every subsystem
 }
 
 

@@ -25,7 +25,7 @@ with Manager(exchange=ThreadExchange(), launcher=ThreadLauncher()) as manager:
 
 from __future__ import annotations
 
-from tether.agents._runtime import ActionContext, AgentContext, AgentSpec, current_action
+from tether.agents._context import ActionContext, AgentContext, AgentSpec, current_action
 from tether.agents.behavior import (
     RESERVED_ACTION_NAMES,
     ActionInfo,

@@ -203,6 +203,8 @@ class Codec:
         if not isinstance(node, dict) or (len(node) != 1 and 'R' not in node):
             raise MessageRejectedError(f'message carries an invalid value node {node!r:.80}')
         tag, body = next(iter(node.items()))
+        if tag == 'B':
+            return bytes(payloads[body])
         if tag == 'T':
             return tuple(self._dec(x, payloads, depth + 1) for x in body)
         if tag == 'D':
@@ -210,8 +212,12 @@ class Codec:
                 _hashable(self._dec(k, payloads, depth + 1)): self._dec(v, payloads, depth + 1)
                 for k, v in body
             }
-        if tag == 'B':
-            return bytes(payloads[body])
+        return self._dec_tagged(tag, body, node, payloads, depth)
+
+    def _dec_tagged(
+        self, tag: str, body: Any, node: dict[str, Any], payloads: list[Any], depth: int
+    ) -> Any:
+        """The value tags after the common three (bytes, tuples, dicts)."""
         if tag == 'A':
             return bytearray(payloads[body])
         if tag == 'S':
@@ -229,15 +235,7 @@ class Codec:
         if tag == 'N':
             return _decode_numpy(body, payloads)
         if tag == 'P':
-            index, name = body
-            if not self.allow_pickle:
-                raise MessageRejectedError(
-                    f'message carries a pickled value of type {str(name)!r:.120}; this side '
-                    'does not accept pickled values (send native values: None, bool, int, '
-                    'float, str, bytes, list, tuple, dict, set, NumPy arrays; or pass '
-                    'allow_pickle=True to the receiving exchange)',
-                )
-            return pickle.loads(payloads[index])
+            return self._unpickle(body, payloads)
         if tag == 'R':
             return self._ref(node)
         if tag == 'H':
@@ -245,6 +243,17 @@ class Codec:
                 raise MessageRejectedError('message carries an invalid handle')
             return self.exchange.get_handle(body)
         raise MessageRejectedError(f'message carries an unknown value tag {tag!r:.20}')
+
+    def _unpickle(self, body: Any, payloads: list[Any]) -> Any:
+        index, name = body
+        if not self.allow_pickle:
+            raise MessageRejectedError(
+                f'message carries a pickled value of type {str(name)!r:.120}; this side '
+                'does not accept pickled values (send native values: None, bool, int, '
+                'float, str, bytes, list, tuple, dict, set, NumPy arrays; or pass '
+                'allow_pickle=True to the receiving exchange)',
+            )
+        return pickle.loads(payloads[index])
 
     def _ref(self, node: dict[str, Any]) -> Any:
         from tether.store import allowlist, get_store

@@ -14,23 +14,25 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
-import dataclasses
 import inspect
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tether.agents._journal import Journal, answer_lost
-from tether.agents._pool import Workers
-from tether.agents.behavior import (
-    Behavior,
-    _wait_async_event,
-    _wait_thread_event,
-    actions_of,
-    describe_actions,
-    loops_of,
+from tether.agents._context import (
+    ActionContext,
+    AgentContext,
+    AgentSpec,
+    LoopError,
+    _current,
+    current_action,
+    set_child_manager_factory,
 )
+from tether.agents._journal import Journal, answer_lost
+from tether.agents._loops import ControlLoops
+from tether.agents._pool import Workers
+from tether.agents.behavior import actions_of, describe_actions
 from tether.agents.message import (
     CANCEL,
     DESCRIBE,
@@ -45,13 +47,6 @@ from tether.agents.message import (
 )
 from tether.exceptions import AgentError, AgentLaunchError, MessageRejectedError, TetherError
 
-if TYPE_CHECKING:
-    from tether.agents.exchange import Exchange
-    from tether.agents.handle import Handle
-    from tether.agents.launcher import Launcher
-    from tether.agents.manager import Manager
-    from tether.agents.state import State
-
 __all__ = [
     'ActionContext',
     'AgentContext',
@@ -64,159 +59,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_child_manager_factory: Callable[[Exchange], Manager] | None = None
-
-
-def set_child_manager_factory(factory: Callable[[Exchange], Manager]) -> None:
-    """How :meth:`AgentContext.launch` makes the manager of an agent's children.
-
-    Set by :mod:`tether.agents.manager` when it is imported (the runtime sits below the
-    manager and its launchers, which run it, so it does not import them).
-    """
-    global _child_manager_factory
-    _child_manager_factory = factory
-
-
-_current: contextvars.ContextVar[ActionContext | None] = contextvars.ContextVar(
-    'tether_agents_action', default=None
-)
 _RECENT = 4096
-_event_lock = threading.Lock()
-
-
-class LoopError(AgentError):
-    """A control loop raised, and the behavior shuts down on loop errors."""
-
-
-@dataclasses.dataclass
-class AgentSpec:
-    """Everything needed to run one agent (what a launcher ships to where it runs).
-
-    Attributes:
-        behavior: The behavior object.
-        agent_id: The agent's mailbox id (registered in ``exchange``).
-        exchange: The exchange.
-        max_concurrency: Overrides the behavior's ``max_concurrency``.
-        state_dir: Directory of the agent's persistent state (default: the agents home).
-        journal: File of the in-flight journal (set by launchers that run agents in
-            processes of their own; see :mod:`tether.agents._journal`).
-    """
-
-    behavior: Behavior
-    agent_id: str
-    exchange: Exchange
-    max_concurrency: int | None = None
-    state_dir: str | None = None
-    journal: str | None = None
-
-
-class ActionContext:
-    """What a running action can learn about its request (see :func:`current_action`).
-
-    Attributes:
-        action: The action's name.
-        caller: The mailbox id of the caller.
-        tag: The request's tag.
-    """
-
-    def __init__(self, action: str, caller: str, tag: int) -> None:
-        self.action = action
-        self.caller = caller
-        self.tag = tag
-        self.started = False
-        self._cancel_event: threading.Event | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.is_async = False
-        self.msg: Any = None
-        self.fn: Any = None
-        self.journal_line = 0
-        self.waited = False
-
-    @property
-    def cancel_event(self) -> threading.Event:
-        """Set when the caller cancels the request (or times out waiting)."""
-        event = self._cancel_event
-        if event is None:
-            with _event_lock:
-                if self._cancel_event is None:
-                    self._cancel_event = threading.Event()
-                event = self._cancel_event
-        return event
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether the caller cancelled the request (or timed out waiting)."""
-        event = self._cancel_event
-        return event is not None and event.is_set()
-
-
-def current_action() -> ActionContext:
-    """The context of the action running in this thread or task.
-
-    Raises:
-        AgentError: outside of an action.
-    """
-    ctx = _current.get()
-    if ctx is None:
-        raise AgentError('current_action() is only available inside a running action')
-    return ctx
-
-
-class AgentContext:
-    """What a running behavior sees of its agent (``behavior.agent_context``).
-
-    Attributes:
-        agent_id: The agent's mailbox id.
-        exchange: The exchange the agent serves its mailbox on.
-    """
-
-    def __init__(self, runtime: AgentRuntime) -> None:
-        self._runtime = runtime
-        self.agent_id = runtime.agent_id
-        self.exchange = runtime.exchange
-        self._state: State | None = None
-        self._manager: Manager | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def state(self) -> State:
-        """The agent's persistent state, restored from its last checkpoint on first use."""
-        with self._lock:
-            if self._state is None:
-                from tether.agents.state import State, agents_home
-
-                base = self._runtime.state_dir or str(agents_home() / 'state')
-                self._state = State(f'{base}/{self.agent_id}.state')
-            return self._state
-
-    def shutdown(self) -> None:
-        """Shut the agent down for good (its mailbox is terminated)."""
-        self._runtime.request_shutdown(terminate=True)
-
-    def handle(self, agent_id: str) -> Handle[Any]:
-        """A handle to another agent of the same exchange."""
-        return self.exchange.get_handle(agent_id)
-
-    def launch(
-        self, behavior: Behavior, *, launcher: Launcher | None = None, **kwargs: Any
-    ) -> Handle[Any]:
-        """Launch a child agent (default: in a thread of this agent's process).
-
-        Children are shut down when this agent shuts down.
-        """
-        with self._lock:
-            if self._manager is None:
-                if _child_manager_factory is None:  # tether.agents imports the manager
-                    raise AgentError('tether.agents.manager is not imported')
-                self._manager = _child_manager_factory(self.exchange)
-            manager = self._manager
-        return manager.launch(behavior, launcher=launcher, **kwargs)
-
-    def _close(self) -> None:
-        if self._manager is not None:
-            self._manager.close()
-        if self._state is not None:
-            self._state.checkpoint()
 
 
 class AgentRuntime:
@@ -245,7 +88,6 @@ class AgentRuntime:
         self.terminate = False
         self.failure: BaseException | None = None
         self._stop: asyncio.Event | None = None
-        self._thread_shutdown = threading.Event()
         self._active: dict[tuple[str, int], ActionContext] = {}
         self._recent: collections.OrderedDict[tuple[str, int], None] = collections.OrderedDict()
         self._early_cancels: collections.OrderedDict[tuple[str, int], None] = (
@@ -303,7 +145,7 @@ class AgentRuntime:
         transport = self.exchange.transport()
         self.transport = transport
         listener = None
-        loops: list[Any] = []
+        loops = ControlLoops(self.behavior, self.agent_id, self.exchange.clock, self._loop_failed)
         try:
             if self.spec.journal is not None:
                 # Requests an earlier incarnation accepted and never answered (its
@@ -326,7 +168,7 @@ class AgentRuntime:
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)
             listener = transport.listen(self.agent_id, self._deliver)
-            loops = self._start_loops()
+            loops.start(self._stop)
             self.started.set()
             logger.info('agent %s (%s) started', self.agent_id, type(self.behavior).__name__)
             await self._stop.wait()
@@ -338,8 +180,8 @@ class AgentRuntime:
             if listener is not None:
                 listener.close()
             await self._drain()
-            self._thread_shutdown.set()
-            await self._join_loops(loops)
+            loops.stop_threads()
+            await loops.join()
             try:
                 await self._call(self.behavior.on_shutdown)
             except Exception as e:
@@ -390,84 +232,12 @@ class AgentRuntime:
         if busy and self._idle is not None:
             await self._idle.wait()
 
-    # Control loops --------------------------------------------------------------------
-
-    def _start_loops(self) -> list[Any]:
-        started: list[Any] = []
-        for name, fn in loops_of(type(self.behavior)).items():
-            bound = fn.__get__(self.behavior)
-            kind = fn._tether_agent_kind  # type: ignore[attr-defined]
-            if inspect.iscoroutinefunction(fn):
-                coro = self._async_loop(name, kind, fn, bound)
-                started.append(asyncio.get_running_loop().create_task(coro))
-            else:
-                thread = threading.Thread(
-                    target=self._sync_loop,
-                    args=(name, kind, fn, bound),
-                    name=f'agent-{self.agent_id[6:14]}-{name}',
-                    daemon=True,
-                )
-                thread.start()
-                started.append(thread)
-        return started
-
     def _loop_failed(self, name: str, error: BaseException) -> None:
         logger.error('loop %s of agent %s raised %r', name, self.agent_id, error)
         if getattr(self.behavior, 'shutdown_on_loop_error', True):
             failure = LoopError(f'loop {name!r} of agent {self.agent_id} raised {error!r}')
             failure.__cause__ = error
             self.request_shutdown(terminate=False, failure=failure)
-
-    def _sync_loop(self, name: str, kind: str, fn: Any, bound: Any) -> None:
-        stop = self._thread_shutdown
-        try:
-            if kind == 'loop':
-                bound(stop)
-            elif kind == 'timer':
-                while not stop.wait(fn._tether_timer_interval):
-                    bound()
-            else:
-                ev = getattr(self.behavior, fn._tether_event_name)
-                while _wait_thread_event(ev, stop, 0.05):
-                    ev.clear()
-                    bound()
-        except Exception as e:
-            self._loop_failed(name, e)
-
-    async def _async_loop(self, name: str, kind: str, fn: Any, bound: Any) -> None:
-        stop = self._stop
-        assert stop is not None
-        try:
-            if kind == 'loop':
-                await bound(stop)
-            elif kind == 'timer':
-                while True:
-                    try:
-                        await asyncio.wait_for(stop.wait(), fn._tether_timer_interval)
-                        return
-                    except TimeoutError:
-                        await bound()
-            else:
-                ev = getattr(self.behavior, fn._tether_event_name)
-                while await _wait_async_event(ev, stop):
-                    ev.clear()
-                    await bound()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self._loop_failed(name, e)
-
-    async def _join_loops(self, loops: list[Any]) -> None:
-        tasks = [t for t in loops if isinstance(t, asyncio.Task)]
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=10)
-            for task in pending:
-                task.cancel()
-        for thread in loops:
-            if isinstance(thread, threading.Thread):
-                await asyncio.to_thread(thread.join, 10)
-                if thread.is_alive():
-                    logger.warning('loop thread %s did not stop within 10 s', thread.name)
 
     # Messages -------------------------------------------------------------------------
     #

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from tether.exceptions import AgentError, BehaviorDefinitionError
 
 if TYPE_CHECKING:
-    from tether.agents._runtime import AgentContext
+    from tether.agents._context import AgentContext
     from tether.agents.state import State
 
 __all__ = [

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._wake import Waker, thread_waker
 from tether.agents.behavior import ActionInfo, Behavior
 from tether.agents.message import (
@@ -68,8 +69,16 @@ class ActionFuture(concurrent.futures.Future[T]):
     and raises :class:`~tether.exceptions.ActionTimeoutError`.
     """
 
-    def __init__(self, mailbox: _ClientMailbox, dest: str, tag: int, action: str) -> None:
+    def __init__(
+        self,
+        mailbox: _ClientMailbox,
+        dest: str,
+        tag: int,
+        action: str,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         super().__init__()
+        self._clock = clock
         self._mailbox = mailbox
         self.agent_id = dest
         self.tag = tag
@@ -102,6 +111,10 @@ class ActionFuture(concurrent.futures.Future[T]):
         """Return once done, or once ``timeout`` seconds passed."""
         if self._state in _DONE:
             return
+        clock = self._clock
+        if clock is not SYSTEM_CLOCK:
+            self._wait_on(clock, timeout)
+            return
         waker = thread_waker()
         if waker is None:  # no pipe: the base class's wait
             concurrent.futures.wait((self,), timeout)
@@ -121,6 +134,16 @@ class ActionFuture(concurrent.futures.Future[T]):
                     waker.drain()  # a wake-up meant for an earlier wait
         finally:
             self._wakers.remove(waker)
+
+    def _wait_on(self, clock: Clock, timeout: float | None) -> None:
+        """:meth:`_wait` measured on another clock than the system's (a test's)."""
+        deadline = None if timeout is None else clock.monotonic() + timeout
+        with self._condition:
+            while self._state not in _DONE:
+                remaining = None if deadline is None else deadline - clock.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                clock.wait(self._condition, remaining)
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the result; on timeout, cancel the action and raise ActionTimeoutError."""
@@ -160,7 +183,9 @@ class _ClientMailbox:
     def reserve(self, dest: str, action: str) -> ActionFuture[Any]:
         """A new tag, and the future its response settles (for a message sent by hand:
         :meth:`Transport.send_raw` in tests)."""
-        future: ActionFuture[Any] = ActionFuture(self, dest, next(self._tags), action)
+        future: ActionFuture[Any] = ActionFuture(
+            self, dest, next(self._tags), action, self.transport.clock
+        )
         with self._lock:
             self._pending[future.tag] = future
         return future

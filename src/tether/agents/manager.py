@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from tether.agents._runtime import AgentSpec, set_child_manager_factory
+from tether.agents._context import AgentSpec, set_child_manager_factory
 from tether.agents.behavior import Behavior, mro_of
 from tether.agents.exchange import Exchange, MailboxStatus
 from tether.agents.handle import Handle

@@ -101,3 +101,16 @@ class Slow(Behavior):
     def stats(self) -> dict[str, Any]:
         """Peak concurrency, actions done, cancellations seen."""
         return {'peak': self.peak, 'done': self.done, 'cancelled': list(self.cancelled)}
+
+
+class BrokenSetup(Behavior):
+    """An agent whose ``on_setup`` always raises (it fails at every start)."""
+
+    def on_setup(self) -> None:
+        """Fail."""
+        raise CustomError('on_setup failed on purpose')
+
+    @action
+    def echo(self, value: Any) -> Any:
+        """Never reached."""
+        return value

@@ -1,4 +1,7 @@
-"""The agent exchange conformance suite: the tests every exchange passes (needs pytest).
+"""The agent conformance suites: the tests every exchange and launcher passes (needs pytest).
+
+:class:`LauncherConformance` checks a launcher (see its docstring);
+:class:`ExchangeConformance` checks an exchange:
 
 Subclass :class:`ExchangeConformance` in a test module (its name must start with
 ``Test``) and give it a fixture named ``exchange`` that returns a fresh exchange (its own
@@ -38,10 +41,10 @@ from typing import Any
 
 import pytest
 
-from tether.agents import Manager
+from tether.agents import AgentSpec, Manager
 from tether.agents.exchange import MailboxStatus
 from tether.agents.handle import ActionFuture
-from tether.agents.launcher import ThreadLauncher
+from tether.agents.launcher import Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.message import PROTOCOL, Envelope, Request, encode
 from tether.exceptions import (
     ActionTimeoutError,
@@ -49,9 +52,9 @@ from tether.exceptions import (
     MessageRejectedError,
     UnknownMailboxError,
 )
-from tether.testing._agent_behaviors import Echo, Other, Slow, SubEcho
+from tether.testing._agent_behaviors import BrokenSetup, Echo, Other, Slow, SubEcho
 
-__all__ = ['ExchangeConformance', 'raw_request']
+__all__ = ['ExchangeConformance', 'LauncherConformance', 'raw_request']
 
 
 def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> ActionFuture[Any]:
@@ -238,3 +241,98 @@ class ExchangeConformance:
         assert handle.status() is MailboxStatus.TERMINATED
         with pytest.raises(MailboxClosedError):
             handle.echo(1)
+
+
+class LauncherConformance:
+    """What every launcher does. Subclass it in a test module (named ``Test...``) with two
+    fixtures:
+
+    * ``exchange``: a fresh exchange the launcher's agents can reach (a Redis or hybrid
+      exchange for launchers that run agents in other processes);
+    * ``make_launcher``: a function ``make_launcher(restart)`` returning a new launcher
+      with that :class:`~tether.agents.launcher.RestartPolicy` (the suite closes it).
+
+    ::
+
+        class TestMyLauncher(LauncherConformance):
+            @pytest.fixture
+            def make_launcher(self):
+                return lambda restart: MyLauncher(restart=restart)
+
+    The suite checks that a launched agent serves its mailbox and is listed as running;
+    that an agent asked to shut down ends, is waited for, and is no longer running; that
+    an agent that fails at every start is restarted up to the policy's limit (restart
+    counts and the failure are reported by launchers that supervise in this process) and
+    then has its mailbox terminated, so that callers get
+    :class:`~tether.exceptions.MailboxClosedError`; and that :meth:`Launcher.close`
+    stops the agents of a launcher that is not ``detached`` (a detached launcher's agents
+    keep running and stop when asked).
+    """
+
+    #: Seconds to wait for each agent to start, answer or stop.
+    timeout: float = 60.0
+
+    @pytest.fixture
+    def launcher(self, make_launcher: Any) -> Iterator[Launcher]:
+        """A launcher without restarts, closed after the test."""
+        launcher = make_launcher(RestartPolicy())
+        yield launcher
+        launcher.close(self.timeout)
+
+    def _launch(self, launcher: Launcher, exchange: Any, behavior: Any) -> str:
+        agent_id: str = exchange.register_agent(type(behavior))
+        launcher.launch(AgentSpec(behavior, agent_id, exchange))
+        return agent_id
+
+    def test_a_launched_agent_serves_its_mailbox(self, launcher: Launcher, exchange: Any) -> None:
+        agent_id = self._launch(launcher, exchange, Echo())
+        handle = exchange.get_handle(agent_id)
+        assert handle.echo('hello').result(self.timeout) == 'hello'
+        assert agent_id in launcher.running()
+        handle.shutdown().result(self.timeout)
+        assert launcher.wait(agent_id, self.timeout)
+
+    def test_an_agent_asked_to_stop_ends(self, launcher: Launcher, exchange: Any) -> None:
+        agent_id = self._launch(launcher, exchange, Echo())
+        handle = exchange.get_handle(agent_id)
+        handle.ping(timeout=self.timeout)
+        handle.shutdown().result(self.timeout)
+        assert launcher.wait(agent_id, self.timeout)
+        assert agent_id not in launcher.running()
+        assert _eventually(lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED)
+        if not launcher.detached:
+            assert launcher.failure(agent_id) is None
+            assert launcher.restarts(agent_id) == 0
+
+    def test_an_agent_failing_for_good_has_its_mailbox_terminated(
+        self, make_launcher: Any, exchange: Any
+    ) -> None:
+        launcher = make_launcher(RestartPolicy(max_restarts=1, backoff=0.0))
+        try:
+            agent_id = self._launch(launcher, exchange, BrokenSetup())
+            assert launcher.wait(agent_id, self.timeout)
+            assert _eventually(lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED)
+            with pytest.raises(MailboxClosedError):
+                exchange.get_handle(agent_id).echo(1).result(self.timeout)
+            if not launcher.detached:
+                assert launcher.restarts(agent_id) == 1
+                assert launcher.failure(agent_id) is not None
+                assert agent_id not in launcher.running()
+        finally:
+            launcher.close(self.timeout)
+
+    def test_close_stops_the_agents_of_an_attached_launcher(
+        self, make_launcher: Any, exchange: Any
+    ) -> None:
+        launcher = make_launcher(RestartPolicy())
+        try:
+            agent_id = self._launch(launcher, exchange, Echo())
+            handle = exchange.get_handle(agent_id)
+            handle.ping(timeout=self.timeout)
+        finally:
+            launcher.close(self.timeout)
+        if launcher.detached:
+            assert agent_id in launcher.running()  # it outlives its launcher
+            handle.shutdown().result(self.timeout)
+        assert launcher.wait(agent_id, self.timeout)
+        assert agent_id not in launcher.running()

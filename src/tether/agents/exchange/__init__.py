@@ -5,19 +5,31 @@
 * :class:`HybridExchange`: direct authenticated connections between processes, Redis for
   discovery and as the fallback.
 
-Every exchange passes one conformance suite (``tests/agents/test_exchange_conformance.py``).
+An exchange implements :class:`Exchange` (``key()`` and ``make_transport()``), its
+:class:`Transport` and :class:`Listener`; every exchange passes one conformance suite,
+:class:`tether.testing.agents.ExchangeConformance`. The contracts are also named in
+:mod:`tether.abc`.
 """
 
 from __future__ import annotations
 
-from tether.agents.exchange._base import Exchange, MailboxStatus, Transport, new_mailbox_id
+from tether.agents.exchange._base import (
+    Deliver,
+    Exchange,
+    Listener,
+    MailboxStatus,
+    Transport,
+    new_mailbox_id,
+)
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
 from tether.agents.exchange.thread import ThreadExchange
 
 __all__ = [
+    'Deliver',
     'Exchange',
     'HybridExchange',
+    'Listener',
     'MailboxStatus',
     'RedisExchange',
     'ThreadExchange',

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
 from tether.agents.behavior import mro_of
 from tether.agents.message import (
@@ -74,7 +75,20 @@ class Listener(ABC):
 
 
 class Transport(ABC):
-    """What one process uses to talk through one exchange."""
+    """What one process uses to talk through one exchange (the transport contract).
+
+    A transport implements :meth:`register`, :meth:`terminate`, :meth:`status`,
+    :meth:`discover`, :meth:`send`, :meth:`send_raw` and :meth:`listen` (and
+    :meth:`restore` if its mailboxes can vanish); handles, agents and the exchange use
+    nothing else.
+
+    Attributes:
+        codec: How this process encodes and decodes message values.
+        clock: The exchange's clock (set when the exchange builds the transport).
+        closed: Whether :meth:`close` was called.
+    """
+
+    clock: Clock = SYSTEM_CLOCK
 
     def __init__(self, codec: Codec) -> None:
         self.codec = codec
@@ -207,14 +221,23 @@ atexit.register(_close_all)
 class Exchange(ABC):
     """Hosts mailboxes; agents and clients send and receive messages through it.
 
+    The exchange contract: an exchange implements :meth:`key` and :meth:`make_transport`
+    (a :class:`Transport`, which implements the mailbox operations); everything else is
+    built on those. Every exchange passes
+    :class:`tether.testing.agents.ExchangeConformance`.
+
     Args:
         allow_pickle: Accept pickled values (arguments, results, exceptions) in messages
             this process receives through this exchange. Off by default: values are
             then limited to native types (see :mod:`tether.agents`).
+        clock: The clock of this process's handle timeouts and of the timers of agents
+            that run in this process's threads (a copy sent to another process uses the
+            system clock).
     """
 
-    def __init__(self, *, allow_pickle: bool = False) -> None:
+    def __init__(self, *, allow_pickle: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.allow_pickle = allow_pickle
+        self.clock = clock
 
     # Identity and the per-process transport ----------------------------------------
 
@@ -223,7 +246,9 @@ class Exchange(ABC):
         """Identifies the exchange: equal keys share one transport per process."""
 
     @abstractmethod
-    def _make_transport(self) -> Transport: ...
+    def make_transport(self) -> Transport:
+        """Build this process's transport for this exchange (called once per process and
+        key by :meth:`transport`, which shares it between copies of the exchange)."""
 
     def transport(self) -> Transport:
         """This process's transport for this exchange (built on first use)."""
@@ -236,7 +261,8 @@ class Exchange(ABC):
                 _transports_pid = os.getpid()
             transport = _transports.get(key)
             if transport is None or transport.closed:
-                transport = self._make_transport()
+                transport = self.make_transport()
+                transport.clock = self.clock
                 _transports[key] = transport
             return transport
 

@@ -161,7 +161,7 @@ class HybridExchange(RedisExchange):
             value = redis.execute('GET', key)
         return value.encode() if isinstance(value, str) else bytes(value)
 
-    def _make_transport(self) -> Transport:
+    def make_transport(self) -> Transport:
         return HybridTransport(self)
 
     def config(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import time
 import uuid
 from typing import Any
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
 from tether.agents.exchange._resp import RespClient
@@ -121,6 +122,7 @@ class _RedisListener(Listener):
         self.on_lost: Any = None
         self.on_check: Any = None
         self.terminated = False
+        self.recovered = False  # whether what a dead listener took was put back
         # The discovery record, to make it again with the mailbox (empty: a client).
         self.mro = transport.redis.execute('HGET', transport.k('beh'), mailbox_id) or b''
         # Client mailboxes (no discovery record) expire unless their listener refreshes
@@ -135,30 +137,10 @@ class _RedisListener(Listener):
     def _run(self) -> None:
         failures = 0
         batch_next = True  # first drain what is queued, then block
-        recovered = False
+        self.recovered = False
         while not self.stopping.is_set():
             try:
-                if not recovered:
-                    # Messages a previous listener took but never handed over (its process
-                    # died in between) go back to the head of the mailbox. After a
-                    # failure, the mailbox may also be gone (see _check_mailbox).
-                    self._check_mailbox()
-                    self.transport._recover(keys=[self.taken, self.key])
-                    recovered = True
-                if batch_next:
-                    batch = list(self.transport._take(keys=[self.key, self.taken], args=[_BATCH]))
-                else:
-                    if self.conn.broken:
-                        self.conn.close()
-                        self.conn = self.transport.redis.connect(timeout=_BLOCK + 10)
-                    item = self.conn.execute(
-                        'BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK
-                    )
-                    if item is None:
-                        # Idle for _BLOCK seconds: a cheap check that the mailbox still
-                        # exists (Redis may have lost it without the connection failing).
-                        self._check_mailbox()
-                    batch = [] if item is None else [item]
+                batch = self._fetch(batch_next)
                 # After a message, drain what else is queued without blocking; once the
                 # list is empty, block again.
                 if batch_next and not batch:
@@ -169,7 +151,7 @@ class _RedisListener(Listener):
                 if self.stopping.is_set():
                     break
                 failures += 1
-                recovered = False  # Redis may have restarted: check the mailbox again
+                self.recovered = False  # Redis may have restarted: check the mailbox again
                 logger.warning('mailbox listener on %s: %s (retrying)', self.key, e)
                 self.stopping.wait(min(0.1 * 2**failures, 5.0))
                 continue
@@ -178,22 +160,48 @@ class _RedisListener(Listener):
                 self.transport._refresh()
             if now >= self.next_keep_alive:
                 self._keep_alive(now)
-            for data in batch:
-                if data.startswith(_WAKE):
-                    reached = self.barriers.pop(data, None)
-                    if reached is not None:
-                        reached()
-                    continue
-                try:
-                    self.deliver(decode(data, self.transport.codec))
-                except Exception:
-                    logger.exception('delivering a message from %s failed', self.key)
             if batch:
-                # Handed over: the agent has them now.
-                try:
-                    self.conn.execute('DEL', self.taken)
-                except AgentError:
-                    logger.warning('could not clear %s', self.taken)
+                self._hand_over(batch)
+
+    def _fetch(self, batch_next: bool) -> list[bytes]:
+        """The next messages: what is queued (``batch_next``), else one, blocking."""
+        if not self.recovered:
+            # Messages a previous listener took but never handed over (its process died
+            # in between) go back to the head of the mailbox. After a failure, the mailbox
+            # may also be gone (see _check_mailbox).
+            self._check_mailbox()
+            self.transport._recover(keys=[self.taken, self.key])
+            self.recovered = True
+        if batch_next:
+            return list(self.transport._take(keys=[self.key, self.taken], args=[_BATCH]))
+        if self.conn.broken:
+            self.conn.close()
+            self.conn = self.transport.redis.connect(timeout=_BLOCK + 10)
+        item = self.conn.execute('BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK)
+        if item is None:
+            # Idle for _BLOCK seconds: a cheap check that the mailbox still exists (Redis
+            # may have lost it without the connection failing).
+            self._check_mailbox()
+            return []
+        return [item]
+
+    def _hand_over(self, batch: list[bytes]) -> None:
+        """Deliver the messages taken (barriers release their gates), then forget them."""
+        for data in batch:
+            if data.startswith(_WAKE):
+                reached = self.barriers.pop(data, None)
+                if reached is not None:
+                    reached()
+                continue
+            try:
+                self.deliver(decode(data, self.transport.codec))
+            except Exception:
+                logger.exception('delivering a message from %s failed', self.key)
+        # Handed over: the agent has them now.
+        try:
+            self.conn.execute('DEL', self.taken)
+        except AgentError:
+            logger.warning('could not clear %s', self.taken)
 
     def _keep_alive(self, now: float) -> None:
         """Extend the life of a client mailbox (its state, and what waits in it)."""
@@ -426,6 +434,8 @@ class RedisExchange(Exchange):
         terminated_ttl: Seconds a terminated mailbox is remembered as such (sending to
             it raises MailboxClosedError); then its key expires and it is unknown
             (UnknownMailboxError). Nothing else of a terminated mailbox stays in Redis.
+        clock: The clock of this process's handle timeouts and thread agents' timers
+            (not pickled: a copy in another process uses the system clock).
     """
 
     def __init__(
@@ -442,8 +452,9 @@ class RedisExchange(Exchange):
         store: Any = None,
         threshold: int | None = _DEFAULT_THRESHOLD,
         terminated_ttl: float = 86400.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(allow_pickle=allow_pickle)
+        super().__init__(allow_pickle=allow_pickle, clock=clock)
         self.hostname = hostname
         self.port = port
         self.prefix = prefix
@@ -515,7 +526,7 @@ class RedisExchange(Exchange):
             exchange=self,
         )
 
-    def _make_transport(self) -> Transport:
+    def make_transport(self) -> Transport:
         return _RedisTransport(self)
 
     def config(self) -> dict[str, Any]:
@@ -536,4 +547,5 @@ class RedisExchange(Exchange):
         state = dict(self.__dict__)
         state['_password_value'] = None
         state['_store'] = None
+        state['clock'] = SYSTEM_CLOCK
         return state

@@ -14,6 +14,7 @@ import uuid
 import weakref
 from typing import Any
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
 from tether.agents.message import Message, Rejected, decode
@@ -131,24 +132,33 @@ class ThreadExchange(Exchange):
 
     Handles made from it work in this process only (pickling one into another process
     fails with a clear error when used).
+
+    Args:
+        clock: The clock of handle timeouts and agent timers (tests pass a
+            :class:`tether.testing.FakeClock`).
     """
 
-    def __init__(self) -> None:
-        super().__init__(allow_pickle=True)
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(allow_pickle=True, clock=clock)
         self.uid = uuid.uuid4().hex
-        self._transport = _ThreadTransport(Codec(allow_pickle=True))
+        self._transport = self._new_transport()
         _live[self.uid] = self
+
+    def _new_transport(self) -> _ThreadTransport:
+        transport = _ThreadTransport(Codec(allow_pickle=True))
+        transport.clock = self.clock
+        return transport
 
     def key(self) -> str:
         return f'thread:{self.uid}'
 
-    def _make_transport(self) -> Transport:
+    def make_transport(self) -> Transport:
         if self._transport.closed:
-            self._transport = _ThreadTransport(Codec(allow_pickle=True))
+            self._transport = self._new_transport()
         return self._transport
 
     def transport(self) -> Transport:
-        return self._make_transport()
+        return self.make_transport()
 
     def close(self) -> None:
         self._transport.close()

@@ -18,13 +18,14 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents.behavior import mro_of
 from tether.exceptions import AgentLaunchError, TetherError, UnknownMailboxError
 
 if TYPE_CHECKING:
-    from tether.agents._runtime import AgentSpec
+    from tether.agents._context import AgentSpec
 
-__all__ = ['Launcher', 'RestartPolicy']
+__all__ = ['Launcher', 'RestartPolicy', 'Supervised']
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,18 @@ class RestartPolicy:
         return float(min(self.backoff * 2 ** max(attempt - 1, 0), self.max_backoff))
 
 
-class _Supervised:
+class Supervised:
+    """One launched agent, as its launcher's supervisor sees it.
+
+    Attributes:
+        spec: The agent.
+        restarts: How often it was restarted.
+        done: Set once it stopped for good.
+        error: What it failed with for good (``None`` if it did not).
+        stopping: Set when it was asked to stop (a launcher's :meth:`Launcher.run_once`
+            that finds it set returns without starting the agent).
+    """
+
     def __init__(self, spec: AgentSpec) -> None:
         self.spec = spec
         self.restarts = 0
@@ -59,10 +71,20 @@ class _Supervised:
 
 
 class Launcher(ABC):
-    """Runs agents and restarts them when they fail.
+    """Runs agents and restarts them when they fail (the launcher contract).
+
+    A launcher implements :meth:`run_once` (run one agent until it stops, in a thread, a
+    process, a pool ...) and, if it can, :meth:`kill`; this base class supervises: it
+    runs each launched agent in a supervisor thread, restarts it after a back-off when
+    :meth:`run_once` raised, answers the requests a dead agent left, and terminates the
+    mailbox of an agent that failed for good. Launchers that supervise elsewhere (the
+    daemon launcher) override :meth:`launch`, :meth:`running`, :meth:`wait` and
+    :meth:`close` instead. Every launcher passes
+    :class:`tether.testing.agents.LauncherConformance`.
 
     Args:
         restart: The restart policy, or a number of restarts (default: never restart).
+        clock: The clock restart back-offs are measured on.
     """
 
     detached = False
@@ -72,21 +94,28 @@ class Launcher(ABC):
     """Agents run in this process's threads (no in-flight journal is needed: a failing
     agent answers what it holds before it stops)."""
 
-    def __init__(self, *, restart: RestartPolicy | int | None = None) -> None:
+    def __init__(
+        self, *, restart: RestartPolicy | int | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.clock = clock
         if isinstance(restart, int):
             restart = RestartPolicy(max_restarts=restart)
         self.restart = restart or RestartPolicy()
-        self._agents: dict[str, _Supervised] = {}
+        self._agents: dict[str, Supervised] = {}
         self._lock = threading.Lock()
         self.closed = False
 
     # To implement ---------------------------------------------------------------------
 
     @abstractmethod
-    def _run_once(self, entry: _Supervised) -> None:
-        """Run the agent until it stops; return if it stopped cleanly, raise if it failed."""
+    def run_once(self, entry: Supervised) -> None:
+        """Run the agent of ``entry.spec`` until it stops (called in its supervisor thread).
 
-    def _kill(self, entry: _Supervised) -> None:  # noqa: B027 - optional for subclasses
+        Return if it stopped cleanly (it was asked to); raise if it failed (an exception,
+        a killed process, a lost worker): the supervisor then restarts it or gives up.
+        """
+
+    def kill(self, entry: Supervised) -> None:  # noqa: B027 - optional for subclasses
         """Stop a running agent at once (used by :meth:`close` after asking nicely)."""
 
     # API --------------------------------------------------------------------------------
@@ -100,7 +129,7 @@ class Launcher(ABC):
 
             base = spec.state_dir or str(agents_home() / 'state')
             spec.journal = os.path.join(base, f'{spec.agent_id}.inflight')
-        entry = _Supervised(spec)
+        entry = Supervised(spec)
         with self._lock:
             if spec.agent_id in self._agents and not self._agents[spec.agent_id].done.is_set():
                 raise AgentLaunchError(f'agent {spec.agent_id} is already running here')
@@ -113,12 +142,12 @@ class Launcher(ABC):
         )
         entry.thread.start()
 
-    def _supervise(self, entry: _Supervised) -> None:
+    def _supervise(self, entry: Supervised) -> None:
         agent_id = entry.spec.agent_id
         try:
             while True:
                 try:
-                    self._run_once(entry)
+                    self.run_once(entry)
                     return
                 except BaseException as e:
                     self._answer_lost(entry, e)
@@ -139,11 +168,11 @@ class Launcher(ABC):
                         self.restart.max_restarts,
                         delay,
                     )
-                    threading.Event().wait(delay)
+                    self.clock.sleep(delay)
         finally:
             entry.done.set()
 
-    def _answer_lost(self, entry: _Supervised, error: BaseException) -> None:
+    def _answer_lost(self, entry: Supervised, error: BaseException) -> None:
         """Answer the requests a dead agent process accepted and never answered."""
         if entry.spec.journal is None:
             return
@@ -154,7 +183,7 @@ class Launcher(ABC):
         except Exception:
             logger.exception('could not answer the lost requests of %s', entry.spec.agent_id)
 
-    def _give_up(self, entry: _Supervised) -> None:
+    def _give_up(self, entry: Supervised) -> None:
         from tether.agents._journal import forget
 
         forget(entry.spec.journal)
@@ -178,7 +207,7 @@ class Launcher(ABC):
         """The error an agent failed with for good (``None`` if it did not)."""
         return self._entry(agent_id).error
 
-    def _entry(self, agent_id: str) -> _Supervised:
+    def _entry(self, agent_id: str) -> Supervised:
         with self._lock:
             entry = self._agents.get(agent_id)
         if entry is None:
@@ -200,11 +229,11 @@ class Launcher(ABC):
                 self._ask_to_stop(entry)
         for entry in entries:
             if not entry.done.wait(timeout):
-                self._kill(entry)
+                self.kill(entry)
                 entry.done.wait(5)
 
     @staticmethod
-    def _ask_to_stop(entry: _Supervised) -> None:
+    def _ask_to_stop(entry: Supervised) -> None:
         spec = entry.spec
         handle = spec.exchange.get_handle(spec.agent_id)
         try:

@@ -10,6 +10,7 @@ to shut down through its exchange (and ``--force`` kills the supervisor).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -20,7 +21,7 @@ import time
 from typing import Any
 
 from tether._serve.state import pid_alive
-from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
+from tether.agents.launcher._base import Launcher, RestartPolicy, Supervised
 from tether.agents.state import agents_home
 from tether.exceptions import AgentLaunchError
 
@@ -81,8 +82,9 @@ class DaemonLauncher(Launcher):
         super().__init__(restart=restart)
         self.home = pathlib.Path(home) if home is not None else None
         self.python = python or sys.executable
+        self._popens: dict[str, subprocess.Popen[bytes]] = {}
 
-    def _run_once(self, entry: _Supervised) -> None:  # pragma: no cover - not used
+    def run_once(self, entry: Supervised) -> None:  # pragma: no cover - not used
         raise NotImplementedError
 
     def launch(self, spec: Any, timeout: float = 60.0) -> None:
@@ -127,7 +129,8 @@ class DaemonLauncher(Launcher):
                 proc.kill()
                 raise AgentLaunchError(f'daemon of agent {spec.agent_id} did not start in time')
             time.sleep(0.02)
-        self._popen = proc  # reaped by the wait below or left to init once we exit
+        # Reaped by wait() once the agent stopped, or left to init once we exit.
+        self._popens[spec.agent_id] = proc
 
     def _record(self, agent_id: str) -> dict[str, Any] | None:
         path = _dir(self.home) / f'{agent_id}.json'
@@ -144,9 +147,11 @@ class DaemonLauncher(Launcher):
         while True:
             record = self._record(agent_id)
             if record is None or not pid_alive(int(record['pid'])):
-                popen = getattr(self, '_popen', None)
+                popen = self._popens.pop(agent_id, None)
                 if popen is not None:
-                    popen.poll()
+                    # The supervisor exits right after it removed its record.
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        popen.wait(10)
                 return True
             if deadline is not None and time.monotonic() > deadline:
                 return False

@@ -11,7 +11,7 @@ import pickle
 import threading
 from typing import Any
 
-from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
+from tether.agents.launcher._base import Launcher, RestartPolicy, Supervised
 
 __all__ = ['ParslLauncher']
 
@@ -34,21 +34,16 @@ class ParslLauncher(Launcher):
         restart: RestartPolicy | int | None = None,
     ) -> None:
         super().__init__(restart=restart)
-        from parsl.dataflow.dflow import DataFlowKernel
-
-        self.dfk = DataFlowKernel(config)
-        self.executor = executor or config.executors[0].label
-        from parsl import python_app
-
         from tether.agents._worker import run_agent_bytes
+        from tether.plugins.parsl import make_app, start_kernel
 
-        self._app = python_app(
-            run_agent_bytes, data_flow_kernel=self.dfk, executors=[self.executor]
-        )
+        self.dfk = start_kernel(config)
+        self.executor = executor or config.executors[0].label
+        self._app = make_app(self.dfk, run_agent_bytes, [self.executor])
         self._futures: dict[str, Any] = {}
         self._flock = threading.Lock()
 
-    def _run_once(self, entry: _Supervised) -> None:
+    def run_once(self, entry: Supervised) -> None:
         data = pickle.dumps(entry.spec)
         with self._flock:
             if entry.stopping:
@@ -57,7 +52,7 @@ class ParslLauncher(Launcher):
             self._futures[entry.spec.agent_id] = future
         future.result()
 
-    def _kill(self, entry: _Supervised) -> None:
+    def kill(self, entry: Supervised) -> None:
         with self._flock:
             future = self._futures.get(entry.spec.agent_id)
         if future is not None:
@@ -65,21 +60,9 @@ class ParslLauncher(Launcher):
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the agents, then the data-flow kernel and its executors."""
-        import logging
+        from tether.plugins.parsl import stop_kernel
 
-        run_dir = str(self.dfk.run_dir)
         try:
             super().close(timeout)
         finally:
-            self.dfk.cleanup()
-            # Parsl detaches the file handler of its run log at cleanup but never closes it.
-            loggers = [logging.getLogger()] + [
-                x
-                for x in logging.Logger.manager.loggerDict.values()
-                if isinstance(x, logging.Logger)
-            ]
-            for log in loggers:
-                for handler in list(log.handlers):
-                    if run_dir in str(getattr(handler, 'baseFilename', '')):
-                        log.removeHandler(handler)
-                        handler.close()
+            stop_kernel(self.dfk)

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any
 
-from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
+from tether.agents.launcher._base import Launcher, RestartPolicy, Supervised
 from tether.exceptions import AgentLaunchError
 
 __all__ = ['ProcessLauncher']
@@ -93,7 +93,7 @@ class ProcessLauncher(Launcher):
         self._procs: dict[str, Any] = {}
         self._plock = threading.Lock()
 
-    def _run_once(self, entry: _Supervised) -> None:
+    def run_once(self, entry: Supervised) -> None:
         from tether.agents._worker import run_agent_process
 
         agent_id = entry.spec.agent_id
@@ -126,7 +126,7 @@ class ProcessLauncher(Launcher):
             proc = self._procs.get(agent_id)
         return None if proc is None else proc.pid
 
-    def _kill(self, entry: _Supervised) -> None:
+    def kill(self, entry: Supervised) -> None:
         with self._plock:
             proc = self._procs.get(entry.spec.agent_id)
         if proc is not None and proc.is_alive():

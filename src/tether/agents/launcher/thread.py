@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.agents._runtime import AgentRuntime
-from tether.agents.launcher._base import Launcher, RestartPolicy, _Supervised
+from tether.agents.launcher._base import Launcher, RestartPolicy, Supervised
 
 __all__ = ['ThreadLauncher']
 
@@ -26,14 +26,14 @@ class ThreadLauncher(Launcher):
         super().__init__(restart=restart)
         self._runtimes: dict[str, AgentRuntime] = {}
 
-    def _run_once(self, entry: _Supervised) -> None:
+    def run_once(self, entry: Supervised) -> None:
         runtime = AgentRuntime(entry.spec)
         self._runtimes[entry.spec.agent_id] = runtime
         if entry.stopping:
             return
         runtime.run()
 
-    def _kill(self, entry: _Supervised) -> None:
+    def kill(self, entry: Supervised) -> None:
         runtime = self._runtimes.get(entry.spec.agent_id)
         if runtime is not None:
             runtime.request_shutdown(terminate=False)
