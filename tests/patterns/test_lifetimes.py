@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from tether.exceptions import LifetimeError, StoreError
 from tether.proxy import Proxy
 from tether.store import Store
 from tether.store.lifetimes import ContextLifetime, LeaseLifetime, Lifetime, StaticLifetime
+from tether.testing import FakeClock
 
 
 def test_context_lifetime_seed_figure_4_10_top(store: Store[Any], keys: Any) -> None:
@@ -47,31 +49,52 @@ def test_add_proxy_and_batch(store: Store[Any], keys: Any) -> None:
 
 
 def test_lease_expires(store: Store[Any], keys: Any) -> None:
-    lease = LeaseLifetime(store, expiry=0.3)
+    clock = FakeClock()
+    lease = LeaseLifetime(store, expiry=0.3, clock=clock)
     key = store.put('value', lifetime=lease)
+    clock.wait_for_sleepers(1)  # the lease's timer waits on the clock
+    clock.advance(0.29)
     assert not lease.done()
-    time.sleep(0.1)
     assert store.exists(key)
-    for _ in range(100):
-        if lease.done():
-            break
-        time.sleep(0.05)
-    assert lease.done()
+    clock.advance(0.01)
+    _wait_until(lease.done)
     assert not store.exists(key)
     with pytest.raises(LifetimeError, match='cannot be extended'):
         lease.extend(1)
 
 
 def test_lease_extend_delays_the_end(store: Store[Any]) -> None:
-    lease = LeaseLifetime(store, expiry=0.3)
+    clock = FakeClock()
+    lease = LeaseLifetime(store, expiry=0.3, clock=clock)
     key = store.put('value', lifetime=lease)
     lease.extend(0.7)
-    time.sleep(0.5)
+    clock.wait_for_sleepers(1)
+    clock.advance(0.5)  # past the first end, not the new one
     assert not lease.done()
     assert store.exists(key)
-    lease.close()
-    assert lease.done()
+    clock.advance(0.5)
+    _wait_until(lease.done)
     assert not store.exists(key)
+
+
+def test_lease_until_a_datetime_is_measured_on_the_clock(store: Store[Any]) -> None:
+    clock = FakeClock()
+    end = datetime.datetime.fromtimestamp(clock.time() + 10, tz=datetime.UTC)
+    lease = LeaseLifetime(store, expiry=end, clock=clock)
+    clock.wait_for_sleepers(1)
+    clock.advance(9)
+    assert not lease.done()
+    clock.advance(1)
+    _wait_until(lease.done)
+
+
+def _wait_until(condition: Any, timeout: float = 30.0) -> None:
+    # The lease ends in its own thread once the clock passes its end: poll for it with a
+    # generous deadline (not a fixed sleep).
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, 'the condition did not hold in time'
+        time.sleep(0.001)
 
 
 def test_lease_with_negative_expiry_ends_at_once(store: Store[Any]) -> None:

@@ -24,12 +24,12 @@ import datetime
 import inspect
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.exceptions import LifetimeArgumentError, LifetimeError, StoreError
 from tether.proxy import Proxy, get_factory
 from tether.store.factory import StoreFactory
@@ -201,6 +201,8 @@ class LeaseLifetime(ContextLifetime):
             from now, or a :class:`~datetime.datetime` (naive means local time). A lease
             whose end is not in the future ends at once (it does not raise).
         name: A name for logs.
+        clock: The clock the lease is measured on (a :class:`tether.testing.FakeClock`
+            in tests).
     """
 
     def __init__(
@@ -209,10 +211,12 @@ class LeaseLifetime(ContextLifetime):
         expiry: float | datetime.timedelta | datetime.datetime,
         *,
         name: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        seconds = _seconds_from_now(expiry)
+        self._clock = clock
+        seconds = _seconds_from_now(expiry, clock)
         super().__init__(store, name=name)
-        self._expires = time.monotonic() + seconds
+        self._expires = clock.monotonic() + seconds
         self._wake = threading.Condition(self._lock)
         self._thread = threading.Thread(
             target=self._run,
@@ -227,10 +231,10 @@ class LeaseLifetime(ContextLifetime):
     def _run(self) -> None:
         with self._wake:
             while not self._done:
-                remaining = self._expires - time.monotonic()
+                remaining = self._expires - self._clock.monotonic()
                 if remaining <= 0:
                     break
-                self._wake.wait(remaining)
+                self._clock.wait(self._wake, remaining)
         try:
             self.close()
         except LifetimeError:
@@ -252,7 +256,7 @@ class LeaseLifetime(ContextLifetime):
             if self._done:
                 raise LifetimeError(f'{self!r} has ended and cannot be extended')
             if isinstance(expiry, datetime.datetime):
-                self._expires = time.monotonic() + _seconds_from_now(expiry)
+                self._expires = self._clock.monotonic() + _seconds_from_now(expiry, self._clock)
             elif isinstance(expiry, datetime.timedelta):
                 self._expires += expiry.total_seconds()
             else:
@@ -311,10 +315,13 @@ class StaticLifetime(ContextLifetime):
         """Leaving a ``with`` block does not end the static lifetime."""
 
 
-def _seconds_from_now(expiry: float | datetime.timedelta | datetime.datetime) -> float:
+def _seconds_from_now(
+    expiry: float | datetime.timedelta | datetime.datetime,
+    clock: Clock,
+) -> float:
     if isinstance(expiry, datetime.datetime):
-        now = datetime.datetime.now(expiry.tzinfo)
-        return (expiry - now).total_seconds()
+        # timestamp() reads a naive datetime as local time.
+        return expiry.timestamp() - clock.time()
     if isinstance(expiry, datetime.timedelta):
         return expiry.total_seconds()
     if isinstance(expiry, bool) or not isinstance(expiry, int | float):
