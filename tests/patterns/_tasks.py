@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 
-def set_later(future: Any, value: Any, delay: float = 0.0) -> int:
-    """Producer: sleep, then set the future's result; return this worker's pid."""
-    time.sleep(delay)
+def set_later(future: Any, value: Any, after: Any = None) -> int:
+    """Producer: set the future's result (once the future ``after``, if given, is set);
+    return this worker's pid."""
+    if after is not None:
+        after.result(timeout=60)
     future.set_result(value)
     return os.getpid()
 
 
-def consume(data: Any) -> Any:
-    """Consumer: use the (proxied) input, return a plain copy and when it arrived."""
+def consume(data: Any, started: Any = None) -> Any:
+    """Consumer: say it started (sets the future ``started``, if given), use the
+    (proxied) input, return a plain copy and when it arrived."""
+    if started is not None:
+        started.set_result(time.time())
     return (list(data) if isinstance(data, list) else data), time.time()
 
 
@@ -54,5 +60,5 @@ def keep_owned(owned: Any) -> int:
 
 
 def sleep_forever_then_set(future: Any) -> None:
-    time.sleep(3600)
+    threading.Event().wait()  # until killed
     future.set_result('never')

@@ -56,7 +56,7 @@ def test_large_results_come_back_as_proxies_usable_downstream(client: Any, keys:
 
 
 def test_kwargs_options_and_map(client: Any, keys: Any) -> None:
-    future = client.submit(_tasks.set_later, future=None, value=None, delay=0, pure=False)
+    future = client.submit(_tasks.set_later, future=None, value=None, pure=False)
     with pytest.raises(AttributeError):
         future.result()
     results = client.gather(client.map(_tasks.length, [b'a' * 2000, b'b', b'c' * 3000]))

@@ -150,14 +150,14 @@ def test_waiting_does_not_hammer_redis(private_redis: RedisServer) -> None:
 
 def test_consumer_started_before_producer(store: Store[Any], process_pool: Any) -> None:
     future = store.future(timeout=30)
-    consumer = process_pool.submit(_tasks.consume, future.proxy())
-    time.sleep(0.5)
+    started = store.future(timeout=30)
+    consumer = process_pool.submit(_tasks.consume, future.proxy(), started)
+    consumer_started = started.result()  # the consumer runs, and waits for the value
     assert not consumer.done()
-    started = time.time()
-    producer = process_pool.submit(_tasks.set_later, future, [1, 2, 3], 0.2)
+    producer = process_pool.submit(_tasks.set_later, future, [1, 2, 3])
     value, arrived = consumer.result(timeout=60)
     assert value == [1, 2, 3]
-    assert arrived >= started
+    assert arrived >= consumer_started
     producer.result(timeout=60)
 
 
@@ -166,7 +166,6 @@ def test_producer_dies_consumer_times_out(store: Store[Any]) -> None:
     ctx = multiprocessing.get_context('spawn')
     producer = ctx.Process(target=_tasks.sleep_forever_then_set, args=(future,))
     producer.start()
-    time.sleep(0.2)
     producer.kill()
     producer.join(timeout=10)
     with pytest.raises(FutureTimeoutError, match='producer may have died'):
@@ -186,9 +185,10 @@ def test_dask_tasks_seed_figure_4_4(
     # does not walk it), so nothing resolves or waits at submission.
     proxy = future.proxy(target_class=target_class)
     # The consumer is submitted first; submitting it must not wait for the result.
-    t2 = dask_client.submit(_tasks.consume, proxy)
+    started = store.future(timeout=60)
+    t2 = dask_client.submit(_tasks.consume, proxy, started)
     assert not is_resolved(proxy)
-    t1 = dask_client.submit(_tasks.set_later, future, value, 0.3)
+    t1 = dask_client.submit(_tasks.set_later, future, value, started)
     assert t2.result(timeout=60)[0] == value
     t1.result(timeout=60)
 
@@ -205,7 +205,7 @@ def test_future_crosses_engines_dask_to_parsl(
     consumer = parsl_pool.submit(_tasks.consume, proxy)
     waiter = parsl_pool.submit(_tasks.wait_result, future, 60)
     assert not is_resolved(proxy)
-    producer = dask_client.submit(_tasks.set_later, future, 'crossed', 0.5)
+    producer = dask_client.submit(_tasks.set_later, future, 'crossed')
     assert consumer.result(timeout=90)[0] == 'crossed'
     assert waiter.result(timeout=90) == 'crossed'
     assert isinstance(producer.result(timeout=60), int)
@@ -218,3 +218,31 @@ def test_proxy_of_future_is_a_proxy(store: Store[Any]) -> None:
     future.set_result({'a': 1})
     assert isinstance(proxy, dict)
     assert proxy['a'] == 1
+
+
+def test_polling_wait_is_measured_on_the_clock(tmp_path: Any) -> None:
+    # A connector that cannot block in its server is polled: the backoff sleeps and the
+    # timeout are read on the future's clock, so a fake clock drives them.
+    from tether.connectors.file import FileConnector
+    from tether.testing import FakeClock
+
+    clock = FakeClock()
+    with Store('future-clock', FileConnector(str(tmp_path)), register=False) as store:
+        future: Future[int] = store.future(timeout=60, clock=clock)
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                future.result()
+            except BaseException as e:  # the assertion reads it
+                errors.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        clock.wait_for_sleepers(1)
+        assert waiter.is_alive()
+        clock.advance(60)
+        waiter.join(30)
+        assert not waiter.is_alive()
+        assert len(errors) == 1
+        assert isinstance(errors[0], FutureTimeoutError)

@@ -64,7 +64,7 @@ def test_consumer_submitted_before_producer_on_dask(store: Store[Any], dask_clie
     proxy = future.proxy()  # no target_class
     t2 = dask_client.submit(_tasks.consume, proxy)
     assert not is_resolved(proxy)
-    t1 = dask_client.submit(_tasks.set_later, future, 'value', 0.0)
+    t1 = dask_client.submit(_tasks.set_later, future, 'value')
     assert t2.result(timeout=60)[0] == 'value'
     t1.result(timeout=60)
 
@@ -73,6 +73,6 @@ def test_container_result_without_hint_on_dask(store: Store[Any], dask_client: A
     # A list result: without a hint Dask does not walk the proxy as a list at submit.
     future = store.future(timeout=60)
     t2 = dask_client.submit(_tasks.length, future.proxy())
-    t1 = dask_client.submit(_tasks.set_later, future, [1, 2, 3], 0.0)
+    t1 = dask_client.submit(_tasks.set_later, future, [1, 2, 3])
     assert t2.result(timeout=60) == 3
     t1.result(timeout=60)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, cast, overload
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether._missing import MISSING as _MISSING
 from tether.connectors.local import LocalConnector
 from tether.connectors.protocols import Capabilities, Connector
@@ -556,6 +557,7 @@ class Store(Generic[ConnectorT]):
         deserializer: Deserializer | None = None,
         poll_interval: float = 0.001,
         poll_max: float = 0.5,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> Future[T]:
         """Return a :class:`~tether.store.future.Future` backed by this store.
 
@@ -567,6 +569,8 @@ class Store(Generic[ConnectorT]):
             deserializer: Deserializer ``result`` and the proxies use.
             poll_interval: First polling interval, for connectors that cannot block.
             poll_max: Largest polling interval.
+            clock: The clock waits are measured on in this process (a copy of the
+                future sent elsewhere uses the system clock there).
 
         Raises:
             MissingCapabilityError: if the connector cannot hand out keys in advance
@@ -583,6 +587,7 @@ class Store(Generic[ConnectorT]):
             poll_interval=poll_interval,
             poll_max=poll_max,
             store=self,
+            clock=clock,
         )
         return Future(factory, serializer=serializer)
 

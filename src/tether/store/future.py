@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether._missing import MISSING as _MISSING
 from tether.exceptions import FutureAlreadySetError, FutureTimeoutError
 from tether.proxy import Proxy
@@ -51,9 +52,11 @@ class FutureFactory(StoreFactory[T]):
         timeout: Seconds to wait for the result (``None``: no limit).
         poll_interval: First polling interval for connectors that cannot block.
         poll_max: Largest polling interval (the backoff doubles up to it).
+        clock: The clock waits are measured on (not pickled: a copy uses the system
+            clock).
     """
 
-    __slots__ = ('poll_interval', 'poll_max', 'resolve_may_block', 'timeout')
+    __slots__ = ('clock', 'poll_interval', 'poll_max', 'resolve_may_block', 'timeout')
 
     def __init__(
         self,
@@ -66,8 +69,10 @@ class FutureFactory(StoreFactory[T]):
         poll_interval: float = _POLL_START,
         poll_max: float = _POLL_MAX,
         store: Store[Any] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(key, store_config, evict=evict, deserializer=deserializer, store=store)
+        self.clock = clock
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.poll_max = poll_max
@@ -113,18 +118,19 @@ class FutureFactory(StoreFactory[T]):
             return
         connector = store.connector
         waiting = store.capabilities.waiting
-        start = time.monotonic()
+        clock = self.clock
+        start = clock.monotonic()
         if waiting is not None:
             if waiting.wait(self.key, timeout):
                 return
         else:
             interval = self.poll_interval
             while not connector.exists(self.key):
-                elapsed = time.monotonic() - start
+                elapsed = clock.monotonic() - start
                 if timeout is not None and elapsed >= timeout:
                     break
                 step = interval if timeout is None else min(interval, timeout - elapsed)
-                time.sleep(max(step, 0.0))
+                clock.sleep(max(step, 0.0))
                 interval = min(interval * 2, self.poll_max)
             else:
                 return
