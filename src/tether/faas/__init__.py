@@ -22,16 +22,25 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tether.faas._client import Batch, Client
-    from tether.faas._config import EndpointConfig, ServiceConfig
+    from tether.faas._config import ComputeEndpointConfig, EndpointConfig, ServiceConfig
     from tether.faas._executor import Executor, TaskFuture
 
-__all__ = ['Batch', 'Client', 'EndpointConfig', 'Executor', 'ServiceConfig', 'TaskFuture']
+__all__ = [
+    'Batch',
+    'Client',
+    'ComputeEndpointConfig',
+    'EndpointConfig',
+    'Executor',
+    'ServiceConfig',
+    'TaskFuture',
+]
 
 # Imported on first use: worker processes import this package (as the parent of
 # tether.faas.endpoint._worker) and need none of the SDK's dependencies.
 _HOMES = {
     'Batch': 'tether.faas._client',
     'Client': 'tether.faas._client',
+    'ComputeEndpointConfig': 'tether.faas._config',
     'EndpointConfig': 'tether.faas._config',
     'Executor': 'tether.faas._executor',
     'ServiceConfig': 'tether.faas._config',

@@ -11,7 +11,7 @@ import json
 import os
 import pathlib
 import tomllib
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 
@@ -19,6 +19,7 @@ from tether._serve.state import pid_alive
 from tether.exceptions import ConfigError
 
 __all__ = [
+    'ComputeEndpointConfig',
     'EndpointConfig',
     'ServiceConfig',
     'dev_file',
@@ -107,15 +108,21 @@ class ServiceConfig(pydantic.BaseModel):
             raise ConfigError(f'invalid service configuration in {path}: {e}') from e
 
 
-class EndpointConfig(pydantic.BaseModel):
-    """An endpoint's ``config.toml`` (written by ``tether faas endpoint configure``).
+class ComputeEndpointConfig(pydantic.BaseModel):
+    """A compute endpoint's ``config.toml`` (written by ``tether faas endpoint configure``).
+
+    A *compute endpoint* is where the function service runs tasks; not to be confused
+    with a data site (``tether.endpoint.SiteConfig``) or the connector to one. Also
+    importable under its former name, ``tether.faas.EndpointConfig``.
 
     Attributes:
         name: Local name of the endpoint.
         endpoint_id: The id the service gave it.
         service_url: Base URL of the service (``http://`` or ``https://``).
-        engine: ``'process'`` (a pool of worker processes on this host) or ``'parsl'``
-            (a Parsl HighThroughputExecutor).
+        engine: ``'process'`` (a pool of worker processes on this host), ``'parsl'``
+            (a Parsl HighThroughputExecutor), or an engine registered with
+            :func:`tether.faas.endpoint.engine.register_engine` or the
+            ``tether.faas_engines`` entry points.
         min_workers: Workers kept even when idle.
         max_workers: Most workers at once.
         idle_timeout_s: A worker idle this long is stopped (down to ``min_workers``).
@@ -140,7 +147,7 @@ class EndpointConfig(pydantic.BaseModel):
     name: str
     endpoint_id: str
     service_url: str
-    engine: Literal['process', 'parsl'] = 'process'
+    engine: str = 'process'
     min_workers: int = pydantic.Field(default=0, ge=0)
     max_workers: int = pydantic.Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     idle_timeout_s: float = pydantic.Field(default=120.0, gt=0)
@@ -152,14 +159,27 @@ class EndpointConfig(pydantic.BaseModel):
     heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
     ca_file: str | None = None
 
+    @pydantic.field_validator('engine')
+    @classmethod
+    def _check_engine(cls, value: str) -> str:
+        from tether.faas.endpoint.engine import engine_names
+
+        names = engine_names()
+        if value not in names:
+            raise ValueError(
+                f'unknown engine {value!r}: the engines are {", ".join(names)} (more come '
+                "from register_engine() or the 'tether.faas_engines' entry points)"
+            )
+        return value
+
     @pydantic.model_validator(mode='after')
-    def _check_workers(self) -> EndpointConfig:
+    def _check_workers(self) -> ComputeEndpointConfig:
         if self.min_workers > self.max_workers:
             raise ValueError(f'min_workers {self.min_workers} > max_workers {self.max_workers}')
         return self
 
     @classmethod
-    def from_toml(cls, path: str | os.PathLike[str]) -> EndpointConfig:
+    def from_toml(cls, path: str | os.PathLike[str]) -> ComputeEndpointConfig:
         """Read an endpoint's ``config.toml``."""
         try:
             return cls.model_validate(read_toml(path))
@@ -172,6 +192,10 @@ class EndpointConfig(pydantic.BaseModel):
 
         data = self.model_dump(exclude_none=True)
         write_private(pathlib.Path(path), tomli_w.dumps(data).encode())
+
+
+EndpointConfig = ComputeEndpointConfig
+"""The former name of :class:`ComputeEndpointConfig` (kept: the same class)."""
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

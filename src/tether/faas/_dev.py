@@ -21,7 +21,7 @@ from typing import Any
 from tether._serve.loop import run as run_loop
 from tether.exceptions import ConfigError
 from tether.faas._config import (
-    EndpointConfig,
+    ComputeEndpointConfig,
     ServiceConfig,
     dev_file,
     read_dev_file,
@@ -55,11 +55,11 @@ def run_dev(
         repo = service.service.repo
         user_id, token = service.call(repo.create_user('dev'))
         endpoint_id, endpoint_token = service.call(repo.add_endpoint(user_id, 'dev'))
-        config = EndpointConfig(
+        config = ComputeEndpointConfig(
             name='dev',
             endpoint_id=endpoint_id,
             service_url=service.url,
-            engine=engine,  # type: ignore[arg-type]
+            engine=engine,
             max_workers=max_workers or os.cpu_count() or 1,
             idle_timeout_s=idle_timeout_s,
         )
@@ -73,7 +73,7 @@ def run_dev(
 
 
 async def _serve_endpoint(
-    config: EndpointConfig,
+    config: ComputeEndpointConfig,
     token: str,
     info: dict[str, Any],
     announce: Callable[[dict[str, Any]], None],

@@ -25,7 +25,11 @@ def faas() -> None:
 @click.option('--json', 'as_json', is_flag=True, help='Print one JSON line once ready.')
 @click.option('--port', default=0, show_default=True, help='Port (0: a free one).')
 @click.option('--max-workers', type=int, default=None, help='Workers of the endpoint.')
-@click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
+@click.option(
+    '--engine',
+    default='process',
+    help='process, parsl, or an engine registered under the tether.faas_engines entry points',
+)
 @one_line_errors
 def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None:
     """Run a service and one endpoint here, in the foreground, until interrupted.

@@ -8,6 +8,9 @@ or Parsl's HighThroughputExecutor).
 
 Inside a task, :func:`get_redis_client` returns a client of the endpoint's Redis server
 (``redis_url`` in its configuration) for data shared between tasks on this endpoint.
+
+Its configuration is :class:`ComputeEndpointConfig` (``EndpointConfig`` is its former
+name); its engines follow the contract of :mod:`tether.faas.endpoint.engine`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.faas._config import EndpointConfig
+    from tether.faas._config import ComputeEndpointConfig, EndpointConfig
     from tether.faas.endpoint._agent import Agent
 
-__all__ = ['Agent', 'EndpointConfig', 'get_redis_client']
+__all__ = ['Agent', 'ComputeEndpointConfig', 'EndpointConfig', 'get_redis_client']
 
 
 def __getattr__(name: str) -> Any:
@@ -28,10 +31,10 @@ def __getattr__(name: str) -> Any:
         from tether.faas.endpoint._agent import Agent
 
         return Agent
-    if name == 'EndpointConfig':
-        from tether.faas._config import EndpointConfig
+    if name in ('ComputeEndpointConfig', 'EndpointConfig'):
+        from tether.faas._config import ComputeEndpointConfig
 
-        return EndpointConfig
+        return ComputeEndpointConfig
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 

@@ -32,30 +32,29 @@ from typing import Any
 from tether._serve.tls import client_context
 from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
-from tether.faas._config import EndpointConfig
+from tether.faas._config import ComputeEndpointConfig
 from tether.faas._http import error_from, ws_url
-from tether.faas.endpoint._engine import Engine, Task, cancelled_error, result_header
 from tether.faas.endpoint._worker import result_too_large
+from tether.faas.endpoint.engine import (
+    Engine,
+    OnHandoff,
+    OnResult,
+    Task,
+    cancelled_error,
+    create_engine,
+    result_header,
+)
 
 __all__ = ['Agent', 'make_engine']
 
 logger = logging.getLogger(__name__)
 
 
-def make_engine(config: EndpointConfig, on_handoff: Any, on_result: Any) -> Engine:
-    """The engine ``config.engine`` names."""
-    env = {
-        'TETHER_FAAS_REDIS_URL': config.redis_url,
-        'TETHER_FAAS_ENDPOINT_ID': config.endpoint_id,
-        'TETHER_FAAS_MAX_RESULT_BYTES': str(config.max_result_bytes),
-    }
-    if config.engine == 'parsl':
-        from tether.faas.endpoint._parsl import ParslEngine
-
-        return ParslEngine(config, on_handoff, on_result, env)
-    from tether.faas.endpoint._pool import ProcessPoolEngine
-
-    return ProcessPoolEngine(config, on_handoff, on_result, env)
+def make_engine(
+    config: ComputeEndpointConfig, on_handoff: OnHandoff, on_result: OnResult
+) -> Engine:
+    """The engine ``config.engine`` names (see :func:`.engine.create_engine`)."""
+    return create_engine(config, on_handoff, on_result)
 
 
 class Agent:
@@ -67,7 +66,9 @@ class Agent:
         engine: An engine to use instead of the one ``config.engine`` names.
     """
 
-    def __init__(self, config: EndpointConfig, token: str, engine: Engine | None = None) -> None:
+    def __init__(
+        self, config: ComputeEndpointConfig, token: str, engine: Engine | None = None
+    ) -> None:
         self.config = config
         self._token = token
         self._engine = engine
@@ -198,8 +199,8 @@ class Agent:
         if self._engine is None:
             self._engine = make_engine(self.config, self._on_handoff, self._on_result)
         else:
-            self._engine.on_handoff = self._on_handoff  # type: ignore[attr-defined]
-            self._engine.on_result = self._on_result  # type: ignore[attr-defined]
+            self._engine.on_handoff = self._on_handoff
+            self._engine.on_result = self._on_result
         await asyncio.get_running_loop().run_in_executor(None, self.engine.start)
         verify: bool | str = self.config.ca_file or True
         http = httpx.AsyncClient(
@@ -313,9 +314,8 @@ class Agent:
         elif frame.type == _frames.CANCEL:
             ids = [str(t) for t in frame.header.get('task_ids', [])]
             held = [t for t in ids if t in self._holding]
-            cancel = getattr(self.engine, 'cancel', None)  # an engine of before cancel
-            if held and cancel is not None:
-                cancel(held)
+            if held:
+                self.engine.cancel(held)
             # Not here yet (its function is being fetched, its message is on its way):
             # dropped when it comes.
             for t in ids:

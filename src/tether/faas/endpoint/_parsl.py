@@ -9,22 +9,21 @@ Parsl's ``retries`` (``max_retries``), fails with ``WorkerLostError``.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import os
-import pathlib
 import sys
-import tempfile
 from typing import Any
 
-from tether.faas._config import EndpointConfig
-from tether.faas.endpoint._engine import (
+from tether.faas._config import ComputeEndpointConfig
+from tether.faas.endpoint._worker import run_parsl_task
+from tether.faas.endpoint.engine import (
     OnHandoff,
     OnResult,
     Task,
     cancelled_error,
     result_header,
 )
-from tether.faas.endpoint._worker import run_parsl_task
 
 __all__ = ['ParslEngine']
 
@@ -43,7 +42,7 @@ class ParslEngine:
 
     def __init__(
         self,
-        config: EndpointConfig,
+        config: ComputeEndpointConfig,
         on_handoff: OnHandoff,
         on_result: OnResult,
         env: dict[str, str] | None = None,
@@ -61,32 +60,20 @@ class ParslEngine:
         self._cancelled: set[str] = set()
 
     def _default_config(self) -> Any:
-        from parsl.config import Config
-        from parsl.executors import HighThroughputExecutor
-        from parsl.providers import LocalProvider
+        from tether.plugins.parsl import local_config
 
-        self._run_dir = tempfile.mkdtemp(prefix='tether-faas-parsl-')
-        bindir = str(pathlib.Path(sys.executable).parent)
-        if bindir not in os.environ.get('PATH', '').split(os.pathsep):
-            os.environ['PATH'] = os.pathsep.join((bindir, os.environ.get('PATH', '')))
-        return Config(
-            executors=[
-                HighThroughputExecutor(
-                    label='tether-faas',
-                    address='127.0.0.1',
-                    max_workers_per_node=self.config.max_workers,
-                    provider=LocalProvider(  # type: ignore[no-untyped-call]
-                        init_blocks=1,
-                        min_blocks=0 if self.config.min_workers == 0 else 1,
-                        max_blocks=1,
-                    ),
-                    encrypted=False,
-                ),
-            ],
-            run_dir=self._run_dir,
+        config = local_config(
+            label='tether-faas',
+            workers=self.config.max_workers,
+            min_blocks=0 if self.config.min_workers == 0 else 1,
+            strategy=None,
             retries=self.config.max_retries,
             max_idletime=self.config.idle_timeout_s,
+            initialize_logging=True,
+            run_dir_prefix='tether-faas-parsl-',
         )
+        self._run_dir = config.run_dir
+        return config
 
     def start(self) -> None:
         import json
@@ -121,7 +108,10 @@ class ParslEngine:
         for task_id in task_ids:
             if task_id in self._futures:
                 self._cancelled.add(task_id)
-                self._futures[task_id].cancel()
+                # Parsl's AppFuture refuses cancel(): the task runs to its end (or its
+                # time limit), and _done reports it cancelled, dropping its result.
+                with contextlib.suppress(NotImplementedError):
+                    self._futures[task_id].cancel()
 
     def _done(self, task: Task, future: concurrent.futures.Future[Any]) -> None:
         self._pending -= 1
@@ -162,20 +152,12 @@ class ParslEngine:
         }
 
     def stop(self) -> None:
-        # Parsl detaches the file handler of its run log at shutdown but never closes it:
-        # find it first, close it after.
-        handlers = [
-            (name, h)
-            for name in ('parsl', 'concurrent.futures')
-            for h in logging.getLogger(name).handlers
-            if self._run_dir and self._run_dir in str(getattr(h, 'baseFilename', ''))
-        ]
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        for name, handler in handlers:
-            logging.getLogger(name).removeHandler(handler)
-            handler.close()
+        from tether.plugins.parsl import closing_run_log
+
+        with closing_run_log(self._run_dir):
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
         if self._run_dir:
             import shutil
 

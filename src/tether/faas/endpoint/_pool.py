@@ -32,8 +32,8 @@ import threading
 import time
 from typing import Any
 
-from tether.faas._config import EndpointConfig
-from tether.faas.endpoint._engine import (
+from tether.faas._config import ComputeEndpointConfig
+from tether.faas.endpoint.engine import (
     OnHandoff,
     OnResult,
     Task,
@@ -94,7 +94,7 @@ class ProcessPoolEngine:
 
     def __init__(
         self,
-        config: EndpointConfig,
+        config: ComputeEndpointConfig,
         on_handoff: OnHandoff,
         on_result: OnResult,
         env: dict[str, str] | None = None,

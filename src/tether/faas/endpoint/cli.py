@@ -20,7 +20,7 @@ import click
 
 from tether.exceptions import ConfigError, FaasAuthenticationError, TetherError
 from tether.faas._config import (
-    EndpointConfig,
+    ComputeEndpointConfig,
     endpoint_dir,
     faas_home,
     pid_alive,
@@ -100,9 +100,9 @@ def _configured(name: str) -> pathlib.Path:
     return folder
 
 
-def _load(name: str) -> tuple[EndpointConfig, str]:
+def _load(name: str) -> tuple[ComputeEndpointConfig, str]:
     folder = _configured(name)
-    config = EndpointConfig.from_toml(folder / 'config.toml')
+    config = ComputeEndpointConfig.from_toml(folder / 'config.toml')
     try:
         token = (folder / 'token').read_text().strip()
     except FileNotFoundError as e:
@@ -129,7 +129,11 @@ def endpoint() -> None:
     default=None,
     help='Your user token (discouraged: other users see it in `ps`; use --token-file).',
 )
-@click.option('--engine', type=click.Choice(['process', 'parsl']), default='process')
+@click.option(
+    '--engine',
+    default='process',
+    help='process, parsl, or an engine registered under the tether.faas_engines entry points',
+)
 @click.option('--min-workers', default=0, show_default=True)
 @click.option('--max-workers', type=int, default=None, help='Default: the CPU count.')
 @click.option('--idle-timeout', default=120.0, show_default=True, help='Seconds.')
@@ -164,11 +168,11 @@ def _configure(  # noqa: PLR0917
     with Client(service_url, token, verify=ca_file or True) as client:
         endpoint_id, endpoint_token = client.register_endpoint(name)
         url = client.service_url
-    config = EndpointConfig(
+    config = ComputeEndpointConfig(
         name=name,
         endpoint_id=endpoint_id,
         service_url=url,
-        engine=engine,  # type: ignore[arg-type]
+        engine=engine,
         min_workers=min_workers,
         max_workers=max_workers or os.cpu_count() or 1,
         idle_timeout_s=idle_timeout,
@@ -241,7 +245,7 @@ def _start(name: str, foreground: bool) -> None:
         (folder / 'connected').unlink(missing_ok=True)
 
 
-async def _run(config: EndpointConfig, token: str, folder: Any) -> None:
+async def _run(config: ComputeEndpointConfig, token: str, folder: Any) -> None:
     from tether.faas.endpoint._agent import Agent
 
     stop = asyncio.Event()
@@ -288,7 +292,7 @@ def _list(as_json: bool) -> None:
     root = faas_home() / 'endpoints'
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         try:
-            config = EndpointConfig.from_toml(folder / 'config.toml')
+            config = ComputeEndpointConfig.from_toml(folder / 'config.toml')
         except ConfigError:
             continue
         pid = _pid(folder.name)
