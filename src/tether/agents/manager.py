@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
+from tether._closing import ClosingContext
 from tether.agents._context import AgentSpec, set_child_manager_factory
 from tether.agents.behavior import Behavior, mro_of
 from tether.agents.exchange import Exchange, MailboxStatus
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 B = TypeVar('B', bound=Behavior)
 
 
-class Manager:
+class Manager(ClosingContext):
     """Launch, use and shut down agents over one exchange.
 
     Args:
@@ -79,17 +79,6 @@ class Manager:
 
     def __repr__(self) -> str:
         return f'Manager({self.exchange!r}, {len(self._launched)} agents)'
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # Launching --------------------------------------------------------------------------
 
