@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from tether.connectors._context import ClosingContext
+from tether.connectors.base import ConnectorBase
 from tether.connectors.config import ConfiguredConnector
 from tether.serialize import BytesLike
 
@@ -14,7 +15,7 @@ __all__ = ['KeyedWrites']
 K = TypeVar('K')
 
 
-class KeyedWrites(ConfiguredConnector, ClosingContext, Generic[K]):
+class KeyedWrites(ConfiguredConnector, ClosingContext, ConnectorBase[K]):
     """Mixin: ``put``/``put_parts``/``put_batch``/``put_parts_batch``/``new_key``/``set``/
     ``get_batch``.
 

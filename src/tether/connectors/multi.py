@@ -50,8 +50,8 @@ from typing import Any, NamedTuple, Self
 import pydantic
 
 from tether.connectors._context import ClosingContext
+from tether.connectors.base import ConnectorBase, adapt
 from tether.connectors.config import ConnectorConfigModel
-from tether.connectors.protocols import VectoredBatchConnector, VectoredConnector
 from tether.exceptions import ConfigError, ConnectorError, NoConnectorMatchError
 from tether.serialize import BytesLike
 
@@ -181,7 +181,7 @@ class MultiConnectorConfig(ConnectorConfigModel):
     hostname: str | None = None
 
 
-class MultiConnector(ClosingContext):
+class MultiConnector(ClosingContext, ConnectorBase[MultiKey]):
     """Route each object to one of several connectors by policy.
 
     Args:
@@ -398,10 +398,7 @@ class MultiConnector(ClosingContext):
         """Store the concatenation of ``parts`` (without joining, if the target can)."""
         size = sum(memoryview(p).nbytes for p in parts)
         name = self._choose(size, (), ())
-        connector = self._active[name]
-        if isinstance(connector, VectoredConnector):
-            return MultiKey(name, connector.put_parts(parts))
-        return MultiKey(name, connector.put(b''.join(parts)))
+        return MultiKey(name, adapt(self._active[name]).put_parts(parts))
 
     def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[MultiKey]:
         """Store each item's parts through its best connector (one batch per connector);
@@ -412,11 +409,7 @@ class MultiConnector(ClosingContext):
             groups[self._choose(size, (), ())].append(i)
         keys: list[MultiKey | None] = [None] * len(batch)
         for name, idx in groups.items():
-            connector = self._active[name]
-            if isinstance(connector, VectoredBatchConnector):
-                got = connector.put_parts_batch([batch[i] for i in idx])
-            else:
-                got = connector.put_batch([b''.join(batch[i]) for i in idx])
+            got = adapt(self._active[name]).put_parts_batch([batch[i] for i in idx])
             for i, key in zip(idx, got, strict=True):
                 keys[i] = MultiKey(name, key)
         return [k for k in keys if k is not None]

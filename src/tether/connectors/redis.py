@@ -38,6 +38,7 @@ from typing import Any, NamedTuple, Self, TypeVar
 from tether.connectors._context import ClosingContext
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, read_exact, split
 from tether.connectors._util import glob_escape, new_id, total_size
+from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
 from tether.serialize import BYTES_HEAD, BytesLike, deserialize
@@ -90,7 +91,7 @@ class RedisConnectorConfig(ConnectorConfigModel):
     clear: bool = False
 
 
-class RedisConnector(ConfiguredConnector, ClosingContext):
+class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey]):
     """A connector that stores objects in a Redis server.
 
     Args:
@@ -325,6 +326,14 @@ class RedisConnector(ConfiguredConnector, ClosingContext):
         if isinstance(value, Decoded):
             return value.obj, len(value.obj) + BYTES_HEAD
         return deserialize(value), value.nbytes
+
+    def get_object(
+        self, key: RedisKey, decode: Decode, own_format: bool
+    ) -> tuple[Any, int] | None:
+        """The object under ``key`` (with tether's serializer: :meth:`get_decoded`)."""
+        if own_format:
+            return self.get_decoded(key)
+        return super().get_object(key, decode, own_format)
 
     def _get_direct(self, name: str, *, decode: bool = False) -> Any:
         # GET and LRANGE (for a value stored in chunks) in one round trip, each reply

@@ -42,11 +42,12 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
+from tether.connectors.base import Decode, lent_object
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
@@ -359,6 +360,15 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             return use(memoryview(data).toreadonly(), lambda: data)
         lent = _shm_pool.lend(self._path(key), key.name, ident, use, self.wait_timeout)
         return default if lent is None else lent[0]
+
+    def get_object(
+        self, key: SharedMemoryKey, decode: Decode, own_format: bool
+    ) -> tuple[Any, int] | None:
+        """The object under ``key``: with tether's serializer, built from lent bytes
+        (:meth:`get_lent`) where that saves a copy."""
+        if own_format:
+            return lent_object(self, key, decode)
+        return super().get_object(key, decode, own_format)
 
     def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
         ident = _shm_pool.key_id(key.name)

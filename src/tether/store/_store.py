@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, cast, overload
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether._missing import MISSING as _MISSING
+from tether.connectors.base import adapt
 from tether.connectors.local import LocalConnector
 from tether.connectors.protocols import Capabilities, Connector
 from tether.exceptions import (
@@ -26,7 +28,7 @@ from tether.proxy import (
     set_metadata,
     set_target,
 )
-from tether.serialize import BytesLike, Deserializer, Serializer, copies_out, serialize_parts
+from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
 from tether.store._registry import (
@@ -140,6 +142,9 @@ class Store(Generic[ConnectorT]):
         self.connector: ConnectorT = connector
         self.capabilities = Capabilities.of(connector)
         """What the connector can do beyond the :class:`Connector` protocol."""
+        # The one write path and read path (tether.connectors.base): the connector itself
+        # if it derives from ConnectorBase, else adapted once, here.
+        self._io = adapt(connector)
         self.serializer = serializer
         self.deserializer = deserializer
         self.cache_size = cache_size
@@ -241,11 +246,10 @@ class Store(Generic[ConnectorT]):
 
     def _put_one(self, obj: Any, serializer: Serializer | None, kwargs: dict[str, Any]) -> Any:
         start = time.perf_counter_ns()
-        vectored = self.capabilities.vectored
-        if serializer is None and self.serializer is None and vectored and not kwargs:
+        if serializer is None and self.serializer is None and not kwargs:
             parts = serialize_parts(obj)
             nbytes = sum(memoryview(p).nbytes for p in parts)
-            key = self._put_parts(parts)
+            key = self._io.put_parts_background(parts)[0]
         else:
             data = self.serialize(obj, serializer)
             nbytes = memoryview(data).nbytes
@@ -253,17 +257,6 @@ class Store(Generic[ConnectorT]):
             key = put(data, **kwargs)
         self._record('store.put', key, start, nbytes)
         return key
-
-    def _put_parts(self, parts: Sequence[BytesLike]) -> Any:
-        """Store serialized parts: in the background where the connector can (it keeps
-        the memory that may change out of it), else vectored, else joined."""
-        background = self.capabilities.background
-        if background is not None:
-            return background.put_parts_background(parts)[0]
-        vectored = self.capabilities.vectored
-        if vectored is not None:
-            return vectored.put_parts(parts)
-        return self.connector.put(b''.join(parts))
 
     def put(
         self,
@@ -311,12 +304,11 @@ class Store(Generic[ConnectorT]):
             lifetime.add_key(*batch, store=self)
             return batch
         start = time.perf_counter_ns()
-        batch_writer = self.capabilities.vectored_batch
         keys: list[Any]
-        if serializer is None and self.serializer is None and batch_writer and not kwargs:
+        if serializer is None and self.serializer is None and not kwargs:
             batch = [serialize_parts(o) for o in objs]
             nbytes = sum(memoryview(p).nbytes for parts in batch for p in parts)
-            keys = batch_writer.put_parts_batch(batch)
+            keys = self._io.put_parts_batch(batch)
         else:
             datas = [self.serialize(o, serializer) for o in objs]
             nbytes = sum(memoryview(d).nbytes for d in datas)
@@ -340,19 +332,14 @@ class Store(Generic[ConnectorT]):
             self._record('store.get.cache_hit', key, start)
             return obj
         generation = self.cache.generation
+        # Tether's own format: the connector may build the object as it reads.
         own = deserializer is None and self.deserializer is None
-        lender = self.capabilities.lending
-        decoding = self.capabilities.decoding
-        if lender is not None and own:
-            loaded = lender.get_lent(key, self._load_lent, None)
-        elif decoding is not None and own:
-            # Deserialized as it is read (a large bytes value lands in its final object).
-            loaded = decoding.get_decoded(key)
-        else:
-            data = self.connector.get(key)
-            loaded = None
-            if data is not None:
-                loaded = (self.deserialize(data, deserializer), memoryview(data).nbytes)
+        decode = (
+            self.deserialize
+            if deserializer is None
+            else partial(self.deserialize, deserializer=deserializer)
+        )
+        loaded = self._io.get_object(key, decode, own)
         if loaded is None:
             self._record('store.get.missing', key, start)
             return default
@@ -361,17 +348,6 @@ class Store(Generic[ConnectorT]):
         self.cache.set(key, obj, generation=generation)
         self._record('store.get', key, start, nbytes)
         return obj
-
-    def _load_lent(self, view: memoryview, keep: Callable[[], BytesLike]) -> tuple[Any, int]:
-        """Deserialize an object from bytes lent by the connector (see ``get``).
-
-        Objects built from a copy of their bytes (``bytes``, ``str`` ...) are built from
-        the lent ones: one copy, from memory the connector keeps mapped. Others (arrays)
-        are built on memory of their own (``keep()``), without a copy.
-        """
-        if copies_out(view):
-            return self.deserialize(view), view.nbytes
-        return self.deserialize(keep()), view.nbytes
 
     def exists(self, key: Any) -> bool:
         """Return whether an object is stored under ``key``."""
@@ -644,7 +620,7 @@ class Store(Generic[ConnectorT]):
         self._check_open()
         start = time.perf_counter_ns()
         nbytes = sum(memoryview(p).nbytes for p in parts)
-        key = self._put_parts(parts)
+        key = self._io.put_parts_background(parts)[0]
         self._record('store.put', key, start, nbytes)
         proxy = self._make_proxy(
             obj,

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tether.connectors.base import adapt
 from tether.connectors.protocols import (
     Capabilities,
     Connector,
@@ -37,7 +38,7 @@ from tether.connectors.protocols import (
     LendingConnector,
     VectoredBatchConnector,
 )
-from tether.serialize import BytesLike
+from tether.serialize import BytesLike, deserialize, serialize, serialize_parts
 from tether.store import Store
 from tether.testing.threads import hammer
 
@@ -159,6 +160,35 @@ class ConnectorConformance:
             connector.evict(key)
             assert connector.get_lent(key, use, 'missing') == 'missing'
             assert len(seen) == 1
+
+    def test_base_methods(self, connector: Any) -> None:
+        # The methods a Store uses (tether.connectors.base.ConnectorBase): the
+        # connector's own, or the base class's defaults (a connector that does not
+        # derive from it is adapted, as a Store adapts it).
+        io = adapt(connector)
+        key = io.put_parts([b'ab', memoryview(b'cd'), bytearray(b'e')])
+        assert bytes(connector.get(key)) == b'abcde'
+        assert bytes(connector.get(io.put_parts([]))) == b''
+        keys = io.put_parts_batch([[b'x', b'y'], [b'z']])
+        assert [bytes(g) for g in connector.get_batch(keys)] == [b'xy', b'z']
+        key, written = io.put_parts_background([b'p' * 300_000, b'q'])
+        written.result(timeout=60)
+        assert bytes(connector.get(key)) == b'p' * 300_000 + b'q'
+        obj = ['an', 'object']
+        key = io.put_parts(serialize_parts(obj))
+        assert io.get_object(key, deserialize, True) == (obj, len(serialize(obj)))
+        assert io.get_object(key, bytes, False) == (
+            serialize(obj),
+            len(serialize(obj)),
+        )
+        big = b'b' * 1_000_000  # large bytes: connectors may build it as they read
+        key = io.put_parts(serialize_parts(big))
+        got = io.get_object(key, deserialize, True)
+        assert got is not None
+        assert got[0] == big
+        connector.evict(key)
+        assert io.get_object(key, deserialize, True) is None
+        assert io.get_object(key, deserialize, False) is None
 
     def test_large_value(self, connector: Any) -> None:
         data = bytes(8 * 1024 * 1024) + b'end'
