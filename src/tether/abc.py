@@ -14,6 +14,18 @@ Agents (:mod:`tether.agents`):
 * :class:`AgentLauncher` (``tether.agents.launcher.Launcher``): runs agents; implement
   ``run_once()`` (and ``kill()``). Suite: ``tether.testing.agents.LauncherConformance``.
 
+Data (:mod:`tether.connectors`, :mod:`tether.stream`):
+
+* :class:`Connector` (``tether.connectors.protocols.Connector``): bytes in, key out;
+  optional capabilities in the same module (:class:`DeferrableConnector` for futures).
+* :class:`ConnectorBase` (``tether.connectors.base.ConnectorBase``): the base class that
+  supplies the batch, multi-buffer and read defaults a Store uses (a connector that does
+  not derive from it is adapted once). Suite: ``tether.testing.connectors``
+  (``ConnectorConformance``, ``DeferrableConformance``).
+* :class:`StreamPublisher`, :class:`StreamSubscriber` and :class:`TopicSubscriber`
+  (``tether.stream.protocols``): a broker shim; its subscriber says which topics it
+  reads. Suite: ``tether.testing.stream.ShimConformance``.
+
 Function service (:mod:`tether.faas`):
 
 * :class:`FaasEngine` (``tether.faas.endpoint.engine.Engine``): runs a compute endpoint's
@@ -28,12 +40,23 @@ from tether.agents.exchange import Exchange as AgentExchange
 from tether.agents.exchange import Listener as AgentListener
 from tether.agents.exchange import Transport as AgentTransport
 from tether.agents.launcher import Launcher as AgentLauncher
+from tether.connectors.base import ConnectorBase
+from tether.connectors.protocols import Connector, DeferrableConnector
 from tether.faas.endpoint.engine import Engine as FaasEngine
+from tether.stream.protocols import Publisher as StreamPublisher
+from tether.stream.protocols import Subscriber as StreamSubscriber
+from tether.stream.protocols import TopicSubscriber
 
 __all__ = [
     'AgentExchange',
     'AgentLauncher',
     'AgentListener',
     'AgentTransport',
+    'Connector',
+    'ConnectorBase',
+    'DeferrableConnector',
     'FaasEngine',
+    'StreamPublisher',
+    'StreamSubscriber',
+    'TopicSubscriber',
 ]

@@ -30,6 +30,6 @@ from __future__ import annotations
 
 from tether.stream._consumer import StreamConsumer
 from tether.stream._producer import StreamProducer
-from tether.stream.protocols import Publisher, Subscriber
+from tether.stream.protocols import Publisher, Subscriber, TopicSubscriber
 
-__all__ = ['Publisher', 'StreamConsumer', 'StreamProducer', 'Subscriber']
+__all__ = ['Publisher', 'StreamConsumer', 'StreamProducer', 'Subscriber', 'TopicSubscriber']

@@ -25,7 +25,7 @@ from tether.store.config import path_of
 from tether.stream import events as ev
 from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key, shim_namespace
 from tether.stream.plugins import Filter
-from tether.stream.protocols import Subscriber
+from tether.stream.protocols import Subscriber, TopicSubscriber
 
 __all__ = ['StreamConsumer']
 
@@ -69,21 +69,13 @@ def _describe(config: StoreConfig) -> str:
 
 
 def _topic_check(subscriber: Any, topics: Iterable[str] | None) -> Callable[[str], bool] | None:
-    """How to tell whether a signed message's topic is one ``subscriber`` reads."""
+    """How to tell whether a signed message's topic is one ``subscriber`` reads: the
+    consumer's ``topics=``, else the subscriber's :class:`TopicSubscriber` contract."""
     if topics is not None:
         return set(topics).__contains__
-    accepts = getattr(subscriber, 'accepts_topic', None)
-    if callable(accepts):
-        return lambda topic: bool(accepts(topic))
-    known = getattr(subscriber, 'topics', None)
-    if known is None:
-        known = getattr(subscriber, 'topic', None)
-    if isinstance(known, str):
-        known = [known]
-    if not isinstance(known, list | tuple | set | frozenset) or not known:
-        return None
-    names = set(known)
-    return names.__contains__ if all(isinstance(t, str) for t in names) else None
+    if isinstance(subscriber, TopicSubscriber):
+        return subscriber.accepts_topic
+    return None
 
 
 class StreamConsumer(Generic[T]):

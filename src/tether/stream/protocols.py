@@ -1,4 +1,4 @@
-"""The two protocols a message broker shim implements.
+"""The protocols a message broker shim implements.
 
 A shim is two small classes: a :class:`Publisher` that sends bytes to a topic and a
 :class:`Subscriber` that receives the bytes of the topic(s) it subscribed to. Neither
@@ -14,6 +14,8 @@ Rules every shim follows:
   :class:`~tether.exceptions.StreamTimeoutError`; a full bounded buffer raises
   :class:`~tether.exceptions.StreamBackpressureError` after blocking for its timeout.
 * ``next_message`` returns one message as bytes, in the order the broker delivers them.
+* A subscriber says which topics it reads (:class:`TopicSubscriber`: ``accepts_topic``),
+  so that a consumer refuses a signed message replayed onto another topic.
 * Durable shims acknowledge a message when ``next_message`` is called again (or at
   ``close``), so a consumer killed while handling a message gets it again on restart.
 * A shim whose broker names are more than the topic (a key prefix, a virtual host) says
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Self, cast, runtime_checkable
 
-__all__ = ['Publisher', 'Subscriber', 'SubscriberIterator']
+__all__ = ['Publisher', 'Subscriber', 'SubscriberIterator', 'TopicSubscriber']
 
 
 @runtime_checkable
@@ -58,6 +60,21 @@ class Subscriber(Protocol):
 
     def close(self) -> None:
         """Acknowledge what was handed out (durable shims) and release the connection."""
+        ...
+
+
+@runtime_checkable
+class TopicSubscriber(Subscriber, Protocol):
+    """A subscriber that says which topics it reads (every tether shim's does).
+
+    A :class:`~tether.stream.StreamConsumer` with a stream key refuses a signed message
+    whose topic its subscriber does not read (a message replayed onto another topic): it
+    asks :meth:`accepts_topic`. A subscriber without it is trusted to read only its own
+    topics unless the consumer is given ``topics=``.
+    """
+
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether a message published to ``topic`` can arrive on this subscriber."""
         ...
 
 

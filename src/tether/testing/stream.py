@@ -54,7 +54,7 @@ from tether.exceptions import (
 )
 from tether.proxy import Proxy, is_resolved
 from tether.store import Store
-from tether.stream import Publisher, StreamConsumer, StreamProducer, Subscriber
+from tether.stream import Publisher, StreamConsumer, StreamProducer, Subscriber, TopicSubscriber
 from tether.stream import events as ev
 from tether.stream.auth import Signer, resolve_key
 from tether.testing._child import consume_and_die
@@ -196,6 +196,15 @@ class ShimConformance:
         topic = shim.topic()
         assert isinstance(shim.subscriber(topic), Subscriber)
         assert isinstance(shim.publisher(), Publisher)
+
+    def test_subscriber_says_which_topics_it_reads(self, shim: ShimHarness) -> None:
+        # The consumer's check of a signed message's topic relies on it (declared in
+        # tether.stream.protocols.TopicSubscriber, not guessed from attributes).
+        topic, other = shim.topic('reads'), shim.topic('not-read')
+        sub = shim.subscriber(topic)
+        assert isinstance(sub, TopicSubscriber)
+        assert sub.accepts_topic(topic)
+        assert not sub.accepts_topic(other)
 
     def test_raw_messages_in_order(self, shim: ShimHarness) -> None:
         topic = shim.topic()

@@ -223,6 +223,10 @@ class AMQPSubscriber(_Base, SubscriberIterator):
             self._run(self._unacked.ack(), f'acknowledging on {self.topic!r}')
             self._unacked = None
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is the one this subscriber reads."""
+        return topic == self.topic
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._check(f'reading {self.topic!r}')

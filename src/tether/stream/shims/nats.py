@@ -376,6 +376,10 @@ class JetStreamSubscriber(_Base, SubscriberIterator):
             self._client.run(self._unacked.ack(), f'acknowledging on {self.topic!r}')
             self._unacked = None
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` matches this subscriber's subject (``*`` and ``>``)."""
+        return nats_subject_matches(self.topic, topic)
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._check_open()

@@ -94,6 +94,10 @@ class QueueSubscriber(SubscriberIterator):
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.topic or "?"!r})'
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is the one this subscriber reads."""
+        return topic == self.topic
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the queue."""
         if self._closed:

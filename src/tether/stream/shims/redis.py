@@ -194,6 +194,10 @@ class RedisSubscriber(_Base, SubscriberIterator):
                 if msg is not None and msg['type'] == 'subscribe':
                     confirmed += 1
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is one of those this subscriber reads."""
+        return topic in self.topics
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the subscribed channels."""
         self._check_open()
@@ -321,6 +325,10 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
         if self._unacked is not None:
             self._client.xack(self.key, self.group, self._unacked)
             self._unacked = None
+
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is the one this subscriber reads."""
+        return topic == self.topic
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""

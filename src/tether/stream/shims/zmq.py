@@ -182,6 +182,10 @@ class ZMQSubscriber(SubscriberIterator):
                 f'{event["endpoint"].decode()} disconnected',
             )
 
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is the one this subscriber reads."""
+        return topic == self.topic
+
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the topic."""
         if self._closed:
