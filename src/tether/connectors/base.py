@@ -32,7 +32,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from tether.serialize import BytesLike, copies_out
 
-__all__ = ['ConnectorBase', 'Decode', 'adapt']
+__all__ = ['ConnectorBase', 'Decode', 'adapt', 'lent_object']
 
 KeyT = TypeVar('KeyT')
 
