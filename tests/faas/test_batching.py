@@ -20,8 +20,8 @@ from tests.faas import _tasks
 from tests.faas.conftest import AMQP, delete_queues, new_endpoint, new_user, wait_for
 from tether.exceptions import FaasNotFoundError
 from tether.faas import Client, Executor, ServiceConfig, _frames
-from tether.faas._core import _Tracker
 from tether.faas._payload import pack_args, pack_result
+from tether.faas._queues import Tracker as _Tracker
 from tether.faas._server import ServiceThread
 
 
