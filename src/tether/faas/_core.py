@@ -201,28 +201,7 @@ class Service:
                 raise FunctionNotAllowedError(
                     f'endpoint {eid} does not allow function {fid} (see its allowed_functions)',
                 )
-            stamps = dict(task.get('t') or {})
-            stamps['service_received'] = received
-            msg_header: dict[str, Any] = {
-                'task_id': str(task['task_id']),
-                'function_id': fid,
-                'task_group_id': group,
-                'data_serializer': str(task.get('data_serializer', 'tether')),
-                'result_store': task.get('result_store'),
-                'result_threshold': task.get('result_threshold'),
-                't': stamps,
-            }
-            timeout = task.get('timeout')
-            if timeout is not None:
-                if (
-                    isinstance(timeout, bool)
-                    or not isinstance(timeout, int | float)
-                    or not 0 < timeout <= MAX_TIMEOUT
-                ):
-                    raise FaasBadRequestError(
-                        f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
-                    )
-                msg_header['timeout'] = float(timeout)
+            msg_header = _task_message(task, fid, group, received)
             rows.append(
                 (msg_header['task_id'], user_id, group, eid, fid, json.dumps(msg_header), payload)
             )
@@ -237,26 +216,9 @@ class Service:
             # Task ids the service already has (a retried request, a batch sent again
             # after a reconnect): the task stands as first submitted and is not queued
             # again. A task runs once per task id.
-            first = set(new)  # an id repeated within the batch is queued once
-            for eid in list(queued):
-                kept = []
-                for entry in queued[eid]:
-                    if entry[0]['task_id'] in first:
-                        first.discard(entry[0]['task_id'])
-                        kept.append(entry)
-                if kept:
-                    queued[eid] = kept
-                else:
-                    del queued[eid]
-        precancelled = []
+            queued = _only_new(queued, new)
         if self._precancelled:
-            precancelled = [i for i in new if self._precancelled.pop((user_id, i), 0) is None]
-            if precancelled:
-                for eid in list(queued):
-                    queued[eid] = [e for e in queued[eid] if e[0]['task_id'] not in precancelled]
-                    if not queued[eid]:
-                        del queued[eid]
-                await self.cancel(user_id, precancelled)
+            queued = await self._drop_precancelled(user_id, new, queued)
         published = set()
         try:
             for eid, entries in queued.items():
@@ -281,6 +243,22 @@ class Service:
                     f'the {len(new)} new task(s) of the batch were queued'
                 )
         return {'task_group_id': group, 'task_ids': ids}
+
+    async def _drop_precancelled(
+        self, user_id: str, new: set[str], queued: dict[str, list[Entry]]
+    ) -> dict[str, list[Entry]]:
+        """Tasks cancelled before their submission came (a cancel racing it): cancelled
+        now, and not queued."""
+        precancelled = {i for i in new if self._precancelled.pop((user_id, i), 0) is None}
+        if not precancelled:
+            return queued
+        await self.cancel(user_id, sorted(precancelled))
+        out = {}
+        for eid, entries in queued.items():
+            kept = [e for e in entries if e[0]['task_id'] not in precancelled]
+            if kept:
+                out[eid] = kept
+        return out
 
     # Endpoints -------------------------------------------------------------------------
 
@@ -500,3 +478,46 @@ class Service:
         """Results taken through REST: drop their payloads (queue copies are skipped by
         clients, which ignore results they already have)."""
         await self.repo.acknowledge(user_id, list(task_ids))
+
+
+def _task_message(task: dict[str, Any], fid: str, group: str, received: float) -> dict[str, Any]:
+    """The header a task is queued with for its endpoint (its time limit checked)."""
+    stamps = dict(task.get('t') or {})
+    stamps['service_received'] = received
+    header: dict[str, Any] = {
+        'task_id': str(task['task_id']),
+        'function_id': fid,
+        'task_group_id': group,
+        'data_serializer': str(task.get('data_serializer', 'tether')),
+        'result_store': task.get('result_store'),
+        'result_threshold': task.get('result_threshold'),
+        't': stamps,
+    }
+    timeout = task.get('timeout')
+    if timeout is not None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_TIMEOUT
+        ):
+            raise FaasBadRequestError(
+                f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
+            )
+        header['timeout'] = float(timeout)
+    return header
+
+
+def _only_new(queued: dict[str, list[Entry]], new: set[str]) -> dict[str, list[Entry]]:
+    """The entries of ``queued`` whose task ids are ``new``, each once (an id repeated
+    within the batch is queued once)."""
+    first = set(new)
+    out: dict[str, list[Entry]] = {}
+    for eid, entries in queued.items():
+        kept = []
+        for entry in entries:
+            if entry[0]['task_id'] in first:
+                first.discard(entry[0]['task_id'])
+                kept.append(entry)
+        if kept:
+            out[eid] = kept
+    return out
