@@ -20,8 +20,8 @@ import pytest
 
 from tests.bench._helpers import check_records
 from tether.bench.engine import Engine
-from tether.bench.plugins import get_plugin
 from tether.bench.record import JSONRecordLogger
+from tether.bench.registry import get_plugin
 from tether.bench.transformer.store import StoreTransformerConfig
 
 EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray', 'faas')

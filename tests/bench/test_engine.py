@@ -14,7 +14,7 @@ import pytest
 
 from tests.bench._helpers import check_records
 from tether.bench.engine import Engine, TaskFuture, as_completed, wait
-from tether.bench.executor.utils import FutureDependencyExecutor, find_futures
+from tether.bench.executor.future_dependency import FutureDependencyExecutor, find_futures
 from tether.bench.record import JSONRecordLogger, read_records
 from tether.exceptions import TaskDependencyError, TaskExecutionFailed
 

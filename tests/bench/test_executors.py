@@ -19,8 +19,8 @@ from tests.conftest import count_keys
 from tests.patterns import _tasks
 from tether.bench.engine import Engine
 from tether.bench.executor.faas import FaasConfig
-from tether.bench.plugins import get_plugin
 from tether.bench.record import JSONRecordLogger
+from tether.bench.registry import get_plugin
 from tether.bench.run import BenchmarkConfig, make_run_dir, run
 from tether.exceptions import TaskExecutionFailed
 

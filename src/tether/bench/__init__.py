@@ -6,11 +6,11 @@ command line (``tether bench run``) and TOML configuration; every task leaves a 
 * :mod:`tether.bench.engine`: :class:`~tether.bench.engine.Engine`, task futures,
   ``as_completed``/``wait``.
 * :mod:`tether.bench.executor`: executor configs (thread and process pools, Dask, Parsl,
-  Ray) and :class:`~tether.bench.executor.utils.FutureDependencyExecutor`.
+  Ray) and :class:`~tether.bench.executor.future_dependency.FutureDependencyExecutor`.
 * :mod:`tether.bench.transformer` and :mod:`tether.bench.filter`: data transformers
   (pickle files, tether stores) and the filters that pick what they transform.
 * :mod:`tether.bench.record`: task records; :mod:`tether.bench.logging`: run logs.
-* :mod:`tether.bench.apps`: the applications; :mod:`tether.bench.plugins`: the registry.
+* :mod:`tether.bench.apps`: the applications; :mod:`tether.bench.registry`: the registry.
 * :mod:`tether.bench.run`: configuration, run directories and the command line;
   :mod:`tether.bench.plot`: figures from run directories.
 """

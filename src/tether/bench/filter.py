@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pydantic
 
-from tether.bench.plugins import register
+from tether.bench.registry import register
 
 __all__ = [
     'AllFilter',

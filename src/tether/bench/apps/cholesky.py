@@ -15,7 +15,7 @@ import numpy as np
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 
 if TYPE_CHECKING:
     from tether.bench.engine import Engine

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.plugins import get_plugin, register
+from tether.bench.registry import get_plugin, register
 from tether.exceptions import TaskDependencyError
 
 if TYPE_CHECKING:

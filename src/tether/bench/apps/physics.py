@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 
 if TYPE_CHECKING:
     from tether.bench.engine import Engine

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.bench.engine._future import TaskFuture
 from tether.bench.engine._task import TaskResult, TaskWrapper, execution_info_of
-from tether.bench.executor.utils import FutureDependencyExecutor, substitute_futures
+from tether.bench.executor.future_dependency import FutureDependencyExecutor, substitute_futures
 from tether.bench.filter import Filter
 from tether.bench.record import NullRecordLogger, RecordLogger
 from tether.bench.transformer._protocol import TaskDataTransformer, Transformer
@@ -47,7 +47,7 @@ class Engine:
     Args:
         executor: Any ``concurrent.futures.Executor``. Executors that cannot take futures
             as arguments are wrapped in a
-            :class:`~tether.bench.executor.utils.FutureDependencyExecutor` (executors
+            :class:`~tether.bench.executor.future_dependency.FutureDependencyExecutor` (executors
             that can, such as :class:`~tether.bench.executor.dask.DaskDistributedExecutor`,
             say so with a true ``native_dataflow`` attribute).
         filter_: Selects the arguments and results that ``transformer`` transforms

@@ -5,7 +5,7 @@ Built in (``tether bench list`` shows them): ``thread-pool``, ``process-pool``, 
 ``parsl-htex`` (a general HighThroughputExecutor config: any provider and launcher),
 ``ray`` (a local Ray node of its own, or a cluster) and ``faas`` (tether's function
 service). Adding one: a module with an :class:`ExecutorConfig` subclass decorated with
-``@register('executor')``, and a line in :data:`tether.bench.plugins.BUILTIN`.
+``@register('executor')``, and a line in :data:`tether.bench.registry.BUILTIN`.
 """
 
 from __future__ import annotations

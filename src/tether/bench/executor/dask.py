@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 
 __all__ = ['DaskConfig', 'DaskDistributedExecutor']
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 from tether.exceptions import BenchError
 
 __all__ = ['FaasConfig', 'FaasExecutor', 'InProcessFaas']

@@ -6,7 +6,7 @@ takes any HighThroughputExecutor options (``htex``), a provider chosen by kind f
 optionally a launcher from :data:`LAUNCHERS`; provider and launcher classes come only
 from these allowlists. Every task is one Parsl app invocation; task futures passed as
 arguments are resolved by the engine's
-:class:`~tether.bench.executor.utils.FutureDependencyExecutor`.
+:class:`~tether.bench.executor.future_dependency.FutureDependencyExecutor`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 from tether.plugins.parsl import (
     interchange_command,
     local_config,

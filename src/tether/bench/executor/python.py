@@ -10,8 +10,8 @@ from typing import Literal
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
-from tether.bench.executor.utils import FutureDependencyExecutor
-from tether.bench.plugins import register
+from tether.bench.executor.future_dependency import FutureDependencyExecutor
+from tether.bench.registry import register
 
 __all__ = ['ProcessPoolConfig', 'ThreadPoolConfig']
 

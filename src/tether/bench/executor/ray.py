@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
-from tether.bench.plugins import register
+from tether.bench.registry import register
 from tether.plugins.ray import RayExecutor
 
 __all__ = ['LocalRay', 'RayConfig']

@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic
 
-from tether.bench.plugins import Kind, get_plugin, import_plugin_module, plugin_names
+from tether.bench.registry import Kind, get_plugin, import_plugin_module, plugin_names
 from tether.bench.run.config import (
     DEFAULT_EXECUTOR,
     LoggingConfig,

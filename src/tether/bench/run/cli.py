@@ -64,7 +64,7 @@ def _run_command(args: tuple[str, ...]) -> None:
 @click.option('--json', 'as_json', is_flag=True, help='print JSON')
 def _list_command(as_json: bool) -> None:
     """List the apps, executors, transformers and filters (and the unavailable ones)."""
-    from tether.bench.plugins import KINDS, Kind, get_plugin, plugin_names
+    from tether.bench.registry import KINDS, Kind, get_plugin, plugin_names
 
     out: dict[str, Any] = {}
     kind: Kind

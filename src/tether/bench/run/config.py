@@ -20,8 +20,8 @@ from tether.bench.apps import AppConfig
 from tether.bench.engine import Engine
 from tether.bench.executor import ExecutorConfig
 from tether.bench.filter import FilterConfig
-from tether.bench.plugins import Kind, get_plugin
 from tether.bench.record import JSONRecordLogger
+from tether.bench.registry import Kind, get_plugin
 from tether.bench.transformer import TransformerConfig
 from tether.exceptions import ConfigError
 

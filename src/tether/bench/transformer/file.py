@@ -16,7 +16,7 @@ from typing import Any
 
 import pydantic
 
-from tether.bench.plugins import register
+from tether.bench.registry import register
 from tether.bench.transformer._protocol import TransformerConfig
 from tether.exceptions import BenchError
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pydantic
 
-from tether.bench.plugins import register
+from tether.bench.registry import register
 from tether.bench.transformer._protocol import TransformerConfig
 from tether.exceptions import ConfigError
 from tether.proxy import Proxy, extract, resolve
