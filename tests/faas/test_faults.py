@@ -61,7 +61,8 @@ def test_service_restarted_mid_run(
         st.stop()  # the service goes away with tasks queued, running and finished
         # Submitted while the service is down: retried until it is back.
         during = [ex.submit(_tasks.square, i) for i in range(3)]
-        time.sleep(0.5)
+        # The Executor saw its stream drop: the submissions wait for the service.
+        wait_for(lambda: ex._ws is None, 60, 'the result stream to drop')
         own_service()
         assert [f.result(timeout=90) for f in first] == list(range(12))
         assert [f.result(timeout=90) for f in during] == [0, 1, 4]
