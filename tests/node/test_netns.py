@@ -193,16 +193,6 @@ _SLOW_GET = """
 """
 
 
-_STATUS = """
-    import json, sys
-    from pathlib import Path
-    from tether._serve.spawn import verify_server
-    from tether._serve.state import read_state
-    state = read_state(Path(sys.argv[1]), 'cluster')
-    print(json.dumps(verify_server(state)))
-"""
-
-
 def test_holder_killed_mid_transfer(cluster: dict[str, Host]) -> None:
     a, b, c = cluster['a'], cluster['b'], cluster['c']
     made_b = b.run(_PRODUCE, '100000')
@@ -210,11 +200,11 @@ def test_holder_killed_mid_transfer(cluster: dict[str, Host]) -> None:
     # Slow a's link to 100 Mbit/s: the 64 MB reply takes about 5 s to cross it.
     sh('ip', 'netns', 'exec', a.ns, 'tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf',
        'rate', '100mbit', 'burst', '64kb', 'latency', '500ms')  # fmt: skip
-    seen = [a.run(_STATUS, str(a.run_dir))['requests']]
+    seen = [a.run(_STATUS)['requests']]
 
     def get_arrived() -> bool:
         # Each status request counts itself: one more than that is the consumer's GET.
-        now = a.run(_STATUS, str(a.run_dir))['requests']
+        now = a.run(_STATUS)['requests']
         arrived = now > seen[0] + 1
         seen[0] = now
         return arrived
