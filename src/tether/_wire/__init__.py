@@ -22,7 +22,9 @@ Message types are plain integers; applications number theirs from
 
 from __future__ import annotations
 
-from tether._wire._aio import (
+from tether._wire._aio import Server
+from tether._wire._budget import MemoryBudget
+from tether._wire._conn import (
     Connection,
     Handler,
     InlineHandler,
@@ -30,14 +32,12 @@ from tether._wire._aio import (
     RawReply,
     Reply,
     SecretLookup,
-    Server,
     client_handshake,
     client_protocol,
     connect,
     error_reply,
     run,
 )
-from tether._wire._budget import MemoryBudget
 from tether._wire._frame import (
     ERROR,
     FIRST_APP_TYPE,

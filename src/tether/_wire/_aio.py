@@ -30,11 +30,7 @@ from tether._wire._conn import (
     RawReply,
     Reply,
     SecretLookup,
-    client_handshake,
-    client_protocol,
-    connect,
     error_reply,
-    run,
     server_handshake,
 )
 from tether._wire._frame import (
@@ -55,21 +51,7 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = [
-    'Connection',
-    'Handler',
-    'InlineHandler',
-    'Later',
-    'RawReply',
-    'Reply',
-    'SecretLookup',
-    'Server',
-    'client_handshake',
-    'client_protocol',
-    'connect',
-    'error_reply',
-    'run',
-]
+__all__ = ['Server']
 
 logger = logging.getLogger(__name__)
 
