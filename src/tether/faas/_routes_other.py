@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.websockets import WebSocket
@@ -11,6 +13,7 @@ from tether.exceptions import (
 )
 from tether.faas._api import Api, _error, refuse, serve_ws
 from tether.faas._openapi import openapi
+from tether.faas._queues import Socket
 from tether.faas._validate import check_id
 from tether.faas._web import PAGE
 
@@ -43,33 +46,41 @@ async def endpoint_status(api: Api, request: Request) -> Response:
 
 
 async def ws_endpoint(api: Api, websocket: WebSocket) -> None:
-    try:
+    async def admit() -> tuple[str, Session]:
         eid, user = await api.endpoint_of(websocket.headers)
-        api.sockets.take(user)
-    except Exception as e:
-        await refuse(websocket, e)
-        return
-    try:
-        await websocket.accept()
-        await serve_ws(websocket, lambda sock: api.service.endpoint_session(sock, eid, user))
-    finally:
-        api.sockets.give(user)
+        return user, lambda sock: api.service.endpoint_session(sock, eid, user)
+
+    await _open(api, websocket, admit)
 
 
 async def ws_results(api: Api, websocket: WebSocket) -> None:
-    gid = websocket.path_params['task_group_id']
-    try:
-        check_id(gid, 'task_group_id')
+    async def admit() -> tuple[str, Session]:
+        gid = check_id(websocket.path_params['task_group_id'], 'task_group_id')
         user = await api.user_of(websocket.headers)
         if not await api.repo.owns_task_group(gid, user):
             raise FaasNotFoundError(f'task group {gid} not found')
+        return user, lambda sock: api.service.result_session(sock, user, gid)
+
+    await _open(api, websocket, admit)
+
+
+Session = Callable[[Socket], Awaitable[None]]
+
+
+async def _open(
+    api: Api, websocket: WebSocket, admit: Callable[[], Awaitable[tuple[str, Session]]]
+) -> None:
+    """Serve a WebSocket whose user ``admit`` names (or refuse it with why), counted
+    against the user's open WebSockets."""
+    try:
+        user, session = await admit()
         api.sockets.take(user)
     except Exception as e:
         await refuse(websocket, e)
         return
     try:
         await websocket.accept()
-        await serve_ws(websocket, lambda sock: api.service.result_session(sock, user, gid))
+        await serve_ws(websocket, session)
     finally:
         api.sockets.give(user)
 
