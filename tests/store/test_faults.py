@@ -136,6 +136,7 @@ store = Store('killed', connector)
 data = np.ones(400 * 1024 * 1024 // 8)
 print('ready', flush=True)
 while True:
+    print('writing', flush=True)
     store.put(data)
 """
 
@@ -147,7 +148,10 @@ def _kill_writer_mid_put(make: str) -> None:
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b'ready'
-    time.sleep(0.15)  # let it get into the middle of a write
+    # Killed as its second write starts: after one complete object, in the middle of
+    # copying 400 MB (the write follows the line at once).
+    assert proc.stdout.readline().strip() == b'writing'
+    assert proc.stdout.readline().strip() == b'writing'
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
