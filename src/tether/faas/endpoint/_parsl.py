@@ -18,6 +18,7 @@ from typing import Any
 from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint._worker import run_parsl_task
 from tether.faas.endpoint.engine import (
+    EngineBase,
     OnHandoff,
     OnResult,
     Task,
@@ -30,7 +31,7 @@ __all__ = ['ParslEngine']
 logger = logging.getLogger(__name__)
 
 
-class ParslEngine:
+class ParslEngine(EngineBase):
     """Tasks through ``parsl.concurrent.ParslPoolExecutor`` over HTEX on this host.
 
     Args:
@@ -48,10 +49,7 @@ class ParslEngine:
         env: dict[str, str] | None = None,
         parsl_config: Any = None,
     ) -> None:
-        self.config = config
-        self.on_handoff = on_handoff
-        self.on_result = on_result
-        self.env = dict(env or {})
+        super().__init__(config, on_handoff, on_result, env)
         self._parsl_config = parsl_config
         self._pool: Any = None
         self._pending = 0

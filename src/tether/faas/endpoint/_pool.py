@@ -34,6 +34,7 @@ from typing import Any
 
 from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint.engine import (
+    EngineBase,
     OnHandoff,
     OnResult,
     Task,
@@ -89,7 +90,7 @@ class _Worker:
                 close()
 
 
-class ProcessPoolEngine:
+class ProcessPoolEngine(EngineBase):
     """Worker processes on this host (see the module docstring)."""
 
     def __init__(
@@ -99,10 +100,7 @@ class ProcessPoolEngine:
         on_result: OnResult,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.config = config
-        self.on_handoff = on_handoff
-        self.on_result = on_result
-        self.env = dict(env or {})
+        super().__init__(config, on_handoff, on_result, env)
         self._pending: collections.deque[Task] = collections.deque()
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []

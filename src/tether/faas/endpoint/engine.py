@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     'ENTRY_POINT_GROUP',
     'Engine',
+    'EngineBase',
     'EngineFactory',
     'OnHandoff',
     'OnResult',
@@ -118,6 +119,24 @@ class Engine(Protocol):
     def stop(self) -> None:
         """Stop every worker."""
         ...
+
+
+class EngineBase:
+    """What every engine keeps from its factory's arguments (a convenience for writing
+    one: subclass it, call ``super().__init__``, implement the methods of
+    :class:`Engine`)."""
+
+    def __init__(
+        self,
+        config: ComputeEndpointConfig,
+        on_handoff: OnHandoff,
+        on_result: OnResult,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.on_handoff = on_handoff
+        self.on_result = on_result
+        self.env = dict(env or {})
 
 
 EngineFactory = Callable[['ComputeEndpointConfig', OnHandoff, OnResult, dict[str, str]], Engine]
