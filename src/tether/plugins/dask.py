@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from distributed import Client as _DaskClient
 
-from tether.store._registry import get_or_create_store
+from tether.store import get_or_create_store
 from tether.store.executor import ProxySize, decide
 from tether.store.lifetimes import ContextLifetime
 
 if TYPE_CHECKING:
-    from tether.store._store import Store
+    from tether.store import Store
     from tether.store.config import StoreConfig
 
 __all__ = ['Client']
