@@ -1,0 +1,56 @@
+"""The service's tables (created at start when missing)."""
+
+from __future__ import annotations
+
+__all__ = ['SCHEMA']
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS faas_users (
+    user_id TEXT PRIMARY KEY,
+    name TEXT UNIQUE NOT NULL,
+    token_hash TEXT UNIQUE NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_functions (
+    function_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    serializer TEXT NOT NULL,
+    body BYTEA NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_endpoints (
+    endpoint_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    token_hash TEXT UNIQUE NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION,
+    online INTEGER NOT NULL DEFAULT 0,
+    info TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS faas_task_groups (
+    task_group_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_tasks (
+    task_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    task_group_id TEXT NOT NULL,
+    endpoint_id TEXT NOT NULL,
+    function_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    header TEXT NOT NULL,
+    payload BYTEA,
+    result BYTEA,
+    result_header TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    acknowledged INTEGER NOT NULL DEFAULT 0,
+    created DOUBLE PRECISION NOT NULL,
+    finished DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS faas_tasks_user_created ON faas_tasks (user_id, created);
+CREATE INDEX IF NOT EXISTS faas_tasks_endpoint_status ON faas_tasks (endpoint_id, status);
+CREATE INDEX IF NOT EXISTS faas_tasks_group ON faas_tasks (task_group_id);
+"""
