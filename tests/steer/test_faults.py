@@ -155,3 +155,38 @@ def test_a_message_taken_as_the_connection_died_is_read_again(private_redis: Any
     assert client.keys(f'{queues.prefix}*') == [f'{queues.prefix}_writers'.encode()]
     client.close()
     queues.close()
+
+
+def test_reconnection_wait_runs_on_the_queues_clock(private_redis: Any) -> None:
+    """A server gone for good is reported after ``reconnect_timeout`` of the given clock."""
+    from tether.testing import FakeClock
+
+    clock = FakeClock()
+    queues = RedisQueues(
+        port=private_redis.port,
+        prefix=f'steer-{uuid.uuid4().hex}',
+        reconnect_timeout=60.0,
+        clock=clock,
+    )
+    queues.connect()
+    private_redis.stop()
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            queues.send_inputs(1, 1, method='add')
+        except BaseException as e:
+            errors.append(e)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    clock.wait_for_sleepers(1)  # retrying, on the fake clock
+    assert not errors
+    clock.advance(61.0)
+    sender.join(60)
+    assert not sender.is_alive()
+    assert len(errors) == 1
+    assert isinstance(errors[0], SteerQueueError)
+    assert 'lost the Redis server' in str(errors[0])
+    private_redis.start()
+    queues.close()

@@ -34,10 +34,10 @@ import os
 import re
 import secrets
 import threading
-import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether.exceptions import SteerQueueError, SteerTimeoutError
 from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
@@ -72,6 +72,8 @@ class RedisQueues(BaseQueues):
         max_age: Oldest signed message accepted, in seconds.
         reconnect_timeout: Seconds a call waits for a server that went away (a restart)
             to come back before it raises :class:`~tether.exceptions.SteerQueueError`.
+        clock: The clock of the reconnection waits and read deadlines (tests pass a
+            ``tether.testing.FakeClock``).
     """
 
     def __init__(  # noqa: PLR0917 (Colmena's positional order)
@@ -89,6 +91,7 @@ class RedisQueues(BaseQueues):
         secret: bytes | str | Literal[False] | None = None,
         max_age: float | None = _DEFAULT_MAX_AGE,
         reconnect_timeout: float = 60.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(
             topics,
@@ -104,6 +107,7 @@ class RedisQueues(BaseQueues):
         self.port = port
         self.prefix = prefix
         self.reconnect_timeout = reconnect_timeout
+        self.clock = clock
         self._password = password
         self._run_id: str | None = None
         self._broken: str | None = None
@@ -240,7 +244,7 @@ class RedisQueues(BaseQueues):
             except SteerQueueError:
                 raise
             except (redis.ConnectionError, redis.TimeoutError) as e:
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 if deadline is None:
                     deadline = now + self.reconnect_timeout
                     if self._run_id is not None:
@@ -259,7 +263,7 @@ class RedisQueues(BaseQueues):
                         f'to {what} (queues {self.prefix!r}): {e}'
                     )
                     raise SteerQueueError(self._lost_message()) from e
-                time.sleep(min(pause, deadline - now))
+                self.clock.sleep(min(pause, deadline - now))
                 pause = min(pause * 2, 1.0)
                 retried = True
             except redis.RedisError as e:
@@ -295,7 +299,7 @@ class RedisQueues(BaseQueues):
         instead of losing it. The list is emptied (with the take that follows) once it
         holds ``_INFLIGHT_MESSAGES`` messages or ``_INFLIGHT_BYTES`` bytes.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
         with self._client_lock:
             lock = self._pop_locks.setdefault(key, threading.Lock())
         if not lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
@@ -311,7 +315,7 @@ class RedisQueues(BaseQueues):
                         return held  # moved for this reader, its reply lost: not lost
                 # BLMOVE with timeout 0 blocks forever; a timeout is a float in seconds.
                 # After a reconnection, only what is left of it.
-                left = 0 if deadline is None else max(deadline - time.monotonic(), 0.001)
+                left = 0 if deadline is None else max(deadline - self.clock.monotonic(), 0.001)
                 if load[0] < _INFLIGHT_MESSAGES and load[1] < _INFLIGHT_BYTES:
                     return client.blmove(key, inflight, left, 'LEFT', 'LEFT')
                 pipe = client.pipeline(transaction=False)
