@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from tether._clock import SYSTEM_CLOCK, Clock
+from tether._closing import ClosingContext
 from tether._missing import MISSING as _MISSING
 from tether.connectors.base import adapt
 from tether.connectors.local import LocalConnector
@@ -53,7 +53,7 @@ _NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
 _CORE_METHODS = ('put', 'get', 'exists', 'evict')
 
 
-class Store(Generic[ConnectorT]):
+class Store(ClosingContext, Generic[ConnectorT]):
     """Puts, gets and proxies Python objects through one connector.
 
     ``Store[C]`` is generic over its connector's type ``C`` (a
@@ -158,17 +158,6 @@ class Store(Generic[ConnectorT]):
 
     def __repr__(self) -> str:
         return f'Store({self.name!r}, {self.connector!r})'
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # Configuration ---------------------------------------------------------------------
 

@@ -27,9 +27,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether._clock import SYSTEM_CLOCK, Clock
+from tether._closing import ClosingContext
 from tether.exceptions import LifetimeArgumentError, LifetimeError, StoreError
 from tether.proxy import Proxy, get_factory
 from tether.store.factory import StoreFactory
@@ -69,7 +70,7 @@ class Lifetime(Protocol):
         ...
 
 
-class ContextLifetime:
+class ContextLifetime(ClosingContext):
     """A lifetime that ends when its ``with`` block exits, or when :meth:`close` is called.
 
     Args:
@@ -89,17 +90,6 @@ class ContextLifetime:
         return (
             f'{type(self).__name__}({self.name!r}, objects={len(self._keys)}, done={self._done})'
         )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def add_key(self, *keys: Any, store: Store[Any] | None = None) -> None:
         """Attach objects, by key, to this lifetime.

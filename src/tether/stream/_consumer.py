@@ -6,11 +6,11 @@ import collections
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
-from typing import Any, Generic, Self, TypeAlias, cast
+from typing import Any, Generic, TypeAlias, cast
 
 from typing_extensions import TypeVar
 
+from tether._closing import ClosingContext
 from tether.exceptions import (
     EventDecodeError,
     EventRefusedError,
@@ -78,7 +78,7 @@ def _topic_check(subscriber: Any, topics: Iterable[str] | None) -> Callable[[str
     return None
 
 
-class StreamConsumer(Generic[T]):
+class StreamConsumer(ClosingContext, Generic[T]):
     """Iterates over a stream, yielding a proxy per object (no bulk data read yet).
 
     Generic in the type of the objects (``StreamConsumer[np.ndarray]`` yields
@@ -180,17 +180,6 @@ class StreamConsumer(Generic[T]):
 
     def __repr__(self) -> str:
         return f'StreamConsumer({self.subscriber!r})'
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self, *, close_subscriber: bool = True) -> None:
         """Close the subscriber (durable shims acknowledge what was consumed)."""

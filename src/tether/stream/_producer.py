@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any, Generic, Self
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from tether._closing import ClosingContext
 from tether.exceptions import StreamError, TopicClosedError
 from tether.serialize import serialize
 from tether.store import Store
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar('T', default=Any)
 
 
-class StreamProducer(Generic[T]):
+class StreamProducer(ClosingContext, Generic[T]):
     """Sends objects to a stream: each object goes to a store, an event to the broker.
 
     Generic in the type of the objects sent (``StreamProducer[np.ndarray]``), for type
@@ -104,17 +104,6 @@ class StreamProducer(Generic[T]):
     def signed(self) -> bool:
         """Whether this producer signs its messages (a stream key is configured)."""
         return self._signer is not None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _inline(self, topic: str) -> bool:
         return topic in self.stores and self.stores[topic] is None

@@ -40,11 +40,11 @@ import multiprocessing
 import signal
 import uuid
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import pytest
 
+from tether._closing import ClosingContext
 from tether.exceptions import (
     EventAuthenticationError,
     EventDecodeError,
@@ -72,7 +72,7 @@ def drain(sub: Subscriber, timeout: float = 1.0) -> list[bytes]:
             return out
 
 
-class ShimHarness:
+class ShimHarness(ClosingContext):
     """Makes the publishers, subscribers and topics of one shim for one test.
 
     Implement :meth:`new_publisher` and :meth:`new_subscriber`; set :attr:`durable` and
@@ -168,17 +168,6 @@ class ShimHarness:
             _quietly(self._store.close)
             self._store = None
         self.cleanup()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> None:
