@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tether._clock import SYSTEM_CLOCK, Clock
 from tether._serve.loop import new_event_loop
 from tether._serve.tls import client_context
 from tether.exceptions import (
@@ -126,6 +127,8 @@ class Executor(concurrent.futures.Executor):
         task_timeout: Seconds each task may run on its worker: past it, the task fails
             with :class:`~tether.exceptions.TaskTimeoutError` and the worker is replaced
             (``None``: no limit).
+        clock: What the result stream's reconnection backoff and ``retry_deadline``
+            are measured on (tests pass a :class:`tether.testing.FakeClock`).
     """
 
     def __init__(
@@ -141,8 +144,10 @@ class Executor(concurrent.futures.Executor):
         token: str | None = None,
         data_serializer: str = 'tether',
         task_timeout: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._own_client = client is None
+        self.clock = clock
         self.task_timeout = None if task_timeout is None else check_timeout(task_timeout)
         self.client = client or Client(service_url, token, data_serializer=data_serializer)
         endpoint_id = endpoint_id or self.client.dev_endpoint_id
@@ -361,7 +366,7 @@ class Executor(concurrent.futures.Executor):
         status = status if isinstance(status, int) else 500
         body = json.dumps({'error': header.get('error'), 'message': header.get('message')})
         error = error_from(status, body.encode(), f'submitting {len(batch)} task(s)')
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if status == 503:  # the service's broker or database is down: retried
             self._unavailable_since = self._unavailable_since or now
             if now - self._unavailable_since < self.client.retry_deadline:
@@ -443,7 +448,7 @@ class Executor(concurrent.futures.Executor):
                 verify if isinstance(verify, str) else None, verify=verify is not False
             )
         delay = 0.05
-        down_since = time.monotonic()
+        down_since = self.clock.monotonic()
         refusal = ''  # why the service last refused the stream, if it did
         while True:
             served = False  # a stream the service accepted and did not refuse
@@ -493,11 +498,11 @@ class Executor(concurrent.futures.Executor):
                 logger.debug('result stream unavailable (%r); retrying', e)
             if served:
                 delay = 0.05
-                down_since = time.monotonic()
+                down_since = self.clock.monotonic()
                 refusal = ''
-            elif time.monotonic() - down_since > self.client.retry_deadline:
+            elif self.clock.monotonic() - down_since > self.client.retry_deadline:
                 self._fail_queued(FaasConnectionError(self._down_message(refusal)))
-            await asyncio.sleep(delay)
+            await self.clock.asleep(delay)
             delay = min(delay * 2, 2.0)
 
     def _down_message(self, refusal: str) -> str:
