@@ -28,24 +28,14 @@ METHODS = [
 
 
 def _htex_config(run_dir: pathlib.Path) -> Any:
-    from parsl.config import Config
-    from parsl.executors import HighThroughputExecutor
-    from parsl.providers import LocalProvider
+    from tether.plugins.parsl import local_config
 
-    return Config(
-        executors=[
-            HighThroughputExecutor(
-                label='htex',
-                address='127.0.0.1',
-                max_workers_per_node=2,
-                provider=LocalProvider(init_blocks=1, max_blocks=1),
-                encrypted=False,
-                heartbeat_period=1,
-                heartbeat_threshold=4,
-            ),
-        ],
+    return local_config(
+        workers=2,
         run_dir=str(run_dir),
-        strategy='none',
+        heartbeat_period=1,
+        heartbeat_threshold=4,
+        initialize_logging=True,
     )
 
 
