@@ -27,6 +27,7 @@ from tether.faas import Client, Executor, ServiceConfig, _frames
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_args
 from tether.faas._server import ServiceThread
+from tether.testing import FakeClock
 
 
 def http(st: ServiceThread, token: str) -> httpx.Client:
@@ -471,10 +472,18 @@ def test_an_executor_refused_its_stream_says_so(make_tight: Callable[..., Servic
         async def hold_and_submit() -> BaseException | None:
             opened, codes = await open_streams(st, token, group, 1)  # the user's one stream
             assert (len(opened), codes) == (1, [])
+            clock = FakeClock()  # the backoff and the deadline pass when the test says
+
+            def drive(future: Any) -> BaseException | None:
+                while not future.done():
+                    clock.wait_for_sleepers(1)
+                    clock.advance(2.0)
+                return future.exception(timeout=60)  # type: ignore[no-any-return]
+
             try:
-                with Executor(endpoint_id, client=client) as ex:
+                with Executor(endpoint_id, client=client, clock=clock) as ex:
                     future = ex.submit(_tasks.square, 3)
-                    return await asyncio.to_thread(lambda: future.exception(timeout=60))
+                    return await asyncio.to_thread(drive, future)
             finally:
                 for ws in opened:
                     await ws.close()
