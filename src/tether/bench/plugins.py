@@ -8,24 +8,5 @@ The entry-point group of third-party bench components keeps its name,
 
 from __future__ import annotations
 
-from tether.bench.registry import (
-    BUILTIN,
-    KINDS,
-    Kind,
-    get_plugin,
-    import_plugin_module,
-    plugin_names,
-    register,
-    registered,
-)
-
-__all__ = [
-    'BUILTIN',
-    'KINDS',
-    'Kind',
-    'get_plugin',
-    'import_plugin_module',
-    'plugin_names',
-    'register',
-    'registered',
-]
+from tether.bench.registry import *  # noqa: F403 (the same names, the same objects)
+from tether.bench.registry import __all__  # noqa: F401 (re-exported)
