@@ -99,7 +99,7 @@ def prod_stack(max_workers: int = 2) -> Iterator[dict[str, Any]]:
     with open(config, 'w') as f:
         f.write(
             f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
-            f'queue_prefix = "{prefix}"\nmax_payload_bytes = {128 * 2**20}\n'
+            f'queue_prefix = "{prefix}"\nmax_payload_bytes = {120 * 2**20}\n'
             f'max_request_bytes = {512 * 2**20}\n'
         )
     serve = None
