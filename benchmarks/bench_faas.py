@@ -107,7 +107,8 @@ def parsl_pool() -> Any:
 
     bindir = os.path.dirname(sys.executable)
     os.environ['PATH'] = bindir + os.pathsep + os.environ.get('PATH', '')
-    os.environ['PYTHONPATH'] = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ['PYTHONPATH'] = os.pathsep.join(filter(None, [here, os.environ.get('PYTHONPATH')]))
     config = Config(
         executors=[
             HighThroughputExecutor(
