@@ -15,8 +15,8 @@ from tests.faas.conftest import AgentThread, new_user, wait_for
 from tether.faas import EndpointConfig, Executor
 from tether.faas._payload import pack_args, pack_function
 from tether.faas._server import ServiceThread
-from tether.faas.endpoint.engine import Task
 from tether.faas.endpoint._pool import ProcessPoolEngine
+from tether.faas.endpoint.engine import Task
 
 
 def task(fn: Callable[..., Any], *args: Any) -> Task:
