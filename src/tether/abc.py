@@ -14,6 +14,15 @@ Agents (:mod:`tether.agents`):
 * :class:`AgentLauncher` (``tether.agents.launcher.Launcher``): runs agents; implement
   ``run_once()`` (and ``kill()``). Suite: ``tether.testing.agents.LauncherConformance``.
 
+Benchmarks (:mod:`tether.bench`):
+
+* :class:`BenchExecutor` (``tether.bench.executor.Executor``), built by a
+  :class:`BenchExecutorConfig` (``tether.bench.executor.ExecutorConfig``): runs the bench
+  engine's tasks (``submit``/``shutdown``). Suite: ``tether.testing.bench.ExecutorConformance``.
+* :class:`BenchTransformer` (``tether.bench.transformer.Transformer``), built by a
+  :class:`BenchTransformerConfig` (``tether.bench.transformer.TransformerConfig``): passes
+  task data by identifier. Suite: ``tether.testing.bench.TransformerConformance``.
+
 Data (:mod:`tether.connectors`, :mod:`tether.stream`):
 
 * :class:`Connector` (``tether.connectors.protocols.Connector``): bytes in, key out;
@@ -32,6 +41,13 @@ Function service (:mod:`tether.faas`):
   tasks on workers, reporting through its declared ``on_handoff``/``on_result``
   callbacks; chosen by name from ``register_engine()`` or the ``tether.faas_engines``
   entry points. Suite: ``tether.testing.faas.EngineConformance``.
+
+Steering (:mod:`tether.steer`):
+
+* :class:`SteerTaskServer` (``tether.steer.task_server.base.BaseTaskServer``): runs the
+  Thinker's requests; implement ``start_executor()``, ``submit_task()`` and
+  ``stop_executor()`` (and ``kill_workers()``). Suite:
+  ``tether.testing.steer.TaskServerConformance``.
 """
 
 from __future__ import annotations
@@ -40,9 +56,14 @@ from tether.agents.exchange import Exchange as AgentExchange
 from tether.agents.exchange import Listener as AgentListener
 from tether.agents.exchange import Transport as AgentTransport
 from tether.agents.launcher import Launcher as AgentLauncher
+from tether.bench.executor import Executor as BenchExecutor
+from tether.bench.executor import ExecutorConfig as BenchExecutorConfig
+from tether.bench.transformer import Transformer as BenchTransformer
+from tether.bench.transformer import TransformerConfig as BenchTransformerConfig
 from tether.connectors.base import ConnectorBase
 from tether.connectors.protocols import Connector, DeferrableConnector
 from tether.faas.endpoint.engine import Engine as FaasEngine
+from tether.steer.task_server.base import BaseTaskServer as SteerTaskServer
 from tether.stream.protocols import Publisher as StreamPublisher
 from tether.stream.protocols import Subscriber as StreamSubscriber
 from tether.stream.protocols import TopicSubscriber
@@ -52,10 +73,15 @@ __all__ = [
     'AgentLauncher',
     'AgentListener',
     'AgentTransport',
+    'BenchExecutor',
+    'BenchExecutorConfig',
+    'BenchTransformer',
+    'BenchTransformerConfig',
     'Connector',
     'ConnectorBase',
     'DeferrableConnector',
     'FaasEngine',
+    'SteerTaskServer',
     'StreamPublisher',
     'StreamSubscriber',
     'TopicSubscriber',

@@ -341,7 +341,7 @@ def test_parsl_apps_get_and_return_one_pickle() -> None:
 
     server._apps = {'echo': app}
     done: list[Result] = []
-    server._submit(_tasks.echo, request, done.append)
+    server.submit_task(_tasks.echo, request, done.append)
 
     assert len(handed) == 1
     assert len(handed[0]) == 1

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.bench.engine._future import TaskFuture
 from tether.bench.engine._task import TaskResult, TaskWrapper, execution_info_of
+from tether.bench.executor import Executor
 from tether.bench.executor.future_dependency import FutureDependencyExecutor, substitute_futures
 from tether.bench.filter import Filter
 from tether.bench.record import NullRecordLogger, RecordLogger
@@ -45,7 +46,8 @@ class Engine:
     """Runs an application's tasks on an executor, with data transformers and records.
 
     Args:
-        executor: Any ``concurrent.futures.Executor``. Executors that cannot take futures
+        executor: A :class:`~tether.bench.executor.Executor` (any
+            ``concurrent.futures.Executor`` is one). Executors that cannot take futures
             as arguments are wrapped in a
             :class:`~tether.bench.executor.future_dependency.FutureDependencyExecutor` (executors
             that can, such as :class:`~tether.bench.executor.dask.DaskDistributedExecutor`,
@@ -62,7 +64,7 @@ class Engine:
 
     def __init__(
         self,
-        executor: concurrent.futures.Executor,
+        executor: Executor,
         *,
         filter_: Filter | None = None,
         transformer: Transformer | TaskDataTransformer | None = None,
@@ -200,7 +202,7 @@ class Engine:
             args = tuple(a if i in where else transformer.transform(a) for i, a in enumerate(args))
             kwargs = {k: v if k in where else transformer.transform(v) for k, v in kwargs.items()}
             future.input_transform_time = time.perf_counter() - start
-        executor: concurrent.futures.Executor = self.executor
+        executor: Executor = self.executor
         if where:
             if self._native and own:
                 # The executor resolves the dependencies itself: hand it its own futures.

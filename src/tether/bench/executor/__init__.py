@@ -6,15 +6,41 @@ Built in (``tether bench list`` shows them): ``thread-pool``, ``process-pool``, 
 ``ray`` (a local Ray node of its own, or a cluster) and ``faas`` (tether's function
 service). Adding one: a module with an :class:`ExecutorConfig` subclass decorated with
 ``@register('executor')``, and a line in :data:`tether.bench.registry.BUILTIN`.
+
+The contract (re-exported from :mod:`tether.abc` as ``BenchExecutor`` and
+``BenchExecutorConfig``): a config's :meth:`ExecutorConfig.get_executor` returns a started
+:class:`Executor`, that is ``submit(fn, /, *args, **kwargs)`` returning a future (anything
+with ``result()``, ``exception()``, ``done()`` and ``add_done_callback()``, as
+``concurrent.futures.Future`` has) and ``shutdown(wait=True, *, cancel_futures=False)``.
+The bench :class:`~tether.bench.engine.Engine` calls only those two, and reads an optional
+``native_dataflow`` attribute: true when the executor resolves futures of its own among a
+task's arguments (else the engine wraps it in a
+:class:`~tether.bench.executor.future_dependency.FutureDependencyExecutor`). The
+conformance suite is :class:`tether.testing.bench.ExecutorConformance`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import pydantic
 
-__all__ = ['ExecutorConfig']
+__all__ = ['Executor', 'ExecutorConfig']
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What the bench engine needs of an executor (``concurrent.futures.Executor`` has it)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)``; return its future at once."""
+        ...
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Release the executor's workers (waiting for the running tasks if ``wait``)."""
+        ...
 
 
 class ExecutorConfig(pydantic.BaseModel):

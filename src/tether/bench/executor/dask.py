@@ -90,6 +90,9 @@ class DaskConfig(ExecutorConfig):
             processes=not self.use_threads,
             dashboard_address='127.0.0.1:0',
             host='127.0.0.1',
+            # TCP on loopback also for thread workers (Dask's in-process default protocol
+            # does not take a host, and the cluster failed to start with use_threads).
+            protocol='tcp://',
         )
         client = Client(cluster)  # type: ignore[no-untyped-call]
         return DaskDistributedExecutor(client, cluster=cluster, retries=self.retries)

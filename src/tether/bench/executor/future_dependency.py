@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tether.bench.executor import Executor
 from tether.exceptions import TaskDependencyError
 
 __all__ = ['FutureDependencyExecutor', 'find_futures', 'substitute_futures']
@@ -126,7 +127,7 @@ class FutureDependencyExecutor(concurrent.futures.Executor):
 
     def __init__(
         self,
-        executor: concurrent.futures.Executor,
+        executor: Executor,
         *,
         shutdown_executor: bool = True,
     ) -> None:
@@ -154,7 +155,8 @@ class FutureDependencyExecutor(concurrent.futures.Executor):
             raise RuntimeError('cannot schedule new tasks after shutdown')
         futures = find_futures(args, kwargs)
         if not futures:
-            return self.executor.submit(fn, *args, **kwargs)
+            future: _Future[Any] = self.executor.submit(fn, *args, **kwargs)
+            return future
         task = _Deferred(fn, args, kwargs, futures)
         with self._lock:
             self._waiting += 1

@@ -3,6 +3,14 @@
 A task server is a process (forked from the Thinker's, so it shares the queues). It
 only looks at a request's method name, task id and retry count: inputs and values stay
 packed bytes or proxies, so it never serializes a user's object.
+
+The contract (re-exported as :class:`tether.abc.SteerTaskServer`): a task server derives
+from :class:`BaseTaskServer`, which owns the loop (reading requests, retries, the kill
+signal, ``timeout``, reporting results), and implements three hooks, called in the task
+server's process: :meth:`~BaseTaskServer.start_executor`,
+:meth:`~BaseTaskServer.submit_task` and :meth:`~BaseTaskServer.stop_executor` (which
+reads :attr:`~BaseTaskServer.stop_now`); :meth:`~BaseTaskServer.kill_workers` is optional.
+The conformance suite is :class:`tether.testing.steer.TaskServerConformance`.
 """
 
 from __future__ import annotations
@@ -86,12 +94,20 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
 
     # Subclasses ------------------------------------------------------------------------
 
+    @property
+    def stop_now(self) -> bool:
+        """Whether :meth:`stop_executor` must stop the tasks still running, at once.
+
+        True once the kill signal came and ``kill_timeout`` passed with tasks unfinished.
+        """
+        return self._stop_now
+
     @abc.abstractmethod
-    def _setup(self) -> None:
+    def start_executor(self) -> None:
         """Start the executor (in the task server's process)."""
 
     @abc.abstractmethod
-    def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
+    def submit_task(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         """Run ``result`` with ``method`` and call ``done`` with the finished result.
 
         For a failure outside the method (a lost worker), call ``done`` with the
@@ -99,10 +115,10 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         """
 
     @abc.abstractmethod
-    def _cleanup(self) -> None:
-        """Stop the executor (at once, stopping the tasks it runs, if ``_stop_now``)."""
+    def stop_executor(self) -> None:
+        """Stop the executor (at once, stopping the tasks it runs, if :attr:`stop_now`)."""
 
-    def _kill_workers(self) -> None:
+    def kill_workers(self) -> None:
         """Kill the processes that run tasks, at once (the server is terminated).
 
         Called from a signal handler: no locks, nothing that may block.
@@ -170,7 +186,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         attempt = copy.copy(result)
         attempt.timestamp = copy.copy(result.timestamp)
         attempt.time = copy.deepcopy(result.time)
-        self._submit(method, attempt, lambda r: self._finish(result, r))
+        self.submit_task(method, attempt, lambda r: self._finish(result, r))
 
     def run(self) -> None:
         """Serve until the kill signal (or ``timeout`` idle seconds).
@@ -198,13 +214,13 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         # terminate(): the workers go with the server, never left running under init.
         try:
-            self._kill_workers()
+            self.kill_workers()
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
     def _serve(self) -> None:
-        self._setup()
+        self.start_executor()
         try:
             while True:
                 try:
@@ -237,6 +253,6 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 done = self._cond.wait_for(lambda: self._outstanding <= 0, grace)
                 self._stop_now = not done
         finally:
-            self._cleanup()
+            self.stop_executor()
         if self._stop_now:
             self._report_stopped()

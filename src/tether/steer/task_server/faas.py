@@ -65,7 +65,7 @@ class FaaSTaskServer(BaseTaskServer):
         self._executors: dict[str | None, Any] = {}
         self._pickled: dict[str, bytes] = {}
 
-    def _setup(self) -> None:
+    def start_executor(self) -> None:
         from tether.faas import Client, Executor
 
         client = Client(self._service_url, self._token)
@@ -76,13 +76,13 @@ class FaaSTaskServer(BaseTaskServer):
             self._executors[endpoint] = Executor(eid, client=client)
             logger.info('methods on endpoint %s', eid)
 
-    def _cleanup(self) -> None:
+    def stop_executor(self) -> None:
         for executor in self._executors.values():
             # After kill_timeout, the tasks still running are cancelled, not waited for.
-            executor.shutdown(wait=not self._stop_now, cancel_futures=self._stop_now)
+            executor.shutdown(wait=not self.stop_now, cancel_futures=self.stop_now)
         self._executors.clear()
 
-    def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
+    def submit_task(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         name = method_name(method)
         executor = self._executors[self.endpoints[name]]
         pickled = self._pickled.get(name)

@@ -43,20 +43,20 @@ class LocalTaskServer(BaseTaskServer):
         self.num_workers = num_workers
         self._pool: WorkerPool | None = None
 
-    def _setup(self) -> None:
+    def start_executor(self) -> None:
         functions = {name: m[0] if isinstance(m, tuple) else m for name, m in self.methods.items()}
         self._pool = WorkerPool(self.num_workers, functions)
 
-    def _cleanup(self) -> None:
+    def stop_executor(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(kill=self._stop_now)
+            self._pool.shutdown(kill=self.stop_now)
             self._pool = None
 
-    def _kill_workers(self) -> None:
+    def kill_workers(self) -> None:
         if self._pool is not None:
             self._pool.kill_now()
 
-    def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
+    def submit_task(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         assert self._pool is not None
         # The name it was found by (the workers hold the same table, by name).
         self._pool.submit(result.method or '', result, done)

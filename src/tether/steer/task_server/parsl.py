@@ -89,7 +89,7 @@ class ParslTaskServer(BaseTaskServer):
         self._apps: dict[str, Any] = {}
         self._dfk: Any = None
 
-    def _setup(self) -> None:
+    def start_executor(self) -> None:
         # A kernel of its own (the task server runs in a forked process).
         self._dfk = start_kernel(self.config)
         for name, method in self.methods.items():
@@ -101,12 +101,12 @@ class ParslTaskServer(BaseTaskServer):
             self._apps[name] = make_app(self._dfk, _MethodTask(fn), executors)
             logger.info('method %s on executors %s', name, executors)
 
-    def _cleanup(self) -> None:
+    def stop_executor(self) -> None:
         if self._dfk is not None:
             stop_kernel(self._dfk)
             self._dfk = None
 
-    def _submit(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
+    def submit_task(self, method: Any, result: Result, done: Callable[[Result], None]) -> None:
         fn = method[0] if isinstance(method, tuple) else method
         future = self._apps[method_name(fn)](_Request(pickle.dumps(result, protocol=5)))
 
