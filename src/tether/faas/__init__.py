@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tether.faas._client import Batch, Client
     from tether.faas._config import ComputeEndpointConfig, EndpointConfig, ServiceConfig
     from tether.faas._executor import Executor, TaskFuture
+    from tether.faas._server import ServiceThread
 
 __all__ = [
     'Batch',
@@ -32,6 +33,7 @@ __all__ = [
     'EndpointConfig',
     'Executor',
     'ServiceConfig',
+    'ServiceThread',
     'TaskFuture',
 ]
 
@@ -44,6 +46,7 @@ _HOMES = {
     'EndpointConfig': 'tether.faas._config',
     'Executor': 'tether.faas._executor',
     'ServiceConfig': 'tether.faas._config',
+    'ServiceThread': 'tether.faas._server',
     'TaskFuture': 'tether.faas._executor',
 }
 

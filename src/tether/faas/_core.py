@@ -47,7 +47,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tether._wire._frame import Limits
+from tether._wire import Limits
 from tether.exceptions import (
     ConfigError,
     FaasBadRequestError,

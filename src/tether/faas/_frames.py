@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tether._wire._frame import (
+from tether._wire import (
     PREFIX,
     PROTOCOL_VERSION,
     Frame,

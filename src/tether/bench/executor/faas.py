@@ -52,8 +52,7 @@ class InProcessFaas:
     """
 
     def __init__(self, workers: int, *, connect_timeout: float = 120.0) -> None:
-        from tether.faas import EndpointConfig, ServiceConfig
-        from tether.faas._server import ServiceThread
+        from tether.faas import EndpointConfig, ServiceConfig, ServiceThread
 
         self.workers = workers
         self.service = ServiceThread(
