@@ -10,9 +10,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from types import TracebackType
-from typing import Any, NamedTuple, Self, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from tether._closing import ClosingContext
 from tether.bench.engine._future import TaskFuture
 from tether.bench.engine._task import TaskResult, TaskWrapper, execution_info_of
 from tether.bench.executor import Executor
@@ -42,7 +42,7 @@ def _has_native_dataflow(executor: Any) -> bool:
     return bool(getattr(executor, 'native_dataflow', False))
 
 
-class Engine:
+class Engine(ClosingContext):
     """Runs an application's tasks on an executor, with data transformers and records.
 
     Args:
@@ -109,17 +109,6 @@ class Engine:
 
     def __repr__(self) -> str:
         return f'Engine({self.executor!r})'
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
 
     # Submitting ---------------------------------------------------------------------------
 
@@ -336,6 +325,10 @@ class Engine:
             finally:
                 self.record_logger.close()
         logger.debug('engine %s shut down (pid %d)', self._prefix, os.getpid())
+
+    def close(self) -> None:
+        """:meth:`shutdown`, waiting for the running tasks (what leaving ``with`` does)."""
+        self.shutdown()
 
 
 _SCANNED = (list, tuple, dict)
