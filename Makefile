@@ -40,7 +40,7 @@ test: $(STAMP) services lint typecheck docs pytest
 
 # The documentation site (mkdocs.yml): strict, so a broken link or reference fails it.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve

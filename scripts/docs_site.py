@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import logging
 import pathlib
@@ -112,10 +113,13 @@ _LITERAL = re.compile(r'(?m)^(?P<text>.*?)\s?::[ \t]*$')
 def _external(target: str) -> bool:
     """Whether ``target`` names something the reference does not render.
 
-    That is a private name (tether's internals), or a name in the standard library or a
+    That is a private name (tether's internals), a Python builtin (``TypeError``, ``set``:
+    there is no Python inventory to link them to), or a name in the standard library or a
     third-party package: those are shown as code, not linked.
     """
     parts = target.split('.')
+    if len(parts) == 1 and hasattr(builtins, target):
+        return True
     if any(p.startswith('_') and not p.startswith('__') for p in parts):
         return True
     first = parts[0]

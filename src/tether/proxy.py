@@ -842,7 +842,7 @@ def where_resolved(proxy: Proxy[Any]) -> str | None:
 class ProxyMetadata(NamedTuple):
     """What a proxy knows about its target without resolving it; pickled with the proxy.
 
-    Args:
+    Attributes:
         target_class: The target's class (``isinstance`` and ``__class__`` answer from
             it), or ``None`` if unknown.
         target_hash: The target's hash (``hash`` answers from it), or ``None`` if unknown.

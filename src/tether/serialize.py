@@ -255,7 +255,7 @@ BYTES_HEAD = _PREFIX.size + _U64.size + (-(_PREFIX.size + _U64.size)) % _ALIGN
 def framed_bytes_size(head: BytesLike) -> int | None:
     """The size of the ``bytes`` object whose serialization starts with ``head``.
 
-    ``head`` is the first :data:`BYTES_HEAD` bytes of a serialization; ``None`` if it is
+    ``head`` is the first ``BYTES_HEAD`` bytes of a serialization; ``None`` if it is
     not that of a ``bytes`` object (or is not a tether serialization at all). A
     connector that knows the size can read the rest of the value straight into the
     object that :func:`deserialize` would have returned, instead of copying it there.

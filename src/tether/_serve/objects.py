@@ -209,7 +209,7 @@ class ObjectTable:
     def put(self, oid: str, data: Any) -> None:
         """Store ``data`` under ``oid`` (replacing any previous object).
 
-        ``data`` is a bytes-like object, or a :class:`SpillFile` (already on disk).
+        ``data`` is a bytes-like object, or a ``SpillFile`` (already on disk).
         """
         self.evict(oid)
         size = len(data)

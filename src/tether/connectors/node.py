@@ -20,7 +20,7 @@ Example:
 Every host must share the secret (``secret=``, the file named by ``secret_file=``,
 ``$TETHER_NODE_SECRET``, the file ``$TETHER_NODE_SECRET_FILE``, or the secret file
 ``~/.config/tether/node.secret``, which hosts with a shared home share). The secret is
-never part of :meth:`NodeConnector.config`, so it never travels in a proxy, a store
+never part of ``NodeConnector.config()``, so it never travels in a proxy, a store
 config or a stream event: a connector rebuilt in another process resolves it there.
 """
 

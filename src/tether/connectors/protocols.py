@@ -161,7 +161,7 @@ class LendingConnector(Connector[KeyT], Protocol[KeyT]):
 
         ``view`` is the object's bytes, read-only and valid only until ``use`` returns:
         ``use`` must copy what it needs and keep nothing that refers to ``view``.
-        ``keep()`` returns the object's bytes as :meth:`get` would (memory that stays
+        ``keep()`` returns the object's bytes as ``get()`` would (memory that stays
         valid), for a ``use`` that finds it needs them after all.
         """
         ...

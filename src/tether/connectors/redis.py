@@ -13,7 +13,7 @@ server a page fault per 4 KB page when it is stored, and again for the reply buf
 every GET (about half the server's time for such values). Chunks under 4 MiB reuse the
 memory of earlier ones.
 
-Credentials are never part of :meth:`RedisConnector.config`, so they never travel in a
+Credentials are never part of ``RedisConnector.config()``, so they never travel in a
 proxy, a store config or a stream event. A connector rebuilt from a config finds its
 password (see :class:`RedisConnector`) in the environment variable or secret file the
 config names (``password_env``, ``password_file``), else in a connector of this process

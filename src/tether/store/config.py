@@ -16,7 +16,7 @@ has never seen the store can rebuild it. It round-trips through dictionaries
 A config that arrives as data (a TOML file, a JSON document, a message) names classes and
 functions by import path; :meth:`StoreConfig.from_dict` and :meth:`StoreConfig.read_toml`
 check every such path against :mod:`tether.store.allowlist` before anything is imported.
-(:meth:`~StoreConfig.model_validate` validates the shape only: use it for data you made.)
+(``StoreConfig.model_validate`` validates the shape only: use it for data you made.)
 """
 
 from __future__ import annotations

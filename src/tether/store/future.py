@@ -201,7 +201,7 @@ class Future(Generic[T]):
         Raises:
             FutureAlreadySetError: if the result was set before.
             MissingCapabilityError: if the store's connector cannot hand out keys (not
-                deferrable; also a :class:`StoreError`).
+                deferrable; also a :class:`~tether.exceptions.StoreError`).
         """
         store = self._factory.get_store()
         key = self._factory.key

@@ -79,7 +79,7 @@ class TopicSubscriber(Subscriber, Protocol):
 
 
 class SubscriberIterator:
-    """Mixin that makes a subscriber iterable: each item is :meth:`next_message`'s.
+    """Mixin that makes a subscriber iterable: each item is ``next_message()``'s.
 
     Iteration waits for messages (as ``next_message()`` without a timeout does) and ends
     only with an error, such as :class:`~tether.exceptions.StreamBrokerError` when the

@@ -59,7 +59,7 @@ __all__ = ['ExchangeConformance', 'LauncherConformance', 'raw_request']
 
 def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> ActionFuture[Any]:
     """Send a hand-made ``echo(1)`` envelope, its header updated, from this process's
-    client mailbox (through :meth:`Transport.send_raw`); return the future of its reply."""
+    client mailbox (through ``Transport.send_raw()``); return the future of its reply."""
     transport = exchange.transport()
     client = transport.client()
     future: ActionFuture[Any] = client.reserve(agent_id, 'raw')

@@ -1,8 +1,9 @@
 """Data transformers: pass task data by identifier instead of by value.
 
-A :class:`Transformer` turns an object into a small identifier (:meth:`transform`) and an
-identifier back into the object (:meth:`resolve`). :class:`TaskDataTransformer` pairs one
-with a :mod:`filter <tether.bench.filter>`: the engine transforms the arguments a filter
+A :class:`Transformer` turns an object into a small identifier
+(:meth:`~tether.bench.transformer.Transformer.transform`) and an identifier back into the
+object (:meth:`~tether.bench.transformer.Transformer.resolve`). :class:`TaskDataTransformer`
+pairs one with a :mod:`filter <tether.bench.filter>`: the engine transforms the arguments a filter
 selects before submitting a task, the task resolves them on the worker (timing it), and
 the same happens to the task's result in reverse.
 

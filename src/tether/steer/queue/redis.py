@@ -375,7 +375,7 @@ class RedisQueues(BaseQueues):
 
     def close(self) -> None:
         """Close this process's connections, once the proxied inputs of the finished
-        tasks are deleted (see :meth:`finish_evictions`; raises if one could not be)."""
+        tasks are deleted (see ``finish_evictions()``; raises if one could not be)."""
         self.finish_evictions()
         with self._client_lock:
             inflight = self._inflight

@@ -171,7 +171,9 @@ class BaseThinker(threading.Thread):
 
     Attributes:
         done: Set when the Thinker is finishing; agents stop when they see it.
-        queues, rec, logger.
+        queues: The queues to the task server.
+        rec: The resource counter (``resource_counter``), or ``None``.
+        logger: The Thinker's logger.
     """
 
     def __init__(
@@ -254,10 +256,10 @@ class BaseThinker(threading.Thread):
         stores before it returns (``queues.finish_evictions()``).
 
         Raises:
-            The first error an agent raised (after every agent stopped), or a
-            :class:`~tether.exceptions.SteerQueueError` if such an input could not be
-            deleted, when called directly. Run as a thread (``start()``), the error is
-            kept in :attr:`error`.
+            BaseException: The first error an agent raised (after every agent stopped), or
+                a :class:`~tether.exceptions.SteerQueueError` if such an input could not be
+                deleted, when called directly. Run as a thread (``start()``), the error is
+                kept in :attr:`~tether.steer.thinker.BaseThinker.error`.
         """
         agents = self.list_agents()
         if not agents:
