@@ -112,6 +112,15 @@ def _needs_unwrap(args: tuple[Any, ...]) -> bool:
     return False
 
 
+def _execution_info(
+    started: float, start: float, resolved: float, done: float, end: float
+) -> ExecutionInfo:
+    """The record of a task's run on this worker (``start``..``end``: perf_counter marks)."""
+    return ExecutionInfo(
+        _HOSTNAME, _pid(), started, time.time(), resolved - start, done - resolved, end - done
+    )
+
+
 class TaskWrapper:
     """Runs a task on the worker: resolves its inputs, calls it, transforms its result.
 
@@ -155,29 +164,10 @@ class TaskWrapper:
             end = time.perf_counter()
             resolved = resolved or end
             done = done or end
-            info = ExecutionInfo(
-                _HOSTNAME,
-                _pid(),
-                started,
-                time.time(),
-                resolved - start,
-                done - resolved,
-                end - done,
-            )
+            info = _execution_info(started, start, resolved, done, end)
             _attach(e, info, self.task_id)
             raise
-        return TaskResult(
-            value,
-            ExecutionInfo(
-                _HOSTNAME,
-                _pid(),
-                started,
-                time.time(),
-                resolved - start,
-                done - resolved,
-                end - done,
-            ),
-        )
+        return TaskResult(value, _execution_info(started, start, resolved, done, end))
 
 
 def _attach(error: BaseException, info: ExecutionInfo, task_id: str) -> None:
