@@ -95,8 +95,8 @@ class QueueSubscriber(SubscriberIterator):
         return f'{type(self).__name__}({self.topic or "?"!r})'
 
     def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` is the one this subscriber reads."""
-        return topic == self.topic
+        """Whether ``topic`` is the one this subscriber reads (any, if its topic is unknown)."""
+        return self.topic is None or topic == self.topic
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the queue."""
