@@ -51,7 +51,7 @@ def parsl_threads() -> Iterator[Any]:
     from parsl.config import Config
     from parsl.executors import ThreadPoolExecutor
 
-    from tether.plugins.parsl import ParslPoolExecutor
+    from tether.plugins.parsl import ParslPoolExecutor, closing_run_log
 
     with parsl_environment() as run_dir:
         config = Config(
@@ -63,7 +63,8 @@ def parsl_threads() -> Iterator[Any]:
         try:
             yield ParslPoolExecutor(dfk=dfk)
         finally:
-            dfk.cleanup()
+            with closing_run_log(str(run_dir)):  # Parsl leaves its run log open
+                dfk.cleanup()
 
 
 def test_parsl_python_app_on_thread_pool(
