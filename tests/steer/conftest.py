@@ -44,18 +44,3 @@ def make_queues(request: Any, redis_available: None) -> Iterator[Callable[..., A
             with contextlib.suppress(Exception):
                 q.flush()
             q.close()
-
-
-@contextlib.contextmanager
-def serving(server: Any) -> Iterator[Any]:
-    """Start a task server; stop it (kill signal, then terminate) whatever happens."""
-    server.start()
-    try:
-        yield server
-    finally:
-        with contextlib.suppress(Exception):
-            server.queues.send_kill_signal()
-        server.join(60)
-        if server.is_alive():
-            server.terminate()
-            server.join(10)

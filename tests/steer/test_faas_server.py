@@ -12,9 +12,9 @@ import pytest
 
 from tests.faas.test_dev import ROOT, Dev, dev, faas_home_module  # noqa: F401 (fixtures)
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.steer import PipeQueues
 from tether.steer.task_server import FaaSTaskServer
+from tether.testing.steer import serving
 
 
 @pytest.mark.slow

@@ -17,10 +17,10 @@ import pytest
 import redis
 
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.exceptions import SteerQueueError
 from tether.steer import BaseThinker, LocalTaskServer, RedisQueues, Result, result_processor
 from tether.testing import RedisServer, redis_server_fixture
+from tether.testing.steer import serving
 
 private_redis = redis_server_fixture()
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.steer.conftest import serving
 from tether.exceptions import ConfigError, ExecutableMethodError
 from tether.steer import ExecutableMethod, LocalTaskServer, PipeQueues, ResourceRequirements
+from tether.testing.steer import serving
 
 SUM = 'import sys; print(sum(float(a) for a in sys.argv[1:]) + float(open("k").read()))'
 

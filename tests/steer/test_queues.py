@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.exceptions import (
     ConfigError,
     KillSignalError,
@@ -17,6 +16,7 @@ from tether.exceptions import (
     SteerTimeoutError,
 )
 from tether.steer import LocalTaskServer, SerializationMethod
+from tether.testing.steer import serving
 
 
 def test_round_trip_records_the_life_cycle(make_queues: Any) -> None:

@@ -17,7 +17,6 @@ import pytest
 from tests.conftest import REDIS_HOST, REDIS_PORT
 from tests.parsl_env import parsl_environment
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tests.steer.test_task_servers import _htex_config
 from tether.proxy import Proxy
 from tether.steer import (
@@ -30,6 +29,7 @@ from tether.steer import (
     result_processor,
     task_submitter,
 )
+from tether.testing.steer import serving
 
 
 class Synthetic(BaseThinker):

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.exceptions import KillSignalError
 from tether.steer import LocalTaskServer
+from tether.testing.steer import serving
 
 
 def _running(pid: int) -> bool:

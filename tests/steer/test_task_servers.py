@@ -11,9 +11,9 @@ import pytest
 
 from tests.parsl_env import parsl_environment
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.proxy import Proxy, is_resolved
 from tether.steer import LocalTaskServer, ParslTaskServer, PipeQueues, RedisQueues
+from tether.testing.steer import serving
 
 METHODS = [
     _tasks.add,

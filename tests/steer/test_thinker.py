@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.exceptions import ConfigError
 from tether.steer import (
     BaseThinker,
@@ -22,6 +21,7 @@ from tether.steer import (
     result_processor,
     task_submitter,
 )
+from tether.testing.steer import serving
 
 
 class Batch(BaseThinker):

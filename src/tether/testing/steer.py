@@ -33,7 +33,7 @@ import pytest
 
 from tether.steer.task_server.base import BaseTaskServer
 
-__all__ = ['METHODS', 'TaskServerConformance']
+__all__ = ['METHODS', 'TaskServerConformance', 'serving']
 
 _TIMEOUT = 100
 
@@ -62,7 +62,8 @@ METHODS = (_add, _fail, _fail_once)
 
 
 @contextlib.contextmanager
-def _serving(server: Any) -> Iterator[Any]:
+def serving(server: Any) -> Iterator[Any]:
+    """Start a task server; stop it (kill signal, then terminate) whatever happens."""
     server.start()
     try:
         yield server
@@ -92,7 +93,7 @@ class TaskServerConformance:
     @pytest.fixture
     def served(self, make_task_server: Callable[..., Any], queues: Any) -> Iterator[Any]:
         """The task server under test, started over ``queues`` with :data:`METHODS`."""
-        with _serving(make_task_server(queues, METHODS)) as server:
+        with serving(make_task_server(queues, METHODS)) as server:
             yield server
 
     def test_is_a_task_server(self, make_task_server: Callable[..., Any], queues: Any) -> None:
@@ -139,7 +140,7 @@ class TaskServerConformance:
 
     def test_kill_signal_stops_it(self, make_task_server: Callable[..., Any], queues: Any) -> None:
         server = make_task_server(queues, METHODS)
-        with _serving(server):
+        with serving(server):
             queues.send_inputs(1, method='_add')
             assert queues.get_result(timeout=_TIMEOUT).value == 1
             queues.send_kill_signal()
