@@ -21,7 +21,6 @@ import pytest
 
 from tests.conftest import REDIS_HOST, REDIS_PORT
 from tests.steer import _tasks
-from tests.steer.conftest import serving
 from tether.exceptions import (
     ConfigError,
     KillSignalError,
@@ -31,6 +30,7 @@ from tether.exceptions import (
 from tether.steer import LocalTaskServer, Result, _pack
 from tether.steer._auth import ENV_KEY, ENV_KEY_FILE, default_key_file
 from tether.steer.queue import PipeQueues, RedisQueues
+from tether.testing.steer import serving
 
 KEY = 'steer-test-key-0123456789abcdef'
 

@@ -30,7 +30,7 @@ def test_seed_figure_3_17_runs() -> None:
     import redis
 
     from tests.steer import _tasks
-    from tests.steer.conftest import serving
+    from tether.testing.steer import serving
     from tether.proxy import Proxy
     from tether.steer import LocalTaskServer
     from tether.store import unregister_store
