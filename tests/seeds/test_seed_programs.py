@@ -30,10 +30,10 @@ def test_seed_figure_3_17_runs() -> None:
     import redis
 
     from tests.steer import _tasks
-    from tether.testing.steer import serving
     from tether.proxy import Proxy
     from tether.steer import LocalTaskServer
     from tether.store import unregister_store
+    from tether.testing.steer import serving
 
     prefix = f'tether-fig317-{uuid.uuid4().hex}'
     ns = runpy.run_path(str(HERE / 'fig_3_17.py'), init_globals={'PREFIX': prefix})
