@@ -399,30 +399,19 @@ def _cell(data: dict[str, Any], size: int) -> str:
 # Main ------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('--quick', action='store_true')
     parser.add_argument('--only', default='roundtrip,throughput,startup,memory')
     parser.add_argument('--skip', default='')
     parser.add_argument('--counts', default=None, help='agent counts for startup (1,8,32)')
-    args = parser.parse_args()
-    only = set(args.only.split(','))
-    skip = set(filter(None, args.skip.split(',')))
-    repeats = QUICK_REPEATS if args.quick else REPEATS
-    agents = [1, 4]
-    actions = 1000 if args.quick else 3000
-    counts = [1, 8] if args.quick else [1, 8, 32]
-    if args.counts:
-        counts = [int(c) for c in args.counts.split(',')]
-    mem_n = 8
-    load_before = os.getloadavg()
-    results: dict[str, Any] = {'load_before': load_before}
+    return parser.parse_args()
 
-    def checkpoint(stage: str) -> None:
-        # Partial results survive an interrupted run.
-        results['load_' + stage] = os.getloadavg()
-        write_json('agents_partial', results)
 
+def _run_tether(
+    only: set[str], results: dict[str, Any], plan: dict[str, Any], quick: bool
+) -> None:
+    repeats, agents, actions = plan['repeats'], plan['agents'], plan['actions']
     if 'roundtrip' in only:
         results['roundtrip'] = {
             f'tether {k}': tether_roundtrip(k, repeats) for k in ('hybrid', 'hybrid+shm', 'redis')
@@ -432,38 +421,45 @@ def main() -> None:
             f'tether {k}': tether_throughput(k, agents, actions) for k in ('hybrid', 'redis')
         }
     if 'startup' in only:
-        results['startup'] = {'tether process': tether_startup(counts)}
+        results['startup'] = {'tether process': tether_startup(plan['counts'])}
     if 'memory' in only:
-        results['memory'] = {'tether process': tether_memory(mem_n)}
+        results['memory'] = {'tether process': tether_memory(plan['mem_n'])}
     if 'handoffs' in only:
-        results['handoffs'] = {'tether hybrid': tether_handoffs(500 if args.quick else 2000)}
-    checkpoint('after_tether')
-    if 'academy' not in skip:
-        rep = json.dumps({str(k): v for k, v in repeats.items()})
-        sizes = ','.join(str(s) for s in SIZES)
-        for kind in ('hybrid', 'redis'):
-            if 'roundtrip' in only:
-                results['roundtrip'][f'academy {kind}'] = academy(
-                    'roundtrip', exchange=kind, sizes=sizes, repeats=rep
-                )
-            if 'throughput' in only:
-                results['throughput'][f'academy {kind}'] = academy(
-                    'throughput', exchange=kind, agents='1,4', actions=str(actions // 3)
-                )
-        if 'startup' in only:
-            results['startup']['academy process'] = academy(
-                'startup', exchange='hybrid', counts=','.join(map(str, counts))
+        results['handoffs'] = {'tether hybrid': tether_handoffs(500 if quick else 2000)}
+
+
+def _run_academy(only: set[str], results: dict[str, Any], plan: dict[str, Any]) -> None:
+    rep = json.dumps({str(k): v for k, v in plan['repeats'].items()})
+    sizes = ','.join(str(s) for s in SIZES)
+    for kind in ('hybrid', 'redis'):
+        if 'roundtrip' in only:
+            results['roundtrip'][f'academy {kind}'] = academy(
+                'roundtrip', exchange=kind, sizes=sizes, repeats=rep
             )
-        if 'memory' in only:
-            results['memory']['academy process'] = academy(
-                'memory', exchange='hybrid', counts=str(mem_n)
+        if 'throughput' in only:
+            results['throughput'][f'academy {kind}'] = academy(
+                'throughput', exchange=kind, agents='1,4', actions=str(plan['actions'] // 3)
             )
-    checkpoint('after_academy')
+    if 'startup' in only:
+        results['startup']['academy process'] = academy(
+            'startup', exchange='hybrid', counts=','.join(map(str, plan['counts']))
+        )
+    if 'memory' in only:
+        results['memory']['academy process'] = academy(
+            'memory', exchange='hybrid', counts=str(plan['mem_n'])
+        )
+
+
+def _run_actor_peers(
+    only: set[str], skip: set[str], results: dict[str, Any], plan: dict[str, Any], checkpoint: Any
+) -> None:
     for name, fn in (('ray', ray_all), ('dask', dask_all)):
         if name in skip:
             continue
         try:
-            res = fn(repeats, agents, actions, counts, mem_n)
+            res = fn(
+                plan['repeats'], plan['agents'], plan['actions'], plan['counts'], plan['mem_n']
+            )
         except Exception as e:  # a peer that fails is reported, not fatal
             res = {'error': repr(e)[:300]}
         for section in ('roundtrip', 'throughput', 'startup', 'memory'):
@@ -472,13 +468,38 @@ def main() -> None:
             elif section in only and 'error' in res:
                 results.setdefault(section, {})[f'{name} actor'] = {'error': res['error']}
         checkpoint(f'after_{name}')
-    results['load_after'] = os.getloadavg()
 
+
+def _count_cells(data: dict[str, Any], keys: list[int], number: bool) -> list[str]:
+    cells = []
+    for n in keys:
+        value = data.get(str(n))
+        if isinstance(value, float):
+            cells.append(f'{value:,.0f}' if number else fmt_time(value))
+        else:
+            cells.append(str(data.get('error', '-'))[:40] if number else '-')
+    return cells
+
+
+def _handoff_row(name: str, d: dict[str, Any]) -> list[str]:
+    if 'error' in d:
+        return [name, str(d['error'])[:40], '-', '-', '-']
+    return [
+        name,
+        f'{d["handoffs"]:.2f}',
+        f'{d["client"]["handoffs"]:.2f} ({d["client"]["threads"]} threads)',
+        f'{d["agent"]["handoffs"]:.2f} ({d["agent"]["threads"]} threads)',
+        f'{d["cpu_us"]:.0f} us',
+    ]
+
+
+def _tables(results: dict[str, Any], plan: dict[str, Any]) -> list[str]:
+    agents, counts, mem_n = plan['agents'], plan['counts'], plan['mem_n']
     md = []
     if 'roundtrip' in results:
-        rows = []
-        for name, data in results['roundtrip'].items():
-            rows.append([name, *[_cell(data, s) for s in SIZES]])
+        rows = [
+            [name, *[_cell(data, s) for s in SIZES]] for name, data in results['roundtrip'].items()
+        ]
         md.append(
             print_table(
                 'action round trip (median)', ['system', '1 KB', '100 KB', '1 MB', '10 MB'], rows
@@ -486,15 +507,7 @@ def main() -> None:
         )
     if 'throughput' in results:
         rows = [
-            [
-                name,
-                *[
-                    f'{data.get(str(n), 0):,.0f}'
-                    if isinstance(data.get(str(n)), float)
-                    else str(data.get('error', '-'))[:40]
-                    for n in agents
-                ],
-            ]
+            [name, *_count_cells(data, agents, number=True)]
             for name, data in results['throughput'].items()
         ]
         md.append(
@@ -504,13 +517,7 @@ def main() -> None:
         )
     if 'startup' in results:
         rows = [
-            [
-                name,
-                *[
-                    fmt_time(data.get(str(n))) if isinstance(data.get(str(n)), float) else '-'
-                    for n in counts
-                ],
-            ]
+            [name, *_count_cells(data, counts, number=False)]
             for name, data in results['startup'].items()
         ]
         md.append(
@@ -538,20 +545,7 @@ def main() -> None:
             )
         )
     if 'handoffs' in results:
-        rows = []
-        for name, d in results['handoffs'].items():
-            if 'error' in d:
-                rows.append([name, str(d['error'])[:40], '-', '-', '-'])
-                continue
-            rows.append(
-                [
-                    name,
-                    f'{d["handoffs"]:.2f}',
-                    f'{d["client"]["handoffs"]:.2f} ({d["client"]["threads"]} threads)',
-                    f'{d["agent"]["handoffs"]:.2f} ({d["agent"]["threads"]} threads)',
-                    f'{d["cpu_us"]:.0f} us',
-                ]
-            )
+        rows = [_handoff_row(name, d) for name, d in results['handoffs'].items()]
         md.append(
             print_table(
                 'hand-offs (threads woken) and CPU time per 1 KB round trip',
@@ -559,6 +553,39 @@ def main() -> None:
                 rows,
             )
         )
+    return md
+
+
+def main() -> None:
+    args = _parse_args()
+    only = set(args.only.split(','))
+    skip = set(filter(None, args.skip.split(',')))
+    counts = [1, 8] if args.quick else [1, 8, 32]
+    if args.counts:
+        counts = [int(c) for c in args.counts.split(',')]
+    plan: dict[str, Any] = {
+        'repeats': QUICK_REPEATS if args.quick else REPEATS,
+        'agents': [1, 4],
+        'actions': 1000 if args.quick else 3000,
+        'counts': counts,
+        'mem_n': 8,
+    }
+    load_before = os.getloadavg()
+    results: dict[str, Any] = {'load_before': load_before}
+
+    def checkpoint(stage: str) -> None:
+        # Partial results survive an interrupted run.
+        results['load_' + stage] = os.getloadavg()
+        write_json('agents_partial', results)
+
+    _run_tether(only, results, plan, args.quick)
+    checkpoint('after_tether')
+    if 'academy' not in skip:
+        _run_academy(only, results, plan)
+    checkpoint('after_academy')
+    _run_actor_peers(only, skip, results, plan, checkpoint)
+    results['load_after'] = os.getloadavg()
+    md = _tables(results, plan)
     md.append(f'load average before {load_before}, after {results["load_after"]}')
     write_json('agents', results, '\n\n'.join(md))
 

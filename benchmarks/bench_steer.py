@@ -213,15 +213,7 @@ def _pct(base: float | None, new: float | None) -> str:
     return f'{(1 - new / base) * 100:+.0f}%'
 
 
-def main() -> None:
-    args = parse_args(__doc__)
-    # Parsl's interchange and worker commands live next to this interpreter.
-    os.environ['PATH'] = os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']])
-    sides = ['tether-local', 'tether-parsl']
-    if not args.no_peer:
-        sides.append('colmena')
-    sizes = [1 * KB, 10 * KB, 100 * KB, 1 * MB, 10 * MB]
-    big = [1 * MB, 100 * MB]
+def _measure(args: Any, sides: list[str], sizes: list[int], big: list[int]) -> dict[str, Any]:
     configs = [('none', None), ('all', 0), ('default', DEFAULT_THRESHOLD)]
     data: dict[str, Any] = {'sizes': sizes, 'sides': sides, 'runs': []}
     with tempfile.TemporaryDirectory(), redis_server(args.shared_redis) as port:
@@ -243,6 +235,19 @@ def main() -> None:
                         f'round trip {_ms(med["lifetime"])} ms overhead {_ms(med["overhead"])} ms',
                         file=sys.stderr,
                     )
+    return data
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    # Parsl's interchange and worker commands live next to this interpreter.
+    os.environ['PATH'] = os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']])
+    sides = ['tether-local', 'tether-parsl']
+    if not args.no_peer:
+        sides.append('colmena')
+    sizes = [1 * KB, 10 * KB, 100 * KB, 1 * MB, 10 * MB]
+    big = [1 * MB, 100 * MB]
+    data = _measure(args, sides, sizes, big)
 
     def get(side: str, size: int, proxy: str, key: str) -> float | None:
         for run in data['runs']:

@@ -116,6 +116,37 @@ class Pool:
             self._dfk.cleanup()
 
 
+def _dispatch(
+    pool: Pool, mode: str, pubsub: Any, consumer: Any, sleep_s: float
+) -> tuple[list[Future[Any]], int, float | None]:
+    """Hand each streamed item to ``pool``; return the futures, bytes handled, first arrival."""
+    futures: list[Future[Any]] = []
+    handled = 0
+    first: float | None = None
+    while True:
+        if mode == 'baseline':
+            msg = pubsub.get_message(timeout=120)
+            if msg is None:
+                continue
+            data = msg['data']
+            if data == b'':
+                break
+            if first is None:
+                first = time.perf_counter()
+            handled += 2 * len(data)  # received from Redis, sent on to the worker
+            futures.append(pool.submit(simulate, data, sleep_s))
+        else:
+            try:
+                proxy = consumer.next()
+            except StopIteration:
+                break
+            if first is None:
+                first = time.perf_counter()
+            handled += len(pickle.dumps(proxy))
+            futures.append(pool.submit(simulate, proxy, sleep_s))
+    return futures, handled, first
+
+
 def run_one(
     pool: Pool,
     mode: str,
@@ -164,31 +195,8 @@ def run_one(
         ),
     )
     producer.start()
-    futures: list[Future[Any]] = []
-    handled = 0
-    first: float | None = None
     cpu0 = time.process_time()
-    while True:
-        if mode == 'baseline':
-            msg = pubsub.get_message(timeout=120)
-            if msg is None:
-                continue
-            data = msg['data']
-            if data == b'':
-                break
-            if first is None:
-                first = time.perf_counter()
-            handled += 2 * len(data)  # received from Redis, sent on to the worker
-            futures.append(pool.submit(simulate, data, sleep_s))
-        else:
-            try:
-                proxy = consumer.next()
-            except StopIteration:
-                break
-            if first is None:
-                first = time.perf_counter()
-            handled += len(pickle.dumps(proxy))
-            futures.append(pool.submit(simulate, proxy, sleep_s))
+    futures, handled, first = _dispatch(pool, mode, pubsub, consumer, sleep_s)
     dispatch_cpu = time.process_time() - cpu0
     done, _ = wait(futures)
     end = time.perf_counter()
