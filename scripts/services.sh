@@ -69,5 +69,77 @@ fi
 need_pkg chromium chromium || status=1
 need_pkg chromedriver chromium-driver || status=1
 
-[ $status = 0 ] && echo "services: redis, nats, mosquitto, rabbitmq, postgresql are up"
+# A single-node Slurm cluster (Debian's slurm-wlm and munge, no cgroups), for the compute
+# endpoint tests that run tasks inside Slurm jobs (tests/faas/test_slurm*.py).
+slurm_conf() {
+    local host mem
+    host=$(hostname)
+    mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 2048 ))
+    [ "$mem" -lt 1024 ] && mem=1024
+    cat <<CONF
+# Written by tether's scripts/services.sh: a one-node test cluster on this machine.
+ClusterName=tether
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=/var/log/slurm/jobcomp.log
+KillWait=2
+MinJobAge=600
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+}
+
+pid_running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+slurm_node_up() { sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; }
+
+start_slurm() {
+    need_pkg slurmctld slurm-wlm || return 1
+    need_pkg munged munge || return 1
+    mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge \
+        /var/lib/munge /var/log/munge /etc/munge
+    [ -s /etc/munge/munge.key ] || head -c 1024 /dev/urandom > /etc/munge/munge.key
+    chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge
+    chmod 700 /etc/munge; chmod 400 /etc/munge/munge.key
+    local conf changed=0
+    conf=$(slurm_conf)
+    if [ "$conf" != "$(cat /etc/slurm/slurm.conf 2>/dev/null)" ]; then
+        printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+        changed=1
+    fi
+    pgrep -x munged >/dev/null || /usr/sbin/munged --force
+    if [ $changed = 1 ] && pid_running /run/slurmctld.pid; then
+        scontrol reconfigure >/dev/null 2>&1 || true
+    fi
+    pid_running /run/slurmctld.pid || /usr/sbin/slurmctld
+    pid_running /run/slurmd.pid || /usr/sbin/slurmd
+    # A node left down or drained (a killed slurmd) is put back in service.
+    if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(down|drain|drng|fail)'; then
+        scontrol update nodename="$(hostname)" state=resume >/dev/null 2>&1 || true
+    fi
+    for _ in $(seq 1 120); do slurm_node_up && return 0; sleep 0.5; done
+    echo "services: the Slurm node did not come up (see /var/log/slurm/)" >&2
+    return 1
+}
+
+slurm_node_up && pid_running /run/slurmd.pid || start_slurm || status=1
+
+[ $status = 0 ] && echo "services: redis, nats, mosquitto, rabbitmq, postgresql, slurm are up"
 exit $status
