@@ -42,6 +42,7 @@ __all__ = [
     'Serializer',
     'copies_out',
     'deserialize',
+    'direct_target',
     'framed_bytes_size',
     'is_bytes_like',
     'is_pickled',
@@ -270,6 +271,22 @@ def framed_bytes_size(head: BytesLike) -> int | None:
         return None
     (size,) = _U64.unpack_from(view, _PREFIX.size)
     return int(size)
+
+
+def direct_target(head: BytesLike, limit: int) -> tuple[Any, memoryview] | None:
+    """Where a reader may put the rest of a serialization so that it needs no decoding.
+
+    ``head`` is the serialization's first ``BYTES_HEAD`` bytes and ``limit`` the most
+    bytes the whole serialization can have (what the transport announced). Returns
+    ``(obj, view)``: the object :func:`deserialize` would return, and a writable view of
+    its memory that the remaining bytes must fill completely before ``obj`` is used; or
+    ``None`` when the value must be read into a buffer and deserialized as usual. The
+    framing stays the serializer's business: a connector only asks this question.
+    """
+    size = framed_bytes_size(head)
+    if size is None or size + BYTES_HEAD > limit:
+        return None
+    return _hugebytes.empty_bytes(size)
 
 
 def new_buffer(nbytes: int) -> memoryview:
