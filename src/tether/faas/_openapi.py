@@ -32,6 +32,13 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
         'application/json',
     ),
     (
+        'delete',
+        '/v1/functions/{function_id}',
+        'Delete a registered function.',
+        None,
+        'application/json',
+    ),
+    (
         'post',
         '/v1/endpoints',
         'Register an endpoint ({"name"}); returns its endpoint_id and its token (shown once).',
@@ -50,6 +57,13 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
         'delete',
         '/v1/endpoints/{endpoint_id}',
         'Delete an endpoint and its task queue.',
+        None,
+        'application/json',
+    ),
+    (
+        'post',
+        '/v1/endpoints/{endpoint_id}/stop',
+        'Stop an endpoint: close its connection as final (its agent exits; it is kept).',
         None,
         'application/json',
     ),
