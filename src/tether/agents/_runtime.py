@@ -156,15 +156,16 @@ class AgentRuntime:
                 # (sent again through Redis because it was not acknowledged).
                 for key in self._journal.seen[-_RECENT:]:
                     self._recent[key] = None
-            try:
-                await self._call(self.behavior.on_setup)
-            except BaseException as e:
-                failure = AgentLaunchError(
-                    f'on_setup of agent {self.agent_id} ({type(self.behavior).__name__}) '
-                    f'raised {e!r}',
-                )
-                failure.__cause__ = e
-                raise failure from e
+            for hook in ('on_setup', 'agent_on_startup'):
+                try:
+                    await self._call(getattr(self.behavior, hook))
+                except BaseException as e:
+                    failure = AgentLaunchError(
+                        f'{hook} of agent {self.agent_id} ({type(self.behavior).__name__}) '
+                        f'raised {e!r}',
+                    )
+                    failure.__cause__ = e
+                    raise failure from e
             if self._pending_stop is not None:
                 self._begin_stop(*self._pending_stop)
             listener = transport.listen(self.agent_id, self._deliver)
@@ -182,12 +183,13 @@ class AgentRuntime:
             await self._drain()
             loops.stop_threads()
             await loops.join()
-            try:
-                await self._call(self.behavior.on_shutdown)
-            except Exception as e:
-                logger.exception('on_shutdown of agent %s failed', self.agent_id)
-                if self.failure is None:
-                    self.failure = e
+            for hook in ('agent_on_shutdown', 'on_shutdown'):
+                try:
+                    await self._call(getattr(self.behavior, hook))
+                except Exception as e:
+                    logger.exception('%s of agent %s failed', hook, self.agent_id)
+                    if self.failure is None:
+                        self.failure = e
             context._close()
             self._workers.shutdown()
             self._pool.shutdown(wait=True)
@@ -423,7 +425,7 @@ class AgentRuntime:
         try:
             if self._journal is not None:
                 self._journal.ensure(ctx.journal_line)  # its line first (see _request)
-            result = await ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
+            result = await ctx.fn.__get__(self.behavior)(*msg.args, **_kwargs(ctx))
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 self._reply(
@@ -447,7 +449,7 @@ class AgentRuntime:
         try:
             if self._journal is not None:
                 self._journal.ensure(ctx.journal_line)  # its line first (see _request)
-            result = ctx.fn.__get__(self.behavior)(*msg.args, **msg.kwargs)
+            result = ctx.fn.__get__(self.behavior)(*msg.args, **_kwargs(ctx))
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
         except BaseException as e:  # SystemExit, KeyboardInterrupt ...
@@ -473,3 +475,11 @@ class AgentRuntime:
             error,
         )
         return error
+
+
+def _kwargs(ctx: ActionContext) -> dict[str, Any]:
+    """The action's keyword arguments, with its context for ``@action(context=True)``."""
+    kwargs: dict[str, Any] = ctx.msg.kwargs
+    if getattr(ctx.fn, '_tether_action_context', False):
+        return {**kwargs, 'context': ctx}
+    return kwargs

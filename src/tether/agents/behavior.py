@@ -84,20 +84,37 @@ def action(method: F) -> F: ...
 
 
 @overload
-def action(*, name: str | None = None) -> Callable[[F], F]: ...
+def action(*, name: str | None = None, context: bool = False) -> Callable[[F], F]: ...
 
 
-def action(method: F | None = None, *, name: str | None = None) -> Any:
+def action(method: F | None = None, *, name: str | None = None, context: bool = False) -> Any:
     """Mark a method as an action that other entities can invoke through a handle.
 
     The method may be synchronous (run in the agent's thread pool) or ``async`` (run on
     the agent's event loop). Undecorated methods are private to the behavior.
+
+    Args:
+        name: The action's name (default: the method's name).
+        context: Pass the request's :class:`~tether.agents.ActionContext` to the method
+            as its ``context`` keyword argument (academy-py 1.0's ``@action(context=True)``;
+            :func:`~tether.agents.current_action` gives the same object).
+
+    Raises:
+        BehaviorDefinitionError: ``context=True`` on a method without a ``context``
+            parameter.
     """
 
     def mark(fn: F) -> F:
+        if context and 'context' not in inspect.signature(fn).parameters:
+            raise BehaviorDefinitionError(
+                f'@action(context=True) on {fn.__qualname__}, which has no parameter named '
+                "'context' to receive the action context",
+            )
         setattr(fn, _KIND, 'action')
         if name is not None:
             fn._tether_action_name = name  # type: ignore[attr-defined]
+        if context:
+            fn._tether_action_context = True  # type: ignore[attr-defined]
         return fn
 
     return mark(method) if method is not None else mark
@@ -177,6 +194,8 @@ RESERVED_ACTION_NAMES: frozenset[str] = frozenset(
         'status',
         # What Behavior defines (its callbacks, settings and the API of a running agent).
         'agent_context',
+        'agent_on_shutdown',
+        'agent_on_startup',
         'agent_shutdown',
         'agent_state',
         'behavior_actions',
@@ -224,6 +243,8 @@ def describe_actions(cls: type) -> dict[str, ActionInfo]:
         except Exception:  # annotations that do not evaluate here: keep them as text
             sig = inspect.signature(fn)
         params = list(sig.parameters.values())[1:]
+        if getattr(fn, '_tether_action_context', False):
+            params = [p for p in params if p.name != 'context']
         out[name] = ActionInfo(
             name=name,
             signature=str(sig.replace(parameters=params)),
@@ -266,6 +287,14 @@ class Behavior:
 
     def on_shutdown(self) -> Any:
         """Called when the agent stops, after its loops returned."""
+
+    async def agent_on_startup(self) -> None:
+        """academy-py 1.0's start callback: called after :meth:`on_setup`, before loops
+        run and actions are served (override either; may be synchronous too)."""
+
+    async def agent_on_shutdown(self) -> None:
+        """academy-py 1.0's stop callback: called after the loops returned, before
+        :meth:`on_shutdown` (override either; may be synchronous too)."""
 
     # Introspection --------------------------------------------------------------------
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import shelve
 import threading
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from tether.agents._codec import Codec
 from tether.exceptions import AgentStateError
 
-__all__ = ['State', 'agents_home']
+__all__ = ['FileState', 'State', 'agents_home']
 
 _MAGIC = b'TASTATE1'
 
@@ -158,3 +159,22 @@ class State(MutableMapping[str, Any]):
         """Delete the checkpoint file (the in-memory state is kept)."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+V = TypeVar('V')
+
+
+class FileState(shelve.DbfilenameShelf[V]):
+    """academy-py 1.0's file-backed state: a :mod:`shelve` dictionary on ``path``.
+
+    Every assignment is written through to the file (``writeback=False``), so values
+    survive the agent; ``close()`` (or a ``with`` block) closes the file. Values are
+    pickled, so open only files this agent wrote. tether's own :class:`State` (a
+    behavior's ``agent_state``) is restored by the launcher when it restarts an agent.
+
+    Args:
+        path: The database file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(os.fspath(path), flag='c', writeback=False)

@@ -5,6 +5,10 @@
 * :class:`HybridExchange`: direct authenticated connections between processes, Redis for
   discovery and as the fallback.
 
+academy-py 1.0's factories name these exchanges (:class:`LocalExchangeFactory`,
+:class:`RedisExchangeFactory`, :class:`HybridExchangeFactory`) and make
+:class:`UserExchangeClient` objects for :class:`tether.agents.aio.Manager`.
+
 An exchange implements :class:`Exchange` (``key()`` and ``make_transport()``), its
 :class:`Transport` and :class:`Listener`; every exchange passes one conformance suite,
 :class:`tether.testing.agents.ExchangeConformance`. The contracts are also named in
@@ -21,18 +25,32 @@ from tether.agents.exchange._base import (
     Transport,
     new_mailbox_id,
 )
+from tether.agents.exchange.factory import (
+    AgentRegistration,
+    ExchangeFactory,
+    HybridExchangeFactory,
+    LocalExchangeFactory,
+    RedisExchangeFactory,
+    UserExchangeClient,
+)
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
 from tether.agents.exchange.thread import ThreadExchange
 
 __all__ = [
+    'AgentRegistration',
     'Deliver',
     'Exchange',
+    'ExchangeFactory',
     'HybridExchange',
+    'HybridExchangeFactory',
     'Listener',
+    'LocalExchangeFactory',
     'MailboxStatus',
     'RedisExchange',
+    'RedisExchangeFactory',
     'ThreadExchange',
     'Transport',
+    'UserExchangeClient',
     'new_mailbox_id',
 ]

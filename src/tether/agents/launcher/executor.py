@@ -1,0 +1,58 @@
+"""ExecutorLauncher: each agent runs as one task of a ``concurrent.futures.Executor``.
+
+What academy-py 1.0's manager does with the executors it is given: an agent occupies one
+of the executor's workers while it runs. The executor must reach the agent's exchange
+(a :class:`~tether.agents.exchange.ThreadExchange` only works with a thread pool of this
+process).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from tether.agents._runtime import AgentRuntime
+from tether.agents.launcher._base import Launcher, RestartPolicy, Supervised
+from tether.exceptions import AgentConfigError
+
+if TYPE_CHECKING:
+    from tether.agents._context import AgentSpec
+
+__all__ = ['ExecutorLauncher']
+
+
+def _run_agent(spec: AgentSpec) -> None:
+    AgentRuntime(spec).run()
+
+
+class ExecutorLauncher(Launcher):
+    """Runs each agent as a task of ``executor`` (a thread or process pool ...).
+
+    The launcher does not own the executor: ``close()`` stops the agents and leaves the
+    executor running (shut it down yourself, or let :class:`tether.agents.aio.Manager`,
+    which owns the executors it is given, do it).
+
+    Args:
+        executor: Any ``concurrent.futures.Executor``.
+        restart: The restart policy, or a number of restarts (default: never).
+    """
+
+    def __init__(self, executor: Executor, *, restart: RestartPolicy | int | None = None) -> None:
+        if not isinstance(executor, Executor):
+            raise AgentConfigError(
+                f'ExecutorLauncher needs a concurrent.futures.Executor, got {executor!r:.80}'
+            )
+        super().__init__(restart=restart)
+        self.executor = executor
+        self.in_process = isinstance(executor, ThreadPoolExecutor)
+
+    def run_once(self, entry: Supervised) -> None:
+        if entry.stopping:
+            return
+        self.executor.submit(_run_agent, entry.spec).result()
+
+    def __repr__(self) -> str:
+        return f'ExecutorLauncher({self.executor!r})'
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError('an ExecutorLauncher cannot be pickled (it holds an executor)')
