@@ -9,6 +9,10 @@ Register a Python function once and run it on any endpoint you can reach::
 
 * :class:`Client` has the funcX SDK's calls (``register_function``, ``run``,
   ``get_result``, batches); :class:`Executor` is a ``concurrent.futures.Executor``.
+* The Globus Compute SDK's names port by changing the import (``docs/porting.md``):
+  :class:`ShellFunction`, :class:`MPIFunction`, :class:`ComputeFuture`, the
+  serialization strategies (:class:`ComputeSerializer`, :class:`JSONData` ...),
+  :func:`compare_versions`.
 * ``tether faas dev`` runs a service and one endpoint on this machine with nothing to
   configure; ``tether faas serve --config service.toml`` runs the service over
   PostgreSQL and RabbitMQ; ``tether faas endpoint ...`` manages endpoints.
@@ -21,33 +25,81 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.faas._client import Batch, Client
+    from tether.faas._batch import Batch
+    from tether.faas._client import Client
     from tether.faas._config import ComputeEndpointConfig, EndpointConfig, ServiceConfig
-    from tether.faas._executor import Executor, TaskFuture
+    from tether.faas._executor import Executor
+    from tether.faas._future import ComputeFuture, TaskFuture
+    from tether.faas._serde import (
+        CombinedCode,
+        ComputeSerializer,
+        DillCode,
+        DillCodeSource,
+        DillCodeTextInspect,
+        DillDataBase64,
+        JSONData,
+        PureSourceDill,
+        PureSourceTextInspect,
+        SerializationStrategy,
+    )
     from tether.faas._server import ServiceThread
+    from tether.faas._shell import MPIFunction, ShellFunction, ShellResult
+    from tether.faas._version import VersionMismatch, compare_versions
 
 __all__ = [
     'Batch',
     'Client',
+    'CombinedCode',
     'ComputeEndpointConfig',
+    'ComputeFuture',
+    'ComputeSerializer',
+    'DillCode',
+    'DillCodeSource',
+    'DillCodeTextInspect',
+    'DillDataBase64',
     'EndpointConfig',
     'Executor',
+    'JSONData',
+    'MPIFunction',
+    'PureSourceDill',
+    'PureSourceTextInspect',
+    'SerializationStrategy',
     'ServiceConfig',
     'ServiceThread',
+    'ShellFunction',
+    'ShellResult',
     'TaskFuture',
+    'VersionMismatch',
+    'compare_versions',
 ]
 
 # Imported on first use: worker processes import this package (as the parent of
 # tether.faas.endpoint._worker) and need none of the SDK's dependencies.
 _HOMES = {
-    'Batch': 'tether.faas._client',
+    'Batch': 'tether.faas._batch',
     'Client': 'tether.faas._client',
+    'CombinedCode': 'tether.faas._serde',
     'ComputeEndpointConfig': 'tether.faas._config',
+    'ComputeFuture': 'tether.faas._future',
+    'ComputeSerializer': 'tether.faas._serde',
+    'DillCode': 'tether.faas._serde',
+    'DillCodeSource': 'tether.faas._serde',
+    'DillCodeTextInspect': 'tether.faas._serde',
+    'DillDataBase64': 'tether.faas._serde',
     'EndpointConfig': 'tether.faas._config',
     'Executor': 'tether.faas._executor',
+    'JSONData': 'tether.faas._serde',
+    'MPIFunction': 'tether.faas._shell',
+    'PureSourceDill': 'tether.faas._serde',
+    'PureSourceTextInspect': 'tether.faas._serde',
+    'SerializationStrategy': 'tether.faas._serde',
     'ServiceConfig': 'tether.faas._config',
     'ServiceThread': 'tether.faas._server',
-    'TaskFuture': 'tether.faas._executor',
+    'ShellFunction': 'tether.faas._shell',
+    'ShellResult': 'tether.faas._shell',
+    'TaskFuture': 'tether.faas._future',
+    'VersionMismatch': 'tether.faas._version',
+    'compare_versions': 'tether.faas._version',
 }
 
 

@@ -9,9 +9,6 @@ today's SDK spells it, returns a task id; ``get_result(task_id)`` raises
 
 from __future__ import annotations
 
-import dataclasses
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,10 +22,12 @@ from tether.exceptions import (
     WorkerLostError,
 )
 from tether.faas import _frames
+from tether.faas._batch import Batch, check_timeout
 from tether.faas._http import locate, request_with_retry
-from tether.faas._payload import pack_args, pack_function, unpack_result
+from tether.faas._payload import pack_function, unpack_result
+from tether.faas._serde import code_serializer_of, data_serializer_of
 
-__all__ = ['Batch', 'Client', 'outcome']
+__all__ = ['Batch', 'Client', 'check_timeout', 'outcome']
 
 
 # Failures that the service or the endpoint report (not raised by the function).
@@ -51,46 +50,6 @@ def outcome(header: dict[str, Any], payload: bytes | memoryview) -> Any:
         str(error.get('message', 'the task failed')),
         str(error.get('traceback', '')),
     )
-
-
-@dataclasses.dataclass
-class Batch:
-    """Tasks to submit in one request (``Client.create_batch``, ``Client.batch_run``)."""
-
-    tasks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    payloads: list[bytes] = dataclasses.field(default_factory=list)
-    data_serializer: str = 'tether'
-
-    def add(
-        self,
-        *args: Any,
-        endpoint_id: str | None = None,
-        function_id: str | None = None,
-        task_timeout: float | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """Add a call (same shapes as :meth:`Client.run`); return its task id."""
-        function_id, endpoint_id, rest = _ids(function_id, endpoint_id, args)
-        task_id = str(uuid.uuid4())
-        task: dict[str, Any] = {
-            'task_id': task_id,
-            'function_id': function_id,
-            'endpoint_id': endpoint_id,
-            'data_serializer': self.data_serializer,
-            't': {'client_submit': time.time()},
-        }
-        if task_timeout is not None:
-            task['timeout'] = check_timeout(task_timeout)
-        self.tasks.append(task)
-        self.payloads.append(pack_args(tuple(rest), kwargs, self.data_serializer))
-        return task_id
-
-
-def check_timeout(value: Any) -> float:
-    """A task's time limit: a positive number of seconds."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f'task_timeout must be a positive number of seconds, not {value!r}')
-    return float(value)
 
 
 def _ids(
@@ -117,6 +76,10 @@ class Client:
         retry_deadline: Seconds to keep retrying while the service is unreachable.
         timeout: Seconds for one HTTP request.
         verify: TLS verification (``True``, ``False`` or a CA bundle path).
+        code_serialization_strategy: A Globus Compute strategy for functions (see
+            :mod:`tether.faas` ``DillCode`` ...), instead of ``function_serializer``.
+        data_serialization_strategy: A Globus Compute strategy for data (``JSONData``,
+            ``DillDataBase64``), instead of ``data_serializer``.
     """
 
     def __init__(
@@ -129,8 +92,15 @@ class Client:
         retry_deadline: float = 60.0,
         timeout: float = 60.0,
         verify: bool | str = True,
+        code_serialization_strategy: Any = None,
+        data_serialization_strategy: Any = None,
     ) -> None:
         import httpx
+
+        data_serializer = data_serializer_of(data_serialization_strategy) or data_serializer
+        function_serializer = code_serializer_of(code_serialization_strategy) or (
+            code_serializer_of(function_serializer)
+        )
 
         self.service_url, self._token, self._dev = locate(service_url, token)
         self.data_serializer = data_serializer
@@ -177,14 +147,19 @@ class Client:
     # Functions and endpoints -----------------------------------------------------------
 
     def register_function(
-        self, function: Callable[..., Any], function_name: str | None = None, **_: Any
+        self,
+        function: Callable[..., Any],
+        function_name: str | None = None,
+        *,
+        function_serializer: str | None = None,
+        **_: Any,
     ) -> str:
-        """Register ``function``; return its id (a UUID string)."""
-        body = pack_function(function, self.function_serializer)
+        """Register ``function``; return its id (a UUID string). The same function
+        registered again, here or by ``Executor.submit``, has the same id."""
+        method = function_serializer or self.function_serializer
+        body = pack_function(function, method)
         name = function_name or getattr(function, '__name__', 'function')
-        frame = _frames.encode(
-            _frames.FUNCTION, {'name': name, 'serializer': self.function_serializer}, [body]
-        )
+        frame = _frames.encode(_frames.FUNCTION, {'name': name, 'serializer': method}, [body])
         response = self._request(
             'POST',
             '/v1/functions',
@@ -212,12 +187,65 @@ class Client:
         )
         return str(data.json()['endpoint_id']), str(data.json()['token'])
 
-    def get_endpoint_status(self, endpoint_id: str) -> dict[str, Any]:
-        """An endpoint's status: ``online``, ``info`` (workers, idle ...), ``queued``."""
-        result: dict[str, Any] = self._request(
-            'GET', f'/v1/endpoints/{endpoint_id}', f'endpoint {endpoint_id}'
+    def get_function(self, function_id: str) -> dict[str, Any]:
+        """A registered function: ``function_id``, ``function_name``, ``serializer``."""
+        fid = str(function_id)
+        data: dict[str, Any] = self._request(
+            'GET', f'/v1/functions/{fid}', f'function {fid}'
         ).json()
+        data['function_name'] = data.get('name')
+        return data
+
+    def delete_function(self, function_id: str) -> None:
+        """Delete a registered function (tasks of it not yet run then fail)."""
+        fid = str(function_id)
+        self._request('DELETE', f'/v1/functions/{fid}', f'function {fid}')
+
+    def get_endpoint_status(self, endpoint_id: str) -> dict[str, Any]:
+        """An endpoint's status: ``status`` (``'online'`` or ``'offline'``), ``online``,
+        ``info`` (workers, idle ...), ``queued``, ``running``, ``last_seen``."""
+        eid = str(endpoint_id)
+        result: dict[str, Any] = self._request(
+            'GET', f'/v1/endpoints/{eid}', f'endpoint {eid}'
+        ).json()
+        result['status'] = 'online' if result.get('online') else 'offline'
         return result
+
+    def get_endpoint_metadata(self, endpoint_id: str) -> dict[str, Any]:
+        """What an endpoint said of itself when it connected: ``endpoint_id``, ``name``,
+        ``engine``, ``min_workers``, ``max_workers``, ``allowed_functions`` ..."""
+        status = self.get_endpoint_status(endpoint_id)
+        info = status.get('info') or {}
+        return {**info, 'endpoint_id': status['endpoint_id'], 'name': status['name']}
+
+    def get_endpoints(self, role: str | None = None) -> list[dict[str, Any]]:
+        """This user's endpoints (``role``: only ``None``, ``'owner'`` or ``'any'``:
+        a tether user sees the endpoints it owns)."""
+        if role not in (None, 'owner', 'any'):
+            raise ValueError(f"role must be None, 'owner' or 'any', not {role!r}")
+        endpoints = self.list_endpoints()
+        for ep in endpoints:
+            ep['uuid'] = ep['endpoint_id']
+            ep['status'] = 'online' if ep.get('online') else 'offline'
+        return endpoints
+
+    def get_allowed_functions(self, endpoint_id: str) -> dict[str, Any]:
+        """The functions an endpoint accepts: ``{'endpoint_id', 'functions'}``, where
+        ``functions`` is ``None`` for an endpoint that runs any function of its owner
+        (and, for an endpoint that has never connected, what is known: ``None``)."""
+        info = self.get_endpoint_metadata(endpoint_id)
+        allowed = info.get('allowed_functions')
+        return {
+            'endpoint_id': info['endpoint_id'],
+            'functions': None if allowed is None else list(allowed),
+        }
+
+    def stop_endpoint(self, endpoint_id: str) -> None:
+        """Stop an endpoint: its connection is closed and its agent exits (it is not
+        deleted: started again, it serves its queue, which kept the tasks it had not
+        taken)."""
+        eid = str(endpoint_id)
+        self._request('POST', f'/v1/endpoints/{eid}/stop', f'stopping endpoint {eid}')
 
     def list_endpoints(self) -> list[dict[str, Any]]:
         """This user's endpoints."""
@@ -241,9 +269,21 @@ class Client:
             self._task_group = self.create_task_group()
         return self._task_group
 
-    def create_batch(self) -> Batch:
+    def create_batch(
+        self,
+        task_group_id: str | None = None,
+        resource_specification: dict[str, Any] | None = None,
+        user_endpoint_config: dict[str, Any] | None = None,
+        create_websocket_queue: bool = False,
+    ) -> Batch:
         """An empty :class:`Batch` (add calls to it, then :meth:`batch_run`)."""
-        return Batch(data_serializer=self.data_serializer)
+        return Batch(
+            task_group_id,
+            resource_specification,
+            user_endpoint_config,
+            create_websocket_queue,
+            data_serializer=self.data_serializer,
+        )
 
     def run(
         self,
@@ -259,15 +299,10 @@ class Client:
         may run on its worker: past it, the task fails with
         :class:`~tether.exceptions.TaskTimeoutError` and the worker is replaced.
         """
+        fid, eid, rest = _ids(function_id, endpoint_id, args)
         batch = self.create_batch()
-        batch.add(
-            *args,
-            endpoint_id=endpoint_id,
-            function_id=function_id,
-            task_timeout=task_timeout,
-            **kwargs,
-        )
-        return self.batch_run(batch)[0]
+        batch.add_call(fid, eid, rest, kwargs, task_timeout)
+        return str(self.batch_run(batch)[0])
 
     def cancel(self, task_id: str) -> bool:
         """Cancel a task: removed from its queue if it has not started, stopped on its
@@ -290,10 +325,34 @@ class Client:
         result: dict[str, str] = response.json()['tasks']
         return result
 
-    def batch_run(self, batch: Batch, task_group_id: str | None = None) -> list[str]:
-        """Submit a batch in one request; return the task ids in order."""
-        self.submit_raw(batch.tasks, batch.payloads, task_group_id or self.task_group_id)
-        return [t['task_id'] for t in batch.tasks]
+    def batch_run(self, *args: Any, task_group_id: str | None = None) -> Any:
+        """Submit a batch in one request.
+
+        ``batch_run(batch)`` (funcX) returns the task ids in order; ``batch_run(endpoint_id,
+        batch)`` (Globus Compute; tasks added without an endpoint go to ``endpoint_id``)
+        returns ``{'request_id', 'task_group_id', 'endpoint_id', 'tasks': {function_id:
+        [task_id, ...]}}``.
+        """
+        if len(args) == 1 and isinstance(args[0], Batch):
+            batch, endpoint_id = args[0], None
+        elif len(args) == 2 and isinstance(args[1], Batch):
+            endpoint_id, batch = str(args[0]), args[1]
+        else:
+            raise TypeError('batch_run(batch) or batch_run(endpoint_id, batch)')
+        tasks = batch.for_endpoint(endpoint_id)
+        group = task_group_id or batch.task_group_id or self.task_group_id
+        answer = self.submit_raw(tasks, batch.payloads, group)
+        if endpoint_id is None:
+            return [t['task_id'] for t in tasks]
+        by_function: dict[str, list[str]] = {}
+        for t in tasks:
+            by_function.setdefault(t['function_id'], []).append(t['task_id'])
+        return {
+            'request_id': answer.get('request_id'),
+            'task_group_id': group,
+            'endpoint_id': endpoint_id,
+            'tasks': by_function,
+        }
 
     def submit_raw(
         self, tasks: list[dict[str, Any]], payloads: Sequence[bytes], task_group_id: str

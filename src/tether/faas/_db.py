@@ -149,6 +149,16 @@ class Repository:
         )
         return rows[0] if rows else None
 
+    async def delete_function(self, function_id: str, user_id: str) -> bool:
+        """Delete the user's function; False if the user has no such function."""
+        self._owned.discard((function_id, user_id))
+        n = await self.db.execute(
+            'DELETE FROM faas_functions WHERE function_id = $1 AND user_id = $2',
+            function_id,
+            user_id,
+        )
+        return n > 0
+
     async def owned_functions(self, ids: Sequence[str], user_id: str) -> set[str]:
         known = {i for i in ids if (i, user_id) in self._owned}
         todo = [i for i in ids if i not in known]

@@ -44,7 +44,9 @@ from tether.exceptions import (
 )
 from tether.faas import _frames
 from tether.faas._client import Client, check_timeout, outcome
+from tether.faas._future import TaskFuture, cancel_local
 from tether.faas._http import error_from, ws_url
+from tether.faas._options import ComputeOptions, ExecutorOptions
 from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
@@ -65,56 +67,22 @@ _REFUSALS = {
 
 logger = logging.getLogger(__name__)
 
+_NO_ENDPOINT = (
+    'this Executor has no endpoint: pass Executor(endpoint_id) or set executor.endpoint_id '
+    '(or run `tether faas dev`)'
+)
+
 # Payload bytes from which a submission is split (the service's request limit is larger).
 _BATCH_BYTES = 8 * 2**20
 
 
-class TaskFuture(concurrent.futures.Future[Any]):
-    """A future of one task.
-
-    Attributes:
-        task_id: The task's id at the service.
-        timings: Timestamps (seconds since the epoch) the task collected on its way:
-            ``client_submit``, ``service_received``, ``service_queued``,
-            ``service_dispatched``, ``endpoint_received``, ``worker_start``,
-            ``worker_end``, ``endpoint_sent``, ``service_result``,
-            ``service_published``, ``service_sent``, ``client_received``.
-    """
-
-    def __init__(self, task_id: str = '', executor: Executor | None = None) -> None:
-        super().__init__()
-        self.task_id = task_id
-        self.timings: dict[str, float] = {}
-        self._executor = executor
-
-    def cancel(self) -> bool:
-        """Cancel the task: removed from its queue if it has not started, stopped on its
-        worker if it runs (the endpoint replaces the worker). False if it has finished
-        (its result, or its error, is this future's)."""
-        if self.done():
-            return self.cancelled()
-        executor = self._executor
-        if executor is not None and self.task_id and not executor._cancel_remote([self.task_id]):
-            return False
-        return _cancel_local(self)
-
-
-def _cancel_local(future: concurrent.futures.Future[Any]) -> bool:
-    """Cancel a future here only, and notify its waiters (``concurrent.futures.wait``
-    counts a cancelled future done only once notified)."""
-    if not concurrent.futures.Future.cancel(future):
-        return False
-    with contextlib.suppress(RuntimeError):  # notified already (cancelled from both sides)
-        future.set_running_or_notify_cancel()
-    return True
-
-
-class Executor(concurrent.futures.Executor):
+class Executor(ComputeOptions, concurrent.futures.Executor):
     """Run functions on an endpoint of a tether function service.
 
     Args:
         endpoint_id: Where tasks run. Default: the endpoint of the running
-            ``tether faas dev``.
+            ``tether faas dev``, else none until ``endpoint_id`` is set (``submit``
+            raises :class:`~tether.exceptions.ConfigError` until then).
         client: A :class:`Client` (default: ``Client(service_url, token, ...)``).
         task_group_id: Reattach to this task group (see :meth:`reload_tasks`).
         store: A tether Store for large arguments and results.
@@ -129,6 +97,11 @@ class Executor(concurrent.futures.Executor):
             (``None``: no limit).
         clock: What the result stream's reconnection backoff and ``retry_deadline``
             are measured on (tests pass a :class:`tether.testing.FakeClock`).
+        serializer: A :class:`~tether.faas.ComputeSerializer` (Globus Compute's):
+            its strategies choose the function and data serializers.
+        resource_specification: Recorded and validated (a dict); see ``docs/porting.md``.
+        user_endpoint_config: Recorded and validated (a dict); see ``docs/porting.md``.
+        label: A label for this executor (in its ``repr``).
     """
 
     def __init__(
@@ -145,15 +118,20 @@ class Executor(concurrent.futures.Executor):
         data_serializer: str = 'tether',
         task_timeout: float | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        serializer: Any = None,
+        resource_specification: dict[str, Any] | None = None,
+        user_endpoint_config: dict[str, Any] | None = None,
+        label: str = '',
     ) -> None:
         self._own_client = client is None
         self.clock = clock
         self.task_timeout = None if task_timeout is None else check_timeout(task_timeout)
         self.client = client or Client(service_url, token, data_serializer=data_serializer)
-        endpoint_id = endpoint_id or self.client.dev_endpoint_id
-        if not endpoint_id:
-            raise ConfigError('Executor needs an endpoint_id (or a running `tether faas dev`)')
-        self.endpoint_id = str(endpoint_id)
+        self._options = ExecutorOptions(self.client, serializer)
+        self.resource_specification = resource_specification
+        self.user_endpoint_config = user_endpoint_config
+        self.label = label
+        self.endpoint_id = endpoint_id or self.client.dev_endpoint_id
         self.store = store
         self.proxy_threshold = proxy_threshold
         self.batch_size = batch_size
@@ -179,7 +157,17 @@ class Executor(concurrent.futures.Executor):
         self._fatal: BaseException | None = None
 
     def __repr__(self) -> str:
-        return f'Executor({self.endpoint_id!r}, service={self.client.service_url!r})'
+        label = f', label={self.label!r}' if self.label else ''
+        return f'Executor({self.endpoint_id!r}, service={self.client.service_url!r}{label})'
+
+    @property
+    def endpoint_id(self) -> str | None:
+        """Where the next tasks run (settable; ``None`` until set)."""
+        return self._endpoint_id
+
+    @endpoint_id.setter
+    def endpoint_id(self, value: Any) -> None:
+        self._endpoint_id = None if not value else str(value)
 
     @property
     def task_group_id(self) -> str:
@@ -193,7 +181,9 @@ class Executor(concurrent.futures.Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> TaskFuture:
         """Run ``fn(*args, **kwargs)`` on the endpoint; registers ``fn`` on first use."""
         self._check_open()
-        return self.submit_to_registered_function(self.client.function_id_for(fn), args, kwargs)
+        if self._endpoint_id is None:
+            raise ConfigError(_NO_ENDPOINT)
+        return self.submit_to_registered_function(self._options.function_id(fn), args, kwargs)
 
     def submit_to_registered_function(
         self,
@@ -203,9 +193,12 @@ class Executor(concurrent.futures.Executor):
     ) -> TaskFuture:
         """Run an already registered function."""
         self._check_open()
+        if self._endpoint_id is None:
+            raise ConfigError(_NO_ENDPOINT)
         task_id = str(uuid.uuid4())
         args, kwargs, keys = self._proxy_args(tuple(args), dict(kwargs or {}))
-        payload = pack_args(args, kwargs, self.client.data_serializer)
+        data_serializer = self._options.data_serializer
+        payload = pack_args(args, kwargs, data_serializer)
         limit = self.client._payload_limit()
         if len(payload) > limit:
             from tether.exceptions import FaasPayloadTooLargeError
@@ -218,8 +211,8 @@ class Executor(concurrent.futures.Executor):
         task: dict[str, Any] = {
             'task_id': task_id,
             'function_id': function_id,
-            'endpoint_id': self.endpoint_id,
-            'data_serializer': self.client.data_serializer,
+            'endpoint_id': self._endpoint_id,
+            'data_serializer': data_serializer,
             't': {'client_submit': time.time()},
         }
         if self.store is not None:
@@ -530,7 +523,7 @@ class Executor(concurrent.futures.Executor):
                 continue  # a duplicate, or a future cancelled here
             future.timings = {**header.get('t', {}), 'client_received': received}
             if header.get('status') == 'cancelled':  # cancelled elsewhere (Client.cancel)
-                _cancel_local(future)
+                cancel_local(future)
                 continue
             try:
                 value = outcome(header, payload)
@@ -579,7 +572,7 @@ class Executor(concurrent.futures.Executor):
                 cancelled = self._cancel_remote([f.task_id for f in pending]) if pending else set()
                 for f in pending:
                     if f.task_id in cancelled:
-                        _cancel_local(f)
+                        cancel_local(f)
         if wait:
             concurrent.futures.wait(futures)
             self._sync_acknowledgements()

@@ -53,6 +53,13 @@ async def get_function(api: Api, request: Request, user: str) -> Response:
     return JSONResponse({k: row[k] for k in ('function_id', 'name', 'serializer')})
 
 
+async def delete_function(api: Api, request: Request, user: str) -> Response:
+    fid = api.param(request, 'function_id')
+    if not await api.repo.delete_function(fid, user):
+        raise FaasNotFoundError(f'function {fid} not found')
+    return JSONResponse({'deleted': fid})
+
+
 async def create_endpoint(api: Api, request: Request, user: str) -> Response:
     data = await api.json_of(request)
     name = check_name(data.get('name'), 'an endpoint\'s "name"')
@@ -76,6 +83,18 @@ async def delete_endpoint(api: Api, request: Request, user: str) -> Response:
     eid = api.param(request, 'endpoint_id')
     await api.service.delete_endpoint(user, eid)
     return JSONResponse({'deleted': eid})
+
+
+async def stop_endpoint(api: Api, request: Request, user: str) -> Response:
+    """Close the endpoint's connection as final (``4404``: its agent stops; the endpoint
+    and its queue stay)."""
+    eid = api.param(request, 'endpoint_id')
+    if not await api.repo.endpoints(user, [eid]):
+        raise FaasNotFoundError(f'endpoint {eid} not found')
+    session = api.service.sessions.get(eid)
+    if session is not None:
+        await session.stop(FaasNotFoundError(f'endpoint {eid} was stopped by its owner'))
+    return JSONResponse({'stopped': eid, 'was_connected': session is not None})
 
 
 async def create_task_group(api: Api, request: Request, user: str) -> Response:

@@ -1,0 +1,110 @@
+"""The Executor's Globus Compute options: serializer, resource specification, user
+endpoint configuration, and the functions registered through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.faas._serde import ComputeSerializer, DillCodeSource, JSONData
+
+if TYPE_CHECKING:
+    from tether.faas._client import Client
+
+__all__ = ['ComputeOptions', 'ExecutorOptions', 'check_dict']
+
+
+def check_dict(value: Any, what: str) -> dict[str, Any] | None:
+    """``value`` if it is a dict with string keys, or None; else ``TypeError``."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f'{what} must be a dict with string keys, or None, not {value!r}')
+    return value
+
+
+class ExecutorOptions:
+    """What an Executor's options say (kept apart from its task machinery)."""
+
+    def __init__(self, client: Client, serializer: Any) -> None:
+        self.client = client
+        self.resource_specification: dict[str, Any] | None = None
+        self.user_endpoint_config: dict[str, Any] | None = None
+        self._functions: dict[Any, str] = {}
+        self.set_serializer(serializer)
+
+    def set_serializer(self, value: Any) -> None:
+        if value is None:
+            data = self.client.data_serializer
+            code = DillCodeSource() if self.client.function_serializer == 'source' else None
+            value = ComputeSerializer(code, JSONData() if data == 'json' else None)
+        if not isinstance(value, ComputeSerializer):
+            raise TypeError(f'serializer must be a tether.faas.ComputeSerializer, not {value!r}')
+        self.serializer = value
+
+    @property
+    def data_serializer(self) -> str:
+        return self.serializer.data_serializer
+
+    def _key(self, fn: Callable[..., Any]) -> Any:
+        try:
+            hash(fn)
+        except TypeError:  # an unhashable callable
+            return ('id', id(fn))
+        return fn
+
+    def register(self, fn: Callable[..., Any], function_id: str | None = None) -> str:
+        """Register ``fn`` (or take ``function_id`` as its id); return the id."""
+        key = self._key(fn)
+        if key in self._functions:
+            raise ValueError(
+                f'{getattr(fn, "__name__", fn)!r} is registered with this executor already '
+                f'(function id {self._functions[key]})'
+            )
+        if function_id is None:
+            function_id = self.client.register_function(
+                fn, function_serializer=self.serializer.function_serializer
+            )
+        self._functions[key] = str(function_id)
+        return str(function_id)
+
+    def function_id(self, fn: Callable[..., Any]) -> str:
+        """The id of ``fn``, registering it on first use."""
+        found = self._functions.get(self._key(fn))
+        return found if found is not None else self.register(fn)
+
+
+class ComputeOptions:
+    """The option properties of :class:`~tether.faas.Executor` (Globus Compute's)."""
+
+    _options: ExecutorOptions
+
+    @property
+    def resource_specification(self) -> dict[str, Any] | None:
+        return self._options.resource_specification
+
+    @resource_specification.setter
+    def resource_specification(self, value: dict[str, Any] | None) -> None:
+        self._options.resource_specification = check_dict(value, 'resource_specification')
+
+    @property
+    def user_endpoint_config(self) -> dict[str, Any] | None:
+        return self._options.user_endpoint_config
+
+    @user_endpoint_config.setter
+    def user_endpoint_config(self, value: dict[str, Any] | None) -> None:
+        self._options.user_endpoint_config = check_dict(value, 'user_endpoint_config')
+
+    @property
+    def serializer(self) -> Any:
+        """The :class:`~tether.faas.ComputeSerializer` of this executor's tasks."""
+        return self._options.serializer
+
+    @serializer.setter
+    def serializer(self, value: Any) -> None:
+        self._options.set_serializer(value)
+
+    def register_function(self, fn: Callable[..., Any], function_id: str | None = None) -> str:
+        """Register ``fn`` now (``submit`` does it on first use); return its id. With
+        ``function_id``, ``submit(fn)`` runs that registered function instead."""
+        return self._options.register(fn, function_id)
