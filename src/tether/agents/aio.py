@@ -41,26 +41,33 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tether.agents.behavior import Behavior
+from tether.agents.exceptions import AlreadyLaunchedError, LaunchBatchClosedError
 from tether.agents.exchange.factory import AgentRegistration, ExchangeFactory, UserExchangeClient
 from tether.agents.handle import Handle
 from tether.agents.identifier import AgentId, UserId
 from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.manager import Manager as SyncManager
-from tether.exceptions import AgentLaunchError, InvalidArgumentError, UnknownMailboxError
+from tether.exceptions import InvalidArgumentError, UnknownMailboxError
 
-__all__ = ['AlreadyLaunchedError', 'LaunchBatch', 'Manager']
+__all__ = ['LaunchBatch', 'Manager', 'recommended_logging']
 
 B = TypeVar('B', bound=Behavior)
 
 
-class AlreadyLaunchedError(AgentLaunchError, RuntimeError):
-    """``launch(registration=...)`` of an agent this manager already launched."""
+def recommended_logging(level: int = logging.INFO) -> None:
+    """academy-py's ``recommended_logging()``: log to the console at ``level``.
+
+    Configures the root logger only if the program has not (:func:`logging.basicConfig`);
+    returns ``None``, which :class:`Manager` takes as its ``log_config``.
+    """
+    logging.basicConfig(level=level, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
 
 
 def _launchers(
@@ -111,6 +118,8 @@ class Manager:
             thread of this process), or ``None``.
         default_executor: The name used when ``launch`` names none.
         max_retries: How often a failed agent is started again.
+        log_config: Accepted for academy-py's signature (``None``, what
+            :func:`recommended_logging` returns); tether logs through :mod:`logging`.
 
     Raises:
         InvalidArgumentError: (a ``ValueError``) for executors of another type, or a
@@ -124,7 +133,9 @@ class Manager:
         *,
         default_executor: str = 'event_loop',
         max_retries: int = 0,
+        log_config: None = None,
     ) -> None:
+        del log_config
         if not isinstance(exchange_client, UserExchangeClient):
             raise InvalidArgumentError(
                 'Manager needs a UserExchangeClient (await factory.create_user_client()), '
@@ -146,8 +157,10 @@ class Manager:
         *,
         default_executor: str = 'event_loop',
         max_retries: int = 0,
+        log_config: None = None,
     ) -> Self:
         """A manager with a new user client of ``factory``'s exchange."""
+        del log_config
         client = await factory.create_user_client()
         try:
             return cls(
@@ -376,7 +389,7 @@ class LaunchBatch:
 
     def _check(self) -> None:
         if self.closed:
-            raise AgentLaunchError('this launch batch is closed')
+            raise LaunchBatchClosedError('this launch batch is closed')
 
     async def queue(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tether.exceptions import (
     ActionError,
     AgentError,
+    AgentLaunchError,
     AuthenticationError,
     FrameTooLargeError,
     MailboxClosedError,
@@ -24,6 +25,7 @@ __all__ = [
     'ActionCancelledError',
     'ActionInvalidStateError',
     'AgentNotInitializedError',
+    'AlreadyLaunchedError',
     'AgentTerminatedError',
     'BadEntityIdError',
     'DeserializationMethodProhibitedError',
@@ -32,6 +34,7 @@ __all__ = [
     'ExchangeError',
     'ForbiddenError',
     'IncompatibleNetworkProtocolError',
+    'LaunchBatchClosedError',
     'MailboxTerminatedError',
     'MessageTooLargeError',
     'PingCancelledError',
@@ -97,3 +100,13 @@ class ExchangeClientNotFoundError(AgentError):
 
 class ExceptionSerializationError(AgentError):
     """An exception raised by an action could not be serialized for its caller."""
+
+
+class AlreadyLaunchedError(AgentLaunchError, RuntimeError):
+    """``launch(registration=...)`` of an agent the manager launched already (also a
+    ``RuntimeError``, as academy-py raised)."""
+
+
+class LaunchBatchClosedError(AgentLaunchError, RuntimeError):
+    """A launch batch was used after its ``async with`` block ended (also a
+    ``RuntimeError``, as academy-py raised)."""

@@ -1,0 +1,267 @@
+"""academy-py 1.0's names and call shapes, as tether provides them (docs/porting.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import pickle
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tether.agents import Agent, Behavior, action, loop
+from tether.agents import Manager as SyncManager
+from tether.agents.aio import Manager
+from tether.agents.exceptions import (
+    AgentTerminatedError,
+    AlreadyLaunchedError,
+    BadEntityIdError,
+    LaunchBatchClosedError,
+    MailboxTerminatedError,
+)
+from tether.agents.exchange import (
+    HybridExchangeFactory,
+    LocalExchangeFactory,
+    MailboxStatus,
+    RedisExchangeFactory,
+    ThreadExchange,
+    UserExchangeClient,
+)
+from tether.agents.identifier import AgentId, UserId, entity_id
+from tether.agents.state import FileState
+from tether.exceptions import (
+    BehaviorDefinitionError,
+    InvalidArgumentError,
+    MailboxClosedError,
+    UnknownMailboxError,
+)
+
+
+class Counter(Agent):
+    def __init__(self, start: int = 0) -> None:
+        self.start = start
+        self.count = -1
+        self.stopped = threading.Event()
+
+    async def agent_on_startup(self) -> None:
+        self.count = self.start
+
+    async def agent_on_shutdown(self) -> None:
+        self.stopped.set()
+
+    @action
+    async def add(self, value: int) -> None:
+        self.count += value
+
+    @action
+    async def get(self) -> int:
+        return self.count
+
+
+class Caller(Agent):
+    @action(context=True)
+    async def who(self, context: Any) -> str:
+        return str(context.caller)
+
+    @action
+    async def ask(self, other: Any) -> int:
+        return int(await other.get())
+
+
+def test_on_startup_and_on_shutdown_hooks_are_called() -> None:
+    behavior = Counter(5)
+    with SyncManager(ThreadExchange()) as manager:
+        handle = manager.launch(behavior)
+        assert handle.get().result(timeout=30) == 5  # set by agent_on_startup
+        manager.shutdown(handle, timeout=30)
+    assert behavior.stopped.is_set()
+
+
+def test_sync_hooks_and_their_order() -> None:
+    calls: list[str] = []
+
+    class Hooks(Behavior):
+        def on_setup(self) -> None:
+            calls.append('on_setup')
+
+        def agent_on_startup(self) -> None:  # type: ignore[override]
+            calls.append('agent_on_startup')
+
+        def agent_on_shutdown(self) -> None:  # type: ignore[override]
+            calls.append('agent_on_shutdown')
+
+        def on_shutdown(self) -> None:
+            calls.append('on_shutdown')
+
+    with SyncManager(ThreadExchange()) as manager:
+        manager.shutdown(manager.launch(Hooks()), timeout=30)
+    assert calls == ['on_setup', 'agent_on_startup', 'agent_on_shutdown', 'on_shutdown']
+
+
+def test_action_with_context() -> None:
+    with SyncManager(ThreadExchange()) as manager:
+        handle = manager.launch(Caller())
+        assert handle.who().result(timeout=30).startswith('client-')
+        assert 'context' not in handle.describe(timeout=30)['who'].signature
+
+
+def test_action_context_needs_a_parameter() -> None:
+    with pytest.raises(BehaviorDefinitionError, match='context'):
+
+        class Bad(Agent):
+            @action(context=True)
+            async def f(self) -> None: ...
+
+
+def test_ids() -> None:
+    aid = AgentId[Any].new(name='counter')
+    assert (aid.role, aid.name) == ('agent', 'counter')
+    assert isinstance(aid.uid, uuid.UUID)
+    assert aid.uid.hex in aid
+    assert aid == str(aid)
+    assert hash(aid) == hash(str(aid))
+    again = pickle.loads(pickle.dumps(aid))
+    assert type(again) is AgentId
+    assert again.name == 'counter'
+    assert again == aid
+    uid = UserId.new()
+    assert uid.role == 'user'
+    assert uid.startswith('client-')
+    assert isinstance(entity_id(str(uid)), UserId)
+    assert isinstance(entity_id(str(aid)), AgentId)
+    with pytest.raises(InvalidArgumentError):
+        AgentId('client-123')
+
+
+def test_exception_names_catch_what_tether_raises() -> None:
+    assert MailboxTerminatedError is MailboxClosedError is AgentTerminatedError
+    assert BadEntityIdError is UnknownMailboxError
+    exchange = ThreadExchange()
+    with SyncManager(exchange) as manager:
+        handle = manager.launch(Counter())
+        manager.shutdown(handle, timeout=30)
+        with pytest.raises(AgentTerminatedError):
+            handle.get().result(timeout=30)
+
+
+def test_file_state(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / 'state.db'
+    with FileState[str](path) as state:
+        state['key'] = 'value'
+    with FileState[str](path) as state:
+        assert state['key'] == 'value'
+
+
+def test_async_manager_launch_use_and_shutdown() -> None:
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(
+            LocalExchangeFactory(), executors=ThreadPoolExecutor(4)
+        ) as manager:
+            assert isinstance(manager.exchange_client, UserExchangeClient)
+            assert manager.user_id.role == 'user'
+            first = await manager.launch(Counter(1))
+            second = await manager.launch(Counter, args=(10,), name='second')
+            assert isinstance(first.agent_id, AgentId)
+            assert second.agent_id.name == 'second'
+            await first.add(2)
+            assert await first.get() == 3
+            assert await second.get() == 10
+            assert manager.running() == {first.agent_id, second.agent_id}
+            await manager.shutdown(first)
+            await manager.shutdown(first)  # harmless
+            assert manager.running() == {second.agent_id}
+            status = await manager.exchange_client.status(first.agent_id)
+            assert status is MailboxStatus.TERMINATED
+            found = await manager.exchange_client.discover(Counter)
+            assert found == (second.agent_id,)
+        assert manager.running() == set()  # leaving the block stops the agents
+
+    asyncio.run(main())
+
+
+def test_async_manager_refuses_what_it_cannot_use() -> None:
+    async def main() -> None:
+        client = await LocalExchangeFactory().create_user_client()
+        with pytest.raises(ValueError, match='Invalid executors'):
+            Manager(client, executors=ThreadPoolExecutor)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match='No executor named'):
+            Manager(client, default_executor='gpu')
+        async with Manager(client) as manager:
+            registration = await manager.register_agent(Counter)
+            with pytest.raises(BadEntityIdError):
+                await manager.shutdown(registration.agent_id)
+            with pytest.raises(BadEntityIdError):
+                await manager.wait([registration.agent_id])
+            await manager.launch(Counter(), registration=registration)
+            with pytest.raises(RuntimeError):
+                await manager.launch(Counter(), registration=registration)
+            assert issubclass(AlreadyLaunchedError, RuntimeError)
+
+    asyncio.run(main())
+
+
+def test_async_manager_wait_times_out() -> None:
+    class Waits(Agent):
+        @loop
+        async def idle(self, shutdown: asyncio.Event) -> None:
+            await shutdown.wait()
+
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(LocalExchangeFactory()) as manager:
+            handle = await manager.launch(Waits)
+            with pytest.raises(TimeoutError):
+                await manager.wait([handle], timeout=0.01)
+            await manager.shutdown(handle, timeout=30)
+            await manager.wait([handle], timeout=30)
+
+    asyncio.run(main())
+
+
+def test_launch_batch_handles_are_usable_by_siblings() -> None:
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(LocalExchangeFactory()) as manager:
+            async with manager.launch_batch() as batch:
+                counter = await batch.queue(Counter, args=(7,))
+                caller = await batch.queue(Caller())
+                assert manager.running() == set()  # launched when the block ends
+            assert len(manager.running()) == 2
+            assert await caller.ask(counter) == 7
+            with pytest.raises(LaunchBatchClosedError):
+                await batch.queue(Counter)
+            assert issubclass(LaunchBatchClosedError, RuntimeError)
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def redis_prefix(redis_available: None) -> Iterator[str]:
+    import redis
+
+    prefix = f'test-academy-{uuid.uuid4().hex[:8]}:'
+    yield prefix
+    client = redis.Redis()
+    for key in client.scan_iter(f'{prefix}*'):
+        client.delete(key)
+    client.close()
+
+
+@pytest.mark.parametrize('kind', ['redis', 'hybrid'])
+def test_redis_and_hybrid_factories(kind: str, redis_prefix: str) -> None:
+    async def main() -> None:
+        if kind == 'redis':
+            factory: Any = RedisExchangeFactory('127.0.0.1', 6379, prefix=redis_prefix)
+        else:
+            factory = HybridExchangeFactory(
+                '127.0.0.1', 6379, redis_kwargs={'prefix': redis_prefix}
+            )
+        async with await Manager.from_exchange_factory(factory) as manager:
+            handle = await manager.launch(Counter, args=(3,))
+            assert await handle.get() == 3
+            await manager.shutdown(handle, timeout=30)
+        factory.exchange().close()
+
+    asyncio.run(main())
