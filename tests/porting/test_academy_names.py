@@ -166,7 +166,9 @@ def test_async_manager_launch_use_and_shutdown() -> None:
             first = await manager.launch(Counter(1))
             second = await manager.launch(Counter, args=(10,), name='second')
             assert isinstance(first.agent_id, AgentId)
-            assert second.agent_id.name == 'second'
+            second_id = second.agent_id
+            assert isinstance(second_id, AgentId)
+            assert second_id.name == 'second'
             await first.add(2)
             assert await first.get() == 3
             assert await second.get() == 10
