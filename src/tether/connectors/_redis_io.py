@@ -1,15 +1,18 @@
 """Raw Redis protocol (RESP2/RESP3) I/O for :class:`~tether.connectors.redis.RedisConnector`.
 
 Large values go to and come from the socket without redis-py's packer and parser, which
-copy them several times:
+copy them several times. This is the connector's I/O seam, over sockets of tether's own
+(:mod:`tether.connectors._redis_conn`):
 
 * :class:`Packer` builds a command as a list of buffers: small pieces (command names,
   lengths, CRLFs) are gathered into one ``bytes`` while large ones stay views of the
   caller's memory, so a value is sent without being joined;
-* :class:`ReplyReader` reads replies straight from the socket: a bulk string into one new
+* :class:`ReplyReader` reads replies straight from a socket: a bulk string into one new
   buffer, and the array of bulk strings of a value stored in chunks into one buffer too,
-  each byte copied once, from the kernel; or, asked to decode, a value serialized as
-  ``bytes`` straight into that ``bytes`` object (no buffer, no copy out of it).
+  each byte copied once, from the kernel; or, asked to decode, into the memory of the
+  object the value deserializes to, when the serializer offers one
+  (:func:`tether.serialize.direct_target`: the framing is the serializer's business, never
+  this module's).
 
 Errors are redis-py's (``redis.ConnectionError``, ``redis.TimeoutError``,
 ``redis.ResponseError``), so the connector's retry and error mapping apply unchanged.
@@ -20,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from tether._hugebytes import empty_bytes
-from tether.serialize import BYTES_HEAD, BytesLike, framed_bytes_size, new_buffer
+from tether.serialize import BYTES_HEAD, BytesLike, direct_target, new_buffer
 
 __all__ = ['Decoded', 'Packer', 'ReplyReader', 'read_exact', 'split']
 
@@ -117,16 +119,8 @@ def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
     return n
 
 
-def _socket(conn: Any, redis: Any) -> Any:
-    sock = conn._sock
-    if sock is None:
-        raise redis.ConnectionError('connection is not open')
-    return sock
-
-
-def read_exact(conn: Any, n: int, redis: Any) -> bytes:
-    """Read exactly ``n`` bytes from ``conn``'s socket (nothing past them)."""
-    sock = _socket(conn, redis)
+def read_exact(sock: Any, n: int, redis: Any) -> bytes:
+    """Read exactly ``n`` bytes from ``sock`` (nothing past them)."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -136,7 +130,7 @@ def read_exact(conn: Any, n: int, redis: Any) -> bytes:
 
 
 class ReplyReader:
-    """Read the replies of one request from a redis-py connection's socket.
+    """Read the replies of one request from a socket.
 
     The reader buffers at most 64 KB past what it has returned; the caller reads every
     reply of its request, then checks :meth:`clean` (bytes left over mean the replies were
@@ -146,8 +140,8 @@ class ReplyReader:
     the caller can read the replies that follow before raising.
     """
 
-    def __init__(self, conn: Any, redis: Any) -> None:
-        self._sock = _socket(conn, redis)
+    def __init__(self, sock: Any, redis: Any) -> None:
+        self._sock = sock
         self._redis = redis
         self._buf = bytearray(_BUFFER)
         self._view = memoryview(self._buf)
@@ -273,6 +267,8 @@ class Decoded(NamedTuple):
     """A value already deserialized while it was read (see :meth:`ReplyReader.bulk`)."""
 
     obj: Any
+    nbytes: int
+    """The size of its serialization (what the server stores)."""
 
 
 class _Value:
@@ -280,18 +276,19 @@ class _Value:
 
     By default, into one new buffer (grown if the value is longer than ``hint``). With
     ``decode``, the value's first :data:`~tether.serialize.BYTES_HEAD` bytes are read
-    first: if they frame a ``bytes`` object, the rest goes straight into that object
-    (uninitialised until then, see :func:`tether._hugebytes.empty_bytes`), which is
+    first and handed to :func:`~tether.serialize.direct_target`: if the serializer
+    offers the object's own memory, the rest goes straight there and the object is
     returned as :class:`Decoded`; the copy that deserializing the buffer would make, and
     the fresh pages it would fault in, are saved. A value whose length then does not
-    match its framing goes back to the buffer (deserializing it raises the usual error).
+    match what the serializer expected goes back to a buffer (deserializing it raises the
+    usual error).
     """
 
     def __init__(self, reader: ReplyReader, decode: bool, hint: int) -> None:
         self._reader = reader
         self._decode = decode
         self._hint = hint
-        self._obj: bytes | None = None  # the bytes being filled, in the direct mode
+        self._obj: Any = None  # the object being filled, in the direct mode
         self._head = b''
         # Decoding, the buffer waits for the head (the value may not need one).
         self._out = new_buffer(0 if decode else hint)
@@ -304,11 +301,9 @@ class _Value:
             head = bytearray(BYTES_HEAD)
             self._reader._into(memoryview(head))
             size -= BYTES_HEAD
-            payload = framed_bytes_size(head)
-            # The framing is what another writer stored: never allocate more than the
-            # reply itself can hold (``hint``, from the sizes Redis sent).
-            fits = payload is not None and payload + BYTES_HEAD <= self._hint
-            made = empty_bytes(payload) if fits and payload is not None else None
+            # What another writer stored: never allocate more than the reply itself can
+            # hold (``hint``, from the sizes Redis sent).
+            made = direct_target(head, self._hint)
             if made is not None:
                 self._obj, self._out = made
                 self._head = bytes(head)
@@ -339,6 +334,6 @@ class _Value:
         if self._obj is not None:
             if self._used == self._out.nbytes:
                 obj, self._obj, self._out = self._obj, None, new_buffer(0)
-                return Decoded(obj)
+                return Decoded(obj, BYTES_HEAD + self._used)
             self._grow(self._used)  # shorter than its framing says
         return self._out[: self._used]

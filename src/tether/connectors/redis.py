@@ -1,8 +1,15 @@
 """Connector for Redis, or any server that speaks the Redis protocol (KeyDB, Valkey ...).
 
-Uses redis-py (with hiredis when installed) through one connection pool per connector;
-batches are one round trip; large values are written from their own memory with a
-vectored send and read straight into one buffer (``tether.connectors._redis_io``).
+Values go to and from the server over connections of tether's own
+(``tether.connectors._redis_conn``): written from their own memory with a vectored send,
+read straight into one buffer (``tether.connectors._redis_io``); a batch is one round trip.
+redis-py (with hiredis when installed) serves the other commands (``EXISTS``, ``DEL``,
+waiting, clearing).
+
+With ``cluster=True`` the server is one node of a Redis Cluster: keys spread over its
+shards by hash slot (a key's readiness token and chunks share its slot through a hash tag),
+a batch is split by shard and the parts sent in parallel, and ``MOVED``/``ASK`` replies and
+failed-over masters are followed (``tether.connectors._redis_route``).
 
 Values over ``chunk_size`` (4 MiB by default) are stored as a Redis list of chunks of
 (almost) equal size, pushed onto a temporary key and renamed to the key once complete
@@ -27,21 +34,29 @@ connector works again without being rebuilt.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
-from tether.connectors._redis_io import Decoded, Packer, ReplyReader, read_exact, split
+from tether.connectors._redis_auth import (
+    check_clear_prefix,
+    redact_url,
+    resolve_password,
+)
+from tether.connectors._redis_client import import_redis, make_client
+from tether.connectors._redis_conn import RawPool
+from tether.connectors._redis_io import Decoded, Packer, ReplyReader, split
+from tether.connectors._redis_request import Requester
+from tether.connectors._redis_route import Router, redirect
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
-from tether.serialize import BYTES_HEAD, BytesLike, deserialize
+from tether.serialize import BytesLike, deserialize
 
 __all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
 
@@ -89,6 +104,7 @@ class RedisConnectorConfig(ConnectorConfigModel):
     max_connections: int | None = None
     chunk_size: int = _DEFAULT_CHUNK
     clear: bool = False
+    cluster: bool = False
 
 
 class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey]):
@@ -117,6 +133,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             this size (see the module's documentation; Redis refuses strings over 512 MB).
         clear: Delete every key that starts with ``prefix`` (literally, never as a glob)
             when :meth:`close` is called; refused with an empty prefix.
+        cluster: The server is a node of a Redis Cluster (see the module's
+            documentation); ``db`` must then be 0 and ``prefix`` hold no ``{``.
     """
 
     def __init__(
@@ -137,17 +155,19 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         max_connections: int | None = None,
         chunk_size: int = _DEFAULT_CHUNK,
         clear: bool = False,
+        cluster: bool = False,
     ) -> None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
             raise ValueError(f'chunk_size must be a positive number of bytes, got {chunk_size!r}')
-        try:
-            import redis
-            from redis.backoff import ExponentialBackoff
-            from redis.retry import Retry
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ImportError(
-                'RedisConnector needs redis-py: pip install "tether[redis]"',
-            ) from e
+        if cluster and '{' in prefix:
+            raise ConfigError(
+                f'a RedisConnector on a cluster needs a prefix without "{{" (got {prefix!r}): '
+                'the connector puts its own hash tag after the prefix',
+            )
+        redis = import_redis('RedisConnector')
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
         self.hostname = hostname
         self.port = port
         self.db = db
@@ -162,16 +182,14 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         self.max_connections = max_connections
         self.chunk_size = chunk_size
         self.clear = clear
+        self.cluster = cluster
         if clear:
-            _check_clear_prefix(prefix)
+            check_clear_prefix(prefix)
         self._redis_mod = redis
-        self._password = _resolve_password(
+        self._password = resolve_password(
             (hostname, port, db, username), password, password_env, password_file
         )
         kwargs: dict[str, Any] = {
-            'host': hostname,
-            'port': port,
-            'db': db,
             'username': username,
             'password': self._password,
             'socket_timeout': socket_timeout,
@@ -182,10 +200,32 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         }
         if max_connections is not None:
             kwargs['max_connections'] = max_connections
-        if ssl:
-            kwargs['connection_class'] = redis.SSLConnection
-        self._pool: Any = redis.ConnectionPool(**kwargs)
-        self._client: Any = redis.Redis(connection_pool=self._pool)
+        if cluster:
+            kwargs['ssl'] = ssl
+            self._client: Any = make_client(hostname, port, cluster=True, db=db, **kwargs)
+        else:
+            if ssl:
+                kwargs['connection_class'] = redis.SSLConnection
+            pool = redis.ConnectionPool(host=hostname, port=port, db=db, **kwargs)
+            self._client = make_client(connection_pool=pool)
+
+        password = self._password  # (the closure must not hold self: no cycle)
+
+        def raw_pool(host: str, port: int) -> RawPool:
+            return RawPool(
+                redis,
+                host,
+                port,
+                db=db,
+                username=username,
+                password=password,
+                ssl=ssl,
+                socket_timeout=socket_timeout,
+                connect_timeout=connect_timeout,
+            )
+
+        self._router = Router(self._client, cluster, raw_pool, hostname, port)
+        self._raw = Requester(redis, self._router, retries, f'Redis at {hostname}:{port}')
         self._closed = False
         self._lock = threading.Lock()
         self.settings = RedisConnectorConfig(
@@ -203,10 +243,12 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             max_connections=max_connections,
             chunk_size=chunk_size,
             clear=clear,
+            cluster=cluster,
         )
 
     def __repr__(self) -> str:
-        return f'RedisConnector(hostname={self.hostname!r}, port={self.port})'
+        cluster = ', cluster=True' if self.cluster else ''
+        return f'RedisConnector(hostname={self.hostname!r}, port={self.port}{cluster})'
 
     def __reduce__(self) -> Any:
         raise TypeError(
@@ -223,7 +265,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         """
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ('redis', 'rediss'):
-            raise ConfigError(f'not a redis:// or rediss:// URL: {_redact_url(url)!r}')
+            raise ConfigError(f'not a redis:// or rediss:// URL: {redact_url(url)!r}')
         db = parts.path.strip('/')
         try:
             options: dict[str, Any] = {
@@ -232,7 +274,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
                 'db': int(db) if db else 0,
             }
         except ValueError as e:
-            raise ConfigError(f'bad Redis URL {_redact_url(url)!r}: {e}') from e
+            raise ConfigError(f'bad Redis URL {redact_url(url)!r}: {e}') from e
         if parts.username:
             options['username'] = urllib.parse.unquote(parts.username)
         if parts.password is not None:
@@ -276,11 +318,12 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         if self._closed:
             return
         if self.clear if clear is None else clear:
-            _check_clear_prefix(self.prefix)
+            check_clear_prefix(self.prefix)
             with self._errors('clear'):
                 self._clear_prefix()
         self._closed = True
-        self._pool.disconnect()
+        self._router.close()
+        self._client.close()
 
     def _clear_prefix(self) -> None:
         prefix = self.prefix.encode()
@@ -293,6 +336,10 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
     config_model = RedisConnectorConfig
 
     def _key(self) -> RedisKey:
+        if self.cluster:
+            # A hash tag: the key, its chunks' temporary key and its readiness token
+            # share one slot (the scripts and renames that use them together need it).
+            return RedisKey(f'{self.prefix}{{{new_id()}}}')
         return RedisKey(f'{self.prefix}{new_id()}')
 
     def evict(self, key: RedisKey) -> None:
@@ -314,17 +361,17 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
     def get_decoded(self, key: RedisKey) -> tuple[Any, int] | None:
         """Return the object under ``key``, deserialized, and its stored size; or ``None``.
 
-        For stores that use tether's serializer: a value serialized as ``bytes`` is read
-        from the socket straight into the ``bytes`` object returned, never into a buffer
-        that is then copied (:meth:`get` and :func:`~tether.serialize.deserialize`
-        would copy it once more, into fresh memory).
+        For stores that use tether's serializer: when the serializer offers the object's
+        own memory for the value (:func:`tether.serialize.direct_target`, a value
+        serialized as ``bytes``), the value is read from the socket straight into it, never
+        into a buffer that is then copied.
         """
         with self._errors('get'):
             value = self._get_direct(key.redis_key, decode=True)
         if value is None:
             return None
         if isinstance(value, Decoded):
-            return value.obj, len(value.obj) + BYTES_HEAD
+            return value.obj, value.nbytes
         return deserialize(value), value.nbytes
 
     def get_object(
@@ -337,23 +384,15 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
 
     def _get_direct(self, name: str, *, decode: bool = False) -> Any:
         # GET and LRANGE (for a value stored in chunks) in one round trip, each reply
-        # read straight from the socket into one preallocated buffer: redis-py's parsers
-        # copy large replies several times (hiredis grows its buffer 64 KB at a time).
-        # One of the two answers WRONGTYPE, cheaply. An ECHO of a fresh nonce goes first:
-        # RESP has no request ids, and this is how a reply is known to answer this
-        # request (see _expect_echo).
-        nonce = new_id().encode()
+        # read straight from the socket into one preallocated buffer. One of the two
+        # answers WRONGTYPE, cheaply.
         packer = Packer()
-        packer.raw(_echo(nonce))
         packer.command(b'GET', name)
         packer.command(b'LRANGE', name, b'0', b'-1')
 
-        def read(conn: Any) -> memoryview | Decoded | None:
-            self._expect_echo(conn, nonce, raw=True)
-            reader = ReplyReader(conn, self._redis_mod)
+        def read(reader: ReplyReader) -> memoryview | Decoded | None:
             value = reader.bulk(decode=decode)
             chunks = reader.array_joined(decode=decode)
-            self._check_clean(reader)
             # Each command sees the key at its own moment: whichever found the value
             # answers (a value written or evicted between them reads as present or
             # missing, as it was at one of those moments).
@@ -362,94 +401,59 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             if isinstance(chunks, memoryview | Decoded):
                 return chunks
             if isinstance(value, Exception) and isinstance(chunks, Exception):
-                raise value  # neither a string nor a list: WRONGTYPE
+                raise value  # neither a string nor a list: WRONGTYPE (or a redirection)
             return None
 
-        return self._round_trip(packer.finish(), read)
-
-    def _check_clean(self, reader: ReplyReader) -> None:
-        if not reader.clean():
-            raise ConnectorError(
-                f'Redis at {self.hostname}:{self.port}: more reply bytes than the request '
-                'expects (the connection was out of step); it was dropped',
-            )
-
-    def _expect_echo(self, conn: Any, nonce: bytes, *, raw: bool = False) -> None:
-        """Read the reply to our ECHO; anything else means replies are out of step.
-
-        Raises:
-            ConnectorError: the connection holds a reply to another request (it is then
-                dropped, never returned to the pool, and no data is returned).
-        """
-        expected = b'$%d\r\n%s\r\n' % (len(nonce), nonce)
-        if raw:
-            # Exactly the expected length: nothing past it is consumed from the socket.
-            got = read_exact(conn, len(expected), self._redis_mod)
-        else:
-            reply = conn.read_response()
-            got = b'$%d\r\n%s\r\n' % (len(reply), reply) if isinstance(reply, bytes) else b''
-        if got != expected:
-            raise ConnectorError(
-                f'Redis at {self.hostname}:{self.port}: the reply does not answer this '
-                'request (the connection was out of step); it was dropped and nothing was '
-                'returned',
-            )
-
-    def _round_trip(self, command: list[Any], read: Callable[[Any], _R]) -> _R:
-        """Send ``command`` on a pooled connection and read its one reply with ``read``.
-
-        Retried on a dropped connection (the commands sent this way are idempotent: a
-        SET, pushing chunks onto a temporary key cleared first, GET and LRANGE). An
-        error reply leaves the connection clean; any other failure (a timeout, an
-        interrupt mid-send) drops it, since its place in the reply stream is then unknown
-        and it must not go back to the pool.
-        """
-        redis = self._redis_mod
-        attempts = self.retries + 1
-        for attempt in range(attempts):
-            conn = self._pool.get_connection()
-            try:
-                conn.send_packed_command(command, check_health=False)
-                return read(conn)
-            except redis.ResponseError:
-                raise
-            except (redis.ConnectionError, redis.TimeoutError):
-                conn.disconnect()
-                if attempt + 1 == attempts:
-                    raise
-            except BaseException:
-                conn.disconnect()
-                raise
-            finally:
-                self._pool.release(conn)
-        raise AssertionError('unreachable')  # pragma: no cover
+        return self._raw.request(name, packer, read)
 
     def get_batch(self, keys: Sequence[RedisKey]) -> list[BytesLike | None]:
-        """Return the bytes under each key, in one round trip."""
-        if not keys:
+        """Return the bytes under each key: one round trip per server (in parallel on a
+        cluster's shards), each value read straight into its own buffer."""
+        return list(self._get_many([k.redis_key for k in keys], decode=False))
+
+    def get_decoded_batch(self, keys: Sequence[RedisKey]) -> list[tuple[Any, int] | None]:
+        """:meth:`get_decoded` of each key, in one round trip per server."""
+        out: list[tuple[Any, int] | None] = []
+        for value in self._get_many([k.redis_key for k in keys], decode=True):
+            if value is None:
+                out.append(None)
+            elif isinstance(value, Decoded):
+                out.append((value.obj, value.nbytes))
+            else:
+                out.append((deserialize(value), value.nbytes))
+        return out
+
+    def _get_many(self, names: list[str], *, decode: bool) -> list[Any]:
+        if not names:
             return []
+        values: list[Any] = [None] * len(names)
+
+        def fetch(group: tuple[RawPool, list[int]]) -> None:
+            pool, idx = group
+            packer = Packer()
+            for i in idx:
+                packer.command(b'GET', names[i])
+
+            def read(reader: ReplyReader) -> list[Any]:
+                return [reader.bulk(decode=decode) for _ in idx]
+
+            for i, value in zip(idx, self._raw.round_trip(pool, packer, read), strict=True):
+                values[i] = value
+
         with self._errors('get_batch'):
-            values: list[BytesLike | None] = list(
-                self._client.mget([k.redis_key for k in keys]),
-            )
-            # MGET answers nil for chunked values (lists) as for missing keys: look those
-            # up as lists in one more round trip.
-            missing = [i for i, v in enumerate(values) if v is None]
-            if missing:
-                pipe = self._client.pipeline(transaction=False)
-                for i in missing:
-                    pipe.lrange(keys[i].redis_key, 0, -1)
-                for i, chunks in zip(missing, pipe.execute(), strict=True):
-                    values[i] = b''.join(chunks) if chunks else None
-            return values
+            self._router.map(fetch, self._router.group(names))
+            for i, value in enumerate(values):
+                if isinstance(value, Exception):
+                    # A value stored in chunks (a list: WRONGTYPE), or a key whose slot
+                    # moved: read it alone, as get does.
+                    values[i] = self._get_direct(names[i], decode=decode)
+        return values
 
     def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
-        # One vectored send from the caller's buffers (after the ECHO that matches it).
+        # One vectored send from the caller's buffers.
         views = [memoryview(p).cast('B') for p in parts]
         size = sum(v.nbytes for v in views)
-        nonce = new_id().encode()
         packer = Packer()
-        packer.raw(_echo(nonce))
         if size <= self.chunk_size:
             packer.array(3)
             packer.arg(b'SET')
@@ -477,17 +481,11 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             packer.command(b'EVAL', _PUBLISH, b'2', temp, name, b'%d' % count)
             replies = count + 3  # DEL, each RPUSH, EXPIRE, the script
 
-        def read(conn: Any) -> None:
-            self._expect_echo(conn, nonce, raw=True)
-            reader = ReplyReader(conn, self._redis_mod)
+        def read(reader: ReplyReader) -> None:
             # Every reply is read before an error is raised: the connection stays in step.
-            got = [reader.simple() for _ in range(replies)]
-            self._check_clean(reader)
-            for reply in got:
-                if isinstance(reply, Exception):
-                    raise reply
+            _raise_first([reader.simple() for _ in range(replies)])
 
-        self._round_trip(packer.finish(), read)
+        self._raw.request(name, packer, read)
 
     def put(self, data: BytesLike) -> RedisKey:
         """Store ``data`` and return its key."""
@@ -503,61 +501,45 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
     def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[RedisKey]:
         """Store each item's parts as one value, in one round trip; return the keys.
 
-        The SET commands of the whole batch go out in one send, each value from its
-        own buffers (never joined); values over ``chunk_size`` are stored in chunks, one
-        round trip each.
+        The SET commands of the whole batch go out in one send per server (on a cluster,
+        to its shards in parallel), each value from its own buffers (never joined);
+        values over ``chunk_size`` are stored in chunks, one round trip each.
         """
         keys = [self._key() for _ in batch]
-        command: list[Any] = []
-        sets = 0
-        large = []
-        for key, parts in zip(keys, batch, strict=True):
-            size = total_size(parts)
-            if size > self.chunk_size:
-                large.append((key, parts))
-                continue
-            name = key.redis_key.encode()
-            command.append(b'*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n' % (len(name), name, size))
-            command.extend(memoryview(p).cast('B') for p in parts)
-            command.append(b'\r\n')
-            sets += 1
+        names = [k.redis_key for k in keys]
+        small = [i for i, parts in enumerate(batch) if total_size(parts) <= self.chunk_size]
+        redo: list[int] = []
+
+        def store(group: tuple[RawPool, list[int]]) -> None:
+            pool, idx = group
+            packer = Packer()
+            for i in idx:
+                packer.array(3)
+                packer.arg(b'SET')
+                packer.arg(names[small[i]])
+                packer.bulk([memoryview(p).cast('B') for p in batch[small[i]]])
+
+            def read(reader: ReplyReader) -> list[Any]:
+                return [reader.simple() for _ in idx]
+
+            for i, reply in zip(idx, self._raw.round_trip(pool, packer, read), strict=True):
+                if isinstance(reply, Exception):
+                    if not (self.cluster and redirect(reply)):
+                        raise reply
+                    redo.append(small[i])  # its slot moved: stored alone, rerouted
+
         with self._errors('put_batch'):
-            if sets:
-                nonce = new_id().encode()
-
-                def read(conn: Any) -> None:
-                    self._expect_echo(conn, nonce)
-                    # Read every reply (so the connection stays in step), then raise the
-                    # first error reply, if any.
-                    error: Exception | None = None
-                    for _ in range(sets):
-                        try:
-                            conn.read_response()
-                        except self._redis_mod.ResponseError as e:
-                            error = error or e
-                    if error is not None:
-                        raise error
-
-                self._round_trip([_echo(nonce), *command], read)
-            for key, parts in large:
-                self._set_parts(key.redis_key, parts)
+            if small:
+                self._router.map(store, self._router.group([names[i] for i in small]))
+            smalls = set(small)
+            for i, parts in enumerate(batch):
+                if i not in smalls or i in redo:
+                    self._set_parts(names[i], parts)
         return keys
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[RedisKey]:
-        """Store each item, in one round trip, and return the keys."""
-        keys = [self._key() for _ in datas]
-        small = [
-            (k, d)
-            for k, d in zip(keys, datas, strict=True)
-            if memoryview(d).nbytes <= self.chunk_size
-        ]
-        with self._errors('put_batch'):
-            if small:
-                self._client.mset({k.redis_key: memoryview(d).cast('B') for k, d in small})
-            for k, d in zip(keys, datas, strict=True):
-                if memoryview(d).nbytes > self.chunk_size:
-                    self._set_parts(k.redis_key, [d])
-        return keys
+        """Store each item, in one round trip per server, and return the keys."""
+        return self.put_parts_batch([[d] for d in datas])
 
     def new_key(self, data: BytesLike | None = None) -> RedisKey:
         """Reserve a fresh key (``data`` is not stored: :meth:`set` stores it)."""
@@ -595,76 +577,15 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
 
     @property
     def client(self) -> Any:
-        """The underlying ``redis.Redis`` client (shares this connector's pool)."""
+        """The underlying redis-py client (a ``redis.Redis``, or a
+        ``redis.cluster.RedisCluster`` with ``cluster=True``)."""
         return self._client
 
 
-def _echo(nonce: bytes) -> bytes:
-    return b'*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n' % (len(nonce), nonce)
-
-
-# Passwords given to connectors of this process, by (host, port, db, user): a connector
-# rebuilt here from a config (which never holds the password) finds it again.
-_ServerId = tuple[str, int, int, str | None]
-_passwords: dict[_ServerId, str] = {}
-_passwords_lock = threading.Lock()
-
-
-def _new_lock_after_fork() -> None:
-    # A child forked while another thread held the lock must not inherit it held.
-    global _passwords_lock
-    _passwords_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_after_fork)
-
-
-def _resolve_password(
-    server: _ServerId,
-    password: str | None,
-    password_env: str | None,
-    password_file: str | None,
-) -> str | None:
-    """The password: argument, else ``$password_env``, else the file, else remembered."""
-    if password is not None:
-        with _passwords_lock:
-            _passwords[server] = password
-        return password
-    if password_env:
-        value = os.environ.get(password_env)
-        if value:
-            return value
-    if password_file:
-        try:
-            with open(password_file) as f:
-                return f.read().strip()
-        except OSError as e:
-            raise ConfigError(f'cannot read the Redis password file {password_file!r}: {e}') from e
-    with _passwords_lock:
-        remembered = _passwords.get(server)
-    if remembered is None and password_env:
-        raise ConfigError(
-            f'the Redis password for {server[0]}:{server[1]} is expected in '
-            f'${password_env}, which is not set in this process',
-        )
-    return remembered
-
-
-def _redact_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit('@', 1)[-1]
-    user = f'{parts.username}:***@' if parts.username else ':***@'
-    return urllib.parse.urlunsplit(parts._replace(netloc=user + netloc))
-
-
-def _check_clear_prefix(prefix: str) -> None:
-    if not prefix:
-        raise ConfigError(
-            'RedisConnector(clear=True) needs a non-empty prefix: clearing an empty prefix '
-            "would delete every key of the database, other applications' keys included",
-        )
+def _raise_first(replies: Sequence[object]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
 
 
 def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:

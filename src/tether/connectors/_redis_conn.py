@@ -1,0 +1,192 @@
+"""tether's own Redis connections, for the raw protocol path of the Redis connector.
+
+The connector sends large values from the caller's memory and reads replies straight into
+their final buffers (:mod:`tether.connectors._redis_io`). That needs the socket itself,
+which redis-py keeps private; so these requests go over connections of tether's own,
+opened, authenticated and pooled here, and redis-py serves the other commands. The seam
+is this module's :class:`RawPool`: a pool of :class:`RawConnection` (a connected,
+authenticated socket) to one server.
+
+Errors are redis-py's (``redis.ConnectionError``, ``redis.TimeoutError``,
+``redis.ResponseError``, ``redis.AuthenticationError``), so the connector's retry and
+error mapping treat both paths alike. Pools are fork-safe: a child process never uses a
+socket its parent opened (it opens its own on first use).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import ssl as _ssl
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from tether.serialize import BytesLike
+
+__all__ = ['RawConnection', 'RawPool', 'send_all']
+
+# At most this many buffers per sendmsg (Linux's IOV_MAX is 1024).
+_IOV_MAX = 512
+
+
+class RawConnection:
+    """One connected socket to a Redis server, authenticated and on its database."""
+
+    __slots__ = ('sock',)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def close(self) -> None:
+        """Close the socket (no error if it is already closed)."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __del__(self) -> None:
+        # A pool dropped without close() (its connector garbage-collected): closed
+        # quietly, as redis-py's connections are.
+        self.close()
+
+
+def send_all(sock: socket.socket, buffers: Sequence[BytesLike], redis: Any) -> None:
+    """Send ``buffers`` in order, with vectored writes (one copy, by the kernel)."""
+    views = [memoryview(b).cast('B') for b in buffers if memoryview(b).nbytes]
+    try:
+        if isinstance(sock, _ssl.SSLSocket):  # no sendmsg over TLS
+            for view in views:
+                sock.sendall(view)
+            return
+        while views:
+            sent = sock.sendmsg(views[:_IOV_MAX])
+            while sent:
+                if sent >= views[0].nbytes:
+                    sent -= views[0].nbytes
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+    except TimeoutError as e:
+        raise redis.TimeoutError(f'timed out sending a request: {e}') from e
+    except OSError as e:
+        raise redis.ConnectionError(f'error sending a request: {e}') from e
+
+
+class RawPool:
+    """Connections of tether's own to one Redis server (see the module's documentation).
+
+    Args:
+        redis: The ``redis`` module (its exceptions are raised).
+        host: The server's host.
+        port: The server's port.
+        db: The database selected on each connection.
+        username: User for ``AUTH``, if any.
+        password: Password for ``AUTH``, if any.
+        ssl: Connect with TLS (the system's default trust store and host check).
+        socket_timeout: Seconds one read or write may block.
+        connect_timeout: Seconds connecting may take.
+        max_idle: Idle connections kept for reuse (more are closed when released).
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        host: str,
+        port: int,
+        *,
+        db: int = 0,
+        username: str | None = None,
+        password: str | None = None,
+        ssl: bool = False,
+        socket_timeout: float | None = None,
+        connect_timeout: float | None = None,
+        max_idle: int = 64,
+    ) -> None:
+        self.redis = redis
+        self.host = host
+        self.port = port
+        self._db = db
+        self._auth = (username, password)
+        self._ssl = _ssl.create_default_context() if ssl else None
+        self._socket_timeout = socket_timeout
+        self._connect_timeout = connect_timeout
+        self._max_idle = max_idle
+        self._idle: list[RawConnection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f'RawPool({self.host}:{self.port})'
+
+    def get(self) -> RawConnection:
+        """An idle connection, or a new one."""
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+                self._idle = []
+                self._pid = os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        return self._connect()
+
+    def release(self, conn: RawConnection) -> None:
+        """Give back a connection whose replies were all read."""
+        with self._lock:
+            if self._pid == os.getpid() and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections (those in use are closed when released)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._max_idle = 0
+        for conn in idle:
+            conn.close()
+
+    def _connect(self) -> RawConnection:
+        redis = self.redis
+        try:
+            sock = socket.create_connection((self.host, self.port), self._connect_timeout)
+        except TimeoutError as e:
+            raise redis.TimeoutError(f'timed out connecting to {self.host}:{self.port}') from e
+        except OSError as e:
+            raise redis.ConnectionError(
+                f'error connecting to {self.host}:{self.port}: {e}',
+            ) from e
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self._socket_timeout)
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_hostname=self.host)
+            conn = RawConnection(sock)
+            self._handshake(conn)
+        except BaseException:
+            sock.close()
+            raise
+        return conn
+
+    def _handshake(self, conn: RawConnection) -> None:
+        from tether.connectors._redis_io import Packer, ReplyReader
+
+        username, password = self._auth
+        packer = Packer()
+        replies = 0
+        if password is not None:
+            args = (username, password) if username else (password,)
+            packer.command(b'AUTH', *args)
+            replies += 1
+        if self._db:
+            packer.command(b'SELECT', b'%d' % self._db)
+            replies += 1
+        if not replies:
+            return
+        send_all(conn.sock, packer.finish(), self.redis)
+        reader = ReplyReader(conn.sock, self.redis)
+        for reply in [reader.simple() for _ in range(replies)]:
+            if isinstance(reply, Exception):
+                text = str(reply)
+                if 'WRONGPASS' in text or 'NOAUTH' in text or 'AUTH' in text:
+                    raise self.redis.AuthenticationError(text)
+                raise reply

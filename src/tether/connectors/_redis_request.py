@@ -1,0 +1,162 @@
+"""Requests on the Redis connector's raw path: replies matched, retried, redirected.
+
+:class:`Requester` sends a request (the commands of a :class:`~._redis_io.Packer`) on a
+connection of tether's own to the server that holds its key
+(:class:`~._redis_route.Router`) and reads the replies with the caller's function:
+
+* RESP has no request ids, so each request starts with an ``ECHO`` of a fresh nonce, and
+  a connection whose first reply is not that echo is dropped (nothing is returned);
+* every reply is read before an error is raised, so an error reply leaves the connection
+  clean and it goes back to the pool; any other failure drops it;
+* a dropped connection is retried with exponential back-off (the commands sent this way
+  are idempotent); on a cluster, the slot map is read again and the key's shard asked
+  again (a master that went away has a successor), ``MOVED`` refreshes the map and
+  ``ASK`` asks the named shard once, after ``ASKING``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tether.connectors._redis_conn import RawPool, send_all
+from tether.connectors._redis_io import Packer, ReplyReader, read_exact
+from tether.connectors._redis_route import Router, redirect
+from tether.connectors._util import new_id
+from tether.exceptions import ConnectorError
+
+__all__ = ['Requester']
+
+_R = TypeVar('_R')
+
+
+class Requester:
+    """Raw requests of one connector (see the module's documentation).
+
+    Args:
+        redis: The ``redis`` module (its exceptions are raised).
+        router: Where keys live.
+        retries: Attempts after the first when a server cannot be reached.
+        label: How errors name the server (``Redis at host:port``).
+    """
+
+    def __init__(self, redis: Any, router: Router, retries: int, label: str) -> None:
+        self.redis = redis
+        self.router = router
+        self.retries = retries
+        self.cluster = router.cluster
+        self.label = label
+
+    def request(self, name: str, packer: Packer, read: Callable[[ReplyReader], _R]) -> _R:
+        """One request about key ``name`` to the server that holds it, following a
+        cluster's redirections (``MOVED``: the slot map is read again; ``ASK``: the
+        named shard is asked once, after ``ASKING``)."""
+        redis = self.redis
+        pool = self.router.pool_for(name)
+        asking = False
+        for attempt in range(self.retries + 2):
+            try:
+                return self.round_trip(pool, packer, read, asking=asking)
+            except redis.ResponseError as e:
+                moved = redirect(e) if self.cluster else None
+                if moved is None or attempt == self.retries + 1:
+                    raise
+                kind, host, port = moved
+                if kind == 'MOVED':
+                    self.router.refresh()
+                pool, asking = self.router.pool(host, port), kind == 'ASK'
+            except (redis.ConnectionError, redis.TimeoutError):
+                # On a cluster only (one server is retried in _round_trip): the shard went
+                # away, the slot map was read again, and the key's new shard is asked.
+                if not self.cluster or attempt == self.retries + 1:
+                    raise
+                self._backoff(attempt)
+                pool, asking = self.router.pool_for(name), False
+        raise ConnectorError(f'{self.label}: key {name!r} kept being redirected')
+
+    def round_trip(
+        self,
+        pool: RawPool,
+        packer: Packer,
+        read: Callable[[ReplyReader], _R],
+        *,
+        asking: bool = False,
+    ) -> _R:
+        """Send ``packer``'s commands on a pooled connection of tether's own, after an
+        ``ECHO`` of a fresh nonce, and read their replies with ``read``.
+
+        RESP has no request ids: the ECHO is how the replies are known to answer this
+        request (a connection out of step is dropped and nothing is returned). Retried on
+        a dropped connection (the commands sent this way are idempotent: SETs, pushing
+        chunks onto a temporary key cleared first, GET and LRANGE); on a cluster, the
+        slot map is read again instead and the error raised (the caller asks the key's
+        shard again: a master that went away has a successor). Every
+        reply is read before an error is raised, so an error reply leaves the connection
+        clean; any other failure (a timeout, an interrupt mid-send) drops it.
+        """
+        redis = self.redis
+        nonce = new_id().encode()
+        head = _echo(nonce) + (b'*1\r\n$6\r\nASKING\r\n' if asking else b'')
+        command = [head, *packer.finish()]
+        attempts = 1 if self.cluster else self.retries + 1
+        for attempt in range(attempts):
+            try:
+                conn = pool.get()
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.router.refresh_after_error()
+                if attempt + 1 == attempts:
+                    raise
+                self._backoff(attempt)
+                continue
+            try:
+                send_all(conn.sock, command, redis)
+                self._expect_echo(conn.sock, nonce)
+                reader = ReplyReader(conn.sock, redis)
+                if asking:
+                    reader.simple()
+                result = read(reader)
+                if not reader.clean():
+                    raise ConnectorError(
+                        f'Redis at {pool.host}:{pool.port}: more reply bytes than the '
+                        'request expects (the connection was out of step); it was dropped',
+                    )
+            except redis.ResponseError:
+                pool.release(conn)
+                raise
+            except (redis.ConnectionError, redis.TimeoutError):
+                conn.close()
+                self.router.refresh_after_error()
+                if attempt + 1 == attempts:
+                    raise
+                self._backoff(attempt)
+            except BaseException:
+                conn.close()
+                raise
+            else:
+                pool.release(conn)
+                return result
+        raise AssertionError('unreachable')  # pragma: no cover
+
+    def _backoff(self, attempt: int) -> None:
+        time.sleep(min(1.0, 0.05 * 2**attempt))
+
+    def _expect_echo(self, sock: Any, nonce: bytes) -> None:
+        """Read the reply to our ECHO; anything else means replies are out of step.
+
+        Raises:
+            ConnectorError: the connection holds a reply to another request (it is then
+                dropped, never returned to the pool, and no data is returned).
+        """
+        expected = b'$%d\r\n%s\r\n' % (len(nonce), nonce)
+        # Exactly the expected length: nothing past it is consumed from the socket.
+        if read_exact(sock, len(expected), self.redis) != expected:
+            raise ConnectorError(
+                f'{self.label}: the reply does not answer this '
+                'request (the connection was out of step); it was dropped and nothing was '
+                'returned',
+            )
+
+
+def _echo(nonce: bytes) -> bytes:
+    return b'*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n' % (len(nonce), nonce)
