@@ -130,9 +130,12 @@ def test_redis_connection_with_an_unread_reply_is_never_reused() -> None:
         second = connector.put(b'second')
         # A connection goes back to the pool with a reply nobody read (an interrupted
         # caller): the next request must not take that reply for its own.
-        pool = connector._pool
-        conn = pool.get_connection()
-        conn.send_command('GET', first.redis_key)
+        from tether.connectors._redis_conn import send_all
+
+        pool = connector._router.pool_for(second.redis_key)
+        conn = pool.get()
+        name = first.redis_key.encode()
+        send_all(conn.sock, [b'*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (len(name), name)], None)
         pool.release(conn)
         # Depending on whether the stale reply has arrived when the pool lends the
         # connection, the pool reconnects or our check sees the reply out of step: either

@@ -193,24 +193,23 @@ def test_redis_proxy_batch_is_vectored(redis_connector: Any) -> None:
 def test_redis_batch_is_one_round_trip_from_the_arrays_memory(redis_connector: Any) -> None:
     from tether.connectors.redis import RedisConnector
 
-    class CountingRedis(RedisConnector):
-        """Counts the requests sent and keeps the buffers of each (a real server)."""
-
-        sent: list[list[Any]]
-
-        def _round_trip(self, command: list[Any], read: Any) -> Any:
-            self.sent.append(list(command))
-            return super()._round_trip(command, read)
-
-    connector = CountingRedis(
+    connector = RedisConnector(
         redis_connector.hostname, redis_connector.port, prefix=redis_connector.prefix
     )
-    connector.sent = []
+    # Counts the requests sent and keeps the buffers of each (a real server).
+    sent: list[list[Any]] = []
+    round_trip = connector._raw.round_trip
+
+    def counting(pool: Any, packer: Any, read: Any, **kwargs: Any) -> Any:
+        sent.append(list(packer.finish()))
+        return round_trip(pool, packer, read, **kwargs)
+
+    connector._raw.round_trip = counting  # type: ignore[method-assign]
     arrays = [np.arange(50_000, dtype=np.int64) * i for i in range(4)]
     with Store('caps-redis-trips', connector, cache_size=0) as store:
         keys = store.put_batch(arrays)
-        assert len(connector.sent) == 1  # the four SETs went out as one request
-        (command,) = connector.sent
+        assert len(sent) == 1  # the four SETs went out as one request
+        (command,) = sent
         for array in arrays:
             assert _shares(array, [c for c in command if isinstance(c, memoryview)])
         for key, array in zip(keys, arrays, strict=True):

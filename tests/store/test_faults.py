@@ -267,15 +267,16 @@ def test_redis_interrupted_round_trip_does_not_poison_the_pool(
     class Interrupted(BaseException):
         pass
 
-    def interrupt(conn: Any) -> None:
+    def interrupt(reader: Any) -> None:
         raise Interrupted
 
-    command = b'*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (
-        len(key.redis_key),
-        key.redis_key.encode(),
-    )
+    from tether.connectors._redis_io import Packer
+
+    command = Packer()
+    command.command(b'GET', key.redis_key)
+    pool = redis_connector._router.pool_for(key.redis_key)
     with pytest.raises(Interrupted):
-        redis_connector._round_trip([command], interrupt)
+        redis_connector._raw.round_trip(pool, command, interrupt)
     # With one pooled connection, a poisoned pool would answer this SET with the stale
     # bulk reply of the interrupted GET.
     key2 = redis_connector.put(b'second')
