@@ -54,7 +54,7 @@ from tether.agents.handle import Handle
 from tether.agents.identifier import AgentId, UserId
 from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.manager import Manager as SyncManager
-from tether.exceptions import InvalidArgumentError, UnknownMailboxError
+from tether.exceptions import AgentLaunchError, InvalidArgumentError, UnknownMailboxError
 
 __all__ = ['LaunchBatch', 'Manager', 'recommended_logging']
 
@@ -217,6 +217,32 @@ class Manager:
         if close_exchange:
             await self._client.close()
 
+    def add_executor(self, name: str, executor: Executor | Launcher | None) -> Self:
+        """Add an executor (or launcher; ``None``: a thread of this process) by name.
+
+        Raises:
+            InvalidArgumentError: (a ``ValueError``) if the name is taken.
+        """
+        if name in self._manager.launchers:
+            raise InvalidArgumentError(f'An executor named "{name}" already exists.')
+        restart = self._manager.default_launcher.restart
+        launchers, owned, _ = _launchers({name: executor}, name, restart)
+        self._manager.launchers[name] = launchers[name]
+        self._executors.extend(owned)
+        return self
+
+    def set_default_executor(self, name: str | None) -> Self:
+        """Make the executor called ``name`` the default of ``launch``.
+
+        Raises:
+            InvalidArgumentError: (a ``ValueError``) if there is no executor of that name.
+        """
+        key = 'event_loop' if name is None else name
+        if key not in self._manager.launchers:
+            raise InvalidArgumentError(f'An executor named "{name}" does not exist.')
+        self._manager.default_launcher = self._manager.launchers[key]
+        return self
+
     # Launching ----------------------------------------------------------------------------
 
     async def register_agent(
@@ -259,7 +285,7 @@ class Manager:
         if registration is not None:
             agent_id = registration.agent_id
             if agent_id in self._manager._launched:
-                raise AlreadyLaunchedError(f'{agent_id} has already been executed')
+                raise AlreadyLaunchedError(f'{agent_id} has already been executed.')
         else:
             agent_id = AgentId[Any].new(name)
         start = functools.partial(
@@ -271,8 +297,7 @@ class Manager:
             agent_id=agent_id,
         )
         launched: Handle[B] = await asyncio.to_thread(start)
-        handle: Handle[B] = Handle(agent_id, launched.exchange)
-        self._handles[agent_id] = handle
+        handle: Handle[B] = self._handles.setdefault(agent_id, launched)
         return handle
 
     def launch_batch(self) -> LaunchBatch:
@@ -361,6 +386,8 @@ class Manager:
         if raise_error:
             for agent_id, launcher in stopped:
                 error = launcher.failure(agent_id)
+                if isinstance(error, AgentLaunchError) and error.__cause__ is not None:
+                    raise error.__cause__  # what the agent's own code raised
                 if error is not None:
                     raise error
 
