@@ -23,12 +23,14 @@ from mypy.types import AnyType, Instance, Type, get_proper_type
 
 __all__ = ['ProxyPlugin', 'plugin']
 
-_PROXY = 'tether.proxy.Proxy'
+# The class is defined in a private module and re-exported by tether.proxy.
+_PROXY = 'tether._proxy_core.Proxy'
+_PROXY_NAMES = frozenset((_PROXY, 'tether.proxy.Proxy'))
 
 
 def _proxy_attribute(name: str, ctx: AttributeContext) -> Type:
     obj = get_proper_type(ctx.type)
-    if not isinstance(obj, Instance) or obj.type.fullname != _PROXY or not obj.args:
+    if not isinstance(obj, Instance) or obj.type.fullname not in _PROXY_NAMES or not obj.args:
         return ctx.default_attr_type
     if not isinstance(get_proper_type(ctx.default_attr_type), AnyType):
         # A name the proxy itself defines (its internals, __class__ ...).
@@ -54,7 +56,7 @@ class ProxyPlugin(Plugin):
     def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
         """Return the hook for attributes of :class:`tether.proxy.Proxy`."""
         prefix, _, name = fullname.rpartition('.')
-        if prefix == _PROXY and not name.startswith('__proxy_'):
+        if prefix in _PROXY_NAMES and not name.startswith('__proxy_'):
             return functools.partial(_proxy_attribute, name)
         return None
 
