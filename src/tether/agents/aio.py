@@ -61,13 +61,14 @@ __all__ = ['LaunchBatch', 'Manager', 'recommended_logging']
 B = TypeVar('B', bound=Behavior)
 
 
-def recommended_logging(level: int = logging.INFO) -> None:
+def recommended_logging(level: int = logging.INFO) -> Any:
     """academy-py's ``recommended_logging()``: log to the console at ``level``.
 
     Configures the root logger only if the program has not (:func:`logging.basicConfig`);
     returns ``None``, which :class:`Manager` takes as its ``log_config``.
     """
     logging.basicConfig(level=level, format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    return None
 
 
 def _launchers(
