@@ -135,6 +135,7 @@ def test_ids() -> None:
     assert isinstance(entity_id(str(aid)), AgentId)
     with pytest.raises(InvalidArgumentError):
         AgentId('client-123')
+    assert AgentId[Any](uid=aid.uid, name='other') == aid  # academy-py's keyword form
 
 
 def test_exception_names_catch_what_tether_raises() -> None:

@@ -32,7 +32,11 @@ class _EntityId(str):
     role: ClassVar[str] = ''
     name: str | None
 
-    def __new__(cls, value: str, name: str | None = None) -> Self:
+    def __new__(
+        cls, value: str | None = None, name: str | None = None, *, uid: uuid.UUID | None = None
+    ) -> Self:
+        if value is None and uid is not None:
+            value = f'{cls._prefix()}-{uuid.UUID(str(uid)).hex}'  # academy-py's AgentId(uid=)
         if not isinstance(value, str) or not value.startswith(f'{cls._prefix()}-'):
             raise InvalidArgumentError(
                 f'{cls.__name__} needs a mailbox id starting with {cls._prefix()!r}-, '
