@@ -20,13 +20,17 @@ class TestLocalTaskServer(TaskServerConformance):
 
 @pytest.mark.slow
 class TestParslTaskServer(TaskServerConformance):
-    @pytest.fixture
-    def make_task_server(self) -> Iterator[Callable[..., Any]]:
+    # Class-scoped: the suite shares one started server between the class's tests, and its
+    # run directory must outlive each test.
+    @pytest.fixture(scope='class')
+    @classmethod
+    def make_task_server(cls) -> Iterator[Callable[..., Any]]:
         from tether.plugins.parsl import local_config
 
+        def make(queues: Any, methods: Any) -> ParslTaskServer:
+            config = local_config(workers=1, run_dir=str(run_dir))
+            config.strategy_period = 0.5  # its first tick starts the block (default: 5 s)
+            return ParslTaskServer(methods, queues, config)
+
         with parsl_environment('tether-steer-conformance-') as run_dir:
-            yield lambda queues, methods: ParslTaskServer(
-                methods,
-                queues,
-                local_config(workers=1, run_dir=str(run_dir)),
-            )
+            yield make

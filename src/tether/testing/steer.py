@@ -76,58 +76,106 @@ def serving(server: Any) -> Iterator[Any]:
             server.join(10)
 
 
+class _Shared:
+    """The task server a suite class shares between its tests (one start per class).
+
+    A test gets it only if it is alive and every test that used it passed (a failed test
+    may have left results unread); otherwise it is stopped and a new one started.
+    """
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self._stack: contextlib.ExitStack | None = None
+
+    def take(self, make: Callable[[], Any]) -> Any:
+        if self.server is None or not self.server.is_alive():
+            self.stop()
+            self._stack = contextlib.ExitStack()
+            self.server = self._stack.enter_context(serving(make()))
+        return self.server
+
+    def stop(self) -> None:
+        stack, self._stack, self.server = self._stack, None, None
+        if stack is not None:
+            stack.close()
+
+
 class TaskServerConformance:
     """What every task server does: run requests, report failures, retry, stop on request.
 
     Needs a fixture ``make_task_server``: ``make(queues, methods)`` returns an unstarted
-    task server.
+    task server. The tests of a class share one started server (starting a pool of
+    workers can take seconds) while they pass; a test that fails has the next one start a
+    fresh server.
     """
 
     @pytest.fixture
     def queues(self) -> Any:
-        """The queues shared by the test (the Thinker's side) and the task server."""
+        """The queues shared by the test (the Thinker's side) and a new task server."""
         from tether.steer.queue import PipeQueues
 
         return PipeQueues()
 
+    @pytest.fixture(scope='class')
+    @classmethod
+    def shared_task_server(cls) -> Iterator[_Shared]:
+        """The server the class's tests share (stopped after the class's last test)."""
+        shared = _Shared()
+        yield shared
+        shared.stop()
+
     @pytest.fixture
-    def served(self, make_task_server: Callable[..., Any], queues: Any) -> Iterator[Any]:
-        """The task server under test, started over ``queues`` with :data:`METHODS`."""
-        with serving(make_task_server(queues, METHODS)) as server:
-            yield server
+    def served(
+        self,
+        make_task_server: Callable[..., Any],
+        queues: Any,
+        shared_task_server: _Shared,
+        request: pytest.FixtureRequest,
+    ) -> Iterator[Any]:
+        """The class's started task server over :data:`METHODS` (its queues are
+        ``served.queues``), started over ``queues`` if there is none."""
+        failed = request.session.testsfailed
+        yield shared_task_server.take(lambda: make_task_server(queues, METHODS))
+        if request.session.testsfailed != failed:
+            shared_task_server.stop()
 
     def test_is_a_task_server(self, make_task_server: Callable[..., Any], queues: Any) -> None:
         server = make_task_server(queues, METHODS)
         assert isinstance(server, BaseTaskServer)
         assert sorted(server.methods) == sorted(m.__name__ for m in METHODS)
 
-    def test_runs_a_method(self, served: Any, queues: Any) -> None:
+    def test_runs_a_method(self, served: Any) -> None:
+        queues = served.queues
         queues.send_inputs(2, method='_add', input_kwargs={'y': 3})
         result = queues.get_result(timeout=_TIMEOUT)
         assert result.success, result.failure_info
         assert result.value == 5
         assert result.method == '_add'
 
-    def test_many_requests(self, served: Any, queues: Any) -> None:
+    def test_many_requests(self, served: Any) -> None:
+        queues = served.queues
         ids = {queues.send_inputs(i, i, method='_add'): 2 * i for i in range(10)}
         for _ in ids:
             result = queues.get_result(timeout=_TIMEOUT)
             assert result.success, result.failure_info
             assert result.value == ids[result.task_id]
 
-    def test_a_failure_comes_back(self, served: Any, queues: Any) -> None:
+    def test_a_failure_comes_back(self, served: Any) -> None:
+        queues = served.queues
         queues.send_inputs('conformance failure', method='_fail')
         result = queues.get_result(timeout=_TIMEOUT)
         assert result.success is False
         assert 'conformance failure' in result.failure_info.exception
 
-    def test_unknown_method_is_refused(self, served: Any, queues: Any) -> None:
+    def test_unknown_method_is_refused(self, served: Any) -> None:
+        queues = served.queues
         queues.send_inputs(1, method='no_such_method')
         result = queues.get_result(timeout=_TIMEOUT)
         assert result.success is False
         assert 'unknown method' in result.failure_info.exception
 
-    def test_retries(self, served: Any, queues: Any, tmp_path: pathlib.Path) -> None:
+    def test_retries(self, served: Any, tmp_path: pathlib.Path) -> None:
+        queues = served.queues
         queues.send_inputs(str(tmp_path / 'retried'), method='_fail_once', max_retries=1)
         retried = queues.get_result(timeout=_TIMEOUT)
         queues.send_inputs(str(tmp_path / 'once'), method='_fail_once')
@@ -138,12 +186,13 @@ class TaskServerConformance:
         assert failed.success is False
         assert failed.retries == 0
 
-    def test_kill_signal_stops_it(self, make_task_server: Callable[..., Any], queues: Any) -> None:
-        server = make_task_server(queues, METHODS)
-        with serving(server):
-            queues.send_inputs(1, method='_add')
-            assert queues.get_result(timeout=_TIMEOUT).value == 1
-            queues.send_kill_signal()
-            server.join(_TIMEOUT)
-            assert not server.is_alive()
-            assert server.exitcode == 0
+    def test_kill_signal_stops_it(self, served: Any, shared_task_server: _Shared) -> None:
+        # It ends the class's server: the next test that needs one starts another.
+        server, queues = served, served.queues
+        queues.send_inputs(1, method='_add')
+        assert queues.get_result(timeout=_TIMEOUT).value == 1
+        queues.send_kill_signal()
+        server.join(_TIMEOUT)
+        assert not server.is_alive()
+        assert server.exitcode == 0
+        shared_task_server.stop()
