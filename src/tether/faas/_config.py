@@ -17,6 +17,7 @@ import pydantic
 
 from tether._serve.state import pid_alive
 from tether.exceptions import ConfigError
+from tether.faas.endpoint.providers import ProviderConfig
 
 __all__ = [
     'ComputeEndpointConfig',
@@ -28,6 +29,7 @@ __all__ = [
     'pid_alive',
     'read_dev_file',
     'read_toml',
+    'validation_message',
     'write_private',
 ]
 
@@ -120,12 +122,16 @@ class ComputeEndpointConfig(pydantic.BaseModel):
         endpoint_id: The id the service gave it.
         service_url: Base URL of the service (``http://`` or ``https://``).
         engine: ``'process'`` (a pool of worker processes on this host), ``'parsl'``
-            (a Parsl HighThroughputExecutor), or an engine registered with
+            (a Parsl HighThroughputExecutor, on this host or on the nodes of
+            ``provider``), or an engine registered with
             :func:`tether.faas.endpoint.engine.register_engine` or the
             ``tether.faas_engines`` entry points.
-        min_workers: Workers kept even when idle.
-        max_workers: Most workers at once.
-        idle_timeout_s: A worker idle this long is stopped (down to ``min_workers``).
+        min_workers: Workers kept even when idle (with a ``provider``: keep blocks with
+            its ``min_blocks`` instead).
+        max_workers: Most workers at once (with a ``provider``: workers per node).
+        idle_timeout_s: A worker idle this long is stopped (down to ``min_workers``);
+            with a ``provider``, a block idle this long is cancelled (down to
+            ``min_blocks``).
         max_retries: How often a task whose worker died is run again before it fails with
             :class:`~tether.exceptions.WorkerLostError`.
         worker_prefetch: Tasks queued at one worker beyond the one it runs.
@@ -140,6 +146,12 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             connects to from tasks.
         heartbeat_s: Seconds between heartbeats to the service.
         ca_file: CA bundle to verify an HTTPS service with a private certificate.
+        provider: Where the ``parsl`` engine gets its nodes (the ``[provider]`` table:
+            Slurm, PBS Pro, LSF, HTCondor, Kubernetes, AWS, Google Cloud or local, with
+            their blocks, walltime, partition or queue, account, launcher, worker_init
+            ...): :mod:`tether.faas.endpoint.providers`; ``engine`` defaults to
+            ``'parsl'`` with one. Unset: one block of ``max_workers`` workers on this
+            host.
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -158,6 +170,15 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     redis_url: str = 'redis://127.0.0.1:6379/0'
     heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
     ca_file: str | None = None
+    provider: ProviderConfig | None = None
+
+    @pydantic.model_validator(mode='before')
+    @classmethod
+    def _parsl_for_a_provider(cls, data: Any) -> Any:
+        # A [provider] without an engine means the engine that uses it.
+        if isinstance(data, dict) and data.get('provider') is not None and 'engine' not in data:
+            return {**data, 'engine': 'parsl'}
+        return data
 
     @pydantic.field_validator('engine')
     @classmethod
@@ -176,6 +197,17 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     def _check_workers(self) -> ComputeEndpointConfig:
         if self.min_workers > self.max_workers:
             raise ValueError(f'min_workers {self.min_workers} > max_workers {self.max_workers}')
+        if self.provider is not None:
+            if self.engine == 'process':
+                raise ValueError(
+                    'a [provider] is for engine = "parsl" (the process engine runs workers '
+                    'on this host only): set engine = "parsl"'
+                )
+            if self.min_workers:
+                raise ValueError(
+                    'min_workers applies to workers on this host; with a [provider], keep '
+                    'blocks (and their workers) with its min_blocks'
+                )
         return self
 
     @classmethod
@@ -184,7 +216,9 @@ class ComputeEndpointConfig(pydantic.BaseModel):
         try:
             return cls.model_validate(read_toml(path))
         except pydantic.ValidationError as e:
-            raise ConfigError(f'invalid endpoint configuration in {path}: {e}') from e
+            raise ConfigError(
+                f'invalid endpoint configuration in {path}: {validation_message(e)}'
+            ) from e
 
     def write_toml(self, path: str | os.PathLike[str]) -> None:
         """Write this config as TOML (it holds no secret)."""
@@ -196,6 +230,25 @@ class ComputeEndpointConfig(pydantic.BaseModel):
 
 EndpointConfig = ComputeEndpointConfig
 """The former name of :class:`ComputeEndpointConfig` (kept: the same class)."""
+
+
+def validation_message(error: pydantic.ValidationError) -> str:
+    """A pydantic error as one line a person can act on: each bad field's dotted path
+    (``provider.walltime``) and what is wrong with it."""
+    parts = []
+    for item in error.errors(include_url=False):
+        where = '.'.join(str(x) for x in item['loc'] if not _is_union_tag(item['loc'], x))
+        message = str(item['msg']).removeprefix('Value error, ')
+        if item['type'] == 'extra_forbidden':
+            message = 'not a setting here (a misspelt key, or one of another provider)'
+        parts.append(f'{where}: {message}' if where else message)
+    return '; '.join(parts)
+
+
+def _is_union_tag(loc: tuple[Any, ...], part: Any) -> bool:
+    # A discriminated union adds its tag to the path (provider.slurm.walltime): drop it.
+    index = loc.index(part)
+    return index > 0 and loc[index - 1] == 'provider' and isinstance(part, str)
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -21,6 +21,10 @@ helpers:
 
 * :func:`local_config`: a HighThroughputExecutor on this host, on loopback, its workers
   and interchange started with this interpreter;
+* :func:`make_provider`, :func:`make_launcher` and :func:`htex_config`: a
+  HighThroughputExecutor on any of Parsl's providers (Slurm, PBS Pro, LSF, Condor,
+  Kubernetes, AWS, Google Cloud, local), named by the short names of :data:`PROVIDERS` and
+  :data:`LAUNCHERS`, with errors that say what to fix;
 * :func:`start_kernel` / :func:`stop_kernel`: a data-flow kernel of the caller's own (not
   ``parsl.load``'s global one), and its cleanup, run-log file handlers closed;
 * :func:`closing_run_log`: close the run log's handlers around any Parsl shutdown;
@@ -34,8 +38,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import os
-import sys
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator
@@ -44,13 +46,27 @@ from typing import Any
 from parsl.concurrent import ParslPoolExecutor as _ParslPoolExecutor
 
 from tether.plugins._boxes import unbox_into
+from tether.plugins._parsl_build import (
+    LAUNCHERS,
+    PROVIDERS,
+    htex_config,
+    interchange_command,
+    make_launcher,
+    make_provider,
+    worker_init,
+)
 
 __all__ = [
+    'LAUNCHERS',
+    'PROVIDERS',
     'ParslPoolExecutor',
     'closing_run_log',
+    'htex_config',
     'interchange_command',
     'local_config',
     'make_app',
+    'make_launcher',
+    'make_provider',
     'start_kernel',
     'stop_kernel',
     'worker_init',
@@ -89,27 +105,13 @@ class ParslPoolExecutor(_ParslPoolExecutor):
         return outer
 
 
-def worker_init(extra: str | None = None) -> str:
-    """The ``worker_init`` shell line that puts this interpreter's scripts first on PATH.
-
-    Parsl starts its workers with a shell command (``process_worker_pool.py``); ``extra``
-    (a provider's own ``worker_init``) runs after.
-    """
-    line = f'export PATH={os.path.dirname(sys.executable)}:$PATH'
-    return f'{line}; {extra}' if extra else line
-
-
-def interchange_command() -> list[str]:
-    """HTEX's ``interchange_launch_cmd`` run by this interpreter (found whatever the PATH)."""
-    return [sys.executable, '-m', 'parsl.executors.high_throughput.interchange']
-
-
 def local_config(
     *,
     label: str = 'htex',
     workers: int = 1,
     run_dir: str | None = None,
     retries: int = 0,
+    retry_handler: Callable[[Exception, Any], float] | None = None,
     encrypted: bool = False,
     min_blocks: int = 0,
     strategy: str | None = 'none',
@@ -123,8 +125,10 @@ def local_config(
     The interchange listens on loopback (``127.0.0.1``); workers and interchange run this
     interpreter. ``run_dir`` defaults to a new temporary directory (``run_dir_prefix``),
     which the caller removes. ``strategy=None`` keeps Parsl's default (scaling in an idle
-    block after ``max_idletime`` seconds, down to ``min_blocks``); ``htex`` adds any other
-    HighThroughputExecutor options (``heartbeat_period`` ...).
+    block after ``max_idletime`` seconds, down to ``min_blocks``); ``retry_handler`` is
+    Parsl's (the cost of each failure against ``retries``); ``htex`` adds any other
+    HighThroughputExecutor options (``heartbeat_period`` ...). For other providers:
+    :func:`htex_config`.
     """
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
@@ -153,6 +157,7 @@ def local_config(
         executors=[executor],
         run_dir=run_dir if run_dir is not None else tempfile.mkdtemp(prefix=run_dir_prefix),
         retries=retries,
+        retry_handler=retry_handler,
         initialize_logging=initialize_logging,
         **options,
     )

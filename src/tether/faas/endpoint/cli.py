@@ -26,6 +26,7 @@ from tether.faas._config import (
     pid_alive,
     write_private,
 )
+from tether.faas.endpoint._cli_provider import checked, provider_options, provider_table
 
 __all__ = ['endpoint', 'one_line_errors', 'read_token']
 
@@ -131,8 +132,9 @@ def endpoint() -> None:
 )
 @click.option(
     '--engine',
-    default='process',
-    help='process, parsl, or an engine registered under the tether.faas_engines entry points',
+    default=None,
+    help='process, parsl, or an engine registered under the tether.faas_engines entry points '
+    '(default: parsl with --provider, else process)',
 )
 @click.option('--min-workers', default=0, show_default=True)
 @click.option('--max-workers', type=int, default=None, help='Default: the CPU count.')
@@ -141,6 +143,7 @@ def endpoint() -> None:
 @click.option('--allow', 'allow', multiple=True, help='Allowed function id (repeatable).')
 @click.option('--redis-url', default='redis://127.0.0.1:6379/0', show_default=True)
 @click.option('--ca-file', default=None, help='CA bundle of an HTTPS service.')
+@provider_options
 @click.option('--json', 'as_json', is_flag=True)
 @one_line_errors
 def _configure(  # noqa: PLR0917
@@ -148,7 +151,7 @@ def _configure(  # noqa: PLR0917
     service_url: str | None,
     token_file: str | None,
     token: str | None,
-    engine: str,
+    engine: str | None,
     min_workers: int,
     max_workers: int | None,
     idle_timeout: float,
@@ -157,30 +160,39 @@ def _configure(  # noqa: PLR0917
     redis_url: str,
     ca_file: str | None,
     as_json: bool,
+    **provider: Any,
 ) -> None:
-    """Register endpoint NAME with the service and write its configuration."""
+    """Register endpoint NAME with the service and write its configuration.
+
+    With --provider (slurm, pbspro, lsf, condor, kubernetes, aws, googlecloud, local),
+    the parsl engine runs tasks in that provider's blocks (batch jobs, pods, instances):
+    see the [provider] table in docs/faas.md.
+    """
     from tether.faas._client import Client
 
     token = read_token(token_file, token, 'TETHER_FAAS_TOKEN')
     folder = endpoint_dir(name)
     if (folder / 'config.toml').exists():
         raise click.ClickException(f'endpoint {name} is already configured ({folder})')
+    fields: dict[str, Any] = {
+        'name': name,
+        'service_url': service_url or 'http://unregistered',
+        'min_workers': min_workers,
+        'max_workers': max_workers or os.cpu_count() or 1,
+        'idle_timeout_s': idle_timeout,
+        'max_retries': max_retries,
+        'allowed_functions': list(allow) or None,
+        'redis_url': redis_url,
+        'ca_file': ca_file,
+        'provider': provider_table(provider),
+    }
+    if engine is not None:
+        fields['engine'] = engine
+    checked(fields, endpoint_id='unregistered')  # refused before the service hears of it
     with Client(service_url, token, verify=ca_file or True) as client:
         endpoint_id, endpoint_token = client.register_endpoint(name)
-        url = client.service_url
-    config = ComputeEndpointConfig(
-        name=name,
-        endpoint_id=endpoint_id,
-        service_url=url,
-        engine=engine,
-        min_workers=min_workers,
-        max_workers=max_workers or os.cpu_count() or 1,
-        idle_timeout_s=idle_timeout,
-        max_retries=max_retries,
-        allowed_functions=list(allow) or None,
-        redis_url=redis_url,
-        ca_file=ca_file,
-    )
+        fields['service_url'] = client.service_url
+    config = checked(fields, endpoint_id=endpoint_id)
     config.write_toml(folder / 'config.toml')
     write_private(folder / 'token', endpoint_token.encode())
     if as_json:
