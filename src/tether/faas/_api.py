@@ -188,6 +188,8 @@ def task_view(row: dict[str, Any]) -> dict[str, Any]:
         view['timings'] = header['t']
     if 'retries' in header:  # workers lost while running it (it ran again)
         view['retries'] = header['retries']
+    if 'block' in header:  # where it ran: Parsl block, host, batch job (SLURM_JOB_ID ...)
+        view['block'] = header['block']
     return view
 
 
