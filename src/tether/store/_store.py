@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar, cast, overload
 
-from tether._clock import SYSTEM_CLOCK, Clock
 from tether._closing import ClosingContext
 from tether._missing import MISSING as _MISSING
 from tether.connectors.base import adapt
@@ -22,7 +21,6 @@ from tether.exceptions import (
 )
 from tether.proxy import (
     Proxy,
-    ProxyLocker,
     ProxyMetadata,
     metadata_of,
     set_metadata,
@@ -31,6 +29,7 @@ from tether.proxy import (
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
+from tether.store._patterns import NONPROXIABLE, StorePatterns
 from tether.store._registry import (
     register_store,
     registered_store,
@@ -39,21 +38,19 @@ from tether.store._registry import (
 )
 from tether.store.config import StoreConfig, import_from_path
 from tether.store.factory import StoreFactory
-from tether.store.future import Future, FutureFactory
 from tether.store.lifetimes import Lifetime
 from tether.store.metrics import StoreMetrics
-from tether.store.ref import OwnedProxy
 
 __all__ = ['Store']
 
 ConnectorT = TypeVar('ConnectorT', bound=Connector[Any])
 T = TypeVar('T')
 
-_NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
+_NONPROXIABLE = NONPROXIABLE
 _CORE_METHODS = ('put', 'get', 'exists', 'evict')
 
 
-class Store(ClosingContext, Generic[ConnectorT]):
+class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
     """Puts, gets and proxies Python objects through one connector.
 
     ``Store[C]`` is generic over its connector's type ``C`` (a
@@ -510,149 +507,6 @@ class Store(ClosingContext, Generic[ConnectorT]):
     def _check_open(self) -> None:
         if self.closed:
             raise StoreError(f'store {self.name!r} is closed')
-
-    # Proxy patterns (issue 4) ----------------------------------------------------------
-
-    def future(
-        self,
-        *,
-        evict: bool = False,
-        timeout: float | None = None,
-        serializer: Serializer | None = None,
-        deserializer: Deserializer | None = None,
-        poll_interval: float = 0.001,
-        poll_max: float = 0.5,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> Future[T]:
-        """Return a :class:`~tether.store.future.Future` backed by this store.
-
-        Args:
-            evict: Evict the result when a proxy of the future first resolves.
-            timeout: Seconds ``result()`` and the future's proxies wait by default
-                (``None``: no limit).
-            serializer: Serializer ``set_result`` uses.
-            deserializer: Deserializer ``result`` and the proxies use.
-            poll_interval: First polling interval, for connectors that cannot block.
-            poll_max: Largest polling interval.
-            clock: The clock waits are measured on in this process (a copy of the
-                future sent elsewhere uses the system clock there).
-
-        Raises:
-            MissingCapabilityError: if the connector cannot hand out keys in advance
-                (``new_key``); a :class:`StoreError` and a :class:`NotImplementedError`.
-        """
-        self._check_open()
-        deferrable = self.capabilities.require_deferrable('back futures', f'store {self.name!r}')
-        factory: FutureFactory[T] = FutureFactory(
-            deferrable.new_key(),
-            self.config(),
-            evict=evict,
-            deserializer=deserializer,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            poll_max=poll_max,
-            store=self,
-            clock=clock,
-        )
-        return Future(factory, serializer=serializer)
-
-    def owned_proxy(
-        self,
-        obj: T,
-        *,
-        serializer: Serializer | None = None,
-        deserializer: Deserializer | None = None,
-        populate_target: bool | None = None,
-        skip_nonproxiable: bool = True,
-        **kwargs: Any,
-    ) -> OwnedProxy[T]:
-        """Store ``obj`` and return its :class:`~tether.store.ref.OwnedProxy`.
-
-        The object is evicted when the owned proxy goes out of scope (see
-        :mod:`tether.store.ref`). ``None``, bools, ``NotImplemented`` and ``...`` come
-        back as they are (``skip_nonproxiable=False`` raises instead), as ProxyStore's
-        ``owned_proxy`` does.
-
-        Raises:
-            NonProxiableTypeError: for ``None``, bools ... with ``skip_nonproxiable=False``.
-        """
-        if isinstance(obj, _NONPROXIABLE):
-            if skip_nonproxiable:
-                return cast(OwnedProxy[T], obj)
-            raise NonProxiableTypeError(
-                f'{obj!r} cannot be proxied (identity checks like "is None" would break)',
-            )
-        self._check_open()
-        key = self.put(obj, serializer=serializer, **kwargs)
-        proxy = self._make_proxy(
-            obj, key, False, deserializer, populate_target, proxy_type=OwnedProxy
-        )
-        return cast(OwnedProxy[T], proxy)
-
-    def proxy_serialized(
-        self,
-        obj: T,
-        parts: Sequence[BytesLike],
-        *,
-        evict: bool = False,
-        lifetime: Lifetime | None = None,
-        populate_target: bool | None = None,
-        hash_target: bool = True,
-    ) -> Proxy[T]:
-        """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
-
-        For policies that serialize once to measure an object's size and then keep those
-        bytes instead of serializing again. Returns the proxy, as :meth:`proxy` does.
-        ``hash_target=False`` skips hashing ``obj`` for the proxy's cached hash (hashing
-        10 MB of ``bytes`` costs milliseconds; ``hash()`` of such a proxy then resolves it).
-        """
-        self._check_open()
-        start = time.perf_counter_ns()
-        nbytes = sum(memoryview(p).nbytes for p in parts)
-        key = self._io.put_parts_background(parts)[0]
-        self._record('store.put', key, start, nbytes)
-        proxy = self._make_proxy(
-            obj,
-            key,
-            evict,
-            None,
-            populate_target,
-            hash_target=hash_target,
-        )
-        if lifetime is not None:
-            lifetime.add_key(key, store=self)
-        return proxy
-
-    def locked_proxy(
-        self,
-        obj: T,
-        *,
-        evict: bool = False,
-        lifetime: Lifetime | None = None,
-        serializer: Serializer | None = None,
-        deserializer: Deserializer | None = None,
-        populate_target: bool | None = None,
-        skip_nonproxiable: bool = True,
-        **kwargs: Any,
-    ) -> ProxyLocker[T]:
-        """Store ``obj`` and return its proxy inside a :class:`~tether.proxy.ProxyLocker`.
-
-        Arguments as for :meth:`proxy`; ``None``, bools ... come back as they are unless
-        ``skip_nonproxiable=False``.
-        """
-        if skip_nonproxiable and isinstance(obj, _NONPROXIABLE):
-            return cast(ProxyLocker[T], obj)
-        return ProxyLocker(
-            self.proxy(
-                obj,
-                evict=evict,
-                lifetime=lifetime,
-                serializer=serializer,
-                deserializer=deserializer,
-                populate_target=populate_target,
-                **kwargs,
-            ),
-        )
 
 
 def _check_evict_lifetime(evict: bool, lifetime: Lifetime | None) -> None:

@@ -28,8 +28,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import sys
-import threading
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from tether.exceptions import (
@@ -50,10 +48,19 @@ from tether.proxy import (
     set_metadata,
     set_target,
 )
+from tether.store._ref_state import (
+    OwnerState,
+    RefState,
+    describe,
+    evict_target,
+    owner_born,
+    owner_gone,
+    store_of,
+)
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
-    from tether.store._store import Store
+    pass
 
 __all__ = [
     'BaseRefProxy',
@@ -79,83 +86,6 @@ BaseRefProxyError = OwnershipError
 logger = logging.getLogger(__name__)
 
 T = TypeVar('T')
-
-
-class _OwnerState:
-    __slots__ = ('dropped', 'lock', 'moved', 'mut', 'pid', 'refs')
-
-    def __init__(self) -> None:
-        self.refs = 0
-        self.mut = False
-        self.moved = False
-        self.dropped = False
-        self.lock = threading.Lock()
-        # A forked child inherits copies of its parent's owners: they are not owners
-        # there and never evict.
-        self.pid = os.getpid()
-
-
-class _RefState:
-    __slots__ = ('ended', 'owner', 'owner_proxy', 'released', 'sent')
-
-    def __init__(self, owner: _OwnerState | None, owner_proxy: Any = None) -> None:
-        self.owner = owner
-        # A live local borrow keeps its owner alive (so the owner is not collected while
-        # borrowed); the reference is dropped when the borrow ends.
-        self.owner_proxy = owner_proxy
-        self.released = owner is None
-        # ``ended``: the borrow ended (its task finished); ``sent``: it was pickled to
-        # another process. Either way this local object must not be used any more. A
-        # borrow that arrived by unpickling (no owner here) has neither.
-        self.ended = False
-        self.sent = False
-
-
-# Live owners of each object in this process, by (store name, key): an object is evicted
-# when the last of them ends, never while another live owner holds it.
-_live_owners: dict[Any, int] = {}
-_live_lock = threading.Lock()
-
-
-def _forget_owners_after_fork() -> None:
-    global _live_lock
-    _live_lock = threading.Lock()
-    _live_owners.clear()
-
-
-os.register_at_fork(after_in_child=_forget_owners_after_fork)
-
-
-def _owner_id(factory: Any) -> Any:
-    if not isinstance(factory, StoreFactory):
-        return None
-    ident = (factory.store_config.name, factory.key)
-    try:
-        hash(ident)
-    except TypeError:
-        return None
-    return ident
-
-
-def _owner_born(factory: Any) -> None:
-    ident = _owner_id(factory)
-    if ident is not None:
-        with _live_lock:
-            _live_owners[ident] = _live_owners.get(ident, 0) + 1
-
-
-def _owner_gone(factory: Any) -> bool:
-    """Forget one live owner; return whether it was the last (so the object may go)."""
-    ident = _owner_id(factory)
-    if ident is None:
-        return True
-    with _live_lock:
-        count = _live_owners.get(ident, 1) - 1
-        if count > 0:
-            _live_owners[ident] = count
-            return False
-        _live_owners.pop(ident, None)
-        return True
 
 
 class BaseRefProxy(Proxy[T]):
@@ -222,29 +152,20 @@ for _name, _method in list(vars(Proxy).items()):
 def _check_valid(proxy: BaseRefProxy[Any], what: str) -> None:
     """Raise ``OwnershipError`` if ``proxy`` was moved, dropped, sent or has ended."""
     state = _get_state(proxy)
-    if type(state) is _OwnerState:
+    if type(state) is OwnerState:
         if state.moved or state.dropped:
             _check_state(proxy, state, what)
         return
     if state.ended:
         raise OwnershipError(
-            f'cannot {what} {_describe(proxy)}: the borrow has ended (the task it was '
+            f'cannot {what} {describe(proxy)}: the borrow has ended (the task it was '
             'passed to finished); borrow the owner again',
         )
     if state.sent:
         raise OwnershipError(
-            f'cannot {what} {_describe(proxy)}: the borrow was sent to another process '
+            f'cannot {what} {describe(proxy)}: the borrow was sent to another process '
             '(it was pickled); use the copy that was sent, or borrow the owner again',
         )
-
-
-def _describe(proxy: Proxy[Any]) -> str:
-    factory = get_factory(proxy)
-    if isinstance(factory, StoreFactory):
-        return (
-            f'{type(proxy).__name__} of key {factory.key!r} in store {factory.store_config.name!r}'
-        )
-    return type(proxy).__name__
 
 
 def _copy_metadata(src: Proxy[Any], dst: Proxy[Any]) -> None:
@@ -282,8 +203,8 @@ class OwnedProxy(BaseRefProxy[T]):
 
     def __init__(self, factory: StoreFactory[T], *, target_class: type | None = None):
         super().__init__(factory, target_class=target_class)
-        _set_state(self, _OwnerState())
-        _owner_born(factory)
+        _set_state(self, OwnerState())
+        owner_born(factory)
 
     def __copy__(self) -> OwnedProxy[T]:
         _refuse_copy(self)
@@ -308,7 +229,7 @@ class OwnedProxy(BaseRefProxy[T]):
         Proxy.__delitem__(self, key)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state: _OwnerState = _get_state(self)
+        state: OwnerState = _get_state(self)
         with state.lock:
             if state.dropped:
                 _check_state(self, state, 'move')
@@ -316,34 +237,34 @@ class OwnedProxy(BaseRefProxy[T]):
             # twice (Dask retries with cloudpickle) and send only one of the copies.
             if state.refs or state.mut:
                 raise OwnershipError(
-                    f'cannot move {_describe(self)} to another process while it is borrowed '
+                    f'cannot move {describe(self)} to another process while it is borrowed '
                     f'({state.refs} shared, {int(state.mut)} mutable borrows); wait for the '
                     'borrowing tasks, or pass borrow(proxy) / clone(proxy) instead',
                 )
             first_move = not state.moved
             state.moved = True
         if first_move:
-            _owner_gone(get_factory(self))
+            owner_gone(get_factory(self))
         return Proxy.__reduce__(self)
 
     def __del__(self) -> None:
         try:
-            state: _OwnerState = _get_state(self)
+            state: OwnerState = _get_state(self)
         except AttributeError:  # pragma: no cover - half-built object
             return
         if state.moved or state.dropped or state.pid != os.getpid():
             return
         if state.refs or state.mut:
             state.dropped = True
-            _owner_gone(get_factory(self))
+            owner_gone(get_factory(self))
             raise OwnershipError(
-                f'{_describe(self)} went out of scope while borrowed ({state.refs} shared, '
+                f'{describe(self)} went out of scope while borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows); the object is kept so the borrows stay '
                 'valid: keep the owner alive until the borrowing tasks finish',
             )
         state.dropped = True
-        if _owner_gone(get_factory(self)):
-            _evict_target(self)
+        if owner_gone(get_factory(self)):
+            evict_target(self)
 
 
 class RefProxy(BaseRefProxy[T]):
@@ -356,11 +277,11 @@ class RefProxy(BaseRefProxy[T]):
         factory: StoreFactory[T],
         *,
         target_class: type | None = None,
-        owner: _OwnerState | None = None,
+        owner: OwnerState | None = None,
         owner_proxy: Any = None,
     ):
         super().__init__(factory, target_class=target_class)
-        _set_state(self, _RefState(owner, owner_proxy))
+        _set_state(self, RefState(owner, owner_proxy))
 
     def __setattr__(self, name: str, value: Any) -> None:
         _read_only(self)
@@ -375,7 +296,7 @@ class RefProxy(BaseRefProxy[T]):
         _read_only(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state: _RefState = _get_state(self)
+        state: RefState = _get_state(self)
         if state.ended:
             _check_valid(self, 'send')
         # Sending the borrow hands it to the receiver: this local object is not usable
@@ -422,7 +343,7 @@ class RefMutProxy(RefProxy[T]):
 
 def _refuse_copy(proxy: OwnedProxy[Any]) -> NoReturn:
     raise OwnershipError(
-        f'cannot copy {_describe(proxy)}: a copy would be a second owner that evicts the '
+        f'cannot copy {describe(proxy)}: a copy would be a second owner that evicts the '
         'object under the first; use clone(proxy) for a new object with its own owner, '
         'or borrow(proxy) to share it',
     )
@@ -430,7 +351,7 @@ def _refuse_copy(proxy: OwnedProxy[Any]) -> NoReturn:
 
 def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     """``copy.copy`` of a borrow: another borrow of the same owner (counted)."""
-    state: _RefState = _get_state(ref)
+    state: RefState = _get_state(ref)
     _check_valid(ref, 'copy')
     if state.owner is None:
         # A borrow received from another process: its copy is another such borrow.
@@ -439,7 +360,7 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
         return copied
     if type(ref) is RefMutProxy:
         raise OwnershipError(
-            f'cannot copy {_describe(ref)}: there is one mutable borrow at a time',
+            f'cannot copy {describe(ref)}: there is one mutable borrow at a time',
         )
     owner = state.owner_proxy
     if owner is None:  # pragma: no cover - a live, not ended borrow keeps its owner
@@ -447,61 +368,41 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     return borrow(owner, populate_target=is_resolved(ref))
 
 
-def _check_state(proxy: Proxy[Any], state: _OwnerState, what: str) -> None:
+def _check_state(proxy: Proxy[Any], state: OwnerState, what: str) -> None:
     if state.moved:
         raise ReferenceInvalidError(
-            f'cannot {what} {_describe(proxy)}: its ownership was moved to another process '
+            f'cannot {what} {describe(proxy)}: its ownership was moved to another process '
             '(it was pickled); use the copy that was sent',
         )
     if state.dropped:
-        raise ReferenceInvalidError(f'cannot {what} {_describe(proxy)}: it was dropped')
+        raise ReferenceInvalidError(f'cannot {what} {describe(proxy)}: it was dropped')
 
 
 def _check_mutable(proxy: OwnedProxy[Any]) -> None:
-    state: _OwnerState = _get_state(proxy)
+    state: OwnerState = _get_state(proxy)
     _check_state(proxy, state, 'mutate')
     if state.refs or state.mut:
         raise MutableBorrowError(
-            f'cannot mutate {_describe(proxy)} while it is borrowed ({state.refs} shared, '
+            f'cannot mutate {describe(proxy)} while it is borrowed ({state.refs} shared, '
             f'{int(state.mut)} mutable borrows)',
         )
 
 
 def _read_only(proxy: RefProxy[Any]) -> None:
     raise OwnershipError(
-        f'{_describe(proxy)} is a shared borrow and is read-only: use mut_borrow() on the '
+        f'{describe(proxy)} is a shared borrow and is read-only: use mut_borrow() on the '
         'owner to get a mutable borrow',
     )
 
 
-def _owner_state(proxy: Any, fn: str) -> _OwnerState:
+def _owner_state(proxy: Any, fn: str) -> OwnerState:
     # type(), not isinstance(): isinstance would resolve a plain proxy of unknown class.
     if not issubclass(type(proxy), OwnedProxy):
         raise ReferenceNotOwnedError(
             f'{fn}() needs an OwnedProxy, got {type(proxy).__name__} '
             '(make one with store.owned_proxy() or into_owned())',
         )
-    return cast(_OwnerState, _get_state(proxy))
-
-
-def _store_of(proxy: Proxy[Any]) -> Store[Any]:
-    factory = get_factory(proxy)
-    if not isinstance(factory, StoreFactory):
-        raise StoreError(f'{type(proxy).__name__} is not a store proxy (factory {factory!r})')
-    return factory.get_store()
-
-
-def _evict_target(proxy: Proxy[Any]) -> None:
-    try:
-        factory = get_factory(proxy)
-        if isinstance(factory, StoreFactory):
-            store = factory.get_store()
-            if not store.closed:
-                store.evict(factory.key)
-    except Exception:  # pragma: no cover - backend gone, interpreter shutdown
-        if sys.is_finalizing():
-            return  # modules are being torn down: nothing more can be reached
-        logger.exception('could not evict the object of %s', _describe(proxy))
+    return cast(OwnerState, _get_state(proxy))
 
 
 def end_borrow(ref: RefProxy[Any]) -> None:
@@ -510,7 +411,7 @@ def end_borrow(ref: RefProxy[Any]) -> None:
     :func:`tether.store.scopes.submit` and the store executor call it when the task the
     borrow was passed to has finished. The borrow is unusable afterwards.
     """
-    state: _RefState = _get_state(ref)
+    state: RefState = _get_state(ref)
     owner = state.owner
     if state.released or owner is None:
         return
@@ -539,7 +440,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
         _check_state(proxy, state, 'borrow')
         if state.mut:
             raise MutableBorrowError(
-                f'cannot borrow {_describe(proxy)}: it is mutably borrowed (a RefMutProxy '
+                f'cannot borrow {describe(proxy)}: it is mutably borrowed (a RefMutProxy '
                 'exists); wait until that borrow ends',
             )
         state.refs += 1
@@ -558,7 +459,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
         _check_state(proxy, state, 'mutably borrow')
         if state.refs or state.mut:
             raise MutableBorrowError(
-                f'cannot mutably borrow {_describe(proxy)}: it is already borrowed '
+                f'cannot mutably borrow {describe(proxy)}: it is already borrowed '
                 f'({state.refs} shared, {int(state.mut)} mutable borrows)',
             )
         state.mut = True
@@ -575,8 +476,8 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     state = _owner_state(proxy, 'clone')
     _check_state(proxy, state, 'clone')
     if state.mut:
-        raise MutableBorrowError(f'cannot clone {_describe(proxy)} while it is mutably borrowed')
-    return _store_of(proxy).owned_proxy(extract(proxy), skip_nonproxiable=False)
+        raise MutableBorrowError(f'cannot clone {describe(proxy)} while it is mutably borrowed')
+    return store_of(proxy).owned_proxy(extract(proxy), skip_nonproxiable=False)
 
 
 def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T]:
@@ -635,7 +536,7 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
     if not is_resolved(proxy):
         return
     factory = get_factory(proxy)
-    store = _store_of(proxy)
+    store = store_of(proxy)
     deferrable = store.capabilities.require_deferrable(
         'overwrite objects', f'store {store.name!r}'
     )
@@ -655,9 +556,9 @@ def drop(proxy: OwnedProxy[Any]) -> None:
         _check_state(proxy, state, 'drop')
         if state.refs or state.mut:
             raise MutableBorrowError(
-                f'cannot drop {_describe(proxy)} while it is borrowed ({state.refs} shared, '
+                f'cannot drop {describe(proxy)} while it is borrowed ({state.refs} shared, '
                 f'{int(state.mut)} mutable borrows)',
             )
         state.dropped = True
-    if state.pid == os.getpid() and _owner_gone(get_factory(proxy)):
-        _evict_target(proxy)
+    if state.pid == os.getpid() and owner_gone(get_factory(proxy)):
+        evict_target(proxy)

@@ -1,0 +1,136 @@
+"""The state behind ownership proxies (tether.store.ref): who owns, who borrows, which
+owners are alive in this process, and how an owner's object is evicted."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tether.exceptions import StoreError
+from tether.proxy import Proxy, get_factory
+from tether.store.factory import StoreFactory
+
+if TYPE_CHECKING:
+    from tether.store._store import Store
+
+__all__ = [
+    'OwnerState',
+    'RefState',
+    'describe',
+    'evict_target',
+    'owner_born',
+    'owner_gone',
+    'owner_id',
+    'store_of',
+]
+
+logger = logging.getLogger('tether.store.ref')
+
+
+class OwnerState:
+    __slots__ = ('dropped', 'lock', 'moved', 'mut', 'pid', 'refs')
+
+    def __init__(self) -> None:
+        self.refs = 0
+        self.mut = False
+        self.moved = False
+        self.dropped = False
+        self.lock = threading.Lock()
+        # A forked child inherits copies of its parent's owners: they are not owners
+        # there and never evict.
+        self.pid = os.getpid()
+
+
+class RefState:
+    __slots__ = ('ended', 'owner', 'owner_proxy', 'released', 'sent')
+
+    def __init__(self, owner: OwnerState | None, owner_proxy: Any = None) -> None:
+        self.owner = owner
+        # A live local borrow keeps its owner alive (so the owner is not collected while
+        # borrowed); the reference is dropped when the borrow ends.
+        self.owner_proxy = owner_proxy
+        self.released = owner is None
+        # ``ended``: the borrow ended (its task finished); ``sent``: it was pickled to
+        # another process. Either way this local object must not be used any more. A
+        # borrow that arrived by unpickling (no owner here) has neither.
+        self.ended = False
+        self.sent = False
+
+
+# Live owners of each object in this process, by (store name, key): an object is evicted
+# when the last of them ends, never while another live owner holds it.
+_live_owners: dict[Any, int] = {}
+_live_lock = threading.Lock()
+
+
+def _forget_owners_after_fork() -> None:
+    global _live_lock
+    _live_lock = threading.Lock()
+    _live_owners.clear()
+
+
+os.register_at_fork(after_in_child=_forget_owners_after_fork)
+
+
+def owner_id(factory: Any) -> Any:
+    if not isinstance(factory, StoreFactory):
+        return None
+    ident = (factory.store_config.name, factory.key)
+    try:
+        hash(ident)
+    except TypeError:
+        return None
+    return ident
+
+
+def owner_born(factory: Any) -> None:
+    ident = owner_id(factory)
+    if ident is not None:
+        with _live_lock:
+            _live_owners[ident] = _live_owners.get(ident, 0) + 1
+
+
+def owner_gone(factory: Any) -> bool:
+    """Forget one live owner; return whether it was the last (so the object may go)."""
+    ident = owner_id(factory)
+    if ident is None:
+        return True
+    with _live_lock:
+        count = _live_owners.get(ident, 1) - 1
+        if count > 0:
+            _live_owners[ident] = count
+            return False
+        _live_owners.pop(ident, None)
+        return True
+
+
+def describe(proxy: Proxy[Any]) -> str:
+    factory = get_factory(proxy)
+    if isinstance(factory, StoreFactory):
+        return (
+            f'{type(proxy).__name__} of key {factory.key!r} in store {factory.store_config.name!r}'
+        )
+    return type(proxy).__name__
+
+
+def store_of(proxy: Proxy[Any]) -> Store[Any]:
+    factory = get_factory(proxy)
+    if not isinstance(factory, StoreFactory):
+        raise StoreError(f'{type(proxy).__name__} is not a store proxy (factory {factory!r})')
+    return factory.get_store()
+
+
+def evict_target(proxy: Proxy[Any]) -> None:
+    try:
+        factory = get_factory(proxy)
+        if isinstance(factory, StoreFactory):
+            store = factory.get_store()
+            if not store.closed:
+                store.evict(factory.key)
+    except Exception:  # pragma: no cover - backend gone, interpreter shutdown
+        if sys.is_finalizing():
+            return  # modules are being torn down: nothing more can be reached
+        logger.exception('could not evict the object of %s', describe(proxy))
