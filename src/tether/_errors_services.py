@@ -93,7 +93,9 @@ class ActionError(AgentError):
         remote_traceback: The traceback formatted where the action ran.
     """
 
-    def __init__(self, type_name: str, message: str, remote_traceback: str = '') -> None:
+    def __init__(
+        self, type_name: str = 'Exception', message: str = '', remote_traceback: str = ''
+    ) -> None:
         self.type_name = type_name
         self.remote_traceback = remote_traceback
         super().__init__(f'{type_name}: {message}')
