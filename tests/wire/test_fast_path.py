@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from tests.wire.conftest import ECHO, ThreadServer
 from tether._wire import (
     Connection,
+    FastFrame,
     FastPath,
     Frame,
     Later,
@@ -41,22 +41,16 @@ class Taker:
         self.taken = 0
 
     def __call__(self, conn: Connection) -> FastPath:
-        def fast(  # noqa: PLR0917
-            mtype: int,
-            header: dict[str, Any],
-            request_id: int,
-            sizes: tuple[int, ...],
-            raw: memoryview,
-            head: int,
-        ) -> bool:
-            self.offered.append((mtype, raw.nbytes))
+        def fast(frame: FastFrame) -> bool:
+            self.offered.append((frame.mtype, frame.raw.nbytes))
             assert self.server is not None
-            if mtype != TAKE or not self.server.claim(conn):
+            if frame.mtype != TAKE or not self.server.claim(conn):
                 return False
             self.taken += 1
-            payload = bytes(raw[head:])
-            reply = encode_head(ECHO, {**header, 'fast': True}, [len(payload)], request_id)
-            self.server.finish(conn, request_id, bytearray(reply + payload))
+            payload = bytes(frame.raw[frame.head :])
+            header = {**frame.header, 'fast': True}
+            reply = encode_head(ECHO, header, [len(payload)], frame.request_id)
+            self.server.finish(conn, frame.request_id, bytearray(reply + payload))
             return True
 
         return fast
@@ -175,14 +169,8 @@ def test_a_failing_fast_path_is_answered_as_a_failing_handler(make_server: MakeS
     holder: dict[str, Server] = {}
 
     def hook(conn: Connection) -> FastPath:
-        def fast(  # noqa: PLR0917
-            mtype: int,
-            header: dict[str, Any],
-            request_id: int,
-            sizes: tuple[int, ...],
-            raw: memoryview,
-            head: int,
-        ) -> bool:
+        def fast(frame: FastFrame) -> bool:
+            mtype = frame.mtype
             if mtype == claim_then_fail:
                 assert holder['server'].claim(conn)
                 raise RuntimeError('fast boom')

@@ -8,7 +8,9 @@ imports :mod:`tether._wire`. Each module has one job:
 * :mod:`~tether._serve.memory`: the memory budget of received frames of an object server;
 * :mod:`~tether._serve.requests`: the object requests (PUT, GET, EXISTS, EVICT) against a table;
 * :mod:`~tether._serve.codes` and :mod:`~tether._serve.signalling`: the message types of
-  the object servers and of the relay's signalling;
+  the object servers and of the relay's signalling; :mod:`~tether._serve.messages` and
+  :mod:`~tether._serve.signalling`: their typed records, one per message kind, checked
+  once at decode;
 * :mod:`~tether._serve.spawn` and :mod:`~tether._serve.state`: launching a daemon
   detached, its state file, finding and stopping it (node servers, endpoints, and the
   agents' and function service's daemons);

@@ -55,7 +55,7 @@ from tether._wire._frame import (
     with_request_id,
 )
 from tether._wire._handshake import PRE_AUTH_LIMITS, check_reply
-from tether._wire._proto import FastPath, FrameMemory, FrameRouter
+from tether._wire._proto import FastFrame, FastPath, FrameMemory, FrameRouter
 from tether._wire._splice import Splice, SpliceEnd
 from tether._wire._sync import SyncClient, SyncConnection
 
@@ -63,6 +63,7 @@ __all__ = [
     'Connection',
     'ERROR',
     'FIRST_APP_TYPE',
+    'FastFrame',
     'FastPath',
     'Frame',
     'FrameMemory',

@@ -43,7 +43,7 @@ from tether._wire._handshake import (
     HANDSHAKE_LIMITS,
     PRE_AUTH_LIMITS,
 )
-from tether._wire._proto import FastPath, FrameMemory, FrameProtocol, FrameRouter
+from tether._wire._proto import FastFrame, FastPath, FrameMemory, FrameProtocol, FrameRouter
 from tether.exceptions import (
     FrameTooLargeError,
     ProtocolError,
@@ -411,24 +411,17 @@ class Server:
         (and the connection goes on); one it had not claimed goes the usual way.
         """
 
-        def guarded(  # noqa: PLR0917
-            mtype: int,
-            header: dict[str, Any],
-            request_id: int,
-            sizes: tuple[int, ...],
-            raw: memoryview,
-            head: int,
-        ) -> bool:
+        def guarded(frame: FastFrame) -> bool:
             claims = conn._claims
             try:
-                return fast(mtype, header, request_id, sizes, raw, head)
+                return fast(frame)
             except Exception as e:
                 logger.exception('%s: fast path failed for a frame from %s', self.name, conn.peer)
                 if conn._claims == claims:
                     return False  # not claimed: the handler answers it
                 if conn._busy:  # claimed, not answered yet
                     reply = error_reply('internal', f'{self.name} failed: {e!r}')
-                    self.finish(conn, request_id, reply)
+                    self.finish(conn, frame.request_id, reply)
                 return True
 
         return guarded

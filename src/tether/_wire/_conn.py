@@ -443,8 +443,8 @@ async def server_handshake(
     conn.protocol.expect(PROTOCOL_VERSION)
     if hello.type != HELLO:
         raise ProtocolError(f'first message has type {hello.type}, expected HELLO')
-    client_nonce = parse_hello(hello)
-    conn.info = {'client': str(hello.header.get('client', ''))}
+    client_nonce, client = parse_hello(hello)
+    conn.info = {'client': client}
     if callable(secret):
         # A per-client secret: a client nobody knows gets a challenge it cannot answer.
         secret = secret(conn.info['client']) or _auth.new_nonce()

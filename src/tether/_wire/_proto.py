@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tether._wire._frame import (
     PREFIX,
@@ -27,7 +27,15 @@ from tether.exceptions import (
     WireError,
 )
 
-__all__ = ['FAST_MAX', 'FastPath', 'FrameMemory', 'FrameProtocol', 'FrameRouter', 'PayloadSink']
+__all__ = [
+    'FAST_MAX',
+    'FastFrame',
+    'FastPath',
+    'FrameMemory',
+    'FrameProtocol',
+    'FrameRouter',
+    'PayloadSink',
+]
 
 _SCRATCH = 64 * 1024
 _STAGE = 1 << 20
@@ -64,28 +72,36 @@ class FrameRouter(Protocol):
         """Return the sinks of this frame's payloads, or ``None``."""
 
 
-class FastPath(Protocol):
-    """May take a whole small frame straight from the parser's buffer (no :class:`Frame`).
+class FastFrame(NamedTuple):
+    """A whole small frame, offered to a :data:`FastPath` straight from the parser's buffer.
 
-    Called with every frame of at most :data:`FAST_MAX` bytes, once it is received in full
-    (such a frame waits in the parser's buffer until it is) and its header is decoded
-    and checked against the limits, before anything is allocated for it. ``raw`` is the
-    whole frame as received (prefix, sizes, header and payloads; the payloads, of
-    ``sizes`` bytes each, start at ``head``). It is valid only during the call: copy
-    what you keep. Return ``True`` if the frame was dealt with; ``False`` and it is
-    received and delivered as usual.
+    Attributes:
+        mtype: Message type.
+        header: The decoded JSON header.
+        request_id: The frame's request id.
+        sizes: Length of each payload.
+        raw: The whole frame as received (prefix, sizes, header and payloads), valid only
+            during the call: copy what you keep.
+        head: Where the payloads start in ``raw``.
     """
 
-    def __call__(  # noqa: PLR0917
-        self,
-        mtype: int,
-        header: dict[str, Any],
-        request_id: int,
-        sizes: tuple[int, ...],
-        raw: memoryview,
-        head: int,
-    ) -> bool:
-        """Take the frame (``True``) or leave it to the usual path (``False``)."""
+    mtype: int
+    header: dict[str, Any]
+    request_id: int
+    sizes: tuple[int, ...]
+    raw: memoryview
+    head: int
+
+
+FastPath = Callable[[FastFrame], bool]
+"""May take a whole small frame straight from the parser's buffer (no :class:`Frame`).
+
+Called with every frame of at most :data:`FAST_MAX` bytes, once it is received in full
+(such a frame waits in the parser's buffer until it is) and its header is decoded and
+checked against the limits, before anything is allocated for it (see :class:`FastFrame`).
+Returns ``True`` if the frame was dealt with; ``False`` and it is received and delivered
+as usual. The one type of every fast path (servers' and channels').
+"""
 
 
 class FrameMemory(Protocol):
@@ -356,7 +372,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                     return  # a small frame is offered whole: wait for the rest of it
                 raw = memoryview(scratch)[:end]
                 try:
-                    took = fast(mtype, header, rid, sizes, raw, head)
+                    took = fast(FastFrame(mtype, header, rid, sizes, raw, head))
                 finally:
                     raw.release()
                 if took:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether._serve import codes as proto
+from tether._serve.messages import ObjectReply, ObjectRequest, decode_reply, encode
 from tether._serve.site import SiteConfig, list_configs, read_state
 from tether._wire import SyncClient, SyncConnection
 from tether.connectors._context import ClosingContext
@@ -297,19 +298,23 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         ids: list[str],
         endpoint: str,
         payloads: Sequence[Any] = (),
-    ) -> Any:
-        header = {'ids': ids, 'endpoint': endpoint}
+    ) -> tuple[ObjectReply, list[Any]]:
+        header = encode(ObjectRequest(ids, endpoint))
         for attempt in (0, 1):
             config, client = self._endpoint()
             own = self._own_client(config, endpoint)
             try:
                 with self._errors(what, endpoint):
+                    frame = None
                     if own is not None:
                         try:
-                            return own.request(mtype, header, payloads)
+                            frame = own.request(mtype, header, payloads)
                         except _NoOwnChannelError as e:
                             self._no_own(endpoint, e)
-                    return client.request(mtype, header, payloads)
+                    if frame is None:
+                        frame = client.request(mtype, header, payloads)
+                    # Never hand out data that answers another request.
+                    return decode_reply(frame.header, ids, len(frame.payloads)), frame.payloads
             except ConnectorError as e:
                 # The endpoint restarted (on another port) since we found it: find it
                 # again and retry once; every request is idempotent (ids are ours).
@@ -356,8 +361,8 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
 
     def get(self, key: EndpointKey) -> BytesLike | None:
         """Fetch the object (through the local endpoint, from its owner)."""
-        frame = self._request('get', proto.GET, [key.object_id], key.endpoint_id)
-        return frame.payloads[0] if frame.header['found'][0] else None
+        reply, payloads = self._request('get', proto.GET, [key.object_id], key.endpoint_id)
+        return payloads[0] if reply.found and reply.found[0] else None
 
     def get_batch(self, keys: Sequence[EndpointKey]) -> list[BytesLike | None]:
         """Fetch several objects: one request per owning endpoint."""
@@ -366,17 +371,18 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
             by_owner[key.endpoint_id].append(i)
         out: list[BytesLike | None] = [None] * len(keys)
         for owner, idx in by_owner.items():
-            frame = self._request('get_batch', proto.GET, [keys[i].object_id for i in idx], owner)
-            payloads = iter(frame.payloads)
-            for i, found in zip(idx, frame.header['found'], strict=True):
+            ids = [keys[i].object_id for i in idx]
+            reply, got = self._request('get_batch', proto.GET, ids, owner)
+            payloads = iter(got)
+            for i, found in zip(idx, reply.found or [False] * len(idx), strict=True):
                 if found:
                     out[i] = next(payloads)
         return out
 
     def exists(self, key: EndpointKey) -> bool:
         """Return whether the owning endpoint has the object."""
-        frame = self._request('exists', proto.EXISTS, [key.object_id], key.endpoint_id)
-        return bool(frame.header['exists'][0])
+        reply, _ = self._request('exists', proto.EXISTS, [key.object_id], key.endpoint_id)
+        return bool(reply.exists and reply.exists[0])
 
     def evict(self, key: EndpointKey) -> None:
         """Remove the object from its owning endpoint (no error if missing)."""

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether._serve import codes as proto
+from tether._serve.messages import ObjectReply, decode_reply
 from tether._serve.spawn import detect_address, ensure_server, resolve_secret, stop_server
 from tether._serve.state import NodeState, check_name, default_run_dir
 from tether._serve.tls import client_context
@@ -49,7 +50,6 @@ from tether.exceptions import (
     ConfigError,
     ConnectorClosedError,
     ConnectorError,
-    ProtocolError,
     WireConnectionError,
     WireError,
 )
@@ -312,17 +312,12 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
         mtype: int,
         ids: list[str],
         payloads: Sequence[Any] = (),
-    ) -> Any:
+    ) -> tuple[ObjectReply, list[Any]]:
         host, port = server
         with self._errors(what, host, port):
             frame = self._client(host, port).request(mtype, {'ids': ids}, payloads)
-            if frame.header.get('ids') != ids:
-                # Never hand out data that answers another request.
-                raise ProtocolError(
-                    f'reply about objects {frame.header.get("ids")!r} to a {what} of '
-                    f'objects {ids!r}: the connection is out of step',
-                )
-            return frame
+            # Never hand out data that answers another request.
+            return decode_reply(frame.header, ids, len(frame.payloads)), frame.payloads
 
     # Connector protocol ----------------------------------------------------------------
 
@@ -383,8 +378,8 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
 
     def get(self, key: NodeKey) -> BytesLike | None:
         """Fetch the object directly from the server holding it (``None`` if missing)."""
-        frame = self._request('get', (key.host, key.port), proto.GET, [key.object_id])
-        return frame.payloads[0] if frame.header['found'][0] else None
+        reply, payloads = self._request('get', (key.host, key.port), proto.GET, [key.object_id])
+        return payloads[0] if reply.found and reply.found[0] else None
 
     def get_batch(self, keys: Sequence[NodeKey]) -> list[BytesLike | None]:
         """Fetch several objects: one request per holding server."""
@@ -394,17 +389,17 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
         out: list[BytesLike | None] = [None] * len(keys)
         for (host, port), idx in by_server.items():
             ids = [keys[i].object_id for i in idx]
-            frame = self._request('get_batch', (host, port), proto.GET, ids)
-            payloads = iter(frame.payloads)
-            for i, found in zip(idx, frame.header['found'], strict=True):
+            reply, got = self._request('get_batch', (host, port), proto.GET, ids)
+            payloads = iter(got)
+            for i, found in zip(idx, reply.found or [False] * len(idx), strict=True):
                 if found:
                     out[i] = next(payloads)
         return out
 
     def exists(self, key: NodeKey) -> bool:
         """Return whether the holding server has the object."""
-        frame = self._request('exists', (key.host, key.port), proto.EXISTS, [key.object_id])
-        return bool(frame.header['exists'][0])
+        reply, _ = self._request('exists', (key.host, key.port), proto.EXISTS, [key.object_id])
+        return bool(reply.exists and reply.exists[0])
 
     def evict(self, key: NodeKey) -> None:
         """Remove the object from its server (no error if missing)."""

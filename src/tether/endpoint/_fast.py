@@ -7,12 +7,14 @@ A client's small request for a peer is passed on as it came; a peer's small ``GE
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether._serve import codes as proto
+from tether._serve import messages
 from tether._serve.requests import object_reply_now
-from tether._wire import Connection, FastPath
+from tether._wire import Connection, FastFrame, FastPath
 from tether.endpoint._forwarding import Forwarder
+from tether.exceptions import ProtocolError
 
 if TYPE_CHECKING:
     from tether.endpoint._server import Endpoint
@@ -29,28 +31,23 @@ def client_fast(self: Endpoint, conn: Connection) -> FastPath:
     """
     server = self.clients
     links = self.peers.links
-    valid_id = proto.valid_id
     object_types = proto.OBJECT_TYPES
+    decode = messages.decode_object
 
-    def fast(  # noqa: PLR0917
-        mtype: int,
-        header: dict[str, Any],
-        request_id: int,
-        sizes: tuple[int, ...],
-        raw: memoryview,
-        head: int,
-    ) -> bool:
-        if mtype not in object_types or len(header) != 2:
+    def fast(frame: FastFrame) -> bool:
+        mtype = frame.mtype
+        if mtype not in object_types or len(frame.header) != 2:
             return False
-        target, ids = header.get('endpoint'), header.get('ids')
-        if type(target) is not str or type(ids) is not list:
+        try:
+            request = decode(frame.header)
+        except ProtocolError:
+            return False  # refused the usual way
+        target = request.endpoint
+        if target is None:
             return False
         link = links.get(target)  # keyed by UUID: a name goes the usual way
         if link is None or not link.alive:
             return False
-        for i in ids:
-            if not valid_id(i):
-                return False  # refused the usual way
         channel = link.take_idle()
         if channel is None:
             return False
@@ -61,7 +58,9 @@ def client_fast(self: Endpoint, conn: Connection) -> FastPath:
         forwarder = channel.state
         if forwarder is None:
             forwarder = Forwarder(self, link, channel)
-        forwarder.send_raw(conn, request_id, target, mtype, ids, raw, sizes)
+        forwarder.send_raw(
+            conn, frame.request_id, target, mtype, request.ids, frame.raw, frame.sizes
+        )
         return True
 
     return fast
@@ -74,25 +73,23 @@ def peer_fast(self: Endpoint, conn: Connection) -> FastPath:
     (for a ``GET``) any payload buffer. Anything else goes to :meth:`_handle_peer`.
     """
     server, table, pool, uuid = self.peer_server, self.table, self.pool, self.uuid
-    valid_id = proto.valid_id
+    decode = messages.decode_object
 
-    def fast(  # noqa: PLR0917
-        mtype: int,
-        header: dict[str, Any],
-        request_id: int,
-        sizes: tuple[int, ...],
-        raw: memoryview,
-        head: int,
-    ) -> bool:
+    def fast(frame: FastFrame) -> bool:
+        mtype, sizes = frame.mtype, frame.sizes
         if mtype == proto.GET:
             if sizes:
                 return False
         elif mtype != proto.PUT or len(sizes) != 1:
             return False
-        if len(header) != 2 or header.get('endpoint') != uuid:
+        if len(frame.header) != 2:
             return False
-        ids = header.get('ids')
-        if type(ids) is not list or len(ids) != 1 or not valid_id(ids[0]):
+        try:
+            request = decode(frame.header)
+        except ProtocolError:
+            return False  # refused the usual way
+        ids = request.ids
+        if request.endpoint != uuid or len(ids) != 1:
             return False
         if not server.claim(conn):
             return False
@@ -100,11 +97,11 @@ def peer_fast(self: Endpoint, conn: Connection) -> FastPath:
         payloads: tuple[bytearray, ...] = ()
         if mtype == proto.PUT:
             data = pool.take(sizes[0])
-            data[:] = raw[head:]
+            data[:] = frame.raw[frame.head :]
             payloads = (data,)
         # A failure here is answered by the server (see Server(fast=)).
-        reply = object_reply_now(table, mtype, ids, payloads, request_id)
-        server.finish(conn, request_id, reply)
+        reply = object_reply_now(table, mtype, ids, payloads, frame.request_id)
+        server.finish(conn, frame.request_id, reply)
         return True
 
     return fast

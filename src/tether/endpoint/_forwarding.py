@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tether._serve import codes as proto
 from tether._wire import (
     Connection,
+    FastFrame,
     Frame,
     RawReply,
     Reply,
@@ -212,22 +213,15 @@ class Forwarder:
 
     # Replies ---------------------------------------------------------------------------
 
-    def _reply_fast(  # noqa: PLR0917
-        self,
-        mtype: int,
-        header: dict[str, Any],
-        request_id: int,
-        sizes: tuple[int, ...],
-        raw: memoryview,
-        head: int,
-    ) -> bool:
+    def _reply_fast(self, frame: FastFrame) -> bool:
         """A small ``OK`` answering the request in flight: passed to the client as it is."""
-        if self._client is None or mtype != proto.OK or request_id != self._rid:
+        if self._client is None or frame.mtype != proto.OK or frame.request_id != self._rid:
             return False
         channel = self.channel
         channel.protocol.cancel_next()
+        raw = frame.raw
         data = with_request_id(raw, self._client_rid)
-        self.link.give_back(channel, raw.nbytes - head)
+        self.link.give_back(channel, raw.nbytes - frame.head)
         endpoint = self.endpoint
         endpoint.forwarded += 1
         if self._raw is not None:

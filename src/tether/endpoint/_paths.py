@@ -9,20 +9,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import Any
 
 from tether.endpoint._link import _DIAL_TIMEOUT, tcp_keepalive
+from tether.endpoint._offers import PathAnswer, PathOffer
 from tether.exceptions import PeeringError
 
 __all__ = ['choose_path', 'local_ip_towards', 'tunnel_transport']
 
 
-def choose_path(paths: list[str], offer: dict[str, Any], answer: dict[str, Any]) -> str:
+def choose_path(paths: list[str], offer: PathOffer, answer: PathAnswer) -> str:
     """The path both sides derive from an offer and its answer."""
-    if 'direct' in paths and answer.get('direct'):
+    if 'direct' in paths and answer.direct:
         return 'direct'
-    nats = {offer.get('nat'), answer.get('nat')}
-    if 'punched' in paths and offer.get('udp') and answer.get('udp') and nats <= {'cone', 'open'}:
+    nats = {offer.nat, answer.nat}
+    if 'punched' in paths and offer.udp and answer.udp and nats <= {'cone', 'open'}:
         return 'punched'
     if 'relayed' in paths:
         return 'relayed'

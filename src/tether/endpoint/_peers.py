@@ -56,6 +56,13 @@ from tether.endpoint._link import (
     tcp_keepalive,
     zeros,
 )
+from tether.endpoint._offers import (
+    PathAnswer,
+    PathOffer,
+    decode_answer,
+    decode_offer,
+    encode,
+)
 from tether.endpoint._paths import choose_path, local_ip_towards, tunnel_transport
 
 __all__ = ['PeerLink', 'PeerManager', 'choose_path', 'zeros']
@@ -110,11 +117,11 @@ class PeerManager:
         from tether.endpoint._udp import nat_type
 
         relay = self.ep.relay
-        if relay is None or not relay.info:
+        if relay is None or relay.info is None:
             return {'nat': 'unknown', 'reason': 'not registered with a relay'}
         host = relay.address[0]
-        result = await nat_type(host, relay.info['udp_ports'], local_ip_towards(host))
-        result['observed_tcp'] = relay.info.get('observed')
+        result = await nat_type(host, relay.info.udp_ports, local_ip_towards(host))
+        result['observed_tcp'] = relay.info.observed
         self.nat = result
         return result
 
@@ -170,26 +177,25 @@ class PeerManager:
             task.add_done_callback(lambda _: self._opening.pop(uuid, None))
         return await asyncio.shield(task)
 
-    async def _offer(self, paths: list[str], session: str) -> tuple[dict[str, Any], Any]:
+    async def _offer(self, paths: list[str], session: str) -> tuple[PathOffer, Any]:
         ep = self.ep
-        offer: dict[str, Any] = {
-            'session': session,
-            'secret': os.urandom(32).hex(),
-            'cert': ep.cert_pem,
-            'direct': list(ep.config.peering.advertise),
-            'nat': self.nat.get('nat', 'unknown'),
-            'paths': paths,
-            'udp': None,
-        }
-        udp = None
-        if 'punched' in paths and offer['nat'] in ('cone', 'open'):
+        nat = str(self.nat.get('nat', 'unknown'))
+        udp = tcp = None
+        if 'punched' in paths and nat in ('cone', 'open'):
             udp = await self._udp_mapping(bytes.fromhex(session))
-            if udp is not None:
-                offer['udp'] = udp[1]
             tcp = await self._tcp_mapping() if 'tcp' in ep.config.peering.punch else None
             if tcp is not None:
                 self._tcp_ports[session] = tcp[0]
-                offer['tcp'] = tcp[1]
+        offer = PathOffer(
+            session,
+            os.urandom(32).hex(),
+            ep.cert_pem,
+            list(ep.config.peering.advertise),
+            nat,
+            paths,
+            udp[1] if udp else None,
+            tcp[1] if tcp else None,
+        )
         return offer, udp[0] if udp else None
 
     async def _tcp_mapping(self) -> tuple[int, list[object]] | None:
@@ -197,7 +203,7 @@ class PeerManager:
 
         relay = self.ep.relay
         assert relay is not None
-        return await tcp_mapping(relay.address[0], relay.info['data_port'])
+        return await tcp_mapping(relay.address[0], relay.registered.data_port)
 
     async def _udp_mapping(self, token: bytes) -> tuple[Any, list[Any]] | None:
         from tether.endpoint._udp import UdpSession
@@ -205,7 +211,7 @@ class PeerManager:
         relay = self.ep.relay
         assert relay is not None
         session = await UdpSession.open(token)
-        mapping = await session.probe((relay.address[0], relay.info['udp_ports'][0]))
+        mapping = await session.probe((relay.address[0], relay.registered.udp_ports[0]))
         if mapping is None:
             session.close()
             return None
@@ -224,18 +230,18 @@ class PeerManager:
             session = os.urandom(16).hex()
             offer, udp = await self._offer(paths, session)
             try:
-                reply = await relay.call(rp.CONNECT, {'target': target, 'offer': offer})
-            except (EndpointError, RemoteError) as e:
+                reply = await relay.call(rp.Connect(target, encode(offer)), rp.Connected)
+                got = reply.answer
+                if got.answer is None or got.error is not None:
+                    raise PeeringError(f'endpoint {target} refused to peer: {got.error}')
+                answer = decode_answer(got.answer)
+            except (EndpointError, WireError, PeeringError) as e:
                 if udp is not None:
                     udp.close()
+                if isinstance(e, PeeringError):
+                    raise
                 raise PeeringError(f'cannot reach endpoint {target} through the relay: {e}') from e
-            got = reply.header.get('answer') or {}
-            uuid, name = str(reply.header['uuid']), str(reply.header['name'])
-            if 'error' in got or not isinstance(got.get('answer'), dict):
-                if udp is not None:
-                    udp.close()
-                raise PeeringError(f'endpoint {target} refused to peer: {got.get("error")}')
-            answer = got['answer']
+            uuid, name = reply.uuid, reply.name
             path = choose_path(paths, offer, answer)
             if path != 'punched' and udp is not None:
                 udp.close()
@@ -280,16 +286,16 @@ class PeerManager:
         path: str,
         uuid: str,
         name: str,
-        offer: dict[str, Any],
-        answer: dict[str, Any],
+        offer: PathOffer,
+        answer: PathAnswer,
         udp: Any,
     ) -> PeerLink:
-        secret = bytes.fromhex(offer['secret'])
+        secret = bytes.fromhex(offer.secret)
         client = f'peer:{self.ep.uuid}'
-        cert = str(answer['cert'])
+        cert = answer.cert
         keepalive = self.ep.config.peering.keepalive
         if path == 'direct':
-            addresses = [str(a) for a in answer['direct']]
+            addresses = answer.direct
             ctx = pinned_client_context(cert)
 
             async def dial() -> Connection:
@@ -315,11 +321,11 @@ class PeerManager:
 
             return PeerLink(uuid, name, 'direct', dial, first=await dial())
         if path == 'punched':
-            port = self._tcp_ports.pop(offer['session'], None)
-            if port is not None and answer.get('tcp'):
+            port = self._tcp_ports.pop(offer.session, None)
+            if port is not None and answer.tcp:
                 try:
                     return await self._open_punched_tcp(
-                        uuid, name, secret, cert, (port, answer['tcp']), client
+                        uuid, name, secret, cert, (port, answer.tcp), client
                     )
                 except (WireError, OSError, PeeringError) as e:
                     if 'udp' not in self.ep.config.peering.punch:
@@ -328,7 +334,7 @@ class PeerManager:
             if 'udp' not in self.ep.config.peering.punch:
                 raise PeeringError(f'{name} cannot take a punched TCP channel')
             return await self._open_punched(uuid, name, secret, cert, answer, udp, client)
-        return await self._open_relayed(uuid, name, offer['session'], secret, cert, client)
+        return await self._open_relayed(uuid, name, offer.session, secret, cert, client)
 
     async def _open_punched_tcp(  # noqa: PLR0917
         self,
@@ -369,7 +375,7 @@ class PeerManager:
         name: str,
         secret: bytes,
         cert: str,
-        answer: dict[str, Any],
+        answer: PathAnswer,
         udp: Any,
         client: str,
     ) -> PeerLink:
@@ -377,7 +383,8 @@ class PeerManager:
 
         from tether.endpoint._udp import QuicPeer, quic_config
 
-        peer_addr = (str(answer['udp'][0]), int(answer['udp'][1]))
+        assert answer.udp is not None
+        peer_addr = (str(answer.udp[0]), int(answer.udp[1]))
         heard = await udp.punch(peer_addr, _PUNCH_TIMEOUT)
         if heard is None:
             raise PeeringError(f'no punch datagram from {peer_addr[0]}:{peer_addr[1]} arrived')
@@ -421,11 +428,10 @@ class PeerManager:
         keepalive = self.ep.config.peering.keepalive
 
         async def tunnel() -> Connection:
-            reply = await relay.call(rp.TUNNEL, {'target': uuid, 'session': session})
-            ticket = bytes.fromhex(str(reply.header['ticket']))
-            transport = await tunnel_transport(
-                relay.address[0], relay.info['data_port'], ticket, keepalive
-            )
+            reply = await relay.call(rp.Tunnel(uuid, session), rp.Ticket)
+            ticket = bytes.fromhex(reply.ticket)
+            port = relay.registered.data_port
+            transport = await tunnel_transport(relay.address[0], port, ticket, keepalive)
             protocol = client_protocol()
             loop = asyncio.get_running_loop()
             try:
@@ -443,55 +449,53 @@ class PeerManager:
 
     # Responder -------------------------------------------------------------------------
 
-    async def on_offer(self, header: dict[str, Any]) -> dict[str, Any]:
-        """Answer a peering offer pushed by the relay (the relay vouches for the user)."""
-        peer = str(header['from'])
-        offer = header['offer']
-        inbound = _Inbound(
-            peer, str(offer['session']), bytes.fromhex(offer['secret']), str(offer['cert'])
-        )
+    async def on_offer(self, message: rp.Offer) -> dict[str, Any]:
+        """Answer a peering offer pushed by the relay (the relay vouches for the user).
+
+        Raises:
+            ProtocolError: the offer is malformed (the relay tells the initiator).
+        """
+        peer = message.sender
+        offer = decode_offer(message.offer)
+        inbound = _Inbound(peer, offer.session, bytes.fromhex(offer.secret), offer.cert)
         old = self._inbound.get(peer)
         if old is not None and old.udp is not None:
             old.udp.close()
         self._inbound[peer] = inbound
         self._by_session[inbound.session] = inbound
-        self.names[str(header.get('name'))] = peer
+        self.names[message.name] = peer
         ep = self.ep
-        paths = [str(p) for p in offer.get('paths', [])]
-        answer: dict[str, Any] = {
-            'cert': ep.cert_pem,
-            'direct': list(ep.config.peering.advertise),
-            'nat': self.nat.get('nat', 'unknown'),
-            'udp': None,
-        }
+        paths = offer.paths
+        answer = PathAnswer(
+            ep.cert_pem, list(ep.config.peering.advertise), str(self.nat.get('nat', 'unknown'))
+        )
         if (
             'punched' in paths
-            and offer.get('udp')
-            and answer['nat'] in ('cone', 'open')
-            and not ('direct' in paths and answer['direct'])
+            and offer.udp
+            and answer.nat in ('cone', 'open')
+            and not ('direct' in paths and answer.direct)
         ):
             udp = await self._udp_mapping(bytes.fromhex(inbound.session))
             if udp is not None:
-                answer['udp'] = udp[1]
+                answer = answer._replace(udp=udp[1])
                 inbound.udp = udp[0]
-            if offer.get('tcp'):
+            if offer.tcp:
                 tcp = await self._tcp_mapping()
                 if tcp is not None:
-                    answer['tcp'] = tcp[1]
+                    answer = answer._replace(tcp=tcp[1])
                     inbound.tcp_port = tcp[0]
         path = choose_path(paths, offer, answer)
         if path == 'punched':
-            if inbound.tcp_port is not None:
-                peer_tcp = (str(offer['tcp'][0]), int(offer['tcp'][1]))
+            if inbound.tcp_port is not None and offer.tcp:
+                peer_tcp = (str(offer.tcp[0]), int(offer.tcp[1]))
                 self._spawn(self._accept_punched_tcp(inbound, peer_tcp))
-            self._spawn(
-                self._accept_punched(inbound, (str(offer['udp'][0]), int(offer['udp'][1])))
-            )
+            assert offer.udp is not None
+            self._spawn(self._accept_punched(inbound, (str(offer.udp[0]), int(offer.udp[1]))))
         elif inbound.udp is not None:
             inbound.udp.close()
             inbound.udp = None
-        logger.info('answered the offer of %s (%s path)', header.get('name'), path)
-        return answer
+        logger.info('answered the offer of %s (%s path)', message.name, path)
+        return encode(answer)
 
     async def _accept_punched_tcp(self, inbound: _Inbound, peer: tuple[str, int]) -> None:
         from tether.endpoint._tcp_punch import simultaneous_open
@@ -550,20 +554,19 @@ class PeerManager:
         if heard is None:
             logger.warning('no punch datagram from %s:%d arrived', *peer_addr)
 
-    async def on_tunnel(self, header: dict[str, Any]) -> None:
+    async def on_tunnel(self, message: rp.TunnelOpen) -> None:
         """Open our side of a relayed channel the peer asked for."""
-        inbound = self._by_session.get(str(header.get('session')))
-        if inbound is None or inbound.peer != header.get('from'):
-            logger.warning('relayed channel for an unknown session from %s', header.get('from'))
+        inbound = self._by_session.get(message.session)
+        if inbound is None or inbound.peer != message.sender:
+            logger.warning('relayed channel for an unknown session from %s', message.sender)
             return
         relay = self.ep.relay
         assert relay is not None
-        ticket = bytes.fromhex(str(header['ticket']))
+        ticket = bytes.fromhex(message.ticket)
         keepalive = self.ep.config.peering.keepalive
         try:
-            transport = await tunnel_transport(
-                relay.address[0], relay.info['data_port'], ticket, keepalive
-            )
+            port = relay.registered.data_port
+            transport = await tunnel_transport(relay.address[0], port, ticket, keepalive)
             protocol = self.ep.peer_server.protocol()
             loop = asyncio.get_running_loop()
             tls = await loop.start_tls(

@@ -7,20 +7,22 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from tether._serve import codes
 from tether._serve import signalling as rp
 from tether._serve.tls import client_context
 from tether._wire import ERROR, Connection, Frame, Reply, connect, error_reply
-from tether.exceptions import EndpointError, RemoteError, WireError
+from tether._wire._handshake import decode_refusal
+from tether.exceptions import EndpointError, ProtocolError, RemoteError, WireError
 
 __all__ = ['RelayLink']
 
 logger = logging.getLogger(__name__)
 
-OfferHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-TunnelHandler = Callable[[dict[str, Any]], Awaitable[None]]
+OfferHandler = Callable[[rp.Offer], Awaitable[dict[str, Any]]]
+TunnelHandler = Callable[[rp.TunnelOpen], Awaitable[None]]
+R = TypeVar('R', rp.Registered, rp.Endpoints, rp.Connected, rp.Ticket)
 
 
 class RelayLink:
@@ -28,7 +30,7 @@ class RelayLink:
 
     Args:
         address: ``(host, port)`` of the relay.
-        register: The ``REGISTER`` header (token, uuid, name, certificate).
+        register: The ``REGISTER`` request (token, uuid, name, certificate).
         ca_file: What the relay's certificate must chain to (``None``: the system's).
         server_hostname: Name checked against the relay's certificate.
         insecure: No TLS (tests on loopback only).
@@ -42,7 +44,7 @@ class RelayLink:
     def __init__(
         self,
         address: tuple[str, int],
-        register: dict[str, Any],
+        register: rp.Register,
         *,
         ca_file: str | None,
         server_hostname: str | None,
@@ -64,7 +66,8 @@ class RelayLink:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
-        self.info: dict[str, Any] = {}
+        self.info: rp.Registered | None = None
+        """What the relay answered our registration (``None`` before it did)."""
         self.last_error: str | None = None
 
     @property
@@ -72,19 +75,32 @@ class RelayLink:
         """Whether the endpoint is registered right now."""
         return self._conn is not None and not self._conn.transport.is_closing()
 
+    @property
+    def registered(self) -> rp.Registered:
+        """:attr:`info`, once registered.
+
+        Raises:
+            EndpointError: the relay has not taken this endpoint's registration (yet).
+        """
+        if self.info is None:
+            raise EndpointError(
+                f'not registered with the relay {self.address[0]}:{self.address[1]}'
+            )
+        return self.info
+
     def state(self) -> dict[str, Any]:
         """The link's state, as the endpoint's status reports it."""
         return {
             'address': f'{self.address[0]}:{self.address[1]}',
             'connected': self.connected,
-            'user': self.info.get('user'),
+            'user': None if self.info is None else self.info.user,
             'error': None if self.connected else self.last_error,
         }
 
     async def check_nat(self, name: str, detect: Callable[[], Awaitable[dict[str, Any]]]) -> Reply:
         """``detect()``'s NAT type once registered with the relay, or why it cannot be seen
         (an error reply of endpoint ``name``)."""
-        if not self.connected or not self.info:
+        if not self.connected or self.info is None:
             address = f'{self.address[0]}:{self.address[1]}'
             return error_reply(
                 'relay',
@@ -135,16 +151,16 @@ class RelayLink:
         self._tasks.add(reader)
         reader.add_done_callback(self._tasks.discard)
         try:
-            frame = await self.call(rp.REGISTER, self._register, timeout=timeout)
+            info = await self.call(self._register, rp.Registered, timeout=timeout)
         except RemoteError as e:
             conn.abort()
             self._conn = None
             raise EndpointError(f'relay {self.address[0]}:{self.address[1]}: {e}') from e
-        self.info = frame.header
+        self.info = info
         self.last_error = None
         self._connected.set()
         self._on_change()
-        logger.info('registered with relay %s:%d as user %s', *self.address, self.info['user'])
+        logger.info('registered with relay %s:%d as user %s', *self.address, info.user)
 
     async def _keep(self) -> None:
         delay = 0.5
@@ -171,10 +187,8 @@ class RelayLink:
                     fut = self._pending.pop(frame.request_id, None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)
-                elif frame.type == rp.OFFER:
-                    self._spawn(self._answer(conn, frame))
-                elif frame.type == rp.TUNNEL_OPEN:
-                    self._spawn(self._on_tunnel(frame.header))
+                elif frame.type in (rp.OFFER, rp.TUNNEL_OPEN):
+                    self._pushed(conn, frame)
         except (WireError, OSError) as e:
             logger.info('relay connection lost: %s', e)
             self._failed(f'the connection to the relay was lost: {e}')
@@ -185,22 +199,35 @@ class RelayLink:
                     fut.set_exception(EndpointError('the connection to the relay dropped'))
             self._pending.clear()
 
-    async def _answer(self, conn: Connection, frame: Frame) -> None:
+    def _pushed(self, conn: Connection, frame: Frame) -> None:
         try:
-            answer = await self._on_offer(frame.header)
-            header: dict[str, Any] = {'answer': answer}
-        except Exception as e:
-            logger.warning('cannot answer the offer of %s: %r', frame.header.get('from'), e)
-            header = {'error': repr(e)}
-        with contextlib.suppress(WireError, OSError):
-            await conn.send(rp.ANSWER, header, request_id=frame.request_id)
+            message = rp.decode(frame.type, frame.header)
+        except ProtocolError as e:
+            logger.warning('the relay pushed a malformed message: %s', e)
+            return
+        if isinstance(message, rp.Offer):
+            self._spawn(self._answer(conn, message, frame.request_id))
+        elif isinstance(message, rp.TunnelOpen):
+            self._spawn(self._on_tunnel(message))
 
-    async def call(self, mtype: int, header: dict[str, Any], *, timeout: float = 30.0) -> Frame:
-        """Send a request to the relay and wait for its answer.
+    async def _answer(self, conn: Connection, offer: rp.Offer, request_id: int) -> None:
+        try:
+            answer = rp.Answer(answer=await self._on_offer(offer))
+        except Exception as e:
+            logger.warning('cannot answer the offer of %s: %r', offer.sender, e)
+            answer = rp.Answer(error=repr(e))
+        with contextlib.suppress(WireError, OSError):
+            await conn.send(*rp.encode(answer), request_id=request_id)
+
+    async def call(self, message: rp.Message, kind: type[R], *, timeout: float = 30.0) -> R:
+        """Send a request to the relay and wait for its answer, a ``kind`` record.
 
         Raises:
             EndpointError: no relay connection, a timeout, or the relay refused.
+            RemoteError: the relay answered with an error.
+            ProtocolError: its answer does not fit ``kind``.
         """
+        mtype, header = rp.encode(message)
         conn = self._conn
         if conn is None or conn.transport.is_closing():
             raise EndpointError(
@@ -220,8 +247,9 @@ class RelayLink:
         finally:
             self._pending.pop(rid, None)
         if frame.type == ERROR:
-            raise RemoteError(str(frame.header.get('code')), str(frame.header.get('message')))
-        return frame
+            refusal = decode_refusal(frame)
+            raise RemoteError(refusal.code, refusal.message)
+        return rp.decode_reply(kind, frame.header)
 
     async def close(self) -> None:
         """Drop the connection and stop reconnecting."""

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tether._serve import codes as proto
+from tether._serve import messages
 from tether._serve import signalling as rp
 from tether._serve.lifecycle import Lifecycle
+from tether._serve.messages import ChannelRequest, ObjectRequest, PeersRequest
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.persistent import PersistentTable
 from tether._serve.requests import object_reply_now
@@ -50,7 +52,7 @@ from tether.endpoint._memory import EndpointMemory, in_memory
 from tether.endpoint._peers import PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
-from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
+from tether.exceptions import EndpointError, PeeringError, ProtocolError, RemoteError, WireError
 
 __all__ = ['Endpoint']
 
@@ -129,12 +131,7 @@ class Endpoint(Lifecycle):
                 )
             self.relay = RelayLink(
                 config.relay.host_port(),
-                {
-                    'token': token,
-                    'uuid': config.uuid,
-                    'name': config.name,
-                    'fingerprint': fingerprint(self.cert_pem),
-                },
+                rp.Register(token, config.uuid, config.name, fingerprint(self.cert_pem)),
                 ca_file=config.relay.ca_file,
                 server_hostname=config.relay.server_hostname,
                 insecure=config.relay.insecure,
@@ -202,12 +199,6 @@ class Endpoint(Lifecycle):
     def _local(self, frame: Frame, ids: list[str]) -> Reply | RawReply:
         return object_reply_now(self.table, frame.type, ids, frame.payloads, frame.request_id)
 
-    def _ids(self, frame: Frame) -> list[str] | None:
-        ids = frame.header.get('ids', [])
-        if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
-            return None
-        return ids
-
     def _handle_client(
         self, conn: Connection, frame: Frame
     ) -> Reply | RawReply | Later | Awaitable[Reply | None] | None:
@@ -218,13 +209,13 @@ class Endpoint(Lifecycle):
         callback (:meth:`_forward_now`). Anything else runs as a coroutine.
         """
         self.requests += 1
-        if frame.type in proto.OBJECT_TYPES:
-            ids = self._ids(frame)
-            if ids is None:
-                return error_reply('bad-request', 'ids must be a list of object ids')
-            target = frame.header.get('endpoint') or self.uuid
-            if not isinstance(target, str):
-                return error_reply('bad-request', 'endpoint must be a UUID or a name')
+        try:
+            request = messages.decode(frame.type, frame.header)
+        except ProtocolError as e:
+            return error_reply('bad-request', str(e))
+        if type(request) is ObjectRequest:
+            ids = request.ids
+            target = request.endpoint or self.uuid
             pipe = pipe_of(frame.payloads)
             if pipe is not None:
                 return self._finish_piped_put(target, pipe)
@@ -233,26 +224,28 @@ class Endpoint(Lifecycle):
             frame = in_memory(frame)  # passed on: payloads in spill files are mapped
             now = self._forward_now(conn, target, frame, ids)
             return now if now is not None else self._forward(conn, target, frame, ids)
-        return self._handle_other(conn, frame)
+        return self._handle_other(conn, frame, request)
 
-    async def _handle_other(self, conn: Connection, frame: Frame) -> Reply | None:
+    async def _handle_other(
+        self, conn: Connection, frame: Frame, request: messages.Message
+    ) -> Reply | None:
         t = frame.type
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
-        if t == proto.PEERS:
-            if frame.header.get('relay'):
+        if type(request) is PeersRequest:
+            if request.relay:
                 if self.relay is None:
                     return error_reply('bad-request', 'this endpoint has no relay')
                 try:
-                    reply = await self.relay.call(rp.LIST, {})
-                except (EndpointError, RemoteError) as e:
+                    reply = await self.relay.call(rp.ListEndpoints(), rp.Endpoints)
+                except (EndpointError, WireError) as e:
                     return error_reply('relay', str(e))
-                return proto.OK, {'endpoints': reply.header['endpoints']}, ()
-            if frame.header.get('check_nat'):
+                return proto.OK, {'endpoints': reply.endpoints}, ()
+            if request.check_nat:
                 return await self._check_nat()
             return proto.OK, {'peers': self.peers.info()}, ()
-        if t == proto.CHANNEL:
-            return await self._own_channel(conn, frame)
+        if type(request) is ChannelRequest:
+            return await self._own_channel(conn, frame, request.endpoint)
         if t == proto.SHUTDOWN:
             logger.info('endpoint %s: shutdown requested by %s', self.config.name, conn.peer)
             self.stop()
@@ -269,7 +262,7 @@ class Endpoint(Lifecycle):
             )
         return await self.relay.check_nat(self.config.name, self.peers.detect_nat)
 
-    async def _own_channel(self, conn: Connection, frame: Frame) -> Reply | None:
+    async def _own_channel(self, conn: Connection, frame: Frame, target: str) -> Reply | None:
         """Give the client's connection a peer channel of its own.
 
         The endpoint takes an idle channel out of the peer's pool, answers ``OK`` and
@@ -281,8 +274,7 @@ class Endpoint(Lifecycle):
         this endpoint's parsing and bookkeeping on each request and reply. Either side
         closing closes both (the client asks again over a fresh connection).
         """
-        target = frame.header.get('endpoint')
-        if not isinstance(target, str) or target in (self.uuid, self.config.name):
+        if target in (self.uuid, self.config.name):
             return error_reply('bad-request', 'CHANNEL names another endpoint')
         if self.config.peering.own_channels == 0:
             return error_reply('unsupported', 'this endpoint gives no channel of its own')
@@ -330,14 +322,12 @@ class Endpoint(Lifecycle):
         ) -> list[Any] | None:
             if mtype != proto.PUT:
                 return None
-            target, ids = header.get('endpoint'), header.get('ids')
-            if (
-                not isinstance(target, str)
-                or target in (self.uuid, self.config.name)
-                or not isinstance(ids, list)
-                or len(ids) != len(sizes)
-                or not all(proto.valid_id(i) for i in ids)
-            ):
+            try:
+                request = messages.decode_object(header)
+            except ProtocolError:
+                return None  # refused the usual way
+            target, ids = request.endpoint, request.ids
+            if target is None or target in (self.uuid, self.config.name) or len(ids) != len(sizes):
                 return None
             # Only over a channel that is open and idle now: otherwise (first use, all
             # channels busy) the object is received whole and forwarded as usual.
@@ -511,13 +501,14 @@ class Endpoint(Lifecycle):
             return proto.OK, {'size': size}, (zeros(size),)
         if frame.type not in proto.OBJECT_TYPES:
             return error_reply('bad-request', f'peers may not send message type {frame.type}')
-        if frame.header.get('endpoint') != self.uuid:
+        try:
+            request = messages.decode_object(frame.header)
+        except ProtocolError as e:
+            return error_reply('bad-request', str(e))
+        if request.endpoint != self.uuid:
             return error_reply('bad-request', f'this is endpoint {self.uuid}, no forwarding')
-        ids = self._ids(frame)
-        if ids is None:
-            return error_reply('bad-request', 'ids must be a list of object ids')
         self.requests += 1
-        return self._local(frame, ids)
+        return self._local(frame, request.ids)
 
     # Lifecycle -------------------------------------------------------------------------
 
@@ -532,7 +523,7 @@ class Endpoint(Lifecycle):
         self._expire()
         if self.relay is not None:
             await self.relay.start()
-            if self.relay.info:
+            if self.relay.info is not None:
                 with contextlib.suppress(Exception):
                     await self.peers.detect_nat()
         host, port = self.clients.address

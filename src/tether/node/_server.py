@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from tether._serve import codes as proto
+from tether._serve import messages
 from tether._serve.lifecycle import wait_for_stop
 from tether._serve.memory import NodeMemory
+from tether._serve.messages import ObjectRequest
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.requests import object_reply
 from tether._serve.state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
 from tether._wire import Connection, Frame, Limits, Reply, Server, error_reply
+from tether.exceptions import ProtocolError
 
 __all__ = ['NodeServer']
 
 logger = logging.getLogger(__name__)
-
-_OBJECT_REQUESTS = frozenset({proto.GET, proto.PUT, proto.EXISTS, proto.EVICT})
 
 
 class NodeServer:
@@ -142,11 +143,12 @@ class NodeServer:
         self._last = time.monotonic()
         self.peers.add(conn.peer.rpartition(':')[0])
         t = frame.type
-        ids = frame.header.get('ids', [])
-        if not isinstance(ids, list) or not all(proto.valid_id(i) for i in ids):
-            return error_reply('bad-request', 'ids must be a list of object ids')
-        if t in _OBJECT_REQUESTS:
-            return object_reply(self.table, t, ids, frame.payloads)
+        try:
+            request = messages.decode(t, frame.header)
+        except ProtocolError as e:
+            return error_reply('bad-request', str(e))
+        if type(request) is ObjectRequest:
+            return object_reply(self.table, t, request.ids, frame.payloads)
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.SHUTDOWN:

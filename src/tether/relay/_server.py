@@ -23,6 +23,7 @@ from tether._wire import (
     Server,
     error_reply,
 )
+from tether.exceptions import ProtocolError
 from tether.relay._config import RelayConfig, load_owners, save_owners
 from tether.relay._tunnel import Probe, Ticket, TunnelSide
 
@@ -99,7 +100,7 @@ class RelayServer(Lifecycle):
         self._by_conn: dict[Connection, _Registered] = {}
         self._usage: dict[str, _Usage] = {}
         self._tickets: dict[str, Ticket] = {}
-        self._pending: dict[int, tuple[Connection, asyncio.Future[dict[str, Any]]]] = {}
+        self._pending: dict[int, tuple[Connection, asyncio.Future[proto.Answer]]] = {}
         self._ids = itertools.count(1 << 32)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sides: set[TunnelSide] = set()
@@ -262,13 +263,18 @@ class RelayServer(Lifecycle):
     # Requests --------------------------------------------------------------------------
 
     async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
-        if frame.type == proto.REGISTER:
-            return self._register(conn, frame.header)
-        reg = self._by_conn.get(conn)
-        if reg is None or self._endpoints.get(reg.uuid) is not reg:
+        try:
+            message = proto.decode(frame.type, frame.header)
+        except ProtocolError as e:
+            if frame.type == proto.REGISTER or self._registered(conn) is not None:
+                return error_reply('bad-request', str(e))
             return error_reply('auth', 'register with a relay token first')
-        h = frame.header
-        if frame.type == proto.LIST:
+        if type(message) is proto.Register:
+            return self._register(conn, message)
+        reg = self._registered(conn)
+        if reg is None:
+            return error_reply('auth', 'register with a relay token first')
+        if type(message) is proto.ListEndpoints:
             self._sweep()
             mine = [
                 {'uuid': r.uuid, 'name': r.name}
@@ -276,31 +282,28 @@ class RelayServer(Lifecycle):
                 if r.user == reg.user
             ]
             return proto.OK, {'endpoints': sorted(mine, key=lambda e: e['name'])}, ()
-        if frame.type == proto.ANSWER:
+        if type(message) is proto.Answer:
             pending = self._pending.get(frame.request_id)
             if pending is not None and pending[0] is conn and not pending[1].done():
-                pending[1].set_result(h)
+                pending[1].set_result(message)
             return None
-        if frame.type == proto.CONNECT:
-            self._spawn(self._connect(conn, reg, frame.request_id, h))
+        if type(message) is proto.Connect:
+            self._spawn(self._connect(conn, reg, frame.request_id, message))
             return None
-        if frame.type == proto.TUNNEL:
-            return await self._tunnel(reg, h)
+        if type(message) is proto.Tunnel:
+            return await self._tunnel(reg, message)
         return error_reply('bad-request', f'unknown message type {frame.type}')
 
-    def _register(self, conn: Connection, h: dict[str, Any]) -> Reply:
-        user = self.config.user_of(h.get('token'))
+    def _registered(self, conn: Connection) -> _Registered | None:
+        reg = self._by_conn.get(conn)
+        return reg if reg is not None and self._endpoints.get(reg.uuid) is reg else None
+
+    def _register(self, conn: Connection, message: proto.Register) -> Reply:
+        user = self.config.user_of(message.token)
         if user is None:
             logger.info('relay: refused a token from %s', conn.peer)
             return _REFUSED
-        uuid, name = h.get('uuid'), h.get('name')
-        if not (
-            isinstance(uuid, str)
-            and isinstance(name, str)
-            and 0 < len(uuid) <= 64
-            and 0 < len(name) <= 256
-        ):
-            return error_reply('bad-request', 'REGISTER needs a uuid and a name')
+        uuid, name = message.uuid, message.name
         owner = self._owners.get(uuid)
         if owner is not None and owner != user:
             # The same reply as a wrong token: nothing says that this UUID exists.
@@ -331,16 +334,7 @@ class RelayServer(Lifecycle):
         self._by_conn[conn] = reg
         self.server.authenticate(conn)
         logger.info('relay: %s registered endpoint %s (%s) from %s', user, name, uuid, conn.peer)
-        return (
-            proto.OK,
-            {
-                'user': user,
-                'observed': host,
-                'udp_ports': self.udp_ports,
-                'data_port': self.data_port,
-            },
-            (),
-        )
+        return (*proto.encode(proto.Registered(user, host, self.udp_ports, self.data_port)), ())
 
     def _claim(self, user: str, uuid: str) -> Reply | None:
         """Make ``uuid`` ``user``'s for good (kept in ``owners_file``); an error to reply."""
@@ -367,44 +361,37 @@ class RelayServer(Lifecycle):
         return None
 
     async def _connect(
-        self, conn: Connection, reg: _Registered, rid: int, h: dict[str, Any]
+        self, conn: Connection, reg: _Registered, rid: int, message: proto.Connect
     ) -> None:
-        target = self._find(reg.user, h.get('target'))
+        target = self._find(reg.user, message.target)
         reply: Reply
         if target is None:
             reply = error_reply(
-                'not-found', f'no endpoint {h.get("target")!r} of yours is online at the relay'
+                'not-found', f'no endpoint {message.target!r} of yours is online at the relay'
             )
         elif target.uuid == reg.uuid:
             reply = error_reply('bad-request', 'an endpoint cannot peer with itself')
         else:
             push_id = next(self._ids)
-            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[proto.Answer] = asyncio.get_running_loop().create_future()
             self._pending[push_id] = (target.conn, fut)
             try:
-                await target.conn.send(
-                    proto.OFFER,
-                    {'from': reg.uuid, 'name': reg.name, 'offer': h.get('offer')},
-                    request_id=push_id,
-                )
+                offer = proto.Offer(reg.uuid, reg.name, message.offer)
+                await target.conn.send(*proto.encode(offer), request_id=push_id)
                 answer = await asyncio.wait_for(fut, _ANSWER_TIMEOUT)
             except Exception as e:  # any failure means the target did not answer
                 reply = error_reply('unreachable', f'endpoint {target.name} did not answer: {e!r}')
             else:
-                reply = (
-                    proto.OK,
-                    {'uuid': target.uuid, 'name': target.name, 'answer': answer},
-                    (),
-                )
+                reply = (*proto.encode(proto.Connected(target.uuid, target.name, answer)), ())
             finally:
                 self._pending.pop(push_id, None)
         with contextlib.suppress(Exception):
             await conn.send(reply[0], reply[1], reply[2], request_id=rid)
 
-    async def _tunnel(self, reg: _Registered, h: dict[str, Any]) -> Reply:
-        target = self._find(reg.user, h.get('target'))
+    async def _tunnel(self, reg: _Registered, message: proto.Tunnel) -> Reply:
+        target = self._find(reg.user, message.target)
         if target is None:
-            return error_reply('not-found', f'no endpoint {h.get("target")!r} of yours is online')
+            return error_reply('not-found', f'no endpoint {message.target!r} of yours is online')
         usage = self._usage.setdefault(reg.user, _Usage())
         if usage.tunnels >= self.config.max_tunnels_per_user:
             return error_reply('limit', f'user {reg.user!r} has too many relayed channels open')
@@ -415,9 +402,8 @@ class RelayServer(Lifecycle):
         usage.tunnels += 1
         try:
             await target.conn.send(
-                proto.TUNNEL_OPEN,
-                {'from': reg.uuid, 'session': h.get('session'), 'ticket': ticket},
+                *proto.encode(proto.TunnelOpen(reg.uuid, message.session, ticket))
             )
         except Exception as e:
             return error_reply('unreachable', f'endpoint {target.name} is unreachable: {e!r}')
-        return proto.OK, {'ticket': ticket}, ()
+        return (*proto.encode(proto.Ticket(ticket)), ())
