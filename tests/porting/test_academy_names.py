@@ -268,3 +268,52 @@ def test_redis_and_hybrid_factories(kind: str, redis_prefix: str) -> None:
         factory.exchange().close()
 
     asyncio.run(main())
+
+
+class FailsAtStart(Agent):
+    async def agent_on_startup(self) -> None:
+        raise RuntimeError('no start')
+
+
+def test_agent_failure_is_raised_by_wait_and_close() -> None:
+    async def main() -> None:
+        client = await LocalExchangeFactory().create_user_client()
+        manager = Manager(client)
+        handle = await manager.launch(FailsAtStart)
+        await manager.wait([handle], timeout=30)  # raise_error=False: no error
+        with pytest.raises(RuntimeError, match='no start'):
+            await manager.wait([handle], raise_error=True, timeout=30)
+        with pytest.raises(RuntimeError, match='no start'):
+            await manager.close()
+
+    asyncio.run(main())
+
+
+def test_executor_gets_submit_kwargs_and_overload_warns() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs)
+            return super().submit(fn, *args, **kwargs)
+
+    class Idle(Agent):
+        @loop
+        async def idle(self, shutdown: asyncio.Event) -> None:
+            await shutdown.wait()
+
+    async def main() -> None:
+        factory = LocalExchangeFactory()
+        async with await Manager.from_exchange_factory(factory, Recording(1)) as manager:
+            first = await manager.launch(Idle, submit_kwargs={'resource': {'cores': 1}})
+            await first.ping(timeout=30)
+            with pytest.warns(RuntimeWarning, match='Executor overload'):
+                await manager.launch(Idle)
+
+    asyncio.run(main())
+    assert seen[0] == {'resource': {'cores': 1}}
+
+
+def test_local_factory_refuses_pickling() -> None:
+    with pytest.raises(pickle.PicklingError, match='LocalExchangeFactory'):
+        pickle.dumps(LocalExchangeFactory())

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
@@ -105,6 +106,13 @@ def _launchers(
                 f'Invalid executors parameter: executors[{name!r}] is {value!r:.80}'
             )
     return launchers, owned, default_executor
+
+
+def _own_error(error: BaseException | None) -> BaseException | None:
+    """What an agent's own code raised (not the launcher's AgentLaunchError around it)."""
+    if isinstance(error, AgentLaunchError) and error.__cause__ is not None:
+        return error.__cause__
+    return error
 
 
 class Manager:
@@ -210,13 +218,22 @@ class Manager:
 
     async def close(self, close_exchange: bool = True) -> None:
         """Shut down every agent launched here, the executors, and (by default) the
-        exchange client."""
+        exchange client.
+
+        Raises:
+            Exception: once all is closed, what the first agent that failed for good
+                failed with (as academy-py's manager does).
+        """
         await asyncio.to_thread(self._manager.close)
         for executor in self._executors:
             await asyncio.to_thread(executor.shutdown, True)
         self._executors = []
         if close_exchange:
             await self._client.close()
+        for agent_id, launcher in self._manager._launched.items():
+            error = _own_error(launcher.failure(agent_id))
+            if error is not None:
+                raise error
 
     def add_executor(self, name: str, executor: Executor | Launcher | None) -> Self:
         """Add an executor (or launcher; ``None``: a thread of this process) by name.
@@ -225,7 +242,7 @@ class Manager:
             InvalidArgumentError: (a ``ValueError``) if the name is taken.
         """
         if name in self._manager.launchers:
-            raise InvalidArgumentError(f'An executor named "{name}" already exists.')
+            raise InvalidArgumentError(f'Executor named "{name}" already exists.')
         restart = self._manager.default_launcher.restart
         launchers, owned, _ = _launchers({name: executor}, name, restart)
         self._manager.launchers[name] = launchers[name]
@@ -267,6 +284,7 @@ class Manager:
         executor: str | None = None,
         name: str | None = None,
         registration: AgentRegistration[Any] | None = None,
+        submit_kwargs: Mapping[str, Any] | None = None,
         **ignored: Any,
     ) -> Handle[B]:
         """Start an agent (an instance, or a class built with ``args`` and ``kwargs``).
@@ -275,14 +293,21 @@ class Manager:
             executor: The name of the executor (launcher) to run it with.
             name: A readable name for a new agent's id.
             registration: Launch an agent registered before (its mailbox is kept).
-            ignored: academy-py's ``config``, ``submit_kwargs`` and ``log_config`` are
-                accepted and have no effect (see the porting guide).
+            submit_kwargs: Keyword arguments of the executor's ``submit`` (a Parsl
+                resource specification ...); ignored by launchers that are not executors.
+            ignored: academy-py's ``config`` and ``log_config`` are accepted and have no
+                effect (see the porting guide).
+
+        Warns:
+            RuntimeWarning: the executor runs more agents than it has workers (the
+                later ones wait for a worker).
 
         Raises:
             AlreadyLaunchedError: (a ``RuntimeError``) ``registration`` names an agent
                 this manager launched already.
         """
         del ignored
+        chosen = self._manager._launcher(executor)
         if registration is not None:
             agent_id = registration.agent_id
             if agent_id in self._manager._launched:
@@ -297,7 +322,19 @@ class Manager:
             launcher=executor,
             agent_id=agent_id,
         )
+        if isinstance(chosen, ExecutorLauncher) and submit_kwargs:
+            chosen.submit_kwargs[agent_id] = dict(submit_kwargs)
         launched: Handle[B] = await asyncio.to_thread(start)
+        if isinstance(chosen, ExecutorLauncher):
+            workers = chosen.max_workers()
+            if workers is not None and len(chosen.running()) > workers:
+                warnings.warn(
+                    f'Executor overload: {len(chosen.running())} agents run on '
+                    f'{chosen.executor!r}, which has {workers} workers; agent {agent_id} '
+                    'waits for one to stop',
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         handle: Handle[B] = self._handles.setdefault(agent_id, launched)
         return handle
 
@@ -386,9 +423,7 @@ class Manager:
             raise TimeoutError(f'no agent stopped within {timeout} s')
         if raise_error:
             for agent_id, launcher in stopped:
-                error = launcher.failure(agent_id)
-                if isinstance(error, AgentLaunchError) and error.__cause__ is not None:
-                    raise error.__cause__  # what the agent's own code raised
+                error = _own_error(launcher.failure(agent_id))
                 if error is not None:
                     raise error
 

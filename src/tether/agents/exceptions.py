@@ -9,6 +9,8 @@ All of them derive from :class:`~tether.exceptions.TetherError`.
 
 from __future__ import annotations
 
+import pickle
+
 from tether.exceptions import (
     ActionError,
     AgentError,
@@ -32,6 +34,7 @@ __all__ = [
     'ExceptionSerializationError',
     'ExchangeClientNotFoundError',
     'ExchangeError',
+    'ExchangeNotPicklableError',
     'ForbiddenError',
     'IncompatibleNetworkProtocolError',
     'LaunchBatchClosedError',
@@ -110,3 +113,8 @@ class AlreadyLaunchedError(AgentLaunchError, RuntimeError):
 class LaunchBatchClosedError(AgentLaunchError, RuntimeError):
     """A launch batch was used after its ``async with`` block ended (also a
     ``RuntimeError``, as academy-py raised)."""
+
+
+class ExchangeNotPicklableError(AgentError, pickle.PicklingError):
+    """An in-memory exchange (its factory) was pickled: another process could not reach
+    it (also a ``pickle.PicklingError``, as academy-py raised)."""

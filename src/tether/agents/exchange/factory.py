@@ -30,6 +30,7 @@ import uuid
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
+from tether.agents.exceptions import ExchangeNotPicklableError
 from tether.agents.exchange._base import Exchange, MailboxStatus
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
@@ -103,6 +104,13 @@ class LocalExchangeFactory(ExchangeFactory):
 
     def exchange(self) -> Exchange:
         return self._exchange
+
+    def __reduce__(self) -> Any:
+        raise ExchangeNotPicklableError(
+            'a LocalExchangeFactory cannot be pickled: its exchange lives in this '
+            "process's memory (use RedisExchangeFactory or HybridExchangeFactory to reach "
+            'agents in other processes)'
+        )
 
 
 class RedisExchangeFactory(ExchangeFactory):

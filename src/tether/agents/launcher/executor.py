@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 __all__ = ['ExecutorLauncher']
 
 
-def _run_agent(spec: AgentSpec) -> None:
+def _run_agent(spec: AgentSpec, **submit_kwargs: Any) -> None:
+    del submit_kwargs  # for the executor (a Parsl resource specification ...), not the agent
     AgentRuntime(spec).run()
 
 
@@ -45,11 +46,19 @@ class ExecutorLauncher(Launcher):
         super().__init__(restart=restart)
         self.executor = executor
         self.in_process = isinstance(executor, ThreadPoolExecutor)
+        self.submit_kwargs: dict[str, dict[str, Any]] = {}
+        """Keyword arguments given to ``executor.submit`` for an agent, by agent id."""
 
     def run_once(self, entry: Supervised) -> None:
         if entry.stopping:
             return
-        self.executor.submit(_run_agent, entry.spec).result()
+        kwargs = self.submit_kwargs.get(entry.spec.agent_id, {})
+        self.executor.submit(_run_agent, entry.spec, **kwargs).result()
+
+    def max_workers(self) -> int | None:
+        """How many agents the executor can run at once, when it says so."""
+        value = getattr(self.executor, '_max_workers', None)
+        return value if isinstance(value, int) else None
 
     def __repr__(self) -> str:
         return f'ExecutorLauncher({self.executor!r})'
