@@ -67,11 +67,46 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> N
         time.sleep(0.01)
 
 
+class _SharedEngine:
+    """The engine a suite class shares between its tests (one start per class).
+
+    Its two callbacks go to the collector of the test now running (``to``). A test gets
+    it only while every test that used it passed; otherwise it is stopped and a new one
+    started, so a test's outcome never depends on another's.
+    """
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.to: Collector | None = None
+
+    def _on_handoff(self, ids: list[str]) -> None:
+        if self.to is not None:
+            self.to.on_handoff(ids)
+
+    def _on_result(self, header: dict[str, Any], payload: bytes) -> None:
+        if self.to is not None:
+            self.to.on_result(header, payload)
+
+    def take(self, make: Callable[[Any, Any], Engine]) -> Engine:
+        if self.engine is None:
+            engine = make(self._on_handoff, self._on_result)
+            engine.start()
+            self.engine = engine
+        return self.engine
+
+    def stop(self) -> None:
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.stop()
+
+
 class EngineConformance:
     """What every engine does: runs tasks, reports each hand-off and exactly one result
     per task through its two callbacks, fails a raising task with its error, cancels.
 
-    Needs a fixture ``engine_factory`` returning the engine's factory.
+    Needs a fixture ``engine_factory`` returning the engine's factory. The tests of a
+    class share one started engine (starting workers can take seconds) while they pass;
+    after a failed test the next starts a fresh one.
     """
 
     max_workers = 2
@@ -80,8 +115,24 @@ class EngineConformance:
     def collector(self) -> Collector:
         return Collector()
 
+    @pytest.fixture(scope='class')
+    @classmethod
+    def shared_engine(cls) -> Iterator[_SharedEngine]:
+        """The engine the class's tests share (stopped after the class's last test)."""
+        shared = _SharedEngine()
+        yield shared
+        shared.stop()
+
     @pytest.fixture
-    def engine(self, engine_factory: EngineFactory, collector: Collector) -> Iterator[Engine]:
+    def engine(
+        self,
+        engine_factory: EngineFactory,
+        collector: Collector,
+        shared_engine: _SharedEngine,
+        request: pytest.FixtureRequest,
+    ) -> Iterator[Engine]:
+        """The class's started engine, its callbacks passed on to this test's
+        ``collector``; started if there is none (after a failed test, a fresh one)."""
         config = ComputeEndpointConfig(
             name='conformance',
             endpoint_id='conformance',
@@ -90,12 +141,15 @@ class EngineConformance:
             max_retries=0,
             worker_prefetch=0,
         )
-        made = engine_factory(config, collector.on_handoff, collector.on_result, {})
-        made.start()
+        failed = request.session.testsfailed
+        made = shared_engine.take(lambda h, r: engine_factory(config, h, r, {}))
+        shared_engine.to = collector
         try:
             yield made
         finally:
-            made.stop()
+            shared_engine.to = None
+            if request.session.testsfailed != failed:
+                shared_engine.stop()
 
     def test_is_an_engine(self, engine: Engine) -> None:
         assert isinstance(engine, Engine)
