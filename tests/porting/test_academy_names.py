@@ -20,6 +20,7 @@ from tether.agents.exceptions import (
     AgentTerminatedError,
     AlreadyLaunchedError,
     BadEntityIdError,
+    ExchangeClientNotFoundError,
     LaunchBatchClosedError,
     MailboxTerminatedError,
 )
@@ -31,6 +32,7 @@ from tether.agents.exchange import (
     ThreadExchange,
     UserExchangeClient,
 )
+from tether.agents.handle import Handle
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.agents.state import FileState
 from tether.exceptions import (
@@ -317,3 +319,27 @@ def test_executor_gets_submit_kwargs_and_overload_warns() -> None:
 def test_local_factory_refuses_pickling() -> None:
     with pytest.raises(pickle.PicklingError, match='LocalExchangeFactory'):
         pickle.dumps(LocalExchangeFactory())
+
+
+class Forwarder(Agent):
+    @action
+    async def forward(self, agent_id: str) -> int:
+        return int(await Handle(agent_id).get())  # the agent's own exchange
+
+
+def test_handle_without_exchange_uses_the_context() -> None:
+    async def main() -> None:
+        factory = LocalExchangeFactory()
+        async with await Manager.from_exchange_factory(factory) as manager:
+            counter = await manager.launch(Counter, args=(4,))
+            bare: Handle[Any] = Handle(counter.agent_id)
+            assert await bare.get() == 4  # inside async with: the manager's exchange
+            forwarder = await manager.launch(Forwarder)
+            assert await forwarder.forward(counter.agent_id) == 4
+            assert pickle.loads(pickle.dumps(bare)) == counter
+        with pytest.raises(ExchangeClientNotFoundError):
+            await bare.get()
+        with pytest.raises(pickle.PicklingError, match='unbound'):
+            pickle.dumps(bare)
+
+    asyncio.run(main())

@@ -33,6 +33,7 @@ from tether.agents._journal import Journal, answer_lost
 from tether.agents._loops import ControlLoops
 from tether.agents._pool import Workers
 from tether.agents.behavior import actions_of, describe_actions
+from tether.agents.handle import exchange_context
 from tether.agents.message import (
     CANCEL,
     DESCRIBE,
@@ -135,6 +136,7 @@ class AgentRuntime:
 
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
+        exchange_context.set(self.exchange)  # Handle(agent_id) in actions and loops
         self._stop = asyncio.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f'agent-{self.agent_id[6:14]}-setup'
@@ -446,6 +448,7 @@ class AgentRuntime:
     def _run_sync(self, ctx: ActionContext) -> None:
         msg = ctx.msg
         token = _current.set(ctx)
+        exchange_token = exchange_context.set(self.exchange)
         try:
             if self._journal is not None:
                 self._journal.ensure(ctx.journal_line)  # its line first (see _request)
@@ -458,6 +461,7 @@ class AgentRuntime:
             self._reply(msg.src, msg.tag, result=result)
         finally:
             _current.reset(token)
+            exchange_context.reset(exchange_token)
             self._finish(ctx)
 
     def _exit_raised(self, ctx: ActionContext, error: BaseException) -> BaseException:

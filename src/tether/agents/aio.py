@@ -51,7 +51,7 @@ from typing import Any, Self, TypeVar
 from tether.agents.behavior import Behavior
 from tether.agents.exceptions import AlreadyLaunchedError, LaunchBatchClosedError
 from tether.agents.exchange.factory import AgentRegistration, ExchangeFactory, UserExchangeClient
-from tether.agents.handle import Handle
+from tether.agents.handle import Handle, exchange_context
 from tether.agents.identifier import AgentId, UserId
 from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.manager import Manager as SyncManager
@@ -118,8 +118,10 @@ def _own_error(error: BaseException | None) -> BaseException | None:
 class Manager:
     """Launch, use and shut down agents from ``async`` code (academy-py 1.0's manager).
 
-    The manager owns its exchange client and the executors it is given: closing it (or
-    leaving ``async with``) shuts its agents down, then the executors, then the client.
+    Inside ``async with``, ``Handle(agent_id)`` (without an exchange) uses this
+    manager's exchange. The manager owns its exchange client and the executors it is
+    given: closing it (or leaving ``async with``) shuts its agents down, then the
+    executors, then the client.
 
     Args:
         exchange_client: From ``await factory.create_user_client()``.
@@ -206,6 +208,7 @@ class Manager:
         return f'Manager<{self.user_id}, {self._client.exchange!r}>'
 
     async def __aenter__(self) -> Self:
+        self._context_token = exchange_context.set(self._client.exchange)
         return self
 
     async def __aexit__(
@@ -214,7 +217,12 @@ class Manager:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        try:
+            await self.close()
+        finally:
+            token = self.__dict__.pop('_context_token', None)
+            if token is not None:
+                exchange_context.reset(token)
 
     async def close(self, close_exchange: bool = True) -> None:
         """Shut down every agent launched here, the executors, and (by default) the

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import itertools
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from tether.agents.exchange import Exchange, MailboxStatus
     from tether.agents.exchange._base import Transport
 
-__all__ = ['ActionFuture', 'Handle', 'Seconds']
+__all__ = ['ActionFuture', 'Handle', 'Seconds', 'exchange_context']
 
 logger = logging.getLogger(__name__)
 
@@ -315,6 +317,28 @@ class _ActionMethod:
         return f'<action {self.name!r} of {self.handle!r}>'
 
 
+exchange_context: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    'tether_agents_exchange', default=None
+)
+"""The exchange a :class:`Handle` made without one uses (academy-py 1.0's
+``Handle(agent_id)``): set inside ``async with tether.agents.aio.Manager(...)`` and in a
+running agent's actions and ``async`` loops. It holds an exchange, or anything with an
+``exchange`` attribute (a :class:`~tether.agents.exchange.UserExchangeClient`)."""
+
+
+def _context_exchange() -> Exchange:
+    from tether.agents.exceptions import ExchangeClientNotFoundError
+
+    value = exchange_context.get()
+    if value is None:
+        raise ExchangeClientNotFoundError(
+            'this handle was made without an exchange and none is set here: make it '
+            'inside `async with Manager(...)` (tether.agents.aio) or in a running agent, '
+            'or pass the exchange: Handle(agent_id, exchange)'
+        )
+    return getattr(value, 'exchange', value)  # type: ignore[no-any-return]
+
+
 class Handle(Generic[B]):
     """A reference to an agent: calling one of its actions returns an :class:`ActionFuture`.
 
@@ -323,15 +347,28 @@ class Handle(Generic[B]):
 
     Args:
         agent_id: The agent's mailbox id.
-        exchange: The exchange the agent is registered with.
+        exchange: The exchange the agent is registered with. Without it (academy-py 1.0's
+            ``Handle(agent_id)``), the handle uses the exchange of the context it is used
+            in (:data:`exchange_context`).
     """
 
-    def __init__(self, agent_id: str, exchange: Exchange) -> None:
+    def __init__(self, agent_id: str, exchange: Exchange | None = None) -> None:
         self.agent_id = agent_id
-        self.exchange = exchange
+        self._exchange = exchange
+
+    @property
+    def exchange(self) -> Exchange:
+        """The exchange the agent is reached through.
+
+        Raises:
+            ExchangeClientNotFoundError: for a handle made without an exchange, used
+                where no exchange is set (see :data:`exchange_context`).
+        """
+        exchange = self._exchange
+        return exchange if exchange is not None else _context_exchange()
 
     def __repr__(self) -> str:
-        return f'Handle({self.agent_id!r}, {self.exchange!r})'
+        return f'Handle({self.agent_id!r}, {self._exchange!r})'
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -344,19 +381,42 @@ class Handle(Generic[B]):
         return hash(self.agent_id)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Handle, (self.agent_id, self.exchange))
+        try:
+            exchange = self.exchange
+        except AgentError as e:
+            raise pickle.PicklingError(
+                f'cannot pickle an unbound handle of {self.agent_id}: {e}'
+            ) from e
+        return (Handle, (self.agent_id, exchange))
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith('_') or name in ('agent_id', 'exchange'):
+        if name.startswith('_') or name == 'agent_id':
             raise AttributeError(name)
         return _ActionMethod(self, name)
 
     def _mailbox(self) -> _ClientMailbox:
+        if self._exchange is None:  # the context's exchange, which may change
+            return self._context_exchange_mailbox()
         cached = self.__dict__.get('_cached')
         if cached is not None and not cached.closed and cached.pid == os.getpid():
             return cached  # type: ignore[no-any-return]
         mailbox = self.exchange.transport().client()
         self.__dict__['_cached'] = mailbox
+        return mailbox
+
+    def _context_exchange_mailbox(self) -> _ClientMailbox:
+        exchange = _context_exchange()
+        cached = self.__dict__.get('_cached')
+        if (
+            cached is not None
+            and not cached.closed
+            and cached.pid == os.getpid()
+            and self.__dict__.get('_cached_exchange') is exchange
+        ):
+            return cached  # type: ignore[no-any-return]
+        mailbox = exchange.transport().client()
+        self.__dict__['_cached'] = mailbox
+        self.__dict__['_cached_exchange'] = exchange
         return mailbox
 
     def action(self, name: str, /, *args: Any, **kwargs: Any) -> ActionFuture[Any]:
