@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -180,15 +181,19 @@ def htex_config(
     from parsl.executors import HighThroughputExecutor
 
     try:
-        executor = HighThroughputExecutor(
-            label=label,
-            address=address,
-            max_workers_per_node=workers_per_node,
-            provider=provider,
-            encrypted=encrypted,
-            interchange_launch_cmd=interchange_command(),
-            **htex,
-        )
+        with warnings.catch_warnings():
+            # Without an address, Parsl lists this host's addresses with sockets it never
+            # closes (a ResourceWarning each, raised as they are dropped, in this call).
+            warnings.simplefilter('ignore', ResourceWarning)
+            executor = HighThroughputExecutor(
+                label=label,
+                address=address,
+                max_workers_per_node=workers_per_node,
+                provider=provider,
+                encrypted=encrypted,
+                interchange_launch_cmd=interchange_command(),
+                **htex,
+            )
     except TypeError as e:
         raise ConfigError(f'HighThroughputExecutor refused its options: {e}') from e
     return Config(
