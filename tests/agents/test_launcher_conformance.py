@@ -7,12 +7,12 @@ exchange on the shared Redis server (a unique prefix per test).
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.agents.test_processes import parsl_config  # noqa: F401 - a fixture used below
+from tests.parsl_env import parsl_environment
 from tether.agents.launcher import (
     DaemonLauncher,
     Launcher,
@@ -56,15 +56,40 @@ class TestDaemonLauncher(LauncherConformance):
         return lambda restart: DaemonLauncher(home=agents_home, restart=restart)
 
 
-@pytest.mark.slow  # a Parsl pool starts for each test
+@pytest.mark.slow  # a Parsl pool starts for the class's shared launcher, and one more
 class TestParslLauncher(LauncherConformance):
     @pytest.fixture
     def exchange(self, make_exchange: Callable[..., Any]) -> Any:
         return make_exchange('hybrid')
 
-    @pytest.fixture
-    def make_launcher(
-        self,
-        parsl_config: Any,  # noqa: F811 - the fixture imported above
-    ) -> Callable[[RestartPolicy], Launcher]:
-        return lambda restart: ParslLauncher(parsl_config, restart=restart)
+    # Class-scoped: the suite shares one launcher between the class's tests, and its run
+    # directory must outlive each test.
+    @pytest.fixture(scope='class')
+    @classmethod
+    def make_launcher(cls) -> Iterator[Callable[[RestartPolicy], Launcher]]:
+        from parsl.config import Config
+        from parsl.executors import HighThroughputExecutor
+        from parsl.providers import LocalProvider
+
+        def make(restart: RestartPolicy) -> Launcher:
+            config = Config(
+                executors=[
+                    HighThroughputExecutor(
+                        label='htex',
+                        address='127.0.0.1',
+                        max_workers_per_node=2,
+                        provider=LocalProvider(init_blocks=1, max_blocks=1),  # type: ignore[no-untyped-call]
+                        encrypted=False,
+                        heartbeat_period=1,
+                        heartbeat_threshold=4,
+                    ),
+                ],
+                run_dir=str(run_dir),
+                strategy='none',
+                strategy_period=0.5,  # its first tick starts the block (default: 5 s)
+                initialize_logging=False,
+            )
+            return ParslLauncher(config, restart=restart)
+
+        with parsl_environment('tether-agents-parsl-') as run_dir:
+            yield make

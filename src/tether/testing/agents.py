@@ -80,6 +80,26 @@ def _eventually(check: Any, timeout: float = 30.0) -> bool:
     return bool(check())
 
 
+class _SharedLauncher:
+    """The launcher a suite class shares between its tests (starting one may start a pool
+    of workers). A test gets it while every test that used it passed and none closed it.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.launcher: Launcher | None = None
+        self.timeout = timeout
+
+    def take(self, make: Any) -> Launcher:
+        if self.launcher is None:
+            self.launcher = make()
+        return self.launcher
+
+    def close(self) -> None:
+        launcher, self.launcher = self.launcher, None
+        if launcher is not None:
+            launcher.close(self.timeout)
+
+
 class ExchangeConformance:
     """What every exchange does. Needs a fixture ``exchange`` (a fresh exchange)."""
 
@@ -272,12 +292,27 @@ class LauncherConformance:
     #: Seconds to wait for each agent to start, answer or stop.
     timeout: float = 60.0
 
+    @pytest.fixture(scope='class')
+    @classmethod
+    def shared_launcher(cls) -> Iterator[_SharedLauncher]:
+        """The launcher the class's tests share (closed after the class's last test)."""
+        shared = _SharedLauncher(cls.timeout)
+        yield shared
+        shared.close()
+
     @pytest.fixture
-    def launcher(self, make_launcher: Any) -> Iterator[Launcher]:
-        """A launcher without restarts, closed after the test."""
-        launcher = make_launcher(RestartPolicy())
-        yield launcher
-        launcher.close(self.timeout)
+    def launcher(
+        self,
+        make_launcher: Any,
+        shared_launcher: _SharedLauncher,
+        request: pytest.FixtureRequest,
+    ) -> Iterator[Launcher]:
+        """The class's launcher without restarts (made if there is none, or after a failed
+        test); a test may close it, the next then makes another."""
+        failed = request.session.testsfailed
+        yield shared_launcher.take(lambda: make_launcher(RestartPolicy()))
+        if request.session.testsfailed != failed:
+            shared_launcher.close()
 
     def _launch(self, launcher: Launcher, exchange: Any, behavior: Any) -> str:
         agent_id: str = exchange.register_agent(type(behavior))
@@ -322,15 +357,14 @@ class LauncherConformance:
             launcher.close(self.timeout)
 
     def test_close_stops_the_agents_of_an_attached_launcher(
-        self, make_launcher: Any, exchange: Any
+        self, launcher: Launcher, shared_launcher: _SharedLauncher, exchange: Any
     ) -> None:
-        launcher = make_launcher(RestartPolicy())
         try:
             agent_id = self._launch(launcher, exchange, Echo())
             handle = exchange.get_handle(agent_id)
             handle.ping(timeout=self.timeout)
         finally:
-            launcher.close(self.timeout)
+            shared_launcher.close()  # the class's next test makes another
         if launcher.detached:
             assert agent_id in launcher.running()  # it outlives its launcher
             handle.shutdown().result(self.timeout)
