@@ -38,6 +38,7 @@ __all__ = [
     'ReferenceNotOwnedError',
     'RemoteError',
     'SerializationError',
+    'SerializerNotAllowedError',
     'SerializerOutputError',
     'StoreError',
     'StoreExistsError',
@@ -48,6 +49,7 @@ __all__ = [
     'StreamTimeoutError',
     'TetherError',
     'TopicClosedError',
+    'UnknownStrategyError',
     'UntrustedStoreError',
     'UntrustedTypeError',
     'WireConnectionError',
@@ -66,8 +68,13 @@ class ProxyError(TetherError):
 class ProxyResolveError(ProxyError):
     """The factory of a proxy raised while resolving the target object.
 
-    The original error is chained as ``__cause__``.
+    The original error is chained as ``__cause__`` (also :attr:`cause`, ProxyStore's name).
     """
+
+    @property
+    def cause(self) -> BaseException | None:
+        """The factory's error (``__cause__``)."""
+        return self.__cause__
 
 
 class ProxyResolveMissingKeyError(ProxyResolveError):
@@ -313,6 +320,23 @@ class MissingCapabilityError(StoreError, NotImplementedError):
 
 class SerializerOutputError(SerializationError, TypeError):
     """A custom serializer returned something other than bytes (also a :class:`TypeError`)."""
+
+
+class SerializerNotAllowedError(SerializationError):
+    """A payload names a serializer (strategy) the receiver's allowlist does not list.
+
+    Raised before any byte of the payload is read: ``ComputeSerializer(
+    allowed_deserializer_types=...)`` in a program, ``allowed_serializers`` on a faas
+    endpoint (the task fails with this error's name).
+    """
+
+
+class UnknownStrategyError(SerializationError, ValueError):
+    """A value is not a serialization strategy tether knows (also a :class:`ValueError`).
+
+    Strategies are the classes of :mod:`tether.faas` (``DillCode``, ``JSONData`` ...), an
+    instance of one, their name, or an import path to one; nothing is ever imported.
+    """
 
 
 class MutableBorrowError(OwnershipError):

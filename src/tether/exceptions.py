@@ -11,6 +11,8 @@ TetherError
  |         +-- ProxyResolveMissingKeyError  the object behind a store proxy is gone
  +-- SerializationError                  bytes could not become an object, or back
  |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)
+ |    +-- SerializerNotAllowedError      a payload's serializer is not on the allowlist
+ |    +-- UnknownStrategyError           not a strategy tether.faas knows (also a ValueError)
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
  |    +-- PeerChannelError               the channel to the peer endpoint owning the
@@ -141,6 +143,7 @@ from tether._errors_data import (
     ReferenceNotOwnedError,
     RemoteError,
     SerializationError,
+    SerializerNotAllowedError,
     SerializerOutputError,
     StoreError,
     StoreExistsError,
@@ -151,6 +154,7 @@ from tether._errors_data import (
     StreamTimeoutError,
     TetherError,
     TopicClosedError,
+    UnknownStrategyError,
     UntrustedStoreError,
     UntrustedTypeError,
     WireConnectionError,
@@ -261,6 +265,7 @@ __all__ = [
     'ReferenceNotOwnedError',
     'RemoteError',
     'SerializationError',
+    'SerializerNotAllowedError',
     'SerializerOutputError',
     'ServerStartError',
     'SteerAuthenticationError',
@@ -283,6 +288,7 @@ __all__ = [
     'TetherError',
     'TopicClosedError',
     'UnknownMailboxError',
+    'UnknownStrategyError',
     'UntrustedStoreError',
     'UntrustedTypeError',
     'WireConnectionError',
