@@ -129,11 +129,8 @@ class Service:
         """Record and queue a batch of tasks; return the task group and task ids."""
         received = time.time()
         check_submission(header, len(payloads))  # types, lengths, nesting: 400 otherwise
-        tasks = header.get('tasks')
-        if not isinstance(tasks, list) or len(tasks) != len(payloads):
-            raise ProtocolError('a submission needs one payload per entry of "tasks"')
-        if not all(isinstance(t, dict) for t in tasks):
-            raise ProtocolError('each entry of "tasks" must be an object')
+        submission = _frames.decode_submission(header, len(payloads))
+        tasks = submission.tasks
         limit = self.config.max_payload_bytes
         for i, payload in enumerate(payloads):
             if payload.nbytes > limit:
@@ -143,13 +140,13 @@ class Service:
                     '(Executor(endpoint_id, store=store) proxies them through a tether '
                     'Store, or pass store.proxy(obj) yourself)',
                 )
-        group = header.get('task_group_id') or None
+        group = submission.task_group_id
         if group is None or not await self.repo.owns_task_group(group, user_id):
             group = await self.repo.add_task_group(user_id, group)
             if not await self.repo.owns_task_group(group, user_id):
                 raise FaasNotFoundError(f'task group {group} not found')
-        fids = sorted({str(t.get('function_id')) for t in tasks})
-        eids = sorted({str(t.get('endpoint_id')) for t in tasks})
+        fids = sorted({t.function_id for t in tasks})
+        eids = sorted({t.endpoint_id for t in tasks})
         for eid in eids:
             if eid in self._deleting:
                 raise FaasNotFoundError(f'endpoint {eid} not found')
@@ -178,7 +175,7 @@ class Service:
         user_id: str,
         group: str,
         *,
-        tasks: list[dict[str, Any]],
+        tasks: list[_frames.SubmittedTask],
         payloads: Sequence[memoryview],
         eids: list[str],
         fids: list[str],
@@ -194,14 +191,13 @@ class Service:
         rows: list[tuple[str, str, str, str, str, str, memoryview]] = []
         queued: dict[str, list[Entry]] = {}
         for task, payload in zip(tasks, payloads, strict=True):
-            eid = str(task['endpoint_id'])
-            fid = str(task['function_id'])
+            eid, fid = task.endpoint_id, task.function_id
             allowed = endpoints[eid].get('allowed_functions')
             if allowed is not None and fid not in allowed:
                 raise FunctionNotAllowedError(
                     f'endpoint {eid} does not allow function {fid} (see its allowed_functions)',
                 )
-            msg_header = _task_message(task, fid, group, received)
+            msg_header = _task_message(task, group, received)
             rows.append(
                 (msg_header['task_id'], user_id, group, eid, fid, json.dumps(msg_header), payload)
             )
@@ -480,31 +476,28 @@ class Service:
         await self.repo.acknowledge(user_id, list(task_ids))
 
 
-def _task_message(task: dict[str, Any], fid: str, group: str, received: float) -> dict[str, Any]:
+def _task_message(task: _frames.SubmittedTask, group: str, received: float) -> dict[str, Any]:
     """The header a task is queued with for its endpoint (its time limit checked)."""
-    stamps = dict(task.get('t') or {})
-    stamps['service_received'] = received
-    header: dict[str, Any] = {
-        'task_id': str(task['task_id']),
-        'function_id': fid,
-        'task_group_id': group,
-        'data_serializer': str(task.get('data_serializer', 'tether')),
-        'result_store': task.get('result_store'),
-        'result_threshold': task.get('result_threshold'),
-        't': stamps,
-    }
-    timeout = task.get('timeout')
-    if timeout is not None:
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not 0 < timeout <= MAX_TIMEOUT
-        ):
-            raise FaasBadRequestError(
-                f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
-            )
-        header['timeout'] = float(timeout)
-    return header
+    timeout = task.timeout
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise FaasBadRequestError(
+            f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
+        )
+    message = _frames.TaskMessage(
+        task_id=task.task_id,
+        function_id=task.function_id,
+        task_group_id=group,
+        data_serializer=task.data_serializer,
+        result_store=task.result_store,
+        result_threshold=task.result_threshold,
+        timeout=None if timeout is None else float(timeout),
+        t={**task.t, 'service_received': received},
+    )
+    return _frames.encode_task(message)
 
 
 def _only_new(queued: dict[str, list[Entry]], new: set[str]) -> dict[str, list[Entry]]:

@@ -4,12 +4,18 @@ The service, its endpoints and the SDK exchange binary messages framed exactly l
 other tether connection (:mod:`tether._wire`): the versioned fixed prefix, the payload
 lengths, a JSON header, then the raw payloads. Control data is JSON; only payloads are
 bytes, and the service never deserializes them.
+
+:func:`encode` and :func:`decode` are the pair for one message (:func:`pack` cuts a batch
+into as many messages as fit). A task, as the service queues it for its endpoint, is the
+typed, frozen record :class:`TaskMessage`, checked once by :func:`decode_task` (and the
+task ids of ``ACK``, ``RESULTS_OK`` and ``CANCEL`` by :func:`decode_task_ids`), so that
+an endpoint reads attributes, never a header.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from tether._wire import (
     PREFIX,
@@ -22,6 +28,7 @@ from tether._wire import (
     flatten,
     unpack_prefix,
 )
+from tether._wire._fields import field, optional
 from tether.exceptions import ProtocolError, ProtocolVersionError
 
 __all__ = [
@@ -33,13 +40,21 @@ __all__ = [
     'HELLO',
     'RESULTS',
     'RESULTS_OK',
+    'SubmittedTask',
+    'Submission',
     'SUBMIT',
     'SUBMITTED',
     'SUBMIT_FAILED',
     'TASKS',
+    'TaskMessage',
     'WELCOME',
     'decode',
+    'decode_submission',
+    'decode_task',
+    'decode_task_ids',
+    'decode_tasks',
     'encode',
+    'encode_task',
     'header_length',
     'pack',
 ]
@@ -163,3 +178,146 @@ def decode(data: bytes | bytearray | memoryview, limits: Limits | None = None) -
         payloads.append(view[pos : pos + size])
         pos += size
     return Frame(mtype, header, payloads, rid, flags, version)
+
+
+class TaskMessage(NamedTuple):
+    """A task as the service queues it for its endpoint (one entry of a ``TASKS`` message).
+
+    Attributes:
+        task_id: The task's id.
+        function_id: The function to run.
+        task_group_id: The group its result is published to.
+        data_serializer: How its arguments (the payload) and result are serialized.
+        result_store: A store configuration to put a large result into (``None``: none).
+        result_threshold: Results larger than this many bytes go to ``result_store``.
+        timeout: Seconds the task may run (``None``: no limit).
+        t: Timestamps (seconds since the epoch) along its way, by stage.
+    """
+
+    task_id: str
+    function_id: str
+    task_group_id: str
+    data_serializer: str
+    result_store: dict[str, Any] | None
+    result_threshold: int | None
+    timeout: float | None
+    t: dict[str, float]
+
+
+def encode_task(task: TaskMessage) -> dict[str, Any]:
+    """The JSON header entry of a task (no ``timeout`` if it has none)."""
+    header = task._asdict()
+    if task.timeout is None:
+        del header['timeout']
+    return header
+
+
+def decode_task(header: Mapping[str, Any]) -> TaskMessage:
+    """The record of one entry of a ``TASKS`` message.
+
+    Raises:
+        ProtocolError: a field is missing or of the wrong type.
+    """
+    what = 'a task message'
+    timeout = optional(header, 'timeout', (int, float), what)
+    return TaskMessage(
+        field(header, 'task_id', str, what),
+        field(header, 'function_id', str, what),
+        str(optional(header, 'task_group_id', str, what, '')),
+        optional(header, 'data_serializer', str, what, 'tether'),
+        optional(header, 'result_store', dict, what),
+        optional(header, 'result_threshold', int, what),
+        float(timeout) if timeout is not None and timeout > 0 else None,
+        dict(optional(header, 't', dict, what, {})),
+    )
+
+
+def decode_tasks(frame: Frame) -> list[tuple[TaskMessage, Any]]:
+    """The tasks of a ``TASKS`` message, each with its payload.
+
+    Raises:
+        ProtocolError: the entries do not match the payloads, or one is malformed.
+    """
+    entries = field(frame.header, 'tasks', list, 'TASKS')
+    if len(entries) != len(frame.payloads):
+        raise ProtocolError('TASKS needs one payload per entry of "tasks"')
+    out = []
+    for entry, payload in zip(entries, frame.payloads, strict=True):
+        if not isinstance(entry, dict):
+            raise ProtocolError('each entry of "tasks" must be an object')
+        out.append((decode_task(entry), payload))
+    return out
+
+
+def decode_task_ids(header: Mapping[str, Any]) -> list[str]:
+    """The ``task_ids`` of an ``ACK``, ``RESULTS_OK`` or ``CANCEL`` message.
+
+    Raises:
+        ProtocolError: they are not a list of strings.
+    """
+    ids = header.get('task_ids', [])
+    if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids):
+        raise ProtocolError('"task_ids" must be a list of task id strings')
+    return ids
+
+
+class SubmittedTask(NamedTuple):
+    """One task of a ``SUBMIT`` message (as a client sends it).
+
+    Attributes:
+        task_id: The id the client chose for it.
+        function_id: The function to run.
+        endpoint_id: Where to run it.
+        data_serializer: How its arguments and result are serialized.
+        result_store: A store configuration for a large result (``None``: none).
+        result_threshold: Results larger than this many bytes go to ``result_store``.
+        timeout: Seconds it may run, as the client asked (``None``: no limit).
+        t: Timestamps along its way so far, by stage.
+    """
+
+    task_id: str
+    function_id: str
+    endpoint_id: str
+    data_serializer: str
+    result_store: dict[str, Any] | None
+    result_threshold: int | None
+    timeout: Any
+    t: dict[str, float]
+
+
+class Submission(NamedTuple):
+    """A ``SUBMIT`` message: a batch of tasks, one payload each, for one task group."""
+
+    task_group_id: str | None
+    tasks: list[SubmittedTask]
+
+
+def decode_submission(header: Mapping[str, Any], payload_count: int) -> Submission:
+    """The record of a ``SUBMIT`` message's header (its time limits are the service's to
+    bound: ``timeout`` is given as sent).
+
+    Raises:
+        ProtocolError: the tasks do not match the payloads, or a field is missing or of
+            the wrong type.
+    """
+    entries = field(header, 'tasks', list, 'SUBMIT')
+    if len(entries) != payload_count:
+        raise ProtocolError('a submission needs one payload per entry of "tasks"')
+    tasks = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ProtocolError('each entry of "tasks" must be an object')
+        what = 'a submitted task'
+        tasks.append(
+            SubmittedTask(
+                field(entry, 'task_id', str, what),
+                field(entry, 'function_id', str, what),
+                field(entry, 'endpoint_id', str, what),
+                optional(entry, 'data_serializer', str, what, 'tether'),
+                optional(entry, 'result_store', dict, what),
+                optional(entry, 'result_threshold', int, what),
+                entry.get('timeout'),
+                dict(optional(entry, 't', dict, what, {})),
+            )
+        )
+    return Submission(optional(header, 'task_group_id', str, 'SUBMIT') or None, tasks)

@@ -307,12 +307,12 @@ class Agent:
         if frame.type == _frames.WELCOME:  # the service stored the HELLO: connected
             self.connected.set()
         elif frame.type == _frames.RESULTS_OK:
-            for task_id in frame.header.get('task_ids', []):
-                self._unconfirmed.pop(str(task_id), None)
+            for task_id in _frames.decode_task_ids(frame.header):
+                self._unconfirmed.pop(task_id, None)
         elif frame.type == _frames.TASKS:
             await self._tasks(http, frame)
         elif frame.type == _frames.CANCEL:
-            ids = [str(t) for t in frame.header.get('task_ids', [])]
+            ids = _frames.decode_task_ids(frame.header)
             held = [t for t in ids if t in self._holding]
             if held:
                 self.engine.cancel(held)
@@ -329,8 +329,8 @@ class Agent:
     async def _tasks(self, http: Any, frame: Any) -> None:
         received = time.time()
         tasks = []
-        for header, payload in zip(frame.header.get('tasks', []), frame.payloads, strict=False):
-            task_id = str(header['task_id'])
+        for message, payload in _frames.decode_tasks(frame):
+            task_id = message.task_id
             if task_id in self._holding:
                 if self._holding[task_id]:
                     self._handed.append(task_id)  # redelivered: already with a worker
@@ -338,9 +338,9 @@ class Agent:
             if task_id in self._unconfirmed:
                 self._handed.append(task_id)
                 continue
-            header.setdefault('t', {})['endpoint_received'] = received
-            fid = str(header['function_id'])
-            refusal = self._refuse(header)
+            stamps = {**message.t, 'endpoint_received': received}
+            fid = message.function_id
+            refusal = self._refuse(message)
             function = None
             if refusal is None:
                 try:
@@ -353,15 +353,9 @@ class Agent:
                 self._holding[task_id] = True
                 self._handed.append(task_id)
                 now = time.time()
-                result = result_header(
-                    task_id,
-                    'failed',
-                    str(header.get('data_serializer', 'tether')),
-                    refusal,
-                    now,
-                    now,
-                )
-                self._timings[task_id] = header['t']
+                ser = message.data_serializer
+                result = result_header(task_id, 'failed', ser, refusal, now, now)
+                self._timings[task_id] = stamps
                 self._result(result, b'')
                 continue
             self._holding[task_id] = False
@@ -371,28 +365,28 @@ class Agent:
                     function_id=fid,
                     function_serializer=function[0],
                     function_body=function[1],
-                    data_serializer=str(header.get('data_serializer', 'tether')),
+                    data_serializer=message.data_serializer,
                     payload=bytes(payload),
-                    result_store=header.get('result_store'),
-                    result_threshold=header.get('result_threshold'),
-                    timeout=_timeout(header.get('timeout')),
+                    result_store=message.result_store,
+                    result_threshold=message.result_threshold,
+                    timeout=message.timeout,
                 ),
             )
-            self._timings[task_id] = header['t']
+            self._timings[task_id] = stamps
         if tasks:
             self.engine.submit(tasks)
         self._schedule_flush()
 
-    def _refuse(self, header: dict[str, Any]) -> dict[str, str] | None:
+    def _refuse(self, message: _frames.TaskMessage) -> dict[str, str] | None:
         allowed = self.config.allowed_functions
-        fid = str(header['function_id'])
+        fid = message.function_id
         if allowed is not None and fid not in allowed:
             return {
                 'type': 'FunctionNotAllowedError',
                 'message': f'endpoint {self.config.endpoint_id} does not allow function {fid}',
                 'traceback': '',
             }
-        store = header.get('result_store')
+        store = message.result_store
         if allowed is not None and store is not None:
             ctype = str(store.get('connector_type', ''))
             if not ctype.startswith('tether.connectors.'):
@@ -412,10 +406,3 @@ class Agent:
             serializer = response.headers.get('x-tether-serializer', 'pickle')
             found = self._functions[fid] = (serializer, bytes(response.content))
         return found
-
-
-def _timeout(value: Any) -> float | None:
-    """A task's time limit from its header (a positive number of seconds, else none)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return None
