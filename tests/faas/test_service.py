@@ -230,7 +230,7 @@ def test_allowlist_refuses_unlisted_functions(
         # The endpoint enforces it too (a task queued before the endpoint reported its
         # allowlist, or by a service that does not check).
         assert prod_service.service is not None
-        refusal = ep.agent._refuse({'function_id': other})
+        refusal = ep.agent._refuse(_frames.decode_task({'task_id': 't', 'function_id': other}))
         assert refusal is not None
         assert refusal['type'] == 'FunctionNotAllowedError'
 
