@@ -200,6 +200,17 @@ def test_a_slurm_endpoint_builds_htex_on_slurm(tmp_path: pathlib.Path, built: li
     assert made.retries == 4
     assert made.retry_handler is not None
     assert made.strategy == 'htex_auto_scale'
+    # Parsl's scripts and the blocks' logs: in the home folder (shared with compute nodes).
+    assert pathlib.Path(made.run_dir).parent == pathlib.Path.home() / '.tether' / 'faas-runs'
+
+
+def test_a_run_dir_of_the_site_is_used_and_kept(tmp_path: pathlib.Path) -> None:
+    shared = tmp_path / 'shared-runs'
+    config = read(tmp_path, f'[provider]\ntype = "local"\nrun_dir = "{shared}"\n')
+    engine = ParslEngine(config, lambda ids: None, lambda h, p: None, {})
+    assert engine._default_config().run_dir == str(shared)
+    engine.stop()  # never started: nothing to stop, and the site's folder is not removed
+    assert engine._run_dir == ''
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,7 @@ class ParslEngine(EngineBase):
             )
             config = htex_config(
                 provider,
+                run_dir=spec.run_dir or self._private_run_dir(),
                 label=_LABEL,
                 workers_per_node=self.config.max_workers,
                 retries=self.config.max_retries,
@@ -186,8 +187,20 @@ class ParslEngine(EngineBase):
                 run_dir_prefix='tether-faas-parsl-',
                 **spec.executor_options(),
             )
-        self._run_dir = config.run_dir
+        if spec is None:
+            self._run_dir = config.run_dir
         return config
+
+    def _private_run_dir(self) -> str:
+        """A new run folder in the user's home (a file system clusters share with their
+        compute nodes, unlike this host's /tmp), removed when the engine stops."""
+        import pathlib
+        import tempfile
+
+        root = pathlib.Path.home() / '.tether' / 'faas-runs'
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._run_dir = tempfile.mkdtemp(prefix=f'{self.config.name}-', dir=root)
+        return self._run_dir
 
     def start(self) -> None:
         from parsl.concurrent import ParslPoolExecutor

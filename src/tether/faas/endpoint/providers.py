@@ -127,6 +127,10 @@ class ProviderBase(pydantic.BaseModel):
         status_polling_interval: Seconds between polls of the scheduler for the blocks'
             states (how soon a block ended outside the endpoint is replaced); unset:
             Parsl's (60 s for batch schedulers).
+        run_dir: Folder of Parsl's submit scripts and the blocks' output and logs, on a
+            file system the compute nodes share with this host (kept when the endpoint
+            stops). Unset: a new folder under ``~/.tether/faas-runs``, removed when the
+            endpoint stops.
     """
 
     model_config = pydantic.ConfigDict(extra='forbid', frozen=True)
@@ -146,6 +150,7 @@ class ProviderBase(pydantic.BaseModel):
     heartbeat_threshold: int = pydantic.Field(default=120, ge=1)
     strategy_period: float = pydantic.Field(default=5.0, gt=0)
     status_polling_interval: float | None = pydantic.Field(default=None, gt=0)
+    run_dir: str | None = None
 
     # Fields that are tether's (the executor's, the scaling's), not the provider's.
     executor_fields: ClassVar[frozenset[str]] = frozenset(
@@ -160,6 +165,7 @@ class ProviderBase(pydantic.BaseModel):
             'heartbeat_threshold',
             'strategy_period',
             'status_polling_interval',
+            'run_dir',
             'launcher',
             'worker_init',
         }
