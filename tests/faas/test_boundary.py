@@ -368,14 +368,18 @@ def test_a_users_websockets_are_bounded_and_others_keep_working(
         asyncio.run(flood())
 
 
-@pytest.mark.slow
-def test_more_streams_than_rabbitmq_channels_close_no_one_elses(
+def test_more_streams_than_the_channel_budget_close_no_one_elses(
     make_tight: Callable[..., ServiceThread], start_endpoint: Callable[..., AgentThread]
 ) -> None:
-    """One user opening more result streams than RabbitMQ grants the service's connection
-    channels (2047): they are refused past the service's channel budget (4503, retried by
-    the SDK), and RabbitMQ never closes the connection other users' consumers are on."""
-    st = make_tight(max_websockets_per_user=5000, max_connections=6000)
+    """One user opening more result streams than the service's RabbitMQ channel budget:
+    they are refused past it (4503, retried by the SDK), and the consumers other users are
+    on keep working. The budget is small here (40 channels, 100 streams, not RabbitMQ's
+    2047 and 2,100 streams); that a budget stays below the ``channel_max`` RabbitMQ grants,
+    so that RabbitMQ never closes the shared connection, is the next test's."""
+    budget = 40
+    st = make_tight(
+        max_websockets_per_user=5000, max_connections=6000, broker_channel_budget=budget
+    )
     _mallory, mallory_token = new_user(st)
     alice, alice_token = new_user(st)
     ep = start_endpoint(st, alice)
@@ -385,16 +389,36 @@ def test_more_streams_than_rabbitmq_channels_close_no_one_elses(
         assert ex.submit(_tasks.square, 3).result(timeout=60) == 9
 
         async def flood() -> None:
-            opened, codes = await open_streams(st, mallory_token, group, 2100)
+            opened, codes = await open_streams(st, mallory_token, group, 2 * budget + 20)
             # Alice's endpoint and stream kept their consumers: a new task runs and its
             # result arrives on the stream opened before the flood.
             result = await asyncio.to_thread(lambda: ex.submit(_tasks.square, 5).result(60))
             assert result == 25
             assert set(codes) == {4503}
-            assert len(opened) < 2047
+            assert len(opened) < budget
             await asyncio.gather(*(ws.close() for ws in opened))
 
         asyncio.run(flood())
+
+
+def test_the_channel_budget_stays_below_what_rabbitmq_grants() -> None:
+    """However large the budget asked for, the consumers' channels, the publishing channel
+    and the stats channels fit in the ``channel_max`` RabbitMQ negotiated (2047 by
+    default): opening one more than that would close the connection, every consumer on it.
+    """
+    from tether.faas._amqp import _RESERVED, _STATS_CHANNELS, AmqpBroker
+
+    async def main() -> None:
+        broker = await AmqpBroker.connect(AMQP, channel_budget=10**6)
+        try:
+            tune = broker._connection.transport.connection.connection_tune
+            assert tune.channel_max > 0
+            assert broker.channel_budget == tune.channel_max - _RESERVED
+        finally:
+            await broker.close()
+
+    assert _RESERVED > 1 + _STATS_CHANNELS  # the publishing channel, the stats ones, margin
+    asyncio.run(main())
 
 
 def test_the_sdk_waits_out_429(make_tight: Callable[..., ServiceThread]) -> None:
