@@ -17,7 +17,7 @@ connection of tether's own to the server that holds its key
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from tether.connectors._redis_conn import RawPool, send_all
@@ -138,6 +138,54 @@ class Requester:
                 return result
         raise AssertionError('unreachable')  # pragma: no cover
 
+    def per_key(
+        self,
+        names: Sequence[str],
+        add: Callable[[Packer, int], None],
+        read_one: Callable[[ReplyReader, int], Any],
+    ) -> list[Any]:
+        """One command per key (``add(packer, i)`` for ``names[i]``), one request per
+        server (on a cluster, to its shards in parallel); each key's reply, as
+        ``read_one(reader, i)`` reads it (error replies as exceptions, not raised).
+
+        On a cluster, the keys of a shard that went away, and keys answered by a
+        redirection, are sent once more after the slot map is read again; what still
+        fails is returned as the exception (the caller retries those one by one).
+        """
+        redis = self.redis
+        out: list[Any] = [None] * len(names)
+        if not names:
+            return out
+
+        def send(group: tuple[RawPool, list[int]]) -> None:
+            pool, idx = group
+            packer = Packer()
+            for i in idx:
+                add(packer, i)
+
+            def read(reader: ReplyReader) -> list[Any]:
+                return [read_one(reader, i) for i in idx]
+
+            try:
+                replies = self.round_trip(pool, packer, read)
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                if not self.cluster:
+                    raise
+                replies = [e] * len(idx)
+            for i, reply in zip(idx, replies, strict=True):
+                out[i] = reply
+
+        pending = list(range(len(names)))
+        for attempt in range(2 if self.cluster else 1):
+            groups = self.router.group([names[i] for i in pending])
+            self.router.map(send, [(pool, [pending[j] for j in idx]) for pool, idx in groups])
+            pending = [i for i in pending if _retry_in_cluster(out[i], redis)]
+            if not pending:
+                break
+            self.router.refresh_after_error()
+            self._backoff(attempt)
+        return out
+
     def _backoff(self, attempt: int) -> None:
         time.sleep(min(1.0, 0.05 * 2**attempt))
 
@@ -156,6 +204,12 @@ class Requester:
                 'request (the connection was out of step); it was dropped and nothing was '
                 'returned',
             )
+
+
+def _retry_in_cluster(reply: Any, redis: Any) -> bool:
+    if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+        return True
+    return isinstance(reply, redis.ResponseError) and redirect(reply) is not None
 
 
 def _echo(nonce: bytes) -> bytes:

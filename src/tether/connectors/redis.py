@@ -51,7 +51,7 @@ from tether.connectors._redis_client import import_redis, make_client
 from tether.connectors._redis_conn import RawPool
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, split
 from tether.connectors._redis_request import Requester
-from tether.connectors._redis_route import Router, redirect
+from tether.connectors._redis_route import Router
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
@@ -426,22 +426,12 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
     def _get_many(self, names: list[str], *, decode: bool) -> list[Any]:
         if not names:
             return []
-        values: list[Any] = [None] * len(names)
-
-        def fetch(group: tuple[RawPool, list[int]]) -> None:
-            pool, idx = group
-            packer = Packer()
-            for i in idx:
-                packer.command(b'GET', names[i])
-
-            def read(reader: ReplyReader) -> list[Any]:
-                return [reader.bulk(decode=decode) for _ in idx]
-
-            for i, value in zip(idx, self._raw.round_trip(pool, packer, read), strict=True):
-                values[i] = value
-
         with self._errors('get_batch'):
-            self._router.map(fetch, self._router.group(names))
+            values = self._raw.per_key(
+                names,
+                lambda packer, i: packer.command(b'GET', names[i]),
+                lambda reader, i: reader.bulk(decode=decode),
+            )
             for i, value in enumerate(values):
                 if isinstance(value, Exception):
                     # A value stored in chunks (a list: WRONGTYPE), or a key whose slot
@@ -508,33 +498,25 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         keys = [self._key() for _ in batch]
         names = [k.redis_key for k in keys]
         small = [i for i, parts in enumerate(batch) if total_size(parts) <= self.chunk_size]
-        redo: list[int] = []
 
-        def store(group: tuple[RawPool, list[int]]) -> None:
-            pool, idx = group
-            packer = Packer()
-            for i in idx:
-                packer.array(3)
-                packer.arg(b'SET')
-                packer.arg(names[small[i]])
-                packer.bulk([memoryview(p).cast('B') for p in batch[small[i]]])
-
-            def read(reader: ReplyReader) -> list[Any]:
-                return [reader.simple() for _ in idx]
-
-            for i, reply in zip(idx, self._raw.round_trip(pool, packer, read), strict=True):
-                if isinstance(reply, Exception):
-                    if not (self.cluster and redirect(reply)):
-                        raise reply
-                    redo.append(small[i])  # its slot moved: stored alone, rerouted
+        def add(packer: Packer, i: int) -> None:
+            packer.array(3)
+            packer.arg(b'SET')
+            packer.arg(names[small[i]])
+            packer.bulk([memoryview(p).cast('B') for p in batch[small[i]]])
 
         with self._errors('put_batch'):
-            if small:
-                self._router.map(store, self._router.group([names[i] for i in small]))
-            smalls = set(small)
-            for i, parts in enumerate(batch):
-                if i not in smalls or i in redo:
-                    self._set_parts(names[i], parts)
+            replies = self._raw.per_key(
+                [names[i] for i in small], add, lambda reader, i: reader.simple()
+            )
+            redo = set(range(len(batch))) - set(small)
+            for i, reply in zip(small, replies, strict=True):
+                if isinstance(reply, Exception):
+                    if not self.cluster:
+                        raise reply
+                    redo.add(i)  # its shard went away or its slot moved: stored alone
+            for i in sorted(redo):
+                self._set_parts(names[i], batch[i])
         return keys
 
     def put_batch(self, datas: Sequence[BytesLike]) -> list[RedisKey]:
