@@ -32,7 +32,7 @@ from tether.agents.exchange import (
     ThreadExchange,
     UserExchangeClient,
 )
-from tether.agents.handle import Handle
+from tether.agents.handle import Handle, ProxyHandle
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.agents.state import FileState
 from tether.exceptions import (
@@ -341,5 +341,41 @@ def test_handle_without_exchange_uses_the_context() -> None:
             await bare.get()
         with pytest.raises(pickle.PicklingError, match='unbound'):
             pickle.dumps(bare)
+
+    asyncio.run(main())
+
+
+def test_proxy_handle_calls_the_behavior_directly() -> None:
+    class Mixed(Agent):
+        def __init__(self) -> None:
+            self.value = 1
+
+        @action
+        def double(self) -> int:  # a synchronous action
+            self.value *= 2
+            return self.value
+
+        def helper(self) -> None: ...
+
+    async def main() -> None:
+        counter = Counter(2)
+        await counter.agent_on_startup()  # a proxy does not start its behavior
+        proxy = ProxyHandle(counter)
+        await proxy.add(3)
+        assert await proxy.action('get') == 5
+        assert await proxy.ping() == 0
+        with pytest.raises(AttributeError, match="'missing'"):
+            await proxy.missing()
+        mixed = ProxyHandle(Mixed())
+        assert await mixed.double() == 2
+        with pytest.raises(AttributeError, match='not a method marked @action'):
+            await mixed.helper()
+        copy = pickle.loads(pickle.dumps(mixed))
+        assert isinstance(copy, ProxyHandle)
+        assert copy.agent.value == 2
+        assert copy.agent_id != mixed.agent_id
+        await proxy.shutdown()
+        with pytest.raises(AgentTerminatedError):
+            await proxy.get()
 
     asyncio.run(main())

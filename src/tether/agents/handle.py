@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import itertools
 import logging
 import os
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._wake import Waker, thread_waker
-from tether.agents.behavior import ActionInfo, Behavior
+from tether.agents.behavior import ActionInfo, Behavior, actions_of, describe_actions
+from tether.agents.identifier import AgentId
 from tether.agents.message import (
     Cancel,
     Describe,
@@ -40,13 +42,19 @@ from tether.agents.message import (
     new_mailbox_id,
     rebuild_error,
 )
-from tether.exceptions import ActionTimeoutError, AgentError, MailboxLostError, TetherError
+from tether.exceptions import (
+    ActionTimeoutError,
+    AgentError,
+    MailboxClosedError,
+    MailboxLostError,
+    TetherError,
+)
 
 if TYPE_CHECKING:
     from tether.agents.exchange import Exchange, MailboxStatus
     from tether.agents.exchange._base import Transport
 
-__all__ = ['ActionFuture', 'Handle', 'Seconds', 'exchange_context']
+__all__ = ['ActionFuture', 'Handle', 'ProxyHandle', 'Seconds', 'exchange_context']
 
 logger = logging.getLogger(__name__)
 
@@ -445,3 +453,102 @@ class Handle(Generic[B]):
     def status(self) -> MailboxStatus:
         """The state of the agent's mailbox."""
         return self.exchange.status(self.agent_id)
+
+
+class ProxyHandle(Handle[B]):
+    """A handle that calls the actions of a behavior object directly, in this process.
+
+    For testing a behavior that takes handles to other agents without running any agent
+    (academy-py 1.0's ``ProxyHandle``): ``await proxy.action(...)`` runs the action (an
+    ``async`` one on the caller's loop, a synchronous one in a worker thread) and returns
+    its result or raises its exception. Only actions can be called, as through a real
+    handle. No exchange is involved: ``ping()`` answers 0, ``shutdown()`` ends the proxy
+    (later calls raise :class:`~tether.exceptions.MailboxClosedError`). It pickles as a
+    copy of its behavior.
+
+    Args:
+        behavior: The behavior object.
+    """
+
+    def __init__(self, behavior: B) -> None:
+        if not isinstance(behavior, Behavior):
+            raise AgentError(f'ProxyHandle needs a Behavior, got {type(behavior).__name__}')
+        super().__init__(AgentId[B].new(), None)
+        self.agent = behavior
+        self._closed = False
+        self._actions = actions_of(type(behavior))
+
+    @property
+    def exchange(self) -> Any:
+        raise AgentError('a ProxyHandle has no exchange: it calls its behavior directly')
+
+    def __repr__(self) -> str:
+        return f'ProxyHandle(agent={self.agent!r})'
+
+    def __str__(self) -> str:
+        return f'ProxyHandle<{self.agent}>'
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return hash(self.agent_id)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ProxyHandle, (self.agent,))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith('_') or name in ('agent', 'agent_id'):
+            raise AttributeError(name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._run(name, args, kwargs)
+
+        call.__name__ = name
+        return call
+
+    def _check(self) -> None:
+        if self._closed:
+            raise MailboxClosedError(f'the ProxyHandle {self.agent_id} was shut down')
+
+    async def _run(self, name: str, args: Any, kwargs: Any) -> Any:
+        self._check()
+        fn = self._actions.get(name)
+        if fn is None:
+            what = 'has no attribute' if not hasattr(self.agent, name) else 'has'
+            kind = '' if what == 'has no attribute' else ', but it is not a method marked @action'
+            raise AttributeError(
+                f'{type(self.agent).__name__} {what} {name!r}{kind}; its actions: '
+                f'{", ".join(sorted(self._actions)) or "none"}'
+            )
+        bound = fn.__get__(self.agent)
+        if inspect.iscoroutinefunction(fn):
+            return await bound(*args, **kwargs)
+        return await asyncio.to_thread(bound, *args, **kwargs)
+
+    def action(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Run action ``name`` (await the result)."""
+        return self._run(name, args, kwargs)
+
+    def ping(self, *, timeout: float | None = None) -> Any:
+        """Awaitable 0.0 (no round trip)."""
+        self._check()
+
+        async def zero() -> float:
+            return 0.0
+
+        return zero()
+
+    def shutdown(self) -> Any:
+        """End the proxy (awaitable): later calls raise MailboxClosedError."""
+        self._check()
+        self._closed = True
+
+        async def done() -> None:
+            return None
+
+        return done()
+
+    def describe(self, *, timeout: float | None = None) -> Any:
+        """The behavior's actions: names, signatures and docstrings."""
+        return describe_actions(type(self.agent))
