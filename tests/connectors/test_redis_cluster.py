@@ -197,3 +197,36 @@ def test_a_killed_master_is_replaced_and_nothing_is_lost() -> None:
             assert c.exists(RedisKey(single.redis_key))
         finally:
             c.close(clear=True)
+
+
+def test_stream_shims_on_a_cluster(cluster: RedisClusterServers) -> None:
+    from tether.stream.shims.redis import (
+        RedisPublisher,
+        RedisQueuePublisher,
+        RedisQueueSubscriber,
+        RedisSubscriber,
+    )
+
+    prefix = f'cs-{uuid.uuid4().hex[:8]}:'
+    topics = [f't{i}' for i in range(6)]  # streams on several shards
+    publisher = RedisQueuePublisher(cluster.host, cluster.port, prefix=prefix, cluster=True)
+    subscribers = [
+        RedisQueueSubscriber(cluster.host, cluster.port, t, prefix=prefix, cluster=True)
+        for t in topics
+    ]
+    try:
+        for t in topics:
+            publisher.send_message(t, t.encode())
+        assert [next(iter(s)) for s in subscribers] == [t.encode() for t in topics]
+    finally:
+        publisher.close()
+        for s in subscribers:
+            s.close()
+    pub = RedisPublisher(cluster.host, cluster.port, cluster=True)
+    sub = RedisSubscriber(cluster.host, cluster.port, f'{prefix}news', cluster=True)
+    try:
+        pub.send_message(f'{prefix}news', b'hello')
+        assert next(iter(sub)) == b'hello'
+    finally:
+        pub.close()
+        sub.close()

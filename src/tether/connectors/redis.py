@@ -47,7 +47,7 @@ from tether.connectors._redis_auth import (
     redact_url,
     resolve_password,
 )
-from tether.connectors._redis_client import import_redis, make_client
+from tether.connectors.redis_client import import_redis, make_client
 from tether.connectors._redis_conn import RawPool
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, split
 from tether.connectors._redis_request import Requester

@@ -57,18 +57,18 @@ def _client(
     socket_timeout: float,
     connect_timeout: float,
     retries: int,
+    cluster: bool,
 ) -> Any:
-    try:
-        import redis
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError(
-            'the Redis stream shims need redis-py: pip install "tether[redis]"'
-        ) from e
-    return redis.Redis(
-        host=hostname,
-        port=port,
+    from tether.connectors.redis_client import import_redis, make_client
+
+    redis = import_redis('the Redis stream shims')
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    return make_client(
+        hostname,
+        port,
+        cluster=cluster,
         db=db,
         password=password,
         socket_timeout=socket_timeout,
@@ -107,11 +107,13 @@ class _Base:
         socket_timeout: float = 10.0,
         connect_timeout: float = 2.0,
         retries: int = 2,
+        cluster: bool = False,
     ) -> None:
         self.hostname = hostname
         self.port = port
         self.db = db
         self.socket_timeout = socket_timeout
+        self.cluster = cluster
         self._client = _client(
             hostname,
             port,
@@ -120,6 +122,7 @@ class _Base:
             socket_timeout=socket_timeout,
             connect_timeout=connect_timeout,
             retries=retries,
+            cluster=cluster,
         )
         self._closed = False
 
@@ -142,6 +145,8 @@ class RedisPublisher(_Base):
         socket_timeout: Seconds one command may block.
         connect_timeout: Seconds a connection attempt may take.
         retries: Reconnection attempts before raising.
+        cluster: The server is a node of a Redis Cluster (a topic's stream lives on
+            the shard of its key; pub/sub messages reach every node).
     """
 
     def send_message(self, topic: str, message: bytes) -> None:
