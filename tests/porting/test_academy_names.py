@@ -345,18 +345,19 @@ def test_handle_without_exchange_uses_the_context() -> None:
     asyncio.run(main())
 
 
+class Mixed(Agent):
+    def __init__(self) -> None:
+        self.value = 1
+
+    @action
+    def double(self) -> int:  # a synchronous action
+        self.value *= 2
+        return self.value
+
+    def helper(self) -> None: ...
+
+
 def test_proxy_handle_calls_the_behavior_directly() -> None:
-    class Mixed(Agent):
-        def __init__(self) -> None:
-            self.value = 1
-
-        @action
-        def double(self) -> int:  # a synchronous action
-            self.value *= 2
-            return self.value
-
-        def helper(self) -> None: ...
-
     async def main() -> None:
         counter = Counter(2)
         await counter.agent_on_startup()  # a proxy does not start its behavior
