@@ -142,8 +142,8 @@ def peer_python() -> str:
 
 
 def run_side(side: str, bench: str, quick: bool, timeout: float = 3600) -> dict[str, Any]:
-    """Run ``_harness.py`` for ``side`` ('tether' or 'peer') and return its JSON."""
-    python = sys.executable if side == 'tether' else peer_python()
+    """Run ``_harness.py`` for ``side`` ('tether', 'peer' or 'raw') and return its JSON."""
+    python = peer_python() if side == 'peer' else sys.executable
     cmd = [python, os.path.join(HERE, '_harness.py'), '--backend', side, bench]
     if quick:
         cmd.append('--quick')
