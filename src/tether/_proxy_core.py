@@ -281,7 +281,12 @@ class Proxy(ProxySlots, Generic[T]):
         return complex(target_of(self))
 
     def __index__(self) -> int:
-        return operator.index(target_of(self))
+        # As ProxyStore's: a target without __index__ is indexed by its __int__.
+        target = target_of(self)
+        kind = type(target)
+        if not hasattr(kind, '__index__') and hasattr(kind, '__int__'):
+            return int(target)
+        return operator.index(target)
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round(target_of(self), ndigits)
@@ -403,30 +408,45 @@ def rebuild_proxy_as(
     return proxy
 
 
+def proxy_bases(cls: type) -> tuple[type, ...]:
+    """The classes of ``cls``'s MRO that are proxy subclasses (``Proxy`` excluded)."""
+    return tuple(
+        klass
+        for klass in cls.__mro__
+        if klass is not Proxy and isinstance(klass, type) and issubclass(klass, Proxy)
+    )
+
+
 def own_names(cls: type) -> frozenset[str]:
     """The non-dunder names a proxy subclass (and its proxy bases) define themselves."""
     names: set[str] = set()
-    for klass in cls.__mro__:
-        if klass is Proxy or not (isinstance(klass, type) and issubclass(klass, Proxy)):
-            continue
+    for klass in proxy_bases(cls):
         names.update(n for n in vars(klass) if not (n.startswith('__') and n.endswith('__')))
     return frozenset(names)
+
+
+def _defined_later(bases: tuple[type, ...], name: str) -> bool:
+    """Whether a proxy subclass got ``name`` as a class attribute after its definition."""
+    if name[:2] == '__' and name[-2:] == '__':
+        return False
+    return any(name in vars(klass) for klass in bases)
 
 
 def serve_own_names(cls: type) -> None:
     """Let a proxy subclass serve its own attributes instead of forwarding them.
 
-    Plain proxies pay nothing: the lookup is installed only on subclasses that define
-    names of their own and do not define ``__getattribute__``/``__setattr__`` themselves.
+    Plain proxies pay nothing: the lookup is installed only on subclasses, and only
+    where they do not define ``__getattribute__``/``__setattr__`` themselves. Names the
+    subclass defines are served by the proxy, including class attributes added to it
+    after its definition (as ProxyStore's proxies do); every other name is forwarded.
     """
     own = own_names(cls)
-    if not own:
-        return
+    bases = proxy_bases(cls)
     namespace = vars(cls)
     if '__getattribute__' not in namespace:
 
         def __getattribute__(self: Proxy[Any], name: str) -> Any:  # noqa: N807
-            if name in own:
+            if name in own or _defined_later(bases, name):
                 return object.__getattribute__(self, name)
             return super(cls, self).__getattribute__(name)  # type: ignore[arg-type]
 
@@ -434,7 +454,7 @@ def serve_own_names(cls: type) -> None:
     if '__setattr__' not in namespace:
 
         def __setattr__(self: Proxy[Any], name: str, value: Any) -> None:  # noqa: N807
-            if name in own:
+            if name in own or _defined_later(bases, name):
                 object.__setattr__(self, name, value)
             else:
                 super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
@@ -443,7 +463,7 @@ def serve_own_names(cls: type) -> None:
     if '__delattr__' not in namespace:
 
         def __delattr__(self: Proxy[Any], name: str) -> None:  # noqa: N807
-            if name in own:
+            if name in own or _defined_later(bases, name):
                 object.__delattr__(self, name)
             else:
                 super(cls, self).__delattr__(name)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ class ProxyLocker(Generic[T]):
         proxy: The proxy to lock.
     """
 
-    __slots__ = ('_proxy',)
+    __slots__ = ('__dict__', '_proxy')
 
     def __init__(self, proxy: Proxy[T]) -> None:
         object.__setattr__(self, '_proxy', proxy)

@@ -75,6 +75,7 @@ LOCAL_NAMES: Final[frozenset[str]] = frozenset(
         *SLOTS,
         '__class__',
         '__copy__',
+        '__init__',
         '__deepcopy__',
         '__module__',
         '__reduce__',

@@ -47,6 +47,10 @@ class SimpleFactory(Factory[T]):
     def __repr__(self) -> str:
         return f'SimpleFactory({type(self._obj).__qualname__})'
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Every pickle protocol, 0 and 1 included (slotted classes need this below 2).
+        return (type(self), (self._obj,), getattr(self, '__dict__', None))
+
     def resolve(self) -> T:
         """Return the object."""
         return self._obj
@@ -76,6 +80,19 @@ class LambdaFactory(Factory[T]):
     def __repr__(self) -> str:
         return f'LambdaFactory({self._target!r})'
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        args = (type(self), self._target, self._args, self._kwargs)
+        return (_rebuild_lambda, args, getattr(self, '__dict__', None))
+
     def resolve(self) -> T:
         """Call the target with the arguments given at construction and return its result."""
         return self._target(*self._args, **self._kwargs)
+
+
+def _rebuild_lambda(
+    cls: type[LambdaFactory[Any]],
+    target: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> LambdaFactory[Any]:
+    return cls(target, *args, **kwargs)

@@ -240,7 +240,8 @@ def test_get_store_of_proxy() -> None:
     s = Store('reg', LocalConnector(), register=True)
     p = s.proxy(1)
     assert get_store(p) is s
-    assert get_store(Proxy(lambda: 1)) is None
+    with pytest.raises(StoreError, match='not a store proxy'):
+        get_store(Proxy(lambda: 1))  # ProxyStore raises ProxyStoreFactoryError here
     s.close()
     assert get_store('reg') is None
 

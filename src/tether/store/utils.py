@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tether.exceptions import StoreError
 from tether.proxy import Proxy, get_factory
 from tether.store._registry import registered_store
 from tether.store.factory import StoreFactory
@@ -32,12 +33,20 @@ def get_store(name_or_proxy: Any) -> Store[Any] | None:
     For a proxy (of any target, a ``str`` included), the store of this process that its
     factory reads from (registered under its name with its config), or ``None``. It
     does not resolve the proxy.
+
+    Raises:
+        StoreError: if ``name_or_proxy`` is a proxy not made by a store (its factory is
+            not a :class:`~tether.store.factory.StoreFactory`), as ProxyStore's
+            ``get_store`` raises ``ProxyStoreFactoryError``.
     """
     # Proxy first: a proxy of a str must not be taken for a name (type(), not isinstance,
     # so that nothing resolves).
     if issubclass(type(name_or_proxy), Proxy):
         factory = get_factory(name_or_proxy)
         if not isinstance(factory, StoreFactory):
-            return None
+            raise StoreError(
+                f'get_store() of a proxy whose factory is {type(factory).__name__}: '
+                'not a store proxy (its factory is not a StoreFactory)',
+            )
         return factory.current_store()
     return registered_store(name_or_proxy)

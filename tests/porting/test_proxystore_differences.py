@@ -1,0 +1,115 @@
+"""Behaviours a ProxyStore program relies on that tether once lacked (issue 29).
+
+Each test states the ProxyStore behaviour in tether's terms; none is copied from
+ProxyStore's suite.
+"""
+
+from __future__ import annotations
+
+import operator
+import pickle
+from typing import Any
+
+import pytest
+
+from tether.connectors.local import LocalConnector
+from tether.exceptions import ProxyResolveError, StoreError
+from tether.factory import LambdaFactory, SimpleFactory
+from tether.proxy import Proxy, ProxyLocker, is_resolved
+from tether.store import Store, get_store
+
+
+class _IntOnly:
+    """Converts to int but is not an index (no ``__index__``)."""
+
+    def __int__(self) -> int:
+        return 7
+
+
+def test_index_falls_back_to_int() -> None:
+    p = Proxy(SimpleFactory(_IntOnly()))
+    assert operator.index(p) == 7
+    assert [10, 11, 12, 13, 14, 15, 16, 17][p] == 17
+    # A real index still goes through __index__.
+    assert operator.index(Proxy(SimpleFactory(3))) == 3
+
+
+def test_index_of_a_non_number_still_raises_type_error() -> None:
+    with pytest.raises(TypeError):
+        operator.index(Proxy(SimpleFactory('text')))
+
+
+@pytest.mark.parametrize('protocol', range(pickle.HIGHEST_PROTOCOL + 1))
+def test_proxy_pickles_with_every_protocol(protocol: int) -> None:
+    factories: list[Any] = [SimpleFactory([1, 2]), LambdaFactory(list, (1, 2))]
+    for factory in factories:
+        copy = pickle.loads(pickle.dumps(Proxy(factory), protocol=protocol))
+        assert not is_resolved(copy)
+        assert copy == [1, 2]
+
+
+class _NotedFactory(SimpleFactory[int]):
+    """A factory subclass with instance attributes of its own."""
+
+
+def test_factory_subclass_state_survives_pickling() -> None:
+    factory = _NotedFactory(5)
+    factory.note = 'kept'  # type: ignore[attr-defined]
+    copy = pickle.loads(pickle.dumps(factory, protocol=0))
+    assert type(copy) is _NotedFactory
+    assert copy() == 5
+    assert copy.note == 'kept'  # type: ignore[attr-defined]
+
+
+def test_class_attribute_added_after_definition_is_served_by_the_proxy() -> None:
+    class Tagged(Proxy[Any]):
+        pass
+
+    p = Tagged(SimpleFactory([1, 2, 3]))
+    Tagged.tag = 'mine'  # type: ignore[attr-defined]
+    assert p.tag == 'mine'
+    assert not is_resolved(p)  # served by the proxy, not the target
+    assert p.count(2) == 1  # other names still reach the target
+
+
+def test_subclass_new_may_call_init() -> None:
+    class Built(Proxy[Any]):
+        def __new__(cls, factory: Any) -> Built:
+            self = super().__new__(cls)
+            self.__init__(factory)  # type: ignore[misc]
+            return self
+
+        def __init__(self, factory: Any) -> None:
+            super().__init__(factory)
+
+    def answer() -> int:
+        return 42
+
+    p = Built(lambda: answer)
+    assert p() == 42
+
+
+def test_proxy_locker_takes_other_attributes_but_hides_its_proxy() -> None:
+    locker = ProxyLocker(Proxy(SimpleFactory(1)))
+    locker.label = 'batch-3'  # type: ignore[attr-defined]
+    assert locker.label == 'batch-3'
+    with pytest.raises(AttributeError):
+        locker._proxy
+    assert locker.unlock() == 1
+
+
+def test_proxy_resolve_error_names_its_cause() -> None:
+    def broken() -> None:
+        raise KeyError('gone')
+
+    with pytest.raises(ProxyResolveError) as info:
+        str(Proxy(broken))
+    assert isinstance(info.value.cause, KeyError)
+    assert info.value.cause is info.value.__cause__
+
+
+def test_get_store_of_a_proxy_not_made_by_a_store_raises() -> None:
+    with pytest.raises(StoreError, match='not a store proxy'):
+        get_store(Proxy(SimpleFactory(1)))
+    with Store('differences-get-store', LocalConnector(), register=True) as store:
+        assert get_store(store.proxy([1])) is store
