@@ -346,3 +346,19 @@ def test_configure_writes_the_provider_options(
     assert 'hpc' in names
     assert not names & {'bad', 'orphan'}
     assert not (home / 'endpoints' / 'bad').exists()
+
+
+def test_the_example_configurations_of_the_docs_are_valid(tmp_path: pathlib.Path) -> None:
+    import re
+
+    page = pathlib.Path(__file__).resolve().parents[2] / 'docs' / 'faas.md'
+    blocks = re.findall(r'^```toml\n(.*?)^```', page.read_text(), re.MULTILINE | re.DOTALL)
+    examples = [b for b in blocks if '[provider]' in b]
+    assert len(examples) >= 8
+    kinds = set()
+    for text in examples:
+        config = read(tmp_path, text)
+        assert config.engine == 'parsl'
+        assert config.provider is not None
+        kinds.add(config.provider.type)
+    assert kinds >= {'slurm', 'pbspro', 'lsf', 'condor', 'kubernetes', 'aws', 'local'}

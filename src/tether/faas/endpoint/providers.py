@@ -24,7 +24,8 @@ Each type is a model here (:class:`SlurmProvider`, :class:`PBSProProvider`,
 a malformed walltime, ``min_blocks > max_blocks`` or a multi-node block without a launcher
 that starts workers on every node are refused when the configuration is read. The Parsl
 objects are built by :func:`tether.plugins.parsl.make_provider` and
-:func:`~tether.plugins.parsl.htex_config` (:meth:`ProviderBase.parsl_options`).
+:func:`~tether.plugins.parsl.htex_config` (from :meth:`ProviderBase.provider_options`
+and :meth:`ProviderBase.executor_options`).
 """
 
 from __future__ import annotations
