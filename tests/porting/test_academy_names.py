@@ -17,6 +17,7 @@ from tether.agents import Agent, Behavior, action, loop
 from tether.agents import Manager as SyncManager
 from tether.agents.aio import Manager
 from tether.agents.exceptions import (
+    AgentNotInitializedError,
     AgentTerminatedError,
     AlreadyLaunchedError,
     BadEntityIdError,
@@ -36,6 +37,7 @@ from tether.agents.handle import Handle, ProxyHandle
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.agents.state import FileState
 from tether.exceptions import (
+    AgentError,
     BehaviorDefinitionError,
     InvalidArgumentError,
     MailboxClosedError,
@@ -380,3 +382,37 @@ def test_proxy_handle_calls_the_behavior_directly() -> None:
             await proxy.get()
 
     asyncio.run(main())
+
+
+class Child(Agent):
+    @action
+    async def echo(self, item: str) -> str:
+        return item
+
+
+class Parent(Agent):
+    @action
+    async def spawn(self) -> Any:
+        return await self.agent_launch_alongside(Child)
+
+
+def test_agent_launch_alongside_returns_a_usable_handle() -> None:
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(LocalExchangeFactory()) as manager:
+            parent = await manager.launch(Parent)
+            child = await parent.spawn()
+            assert await child.echo('hi') == 'hi'
+
+    asyncio.run(main())
+
+
+def test_definition_and_runtime_errors() -> None:
+    with pytest.raises(BehaviorDefinitionError, match='Signature of loop method "run"'):
+
+        class BadLoop(Agent):
+            @loop
+            async def run(self) -> None: ...
+
+    with pytest.raises(AgentNotInitializedError):
+        _ = Counter().agent_id
+    assert issubclass(AgentNotInitializedError, AgentError)

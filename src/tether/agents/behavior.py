@@ -20,7 +20,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tether.exceptions import AgentError, BehaviorDefinitionError
+from tether.agents.exceptions import AgentNotInitializedError
+from tether.exceptions import BehaviorDefinitionError
 
 if TYPE_CHECKING:
     from tether.agents._context import AgentContext
@@ -107,8 +108,8 @@ def action(method: F | None = None, *, name: str | None = None, context: bool = 
     def mark(fn: F) -> F:
         if context and 'context' not in inspect.signature(fn).parameters:
             raise BehaviorDefinitionError(
-                f'@action(context=True) on {fn.__qualname__}, which has no parameter named '
-                "'context' to receive the action context",
+                f'Action method "{fn.__name__}" must accept a "context" keyword argument '
+                f'when used with @action(context=True) ({fn.__qualname__})',
             )
         setattr(fn, _KIND, 'action')
         if name is not None:
@@ -129,8 +130,27 @@ def loop(method: F) -> F:
     and the agent keeps running. An exception in a loop shuts the agent down unless the
     behavior sets ``shutdown_on_loop_error = False``.
     """
+    _check_loop_signature(method)
     setattr(method, _KIND, 'loop')
     return method
+
+
+def _check_loop_signature(method: Callable[..., Any]) -> None:
+    """A loop is called with the shutdown event: refuse a method that cannot take it."""
+    try:
+        sig = inspect.signature(method)
+    except (TypeError, ValueError):
+        return
+    positional = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in positional):
+        raise BehaviorDefinitionError(
+            f'Signature of loop method "{method.__name__}" must be (self, shutdown): a '
+            'loop receives the event that is set when the agent shuts down',
+        )
 
 
 def timer(interval: float) -> Callable[[F], F]:
@@ -194,6 +214,7 @@ RESERVED_ACTION_NAMES: frozenset[str] = frozenset(
         'status',
         # What Behavior defines (its callbacks, settings and the API of a running agent).
         'agent_context',
+        'agent_launch_alongside',
         'agent_on_shutdown',
         'agent_on_startup',
         'agent_shutdown',
@@ -337,11 +358,12 @@ class Behavior:
         """The running agent's context (its id, exchange, launching children ...).
 
         Raises:
-            AgentError: if this behavior is not running as an agent (a plain object).
+            AgentNotInitializedError: (an ``AgentError``) if this behavior is not running
+                as an agent (a plain object).
         """
         ctx = self.__dict__.get('_tether_context')
         if ctx is None:
-            raise AgentError(
+            raise AgentNotInitializedError(
                 f'{type(self).__name__} is not running as an agent: launch it with a '
                 'Manager (or a launcher) to use its agent context',
             )
@@ -360,6 +382,20 @@ class Behavior:
     def agent_shutdown(self) -> None:
         """Ask the running agent to shut down (from an action, loop or callback)."""
         self.agent_context.shutdown()
+
+    async def agent_launch_alongside(
+        self,
+        behavior: Behavior | type[Behavior],
+        *,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """Launch a child agent in this agent's process and return its handle
+        (academy-py 1.0's name for ``self.agent_context.launch``; the child stops with
+        this agent)."""
+        if isinstance(behavior, type):
+            behavior = behavior(*args, **(kwargs or {}))
+        return await asyncio.to_thread(self.agent_context.launch, behavior)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith('_tether_')}
