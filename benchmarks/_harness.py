@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BACKENDS = {
     'tether': os.path.join(HERE, '_tether_backend.py'),
     'peer': os.path.join(HERE, 'peer', 'proxystore_backend.py'),
+    'raw': os.path.join(HERE, '_raw_redis_backend.py'),
 }
 SIZES = {'1KB': 10**3, '100KB': 10**5, '1MB': 10**6, '10MB': 10**7, '100MB': 10**8}
 _LEN = struct.Struct('<Q')
@@ -130,6 +131,9 @@ def consumer_main(backend: Any) -> None:
         elif op == 'tp':
             obj = backend.resolve(pickle.loads(msg[1]))
             count += len(obj)
+        elif op == 'tpb':
+            objs = backend.resolve_batch([pickle.loads(p) for p in msg[1]])
+            count += sum(len(o) for o in objs)
         elif op == 'tp_end':
             send(out, count)
             count = 0
@@ -348,12 +352,66 @@ def bench_throughput(backend: Any, backend_name: str, quick: bool) -> dict[str, 
     return out
 
 
+def bench_throughput_batch(backend: Any, backend_name: str, quick: bool) -> dict[str, Any]:
+    """Batches of 100 KB objects through Redis: the producer proxies a batch at once
+    (``proxy_batch``) and sends it to a consumer, which resolves it at once
+    (``resolve_batch``); 1 and 2 consumers, batches of ``BENCH_BATCHES`` (8,64)."""
+    n = 512 if quick else 2048
+    runs = 3 if quick else 5
+    obj = make_payload('bytes', 10**5)
+    batches = [int(b) for b in os.environ.get('BENCH_BATCHES', '8,64').split(',')]
+    out: dict[str, Any] = {'objects': n, 'object_size': 10**5, 'batches': batches}
+    for size in batches:
+        for n_consumers in (1, 2):
+            store = backend.make_store('redis', f'tb{uuid.uuid4().hex[:6]}')
+            consumers = [Consumer(backend_name) for _ in range(n_consumers)]
+            try:
+                for c in consumers:  # warm up: connection, store rebuilt from the config
+                    warm = backend.proxy_batch(store, [obj] * size)
+                    c.send(('tpb', [pickle.dumps(p) for p in warm]))
+                    c.send(('tp_end',))
+                    c.recv()
+                    backend.evict_many(store, warm)
+                samples = []
+                for _ in range(runs):
+                    proxies: list[Any] = []
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    for i, start in enumerate(range(0, n, size)):
+                        batch = backend.proxy_batch(store, [obj] * min(size, n - start))
+                        proxies.extend(batch)
+                        consumers[i % n_consumers].send(('tpb', [pickle.dumps(p) for p in batch]))
+                    for c in consumers:
+                        c.send(('tp_end',))
+                    total = sum(c.recv() for c in consumers)
+                    elapsed = time.perf_counter() - t0
+                    if total != n * len(obj):
+                        raise RuntimeError(f'{backend_name}: consumers resolved {total} bytes')
+                    samples.append(elapsed)
+                    backend.evict_many(store, proxies)
+                s = summary(samples)
+                s['objects_per_s'] = n / s['median']
+                out[f'b{size}_{n_consumers}_consumers'] = s
+            finally:
+                for c in consumers:
+                    c.close()
+                backend.close_store(store)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('--backend', choices=sorted(BACKENDS), required=True)
     parser.add_argument(
         'bench',
-        choices=['consumer', 'roundtrip', 'serialize', 'overhead', 'throughput'],
+        choices=[
+            'consumer',
+            'roundtrip',
+            'serialize',
+            'overhead',
+            'throughput',
+            'throughput_batch',
+        ],
     )
     parser.add_argument('--quick', action='store_true')
     args = parser.parse_args()
@@ -367,6 +425,8 @@ def main() -> None:
         result = bench_serialize(backend, args.quick)
     elif args.bench == 'overhead':
         result = bench_overhead(backend, args.quick)
+    elif args.bench == 'throughput_batch':
+        result = bench_throughput_batch(backend, args.backend, args.quick)
     else:
         result = bench_throughput(backend, args.backend, args.quick)
     doc = {'library': backend.LIBRARY, 'version': backend.version(), 'result': result}

@@ -92,6 +92,17 @@ def resolve(p: Any) -> Any:
     return extract(p)
 
 
+def proxy_batch(store: Store[Any], objs: Sequence[Any]) -> list[Any]:
+    return store.proxy_batch(objs)
+
+
+def resolve_batch(proxies: Sequence[Any]) -> list[Any]:
+    from tether.store.batch import resolve_batch as resolve_all
+
+    resolve_all(proxies)  # one round trip per store
+    return [extract(p) for p in proxies]
+
+
 __all__ = [
     'LIBRARY',
     'close_store',
@@ -102,7 +113,9 @@ __all__ = [
     'is_resolved',
     'make_store',
     'proxy',
+    'proxy_batch',
     'resolve',
+    'resolve_batch',
     'serialize',
     'serialize_transport',
     'version',

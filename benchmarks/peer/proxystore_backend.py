@@ -80,6 +80,15 @@ def resolve(p: Any) -> Any:
     return extract(p)
 
 
+def proxy_batch(store: Any, objs: Sequence[Any]) -> list[Any]:
+    return list(store.proxy_batch(objs))
+
+
+def resolve_batch(proxies: Sequence[Any]) -> list[Any]:
+    # ProxyStore 1.1 has no batch resolution: its best public way is one by one.
+    return [extract(p) for p in proxies]
+
+
 __all__ = [
     'LIBRARY',
     'close_store',
@@ -90,7 +99,9 @@ __all__ = [
     'is_resolved',
     'make_store',
     'proxy',
+    'proxy_batch',
     'resolve',
+    'resolve_batch',
     'serialize',
     'version',
 ]
