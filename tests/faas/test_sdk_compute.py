@@ -85,7 +85,7 @@ def test_executor_options_are_validated_and_kept(
     ) as ex:
         assert ex.resource_specification == spec
         assert ex.user_endpoint_config == {'worker_init': 'true'}
-        assert ex.serializer.data_serializer == 'json'
+        assert ex.serializer.data_serializer_id == 'json'
         assert 'mine' in repr(ex)
         with pytest.raises(TypeError, match='resource_specification'):
             ex.resource_specification = 'nodes=2'  # type: ignore[assignment]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.exceptions import FaasError, SerializationError
+from tether.exceptions import FaasError, SerializationError, UnknownStrategyError
 from tether.faas import (
     Client,
     CombinedCode,
@@ -51,22 +51,24 @@ def test_strategies_map_to_tether_serializers() -> None:
     assert code_serializer_of(PureSourceTextInspect()) == 'source'
     assert data_serializer_of(JSONData()) == 'json'
     assert data_serializer_of(DillDataBase64) == 'tether'
-    with pytest.raises(TypeError, match='serializes data, not functions'):
+    assert code_serializer_of('tether.faas.PureSourceDill') == 'source'
+    with pytest.raises(UnknownStrategyError, match='data serialization strategy, expected a code'):
         code_serializer_of(JSONData())
-    with pytest.raises(TypeError, match='expected a serialization strategy'):
+    with pytest.raises(ValueError, match='Invalid strategy-like'):
         data_serializer_of('yaml')
 
 
 def test_compute_serializer_roundtrip_and_defaults() -> None:
     s = ComputeSerializer(strategy_data=JSONData())
-    assert (s.function_serializer, s.data_serializer) == ('source', 'json')
+    assert (s.function_serializer_id, s.data_serializer_id) == ('source', 'json')
+    assert (s.code_serializer, s.data_serializer) == (DillCodeSource(), JSONData())
     assert s.deserialize(s.serialize({'a': [1, 2]})) == {'a': [1, 2]}
     default = ComputeSerializer()
-    assert (default.function_serializer, default.data_serializer) == ('pickle', 'tether')
+    assert (default.function_serializer_id, default.data_serializer_id) == ('pickle', 'tether')
     assert default.deserialize(default.serialize((1, {2}))) == (1, {2})
-    with pytest.raises(TypeError, match='strategy_code'):
+    with pytest.raises(UnknownStrategyError, match='JSONData is a data serialization'):
         ComputeSerializer(strategy_code=JSONData())
-    with pytest.raises(SerializationError, match='rebuilt on the endpoint'):
+    with pytest.raises(SerializationError, match='no strategy name line'):
         DillCodeSource().deserialize(b'')
 
 

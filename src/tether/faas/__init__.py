@@ -31,8 +31,21 @@ if TYPE_CHECKING:
     from tether.faas._executor import Executor
     from tether.faas._future import ComputeFuture, TaskFuture
     from tether.faas._serde import (
-        CombinedCode,
+        AllowlistWildcard,
         ComputeSerializer,
+        ValidatedStrategylike,
+        validate_strategylike,
+    )
+    from tether.faas._server import ServiceThread
+    from tether.faas._shell import MPIFunction, ShellFunction, ShellResult
+    from tether.faas._strategies import (
+        DEFAULT_STRATEGY_CODE,
+        DEFAULT_STRATEGY_DATA,
+        SELECTABLE_STRATEGIES,
+        AllCodeStrategies,
+        AllDataStrategies,
+        CombinedCode,
+        ComboSerializationStrategy,
         DillCode,
         DillCodeSource,
         DillCodeTextInspect,
@@ -42,17 +55,21 @@ if TYPE_CHECKING:
         PureSourceTextInspect,
         SerializationStrategy,
     )
-    from tether.faas._server import ServiceThread
-    from tether.faas._shell import MPIFunction, ShellFunction, ShellResult
     from tether.faas._version import VersionMismatch, compare_versions
 
 __all__ = [
+    'AllCodeStrategies',
+    'AllDataStrategies',
+    'AllowlistWildcard',
     'Batch',
     'Client',
     'CombinedCode',
+    'ComboSerializationStrategy',
     'ComputeEndpointConfig',
     'ComputeFuture',
     'ComputeSerializer',
+    'DEFAULT_STRATEGY_CODE',
+    'DEFAULT_STRATEGY_DATA',
     'DillCode',
     'DillCodeSource',
     'DillCodeTextInspect',
@@ -63,43 +80,55 @@ __all__ = [
     'MPIFunction',
     'PureSourceDill',
     'PureSourceTextInspect',
+    'SELECTABLE_STRATEGIES',
     'SerializationStrategy',
     'ServiceConfig',
     'ServiceThread',
     'ShellFunction',
     'ShellResult',
     'TaskFuture',
+    'ValidatedStrategylike',
     'VersionMismatch',
     'compare_versions',
+    'validate_strategylike',
 ]
 
 # Imported on first use: worker processes import this package (as the parent of
 # tether.faas.endpoint._worker) and need none of the SDK's dependencies.
 _HOMES = {
+    'AllCodeStrategies': 'tether.faas._strategies',
+    'AllDataStrategies': 'tether.faas._strategies',
+    'AllowlistWildcard': 'tether.faas._serde',
     'Batch': 'tether.faas._batch',
     'Client': 'tether.faas._client',
-    'CombinedCode': 'tether.faas._serde',
+    'CombinedCode': 'tether.faas._strategies',
+    'ComboSerializationStrategy': 'tether.faas._strategies',
     'ComputeEndpointConfig': 'tether.faas._config',
     'ComputeFuture': 'tether.faas._future',
     'ComputeSerializer': 'tether.faas._serde',
-    'DillCode': 'tether.faas._serde',
-    'DillCodeSource': 'tether.faas._serde',
-    'DillCodeTextInspect': 'tether.faas._serde',
-    'DillDataBase64': 'tether.faas._serde',
+    'DEFAULT_STRATEGY_CODE': 'tether.faas._strategies',
+    'DEFAULT_STRATEGY_DATA': 'tether.faas._strategies',
+    'DillCode': 'tether.faas._strategies',
+    'DillCodeSource': 'tether.faas._strategies',
+    'DillCodeTextInspect': 'tether.faas._strategies',
+    'DillDataBase64': 'tether.faas._strategies',
     'EndpointConfig': 'tether.faas._config',
     'Executor': 'tether.faas._executor',
-    'JSONData': 'tether.faas._serde',
+    'JSONData': 'tether.faas._strategies',
     'MPIFunction': 'tether.faas._shell',
-    'PureSourceDill': 'tether.faas._serde',
-    'PureSourceTextInspect': 'tether.faas._serde',
-    'SerializationStrategy': 'tether.faas._serde',
+    'PureSourceDill': 'tether.faas._strategies',
+    'PureSourceTextInspect': 'tether.faas._strategies',
+    'SELECTABLE_STRATEGIES': 'tether.faas._strategies',
+    'SerializationStrategy': 'tether.faas._strategies',
     'ServiceConfig': 'tether.faas._config',
     'ServiceThread': 'tether.faas._server',
     'ShellFunction': 'tether.faas._shell',
     'ShellResult': 'tether.faas._shell',
     'TaskFuture': 'tether.faas._future',
+    'ValidatedStrategylike': 'tether.faas._serde',
     'VersionMismatch': 'tether.faas._version',
     'compare_versions': 'tether.faas._version',
+    'validate_strategylike': 'tether.faas._serde',
 }
 
 

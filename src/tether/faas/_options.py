@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tether.faas._serde import ComputeSerializer, DillCodeSource, JSONData
+from tether.faas._serde import ComputeSerializer
+from tether.faas._strategies import DillCodeSource, JSONData
 
 if TYPE_CHECKING:
     from tether.faas._client import Client
@@ -44,7 +45,7 @@ class ExecutorOptions:
 
     @property
     def data_serializer(self) -> str:
-        return self.serializer.data_serializer
+        return self.serializer.data_serializer_id
 
     def _key(self, fn: Callable[..., Any]) -> Any:
         try:
@@ -63,7 +64,7 @@ class ExecutorOptions:
             )
         if function_id is None:
             function_id = self.client.register_function(
-                fn, function_serializer=self.serializer.function_serializer
+                fn, function_serializer=self.serializer.function_serializer_id
             )
         self._functions[key] = str(function_id)
         return str(function_id)
