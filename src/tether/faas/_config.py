@@ -142,6 +142,11 @@ class ComputeEndpointConfig(pydantic.BaseModel):
         allowed_functions: Function ids this endpoint runs (``None``: every function of
             its owner). Others fail with
             :class:`~tether.exceptions.FunctionNotAllowedError`.
+        allowed_serializers: Serializers this endpoint reads tasks with (``None``: all of
+            tether's): strategy names or paths (``'DillCodeSource'``,
+            ``'tether.faas.JSONData'``, ``'globus_compute_sdk.*Code'`` ...) or tether ids
+            (``'source'``, ``'json'`` ...), at least one for code and one for data. Other
+            tasks fail with :class:`~tether.exceptions.SerializerNotAllowedError`.
         redis_url: Redis server that :func:`tether.faas.endpoint.get_redis_client`
             connects to from tasks.
         heartbeat_s: Seconds between heartbeats to the service.
@@ -167,6 +172,7 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     worker_prefetch: int = pydantic.Field(default=1, ge=0)
     max_result_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
     allowed_functions: list[str] | None = None
+    allowed_serializers: list[str] | None = None
     redis_url: str = 'redis://127.0.0.1:6379/0'
     heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
     ca_file: str | None = None
@@ -179,6 +185,14 @@ class ComputeEndpointConfig(pydantic.BaseModel):
         if isinstance(data, dict) and data.get('provider') is not None and 'engine' not in data:
             return {**data, 'engine': 'parsl'}
         return data
+
+    @pydantic.field_validator('allowed_serializers')
+    @classmethod
+    def _check_serializers(cls, value: list[str] | None) -> list[str] | None:
+        from tether.faas._allow import allowed_ids
+
+        allowed_ids(value)  # an unknown name or a list without code or data fails here
+        return value
 
     @pydantic.field_validator('engine')
     @classmethod
