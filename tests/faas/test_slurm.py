@@ -86,7 +86,7 @@ def slurm(
             partition='debug',
             walltime='00:10:00',
             exclusive=False,
-            max_blocks=1,
+            max_blocks=2,  # the node's two cores: a job of one core each
             address='127.0.0.1',
             # A lost block noticed within seconds, not Parsl's minutes.
             heartbeat_period=1,
@@ -109,50 +109,46 @@ def test_tasks_run_inside_slurm_jobs_and_idle_blocks_are_cancelled(
 ) -> None:
     assert not endpoint_jobs('PENDING,RUNNING')  # init_blocks = 0: no job before a task
     with slurm.executor() as ex:
-        future = ex.submit(_slurm_tasks.job_id)
+        future = ex.submit(_slurm_tasks.job_id)  # queued: the endpoint submits a block
         job = future.result(timeout=90)
-        assert job.isdigit()
-        record = slurm.record(future.task_id)
-        assert record['block']['scheduler'] == 'slurm'
-        assert record['block']['job_id'] == job
-        assert 'block_id' in record['block']
-        # Idle for IDLE_S: the endpoint cancels its block (Slurm lists it as CANCELLED).
-        wait_for(lambda: squeue_state(job) == 'CANCELLED', 60, f'job {job} to be cancelled')
-        # A task that queues makes the endpoint submit a new block.
-        again = ex.submit(_slurm_tasks.job_id).result(timeout=90)
-        assert again.isdigit()
-        assert again != job
+    assert job.isdigit()
+    record = slurm.record(future.task_id)
+    assert record['block']['scheduler'] == 'slurm'
+    assert record['block']['job_id'] == job
+    assert 'block_id' in record['block']
+    # Idle for IDLE_S: the endpoint cancels its block (Slurm lists it as CANCELLED).
+    wait_for(lambda: squeue_state(job) == 'CANCELLED', 60, f'job {job} to be cancelled')
 
 
-def test_a_job_cancelled_under_a_task_is_retried_then_fails_with_worker_lost(
+def test_blocks_slurm_ends_under_running_tasks_give_retries_or_worker_lost(
     slurm: SlurmEndpoint,
 ) -> None:
-    log = slurm.scratch / 'scancel.log'
+    """Two tasks at once, each in a block of its own: one cancels its job every time it
+    runs (scancel), the other makes Slurm end its job for its walltime the first time."""
+    cancelled, timed_out = slurm.scratch / 'scancel.log', slurm.scratch / 'walltime.log'
     with slurm.executor() as ex:
-        future = ex.submit(_slurm_tasks.end_own_job, 'scancel', str(log), 2)
+        doomed = ex.submit(_slurm_tasks.end_own_job, 'scancel', str(cancelled), 2)
+        survivor = ex.submit(_slurm_tasks.end_own_job, 'walltime', str(timed_out), 1)
+        # The walltime end comes at Slurm's next time-limit check (every 30 s).
+        job = survivor.result(timeout=110)
         with pytest.raises(WorkerLostError, match=r'lost 2 times.*max_retries = 1'):
-            future.result(timeout=90)
-    first, second = log.read_text().split()
-    assert first != second  # the retry ran in a new block
+            doomed.result(timeout=90)
+
+    # scancel: the task ran again in a new block, which was cancelled too: WorkerLostError.
+    first, second = cancelled.read_text().split()
+    assert first != second
     assert squeue_state(first) == squeue_state(second) == 'CANCELLED'
-    record = slurm.record(future.task_id)
+    record = slurm.record(doomed.task_id)
     assert record['status'] == 'failed'
     assert record['error']['type'] == 'WorkerLostError'
     assert len(record['retries']) == 2  # each loss: the first one retried
     assert all('ManagerLost' in r['reason'] for r in record['retries'])
 
-
-def test_a_walltime_ending_under_a_task_runs_it_again_in_a_new_block(
-    slurm: SlurmEndpoint,
-) -> None:
-    log = slurm.scratch / 'walltime.log'
-    with slurm.executor() as ex:
-        future = ex.submit(_slurm_tasks.end_own_job, 'walltime', str(log), 1)
-        job = future.result(timeout=110)
-    first, second = log.read_text().split()
+    # walltime: Slurm ended the block (TIMEOUT); the task ran again in a new block.
+    first, second = timed_out.read_text().split()
     assert job == second != first
     assert squeue_state(first) == 'TIMEOUT'
-    record = slurm.record(future.task_id)
+    record = slurm.record(survivor.task_id)
     assert record['status'] == 'success'
     assert record['block']['job_id'] == second
     assert len(record['retries']) == 1
