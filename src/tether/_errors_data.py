@@ -12,6 +12,7 @@ __all__ = [
     'ConnectorClosedError',
     'ConnectorConfigError',
     'ConnectorError',
+    'ConnectorKindError',
     'EventAuthenticationError',
     'EventDecodeError',
     'EventRefusedError',
@@ -156,6 +157,11 @@ class ConnectorConfigError(ConfigError, TypeError):
     Raised by ``from_config`` (see :mod:`tether.connectors.config`); also a
     :class:`TypeError`, which ProxyStore's ``from_config(**config)`` raised.
     """
+
+
+class ConnectorKindError(ConfigError, ValueError):
+    """A connector config names a kind that is neither a known short name nor an import
+    path (also a :class:`ValueError`, which ProxyStore raised)."""
 
 
 class UntrustedTypeError(ConfigError):

@@ -40,6 +40,8 @@ TetherError
  +-- ConfigError                         a configuration is invalid or cannot be read
  |    +-- ConnectorConfigError           a connector config has unknown fields or wrong
  |    |                                  types (also a TypeError)
+ |    +-- ConnectorKindError             a connector kind that names no connector (also a
+ |    |                                  ValueError)
  |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
  |    +-- WireConnectionError            the peer is unreachable or the connection dropped
@@ -117,6 +119,7 @@ from tether._errors_data import (
     ConnectorClosedError,
     ConnectorConfigError,
     ConnectorError,
+    ConnectorKindError,
     EventAuthenticationError,
     EventDecodeError,
     EventRefusedError,
@@ -220,6 +223,7 @@ __all__ = [
     'ConnectorClosedError',
     'ConnectorConfigError',
     'ConnectorError',
+    'ConnectorKindError',
     'EndpointDeletedError',
     'EndpointError',
     'EventAuthenticationError',

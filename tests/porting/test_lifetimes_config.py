@@ -15,7 +15,13 @@ import pytest
 
 from tether.connectors.file import FileConnector
 from tether.connectors.local import LocalConnector
-from tether.exceptions import ConfigError, LifetimeArgumentError, LifetimeError
+from tether.exceptions import (
+    ConfigError,
+    ConnectorConfigError,
+    ConnectorKindError,
+    LifetimeArgumentError,
+    LifetimeError,
+)
 from tether.store import Store, get_store
 from tether.store.config import ConnectorConfig, StoreConfig
 from tether.store.lifetimes import (
@@ -154,9 +160,8 @@ def test_connector_config_and_store_config_connector_shape(tmp_path: Path) -> No
         cache_size=4,
     )  # type: ignore[call-arg]
     assert config.connector_type == 'tether.connectors.file.FileConnector'
-    assert config.connector == ConnectorConfig(
-        kind='tether.connectors.file.FileConnector', options={'store_dir': str(tmp_path)}
-    )
+    # tether's own connectors come back by their short name, as ProxyStore's config kept it.
+    assert config.connector == ConnectorConfig(kind='file', options={'store_dir': str(tmp_path)})
     with Store.from_config(config) as s:
         assert isinstance(s.connector, FileConnector)
         assert s.get(s.put(1)) == 1
@@ -174,6 +179,28 @@ def test_connector_config_and_store_config_connector_shape(tmp_path: Path) -> No
 def test_connector_config_errors() -> None:
     with pytest.raises(ConfigError, match='unknown connector kind'):
         ConnectorConfig(kind='nosuch').get_connector_type()
+    # An unknown kind is refused when the connector is built, not when the config is
+    # made, as a ValueError too (ProxyStore's); options that do not fit, as a TypeError.
+    config = StoreConfig.model_validate({'name': 'k', 'connector': {'kind': 'nosuch'}})
+    for build in (config.make_connector, ConnectorConfig(kind='nosuch').get_connector):
+        with pytest.raises(ConnectorKindError, match='nosuch') as info:
+            build()
+        assert isinstance(info.value, ValueError)
+    with pytest.raises(ConnectorConfigError, match='wrong_arg') as bad:
+        ConnectorConfig(kind='local', options={'wrong_arg': True}).get_connector()
+    assert isinstance(bad.value, TypeError)
+
+
+def test_store_config_from_toml_with_a_connector_table(tmp_path: Path) -> None:
+    path = tmp_path / 'ps.toml'
+    path.write_text(
+        f'name = "ps-toml"\ncache_size = 0\npopulate_target = false\n\n'
+        f'[connector]\nkind = "file"\noptions = {{ store_dir = "{tmp_path}" }}\n'
+    )
+    config = StoreConfig.from_toml(path)
+    assert (config.name, config.cache_size, config.populate_target) == ('ps-toml', 0, False)
+    assert config.connector.kind == 'file'
+    assert config.connector.options == {'store_dir': str(tmp_path)}
     with pytest.raises(ConfigError, match='not both'):
         StoreConfig.model_validate(
             {'name': 'x', 'connector': {'kind': 'local'}, 'connector_type': 'a.B'}

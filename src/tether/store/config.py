@@ -29,7 +29,7 @@ from typing import Any
 
 import pydantic
 
-from tether.exceptions import ConfigError
+from tether.exceptions import ConfigError, ConnectorConfigError, ConnectorKindError
 from tether.store._paths import import_from_path, path_of
 from tether.store.allowlist import check_config
 
@@ -87,17 +87,43 @@ _CONNECTOR_KINDS = {
 
 
 def _connector_path(kind: str) -> str:
-    """The import path of a connector named by path, short name or class name."""
+    """The import path of a connector named by path, short name or class name.
+
+    An unknown short name is kept as it is: as in ProxyStore, a config may name a kind
+    that is checked only when the connector is built (:func:`_resolve_kind`).
+    """
     if '.' in kind:
         return kind
-    short = kind.lower().removesuffix('connector')
-    path = _CONNECTOR_KINDS.get(short)
-    if path is None:
+    return _CONNECTOR_KINDS.get(kind.lower().removesuffix('connector'), kind)
+
+
+def _resolve_kind(kind: str) -> str:
+    """The import path of ``kind``; raise ``ConnectorKindError`` for an unknown name."""
+    path = _connector_path(kind)
+    if '.' not in path:
         known = ', '.join(sorted(_CONNECTOR_KINDS))
-        raise ConfigError(
+        raise ConnectorKindError(
             f'unknown connector kind {kind!r}: give an import path or one of {known}',
         )
     return path
+
+
+def _short_kind(path: str) -> str:
+    """The short name of one of tether's connectors (``'file'``), else ``path``."""
+    for short, known in _CONNECTOR_KINDS.items():
+        if known == path:
+            return short
+    return path
+
+
+def _build_connector(path: str, options: dict[str, Any]) -> Any:
+    ctype = import_from_path(_resolve_kind(path))
+    try:
+        return ctype.from_config(dict(options))
+    except ConnectorConfigError:
+        raise
+    except TypeError as e:
+        raise ConnectorConfigError(f'cannot build {path} from {options!r}: {e}') from e
 
 
 class ConnectorConfig(pydantic.BaseModel):
@@ -117,16 +143,24 @@ class ConnectorConfig(pydantic.BaseModel):
         """Import and return the connector class ``kind`` names.
 
         Raises:
-            ConfigError: if ``kind`` is not a known short name or does not import.
+            ConnectorKindError: if ``kind`` is neither a known short name nor a path
+                (a :class:`ValueError` too).
+            ConfigError: if ``kind`` does not import.
         """
-        cls = import_from_path(_connector_path(self.kind))
+        cls = import_from_path(_resolve_kind(self.kind))
         if not isinstance(cls, type):
             raise ConfigError(f'connector kind {self.kind!r} is not a class')
         return cls
 
     def get_connector(self) -> Any:
-        """Build the connector (``from_config(options)``)."""
-        return StoreConfig.model_validate({'name': '_', 'connector': self}).make_connector()
+        """Build the connector (``from_config(options)``).
+
+        Raises:
+            ConnectorKindError: for an unknown ``kind`` (a :class:`ValueError` too).
+            ConnectorConfigError: if ``options`` do not fit the connector (a
+                :class:`TypeError` too).
+        """
+        return _build_connector(self.kind, self.options)
 
 
 class StoreConfig(pydantic.BaseModel):
@@ -170,8 +204,12 @@ class StoreConfig(pydantic.BaseModel):
 
     @property
     def connector(self) -> ConnectorConfig:
-        """The connector part of this config, in ProxyStore's shape."""
-        return ConnectorConfig(kind=self.connector_type, options=dict(self.connector_config))
+        """The connector part of this config, in ProxyStore's shape (tether's connectors
+        by their short name, ``'file'``; others by import path)."""
+        return ConnectorConfig(
+            kind=_short_kind(self.connector_type),
+            options=dict(self.connector_config),
+        )
 
     @classmethod
     def for_connector(
@@ -222,14 +260,13 @@ class StoreConfig(pydantic.BaseModel):
         return config
 
     def make_connector(self) -> Any:
-        """Build the connector this config describes (importing its type: see from_dict)."""
-        ctype = import_from_path(self.connector_type)
-        try:
-            return ctype.from_config(dict(self.connector_config))
-        except TypeError as e:
-            raise ConfigError(
-                f'cannot build {self.connector_type} from {self.connector_config!r}: {e}',
-            ) from e
+        """Build the connector this config describes (importing its type: see from_dict).
+
+        Raises:
+            ConnectorKindError: if ``connector_type`` names no connector (``ValueError``).
+            ConnectorConfigError: if the options do not fit it (``TypeError``).
+        """
+        return _build_connector(self.connector_type, self.connector_config)
 
     def write_toml(self, path: str | os.PathLike[str]) -> None:
         """Write this config to a TOML file."""
@@ -238,6 +275,11 @@ class StoreConfig(pydantic.BaseModel):
         data = self.model_dump(exclude_none=True)
         with open(path, 'wb') as f:
             tomli_w.dump(data, f)
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str], *, trusted: bool = False) -> StoreConfig:
+        """ProxyStore's name for :meth:`read_toml` (its ``[connector]`` table is accepted)."""
+        return cls.read_toml(path, trusted=trusted)
 
     @classmethod
     def read_toml(cls, path: str | os.PathLike[str], *, trusted: bool = False) -> StoreConfig:
