@@ -33,6 +33,7 @@ __all__ = [
     'ValidatedStrategylike',
     'allowed_ids',
     'check_serializers',
+    'check_task',
     'parse_allowlist',
     'validate_strategylike',
 ]
@@ -208,3 +209,9 @@ def check_serializers(
                 f'allowed_serializers does not list (allowed: {", ".join(sorted(ids))}): '
                 'send it with an allowed strategy (Executor(serializer=ComputeSerializer(...)))'
             )
+
+
+def check_task(config: Any, function_serializer: str, data_serializer: str) -> None:
+    """An endpoint's check of one task against its config's ``allowed_serializers``."""
+    allowed = getattr(config, 'allowed_serializers', None)
+    check_serializers(allowed, function_serializer, data_serializer)
