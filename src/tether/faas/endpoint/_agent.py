@@ -32,6 +32,7 @@ from typing import Any
 from tether._serve.tls import client_context
 from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
+from tether.faas._allow import check_task
 from tether.faas._config import ComputeEndpointConfig
 from tether.faas._http import error_from, ws_url
 from tether.faas.endpoint._worker import result_too_large
@@ -345,6 +346,7 @@ class Agent:
             if refusal is None:
                 try:
                     function = await self._function(http, fid)
+                    check_task(self.config, function[0], message.data_serializer)
                 except Exception as e:
                     refusal = {'type': type(e).__name__, 'message': str(e), 'traceback': ''}
             if self._cancelled and self._cancelled.pop(task_id, 0) is None:
