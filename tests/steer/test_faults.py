@@ -149,7 +149,7 @@ def test_a_message_taken_as_the_connection_died_is_read_again(private_redis: Any
         time.sleep(0.01)  # bounded by the test's timeout
     client.client_kill_filter(_type='normal', skipme=True)
     reader.join(60)
-    assert [r.task_id for r in taken] == [task_id]
+    assert [r.task_id for _, r in taken] == [task_id]
     assert client.exists(inflight)
     queues.flush()  # the in-flight lists go with the queues
     assert client.keys(f'{queues.prefix}*') == [f'{queues.prefix}_writers'.encode()]

@@ -329,7 +329,7 @@ def test_parsl_apps_get_and_return_one_pickle() -> None:
 
     queues = PipeQueues()
     queues.send_inputs(b'x' * 1000, method='echo')
-    request = queues.get_task(timeout=10)
+    _, request = queues.get_task(timeout=10)
     server = ParslTaskServer(METHODS, queues, config=None)
     handed: list[tuple[Any, ...]] = []
 

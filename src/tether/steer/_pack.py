@@ -18,6 +18,7 @@ threshold of 0.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -35,7 +36,7 @@ class Packed:
     value has ``single=True``.
     """
 
-    __slots__ = ('items', 'kwnames', 'proxied', 'single')
+    __slots__ = ('fmt', 'items', 'kwnames', 'proxied', 'single')
 
     def __init__(
         self,
@@ -44,17 +45,23 @@ class Packed:
         *,
         single: bool = False,
         proxied: tuple[int, ...] = (),
+        fmt: str = 'pickle',
     ) -> None:
         self.items = items
         self.kwnames = kwnames
         self.single = single
         self.proxied = proxied  # indices of items proxied by the packer (it made the keys)
+        self.fmt = fmt  # 'pickle' (tether.serialize) or 'json': how inline items were made
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.items, self.kwnames, self.single, self.proxied)
+        return (self.items, self.kwnames, self.single, self.proxied, self.fmt)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.items, self.kwnames, self.single, self.proxied = state
+        self.items, self.kwnames, self.single, self.proxied, *fmt = state
+        self.fmt = fmt[0] if fmt else 'pickle'
+
+    def __repr__(self) -> str:
+        return f'Packed({len(self.items)} items, {self.fmt}, {len(self.proxied)} proxied)'
 
     @property
     def nbytes(self) -> int:
@@ -71,7 +78,8 @@ class Packed:
             resolve_async(p)
 
     def _objects(self) -> list[Any]:
-        return [deserialize(i) if type(i) is bytes else i for i in self.items]
+        load = json.loads if self.fmt == 'json' else deserialize
+        return [load(i) if type(i) is bytes else i for i in self.items]
 
     def unpack(self) -> Any:
         """Return ``(args, kwargs)``, or the single value; proxies stay proxies."""
@@ -88,6 +96,8 @@ def _pack(
     threshold: int | None,
     evict: bool,
     timings: dict[str, float],
+    *,
+    fmt: str = 'pickle',
 ) -> tuple[list[Any], tuple[int, ...]]:
     items: list[Any] = []
     proxied: list[int] = []
@@ -95,6 +105,19 @@ def _pack(
         if _is_proxy(value):
             # Already a reference (a user-made proxy): it travels as it is, unresolved.
             items.append(value)
+            continue
+        if fmt == 'json':
+            # Colmena's JSON method: TypeError for what JSON cannot encode.
+            text = json.dumps(value).encode()
+            if store is not None and threshold is not None and len(text) > threshold:
+                start = time.perf_counter()
+                items.append(store.proxy(json.loads(text), evict=evict))
+                timings['store.proxy'] = (
+                    timings.get('store.proxy', 0.0) + time.perf_counter() - start
+                )
+                proxied.append(len(items) - 1)
+            else:
+                items.append(text)
             continue
         parts = serialize_parts(value)
         if (
@@ -133,8 +156,14 @@ def pack_inputs(
     store: Any = None,
     threshold: int | None = None,
     timings: dict[str, float] | None = None,
+    *,
+    fmt: str = 'pickle',
 ) -> Packed:
-    """Pack a call's arguments (proxying those over ``threshold`` into ``store``)."""
+    """Pack a call's arguments (proxying those over ``threshold`` into ``store``).
+
+    ``fmt='json'`` encodes each inline item with :func:`json.dumps` (Colmena's JSON
+    serialization method) instead of :mod:`tether.serialize`.
+    """
     names = tuple(kwargs)
     items, proxied = _pack(
         (*args, *kwargs.values()),
@@ -142,8 +171,9 @@ def pack_inputs(
         threshold,
         False,
         timings if timings is not None else {},
+        fmt=fmt,
     )
-    return Packed(items, names, proxied=proxied)
+    return Packed(items, names, proxied=proxied, fmt=fmt)
 
 
 def pack_value(
@@ -151,7 +181,10 @@ def pack_value(
     store: Any = None,
     threshold: int | None = None,
     timings: dict[str, float] | None = None,
+    *,
+    fmt: str = 'pickle',
 ) -> Packed:
     """Pack a task's return value (proxied, evicted on first resolve, if over threshold)."""
-    items, proxied = _pack([value], store, threshold, True, timings if timings is not None else {})
-    return Packed(items, single=True, proxied=proxied)
+    t = timings if timings is not None else {}
+    items, proxied = _pack([value], store, threshold, True, t, fmt=fmt)
+    return Packed(items, single=True, proxied=proxied, fmt=fmt)

@@ -1,22 +1,129 @@
-"""Methods that run a program: :class:`ExecutableMethod`, with pre and post steps."""
+"""Task methods: :class:`PythonMethod`, :class:`PythonGeneratorMethod` and
+:class:`ExecutableMethod` (a program, with pre and post steps).
+
+A task server takes plain functions too; these classes give a method a name other than
+its function's, and are Colmena's. Each is called like its function by the task server;
+called with a :class:`~tether.steer.models.Result` alone, it runs that request as a
+worker does and returns it with its value (or failure) set, packed.
+"""
 
 from __future__ import annotations
 
+import copy
 import pathlib
 import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.exceptions import ConfigError, ExecutableMethodError
-from tether.steer.models import ResourceRequirements
+from tether.steer.models import ResourceRequirements, Result
 
-__all__ = ['ExecutableMethod']
+__all__ = ['ColmenaMethod', 'ExecutableMethod', 'PythonGeneratorMethod', 'PythonMethod']
 
 
-class ExecutableMethod:
+class ColmenaMethod:
+    """A named task method: subclasses define :meth:`function`.
+
+    Calling the method with arguments calls :meth:`function`; calling it with one
+    :class:`~tether.steer.models.Result` and nothing else runs that request (unpack the
+    inputs, run, record the value or the failure and the timings, pack the value) and
+    returns it.
+    """
+
+    name: str
+    wants_resources = False
+    wants_result = False
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+    def function(self, *args: Any, **kwargs: Any) -> Any:
+        """The work itself."""
+        raise NotImplementedError
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and isinstance(args[0], Result):
+            from tether.steer.task_server._worker import run_task
+
+            return run_task(self.function, args[0], self)
+        return self.function(*args, **kwargs)
+
+
+class PythonMethod(ColmenaMethod):
+    """A Python function as a task method, named ``name`` (default: its ``__name__``)."""
+
+    def __init__(self, function: Callable[..., Any], name: str | None = None) -> None:
+        if not callable(function):
+            raise ConfigError(f'PythonMethod needs a callable, not {function!r}')
+        self._function = function
+        self.name = name or function.__name__
+
+    def __repr__(self) -> str:
+        return f'PythonMethod({self._function!r}, name={self.name!r})'
+
+    def function(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(*args, **kwargs)
+
+
+class PythonGeneratorMethod(ColmenaMethod):
+    """A generator function as a task method.
+
+    Without ``streaming_queue`` the task's value is the list of what it yielded (with
+    ``store_return_value=True``: ``[yielded, returned]``). With ``streaming_queue``,
+    each yielded item is sent at once to the task's topic as an intermediate result
+    (``complete=False``), and the final result's value is what the generator returned
+    (``None`` unless ``store_return_value``).
+    """
+
+    wants_result = True
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        name: str | None = None,
+        store_return_value: bool = False,
+        streaming_queue: Any = None,
+    ) -> None:
+        if not callable(function):
+            raise ConfigError(f'PythonGeneratorMethod needs a callable, not {function!r}')
+        self._function = function
+        self.name = name or function.__name__
+        self.store_return_value = store_return_value
+        self.streaming_queue = streaming_queue
+
+    def __repr__(self) -> str:
+        return f'PythonGeneratorMethod({self._function!r}, name={self.name!r})'
+
+    def _stream(self, item: Any, result: Result, start: float) -> None:
+        partial = copy.deepcopy(result)
+        partial.set_result(item, time.perf_counter() - start, intermediate=True)
+        self.streaming_queue.deliver_result(partial)
+
+    def function(self, *args: Any, _result: Result | None = None, **kwargs: Any) -> Any:
+        gen = self._function(*args, **kwargs)
+        items: list[Any] = []
+        start = time.perf_counter()
+        while True:
+            try:
+                item = next(gen)
+            except StopIteration as stop:
+                returned = stop.value
+                break
+            if self.streaming_queue is not None and _result is not None:
+                self._stream(item, _result, start)
+            else:
+                items.append(item)
+        if self.streaming_queue is not None and _result is not None:
+            return returned if self.store_return_value else None
+        return [items, returned] if self.store_return_value else items
+
+
+class ExecutableMethod(ColmenaMethod):
     """A task method that runs an executable in a fresh directory.
 
     Subclass it and override :meth:`preprocess` (write input files, return extra
@@ -27,7 +134,8 @@ class ExecutableMethod:
 
     Args:
         executable: The command, as a list of arguments.
-        name: The method's name (what ``send_inputs(method=...)`` uses).
+        name: The method's name (what ``send_inputs(method=...)`` uses); by default the
+            program's name (``executable[0]``), as in Colmena.
         mpi: Whether to prefix the command with ``mpi_command_string``.
         mpi_command_string: The launcher, formatted with the task's resources, for example
             ``'mpiexec -n {total_ranks}'``.
@@ -38,7 +146,7 @@ class ExecutableMethod:
     def __init__(
         self,
         executable: Sequence[str],
-        name: str,
+        name: str | None = None,
         mpi: bool = False,
         mpi_command_string: str | None = None,
     ) -> None:
@@ -49,7 +157,7 @@ class ExecutableMethod:
                 'mpi=True needs mpi_command_string (e.g. "mpiexec -n {total_ranks}")'
             )
         self.executable = list(executable)
-        self.name = name
+        self.name = name or pathlib.PurePath(self.executable[0]).name
         self.mpi = mpi
         self.mpi_command_string = mpi_command_string
 
@@ -80,12 +188,13 @@ class ExecutableMethod:
         )
         return shlex.split(text)
 
-    def __call__(
+    def function(
         self,
         *args: Any,
         _resources: ResourceRequirements | None = None,
         **kwargs: Any,
     ) -> Any:
+        """Run the program for these arguments and return :meth:`postprocess`'s value."""
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f'steer-{self.name}-'))
         try:
             extra, stdin = self.preprocess(run_dir, args, kwargs)

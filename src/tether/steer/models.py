@@ -14,6 +14,7 @@ import enum
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from tether.steer import _pack
@@ -29,11 +30,12 @@ __all__ = [
 
 
 class SerializationMethod(enum.StrEnum):
-    """How queues serialize messages (Colmena's names; a plain string works too).
+    """How task inputs and values are serialized (Colmena's names; a plain string works too).
 
-    Only ``PICKLE`` is supported: task inputs and values travel through tether's
-    serializer (and by proxy over the threshold). ``JSON`` is refused with a
-    :class:`~tether.exceptions.ConfigError` rather than silently pickling.
+    ``PICKLE`` (the default) uses tether's serializer; ``JSON`` uses :func:`json.dumps`
+    on each input and value (a value JSON cannot encode raises ``TypeError``; tuples
+    come back as lists). Either way, values over a topic's threshold travel by proxy and
+    the message around them is tether's signed envelope.
     """
 
     PICKLE = 'pickle'
@@ -157,6 +159,80 @@ class Result:
     # Where over-threshold values go: the topic's store config and threshold (bytes).
     proxystore_config: Any = None
     proxystore_threshold: int | None = None
+    proxystore_name: str | None = None
+    serialization_method: str = 'pickle'
+
+    @classmethod
+    def from_args_and_kwargs(
+        cls,
+        fn_args: Sequence[Any],
+        fn_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """A request for a call with these arguments (``kwargs`` set the other fields)."""
+        return cls(inputs=(tuple(fn_args), dict(fn_kwargs or {})), **kwargs)
+
+    # Serialization (Colmena's explicit steps) -------------------------------------------
+
+    def _target_store(self) -> Any:
+        if self.proxystore_config is not None:
+            from tether.store import get_or_create_store
+
+            return get_or_create_store(self.proxystore_config)
+        if self.proxystore_name is not None:
+            from tether.store import get_store
+
+            return get_store(self.proxystore_name)
+        return None
+
+    def serialize(self) -> tuple[float, list[Any]]:
+        """Pack the inputs and the value (if set) for the queues; a no-op for those packed.
+
+        Values over ``proxystore_threshold`` go to the store (``proxystore_config``, or
+        the store registered as ``proxystore_name``) and travel as proxies. Returns the
+        seconds it took and the proxies it made. Queues and task servers call this
+        themselves: user code needs it only when it builds requests by hand.
+        """
+        start = time.perf_counter()
+        made: list[Any] = []
+        fmt = str(self.serialization_method)
+        need_inputs = not isinstance(self.inputs, _pack.Packed)
+        need_value = self.value is not None and not isinstance(self.value, _pack.Packed)
+        if not (need_inputs or need_value):
+            return 0.0, made
+        store = self._target_store()
+        if need_inputs:
+            args, kwargs = self.inputs
+            packed = _pack.pack_inputs(
+                tuple(args),
+                dict(kwargs),
+                store,
+                self.proxystore_threshold,
+                self.time.proxy,
+                fmt=fmt,
+            )
+            self.inputs = packed
+            self.message_sizes.setdefault('inputs', packed.nbytes)
+            made += [packed.items[i] for i in packed.proxied]
+        if need_value:
+            value = _pack.pack_value(
+                self.value, store, self.proxystore_threshold, self.time.proxy, fmt=fmt
+            )
+            self.value = value
+            self.message_sizes.setdefault('value', value.nbytes)
+            made += [value.items[i] for i in value.proxied]
+        return time.perf_counter() - start, made
+
+    def deserialize(self) -> float:
+        """Unpack the inputs and the value (a no-op for those unpacked); return the seconds.
+
+        Proxied inputs and values stay proxies (they resolve on first use).
+        """
+        start = time.perf_counter()
+        self._unpack_inputs()
+        if isinstance(self.value, _pack.Packed):
+            self.value = self.value.unpack()
+        return time.perf_counter() - start
 
     # Inputs ----------------------------------------------------------------------------
 
@@ -182,11 +258,21 @@ class Result:
 
     # Value -----------------------------------------------------------------------------
 
-    def set_result(self, value: Any, runtime: float | None = None) -> None:
-        """Record a successful run."""
+    def set_result(
+        self,
+        value: Any,
+        runtime: float | None = None,
+        intermediate: bool = False,
+    ) -> None:
+        """Record a successful run (``intermediate``: one of several results of a task).
+
+        With ``keep_inputs=False`` the inputs are dropped here.
+        """
         self.value = value
+        if not self.keep_inputs:
+            self.inputs = ((), {})
         self.success = True
-        self.complete = True
+        self.complete = not intermediate
         self.failure_info = None
         if runtime is not None:
             self.time.running = runtime

@@ -15,11 +15,13 @@ prefix and the pickle), for queues only trusted parties can write to.
 from __future__ import annotations
 
 import abc
+import enum
 import logging
 import os
 import pickle
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -35,7 +37,7 @@ from tether.steer import _auth, _pack
 from tether.steer.models import ResourceRequirements, Result
 from tether.steer.queue._evict import Evictor
 
-__all__ = ['BaseQueues', 'ColmenaQueues']
+__all__ = ['BaseQueues', 'ColmenaQueues', 'QueueRole']
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +71,23 @@ def _per_topic(value: Any, topics: Collection[str], what: str) -> dict[str, Any]
     return dict.fromkeys(topics, value)
 
 
+class QueueRole(enum.StrEnum):
+    """Which side uses a queue object: warns about calls that belong to the other side."""
+
+    ANY = 'any'
+    SERVER = 'server'
+    CLIENT = 'client'
+
+
 class BaseQueues(abc.ABC):
     """Topics, per-topic stores and thresholds, and the message format.
 
     Args:
         topics: Names of the result topics (``'default'`` is always added).
-        serialization_method: Only ``'pickle'`` or ``SerializationMethod.PICKLE``
-            (accepted for compatibility with Colmena).
+        serialization_method: How inputs and values are serialized: ``'pickle'``
+            (tether's serializer, the default) or ``'json'`` (each input and value goes
+            through :func:`json.dumps`; a value JSON cannot encode raises ``TypeError``
+            in :meth:`send_inputs`, and tuples come back as lists, as in Colmena).
         keep_inputs: Whether results carry their inputs back by default.
         proxystore_name: Name of a registered store (or a dict topic -> name) used to
             send values over the threshold by reference.
@@ -105,14 +117,14 @@ class BaseQueues(abc.ABC):
     ) -> None:
         if isinstance(topics, str):
             raise ConfigError('topics must be a collection of names, not one string')
-        if serialization_method != 'pickle':
+        if serialization_method not in ('pickle', 'json'):
             raise ConfigError(
                 f'serialization_method {serialization_method!r} is not supported: use "pickle" '
-                "(SerializationMethod.PICKLE); inputs and values travel through tether's "
-                'serializer, and messages are signed (see secret=)',
+                '(SerializationMethod.PICKLE) or "json"',
             )
-        self.topics = sorted({*topics, 'default'})
-        self.serialization_method = 'pickle'
+        self.topics: set[str] = {*topics, 'default'}
+        self.serialization_method = str(serialization_method)
+        self.role = QueueRole.ANY
         self.keep_inputs = keep_inputs
         self.proxystore_name = _per_topic(proxystore_name, self.topics, 'proxystore_name')
         self.proxystore_threshold = _per_topic(
@@ -159,6 +171,29 @@ class BaseQueues(abc.ABC):
         self._evictor = Evictor()
         self._sealer = self._new_sealer(_auth.resolve_secret(self._secret_spec))
         _all_queues.add(self)
+
+    def set_role(self, role: QueueRole | str) -> None:
+        """Say which side uses this object (``'client'``, ``'server'`` or ``'any'``).
+
+        A call that belongs to the other side then warns (``UserWarning``); it still
+        runs. A Thinker sets ``'client'``, a task server ``'server'``.
+
+        Raises:
+            ValueError: ``role`` is not one of those names.
+        """
+        self.role = QueueRole(role)
+
+    def _check_role(self, allowed: QueueRole, call: str) -> None:
+        if self.role not in (QueueRole.ANY, allowed):
+            warnings.warn(
+                f'{call} belongs to the {allowed.value} side; these queues are the '
+                f'{self.role.value} side (see set_role)',
+                stacklevel=3,
+            )
+
+    def flush(self) -> None:
+        """Drop every message waiting in the request queue and the result topics."""
+        raise NotImplementedError(f'{type(self).__name__} cannot flush')
 
     # Message format --------------------------------------------------------------------
 
@@ -268,12 +303,12 @@ class BaseQueues(abc.ABC):
         """Send a task request; return its task id.
 
         Inputs are serialized once here; those over the topic's threshold are stored in
-        the topic's store and travel as proxies.
+        the topic's store and travel as proxies. Without ``method``, a task server that
+        runs exactly one method runs that one (others fail the task, naming theirs).
         """
+        self._check_role(QueueRole.CLIENT, 'send_inputs')
         if topic not in self.topics:
-            raise ConfigError(f'unknown topic {topic!r}; topics: {self.topics}')
-        if method is None:
-            raise ConfigError('send_inputs needs method= (the name of a task server method)')
+            raise ConfigError(f'unknown topic {topic!r}; topics: {sorted(self.topics)}')
         if isinstance(resources, dict):
             resources = ResourceRequirements(**resources)
         result = Result(
@@ -283,6 +318,7 @@ class BaseQueues(abc.ABC):
             resources=resources or ResourceRequirements(),
             task_info=dict(task_info or {}),
             max_retries=max_retries,
+            serialization_method=self.serialization_method,
         )
         store = self._store(topic)
         threshold = self.proxystore_threshold[topic]
@@ -293,6 +329,7 @@ class BaseQueues(abc.ABC):
             store,
             threshold,
             result.time.proxy,
+            fmt=self.serialization_method,
         )
         result.inputs = packed
         if store is not None:
@@ -332,8 +369,9 @@ class BaseQueues(abc.ABC):
                 the proxied inputs of an earlier task could not be deleted (raised before
                 any result is read, so none is lost).
         """
+        self._check_role(QueueRole.CLIENT, 'get_result')
         if topic not in self.topics:
-            raise ConfigError(f'unknown topic {topic!r}; topics: {self.topics}')
+            raise ConfigError(f'unknown topic {topic!r}; topics: {sorted(self.topics)}')
         self._evictor.check()
         message = self._get_result(topic, timeout)
         received = time.time()
@@ -401,12 +439,15 @@ class BaseQueues(abc.ABC):
 
     def send_kill_signal(self) -> None:
         """Tell the task server to finish the tasks it has and stop."""
+        self._check_role(QueueRole.CLIENT, 'send_kill_signal')
         self._send_request(self._encode(None, _REQUESTS))
 
     # Task server side ------------------------------------------------------------------
 
-    def get_task(self, timeout: float | None = None) -> Result:
-        """Return the next task request (its inputs stay packed).
+    def get_task(self, timeout: float | None = None) -> tuple[str, Result]:
+        """Return the next task request's topic and the request (its inputs stay packed).
+
+        Call :meth:`~tether.steer.models.Result.deserialize` to read its inputs.
 
         Raises:
             KillSignalError: the Thinker sent the kill signal.
@@ -414,6 +455,12 @@ class BaseQueues(abc.ABC):
             SteerAuthenticationError: the message was refused (unsigned, altered,
                 replayed); nothing in it was unpickled.
         """
+        self._check_role(QueueRole.SERVER, 'get_task')
+        result = self.next_task(timeout)
+        return result.topic or 'default', result
+
+    def next_task(self, timeout: float | None = None) -> Result:
+        """:meth:`get_task` for task servers: the request alone, without a role check."""
         message = self._get_request(timeout)
         received = time.time()
         decoded = self._decode(message, _REQUESTS, 'the request queue')
@@ -425,7 +472,13 @@ class BaseQueues(abc.ABC):
         return result
 
     def send_result(self, result: Result) -> None:
-        """Send a finished task's result to its topic."""
+        """Send a finished task's result to its topic (its value is packed if not yet)."""
+        self._check_role(QueueRole.SERVER, 'send_result')
+        self.deliver_result(result)
+
+    def deliver_result(self, result: Result) -> None:
+        """:meth:`send_result` for task servers, without a role check."""
+        result.serialize()
         result.timestamp.result_sent = time.time()
         topic = result.topic or 'default'
         self._send_result(self._encode(result, f'result/{topic}'), topic)

@@ -13,6 +13,8 @@ from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['PipeQueues']
 
+_FLUSH_QUIET = 0.05
+
 
 class PipeQueues(BaseQueues):
     """Queues for a Thinker and a task server forked from the same process.
@@ -65,3 +67,17 @@ class PipeQueues(BaseQueues):
 
     def _get_result(self, topic: str, timeout: float | None) -> bytes:
         return self._get(self._results[topic], timeout, f'result on topic {topic!r}')
+
+    def flush(self) -> None:
+        """Drop every message waiting in the request queue and the result topics.
+
+        A message put by this process a moment ago may still be on its way into the
+        pipe (multiprocessing queues feed it from a thread): each queue is read until
+        it stays empty for ``_FLUSH_QUIET`` seconds.
+        """
+        for q in [self._requests, *self._results.values()]:
+            try:
+                while True:
+                    q.get(timeout=_FLUSH_QUIET)
+            except _queue.Empty:
+                pass

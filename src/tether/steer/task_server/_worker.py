@@ -43,14 +43,17 @@ def _forget_proxied(packed: _pack.Packed) -> None:
                 store.cache.evict(factory.key)
 
 
-def run_task(method: Callable[..., Any], result: Result) -> Result:
+def run_task(method: Callable[..., Any], result: Result, options: Any = None) -> Result:
     """Run ``method`` on ``result``'s inputs in this worker and record the outcome.
 
     Proxied inputs start resolving in the background before the method is called, so
     their transfer overlaps the method's start. The value is serialized once and proxied
     into the topic's store if it is over the topic's threshold. Never raises for an error
-    of the method: the failure is recorded in the result.
+    of the method: the failure is recorded in the result. ``options`` is the object
+    whose ``wants_resources``/``wants_result`` say what extra keywords ``method`` takes
+    (``method`` itself by default).
     """
+    options = method if options is None else options
     result.timestamp.compute_started = time.time()
     result.worker_info = {'hostname': socket.gethostname(), 'pid': os.getpid()}
     packed = result.inputs
@@ -67,8 +70,10 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
         result.time.deserialize_inputs = time.perf_counter() - start
         start = time.perf_counter()
         try:
-            if getattr(method, 'wants_resources', False):
+            if getattr(options, 'wants_resources', False):
                 kwargs = {**kwargs, '_resources': result.resources}
+            if getattr(options, 'wants_result', False):
+                kwargs = {**kwargs, '_result': result}
             value = method(*args, **kwargs)
         finally:
             runtime = time.perf_counter() - start
@@ -78,6 +83,7 @@ def run_task(method: Callable[..., Any], result: Result) -> Result:
             _store(result.proxystore_config),
             result.proxystore_threshold,
             result.time.proxy,
+            fmt=result.serialization_method,
         )
         result.time.serialize_results = time.perf_counter() - start
         result.set_result(packed_value, runtime)

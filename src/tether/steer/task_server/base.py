@@ -145,7 +145,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             if self._tasks.pop(original.task_id, None) is None:
                 return  # already reported as stopped by the kill signal
         try:
-            self.queues.send_result(result)
+            self.queues.deliver_result(result)
         except SteerError:
             logger.exception('could not send the result of task %s', result.task_id)
         with self._cond:
@@ -166,11 +166,14 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 'for it to finish (kill_timeout)',
             )
             try:
-                self.queues.send_result(failed)
+                self.queues.deliver_result(failed)
             except SteerError:
                 logger.exception('could not send the result of task %s', original.task_id)
 
     def _dispatch(self, result: Result) -> None:
+        if result.method is None and len(self.methods) == 1:
+            # send_inputs() without method=: the only method there is (as in Colmena).
+            result.method = next(iter(self.methods))
         method = self.methods.get(result.method or '')
         if method is None:
             failed = Result(**vars(result))
@@ -220,11 +223,13 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             os.kill(os.getpid(), signal.SIGTERM)
 
     def _serve(self) -> None:
+        if _ctx.current_process() is self and hasattr(self.queues, 'set_role'):
+            self.queues.set_role('server')  # in its own process: this copy is the server's
         self.start_executor()
         try:
             while True:
                 try:
-                    result = self.queues.get_task(timeout=self.timeout)
+                    result = self.queues.next_task(timeout=self.timeout)
                 except KillSignalError:
                     logger.info(
                         'kill signal: finishing %d tasks (for up to %s s)',

@@ -186,6 +186,8 @@ class BaseThinker(threading.Thread):
     ) -> None:
         super().__init__(daemon=daemon, **kwargs)
         self.queues = queues
+        if hasattr(queues, 'set_role'):
+            queues.set_role('client')
         self.rec = resource_counter
         self.done = threading.Event()
         self.logger = logging.getLogger(

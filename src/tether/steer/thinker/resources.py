@@ -9,10 +9,15 @@ from typing import Any
 
 from tether.exceptions import ConfigError
 
-__all__ = ['ResourceCounter']
+__all__ = ['ReallocatorThread', 'ResourceCounter']
 
 # How often a blocked acquire looks at its cancel event (it is woken at once by releases).
 _CANCEL_POLL = 0.05
+
+
+def _timeout(timeout: float | None) -> float | None:
+    # Colmena spells "no timeout" as -1 (any value <= 0); tether as None.
+    return None if timeout is None or timeout < 0 else timeout
 
 
 def _cancelled(cancel_if: Any) -> bool:
@@ -124,6 +129,7 @@ class ResourceCounter:
         """
         if n_slots < 0:
             raise ConfigError('n_slots must be >= 0')
+        timeout = _timeout(timeout)
         with self._cond:
             self._check(task)
             if not self._wait(lambda: self._available[task] >= n_slots, timeout, cancel_if):
@@ -131,8 +137,25 @@ class ResourceCounter:
             self._available[task] -= n_slots
             return True
 
-    def release(self, task: str | None, n_slots: int) -> None:
-        """Give back ``n_slots`` of ``task``'s pool."""
+    def release(
+        self,
+        task: str | None = None,
+        n_slots: int = 1,
+        rerequest: bool = False,
+        timeout: float | None = -1,
+    ) -> bool | None:
+        """Give back ``n_slots`` of ``task``'s pool.
+
+        With ``rerequest=True``, take them again at once (waiting up to ``timeout``
+        seconds; ``None`` or a negative value waits for ever) and return whether that
+        succeeded; otherwise return ``None``.
+        """
+        self._release(task, n_slots)
+        if rerequest:
+            return self.acquire(task, n_slots, timeout=timeout)
+        return None
+
+    def _release(self, task: str | None, n_slots: int) -> None:
         with self._cond:
             self._check(task)
             if self._available[task] + n_slots > self._allocated[task]:
@@ -150,12 +173,40 @@ class ResourceCounter:
         n_slots: int | str,
         timeout: float | None = None,
         cancel_if: threading.Event | Callable[[], bool] | None = None,
+        *,
+        block: bool = True,
+        callback: Callable[[], Any] | None = None,
     ) -> bool:
         """Move ``n_slots`` (or ``'all'``) from one pool to another.
 
         Waits until that many slots of ``task_from`` are free (tasks finish and release
         them); returns ``False`` after ``timeout`` or on ``cancel_if`` without moving any.
+        With ``block=False`` the move happens on a background thread and this returns
+        ``True`` at once; ``callback`` (if given) is called after a move completes.
         """
+        if not block:
+            thread = threading.Thread(
+                target=self.reallocate,
+                args=(task_from, task_to, n_slots, timeout, cancel_if),
+                kwargs={'callback': callback},
+                daemon=True,
+                name='tether-steer-reallocate',
+            )
+            thread.start()
+            return True
+        moved = self._reallocate(task_from, task_to, n_slots, _timeout(timeout), cancel_if)
+        if moved and callback is not None:
+            callback()
+        return moved
+
+    def _reallocate(
+        self,
+        task_from: str | None,
+        task_to: str | None,
+        n_slots: int | str,
+        timeout: float | None,
+        cancel_if: threading.Event | Callable[[], bool] | None,
+    ) -> bool:
         with self._cond:
             self._check(task_from)
             self._check(task_to)
@@ -178,3 +229,67 @@ class ResourceCounter:
             self._allocated[task_to] += n
             self._cond.notify_all()
             return True
+
+
+class ReallocatorThread(threading.Thread):
+    """Move slots into a pool until told to stop, then move them on (Colmena's helper).
+
+    While running, it takes ``slot_step`` slots at a time from ``gather_from`` into
+    ``gather_to`` (as they become free) until it moved ``max_slots`` (``None``: no
+    limit). Once ``stop_event`` is set it moves every slot of ``gather_to`` to
+    ``disperse_to`` (waiting for them to be released) and exits.
+
+    Args:
+        resource_counter: The counter whose slots it moves.
+        gather_from: Pool to take slots from.
+        gather_to: Pool to put them in.
+        disperse_to: Pool to move ``gather_to``'s slots to when stopped.
+        max_slots: Most slots to gather (``None``: all it can get).
+        stop_event: The event that stops it (a new one if not given: ``stop_event``).
+        slot_step: Slots moved per step.
+        logger_name: Accepted for Colmena compatibility (tether logs under this module).
+    """
+
+    def __init__(  # noqa: PLR0917 (Colmena's positional order)
+        self,
+        resource_counter: ResourceCounter,
+        gather_from: str | None,
+        gather_to: str | None,
+        disperse_to: str | None,
+        max_slots: int | None = None,
+        stop_event: threading.Event | None = None,
+        slot_step: int = 1,
+        logger_name: str | None = None,
+    ) -> None:
+        super().__init__(daemon=True, name='tether-steer-reallocator')
+        if gather_from == gather_to:
+            raise ConfigError('gather_from and gather_to must be different pools')
+        if slot_step < 1:
+            raise ConfigError('slot_step must be >= 1')
+        self.resource_counter = resource_counter
+        self.gather_from = gather_from
+        self.gather_to = gather_to
+        self.disperse_to = disperse_to
+        self.max_slots = max_slots
+        self.slot_step = slot_step
+        self.stop_event = stop_event if stop_event is not None else threading.Event()
+        self.logger_name = logger_name
+
+    def run(self) -> None:
+        rec = self.resource_counter
+        moved = 0
+        while not self.stop_event.is_set():
+            if self.max_slots is not None and moved >= self.max_slots:
+                self.stop_event.wait()
+                break
+            step = self.slot_step
+            if self.max_slots is not None:
+                step = min(step, self.max_slots - moved)
+            step = min(step, rec.allocated_slots(self.gather_from))
+            if step == 0:  # nothing left to gather: wait for slots to appear, or the stop
+                self.stop_event.wait(_CANCEL_POLL)
+                continue
+            if rec.reallocate(self.gather_from, self.gather_to, step, cancel_if=self.stop_event):
+                moved += step
+        # Hand every slot of the pool on, waiting for those in use to be released.
+        rec.reallocate(self.gather_to, self.disperse_to, 'all')
