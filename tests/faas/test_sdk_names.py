@@ -3,10 +3,15 @@ strategies, shell results (issue 29)."""
 
 from __future__ import annotations
 
+import json
+import pathlib
+import uuid
+
 import pytest
 
 from tether.exceptions import FaasError, SerializationError, UnknownStrategyError
 from tether.faas import (
+    Batch,
     Client,
     CombinedCode,
     ComputeSerializer,
@@ -15,8 +20,10 @@ from tether.faas import (
     DillDataBase64,
     JSONData,
     PureSourceTextInspect,
+    ShellFunction,
     ShellResult,
     VersionMismatch,
+    as_optional_uuid,
     compare_versions,
 )
 from tether.faas._serde import code_serializer_of, data_serializer_of
@@ -90,3 +97,44 @@ def test_shell_result_text() -> None:
     failed = str(ShellResult('false', '', 'boom', 2, 'Bad'))
     assert 'boom' in failed
     assert 'exception: Bad' in failed
+
+
+def test_shell_function_run_dir_and_return_dict(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / 'runs' / 'one'  # created by the call
+    shell = ShellFunction('pwd; echo hi >&2', stdout='out.txt', run_dir=run_dir)
+    result = shell()
+    assert isinstance(result, ShellResult)
+    assert result.stdout.strip() == str(run_dir)
+    assert (run_dir / 'out.txt').read_text().strip() == str(run_dir)
+    monkeypatch.setenv('TETHER_FAAS_TASK_DIR', str(tmp_path / 'env'))
+    as_dict = ShellFunction('pwd', return_dict=True)()
+    assert isinstance(as_dict, dict)
+    assert as_dict['stdout'].strip() == str(tmp_path / 'env')
+    assert json.loads(json.dumps(as_dict))['returncode'] == 0
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    with pytest.raises(NotADirectoryError):
+        ShellFunction('pwd', run_dir=blocker / 'sub')()
+
+
+@pytest.mark.parametrize('name', ['for', ' abc', '2be', 'a-b'])
+def test_shell_function_name_must_be_an_identifier(name: str) -> None:
+    with pytest.raises(ValueError, match='Python identifier'):
+        ShellFunction('pwd', name=name)
+    assert ShellFunction('pwd', name='École').__name__ == 'École'
+
+
+def test_batch_task_group_id_is_an_optional_uuid() -> None:
+    group = uuid.uuid4()
+    batch = Batch(str(group))
+    assert batch.task_group_id == group
+    for empty in (None, '', 0):
+        batch.task_group_id = empty  # type: ignore[assignment]
+        assert batch.task_group_id is None
+    for bad in (123, ' ', 'a', str(group)[:-1]):
+        with pytest.raises(ValueError, match='task_group_id must be a UUID'):
+            batch.task_group_id = bad  # type: ignore[assignment]
+    assert as_optional_uuid(str(group)) == group
+    assert as_optional_uuid(0) is None

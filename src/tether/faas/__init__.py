@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.faas._batch import Batch
+    from tether.faas._batch import Batch, as_optional_uuid
     from tether.faas._client import Client
     from tether.faas._config import ComputeEndpointConfig, EndpointConfig, ServiceConfig
     from tether.faas._executor import Executor
@@ -89,6 +89,7 @@ __all__ = [
     'TaskFuture',
     'ValidatedStrategylike',
     'VersionMismatch',
+    'as_optional_uuid',
     'compare_versions',
     'validate_strategylike',
 ]
@@ -127,6 +128,7 @@ _HOMES = {
     'TaskFuture': 'tether.faas._future',
     'ValidatedStrategylike': 'tether.faas._serde',
     'VersionMismatch': 'tether.faas._version',
+    'as_optional_uuid': 'tether.faas._batch',
     'compare_versions': 'tether.faas._version',
     'validate_strategylike': 'tether.faas._serde',
 }

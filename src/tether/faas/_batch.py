@@ -19,7 +19,7 @@ from typing import Any
 
 from tether.faas._payload import pack_args
 
-__all__ = ['Batch', 'check_timeout', 'check_uuid']
+__all__ = ['Batch', 'as_optional_uuid', 'check_timeout', 'check_uuid']
 
 
 def check_timeout(value: Any) -> float:
@@ -39,6 +39,18 @@ def check_uuid(value: Any, what: str) -> str:
         except ValueError:
             pass
     raise ValueError(f'{what} must be a UUID, not {value!r}')
+
+
+def as_optional_uuid(value: Any) -> uuid.UUID | None:
+    """An optional id as the SDK takes one: ``None``, ``''`` or ``0`` give ``None``; a
+    :class:`uuid.UUID` or its text gives the UUID.
+
+    Raises:
+        ValueError: anything else (a number, a short or malformed text ...).
+    """
+    if value is None or value == '' or (value == 0 and not isinstance(value, bool)):
+        return None
+    return uuid.UUID(check_uuid(value, 'id'))
 
 
 def _is_uuid(value: Any) -> bool:
@@ -78,12 +90,16 @@ class Batch:
         self.request_queue = request_queue
 
     @property
-    def task_group_id(self) -> str | None:
+    def task_group_id(self) -> uuid.UUID | None:
+        """The task group the tasks join (``None``: the client's)."""
         return self._task_group_id
 
     @task_group_id.setter
     def task_group_id(self, value: str | uuid.UUID | None) -> None:
-        self._task_group_id = None if not value else check_uuid(value, 'task_group_id')
+        try:
+            self._task_group_id = as_optional_uuid(value)
+        except ValueError:
+            raise ValueError(f'task_group_id must be a UUID or None, not {value!r}') from None
 
     def __len__(self) -> int:
         return len(self.tasks)

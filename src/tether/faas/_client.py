@@ -340,7 +340,7 @@ class Client:
         else:
             raise TypeError('batch_run(batch) or batch_run(endpoint_id, batch)')
         tasks = batch.for_endpoint(endpoint_id)
-        group = task_group_id or batch.task_group_id or self.task_group_id
+        group = str(task_group_id or batch.task_group_id or self.task_group_id)
         answer = self.submit_raw(tasks, batch.payloads, group)
         if endpoint_id is None:
             return [t['task_id'] for t in tasks]

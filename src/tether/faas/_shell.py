@@ -6,17 +6,25 @@ with ``/bin/sh`` and returns a :class:`ShellResult` with the command's return co
 the last lines of its standard output and standard error. Keyword arguments of the call
 fill the command's ``{placeholders}`` (``str.format``). A non-zero return code is a
 result, not an error: look at ``returncode``.
+
+A call runs its command in ``run_dir`` (default: ``$TETHER_FAAS_TASK_DIR`` if set, else
+the worker's directory), created if missing; relative ``stdout``/``stderr`` paths are
+under it. The worker's own directory is never changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import os
 import subprocess
 import tempfile
 from typing import Any
 
 __all__ = ['MPIFunction', 'ShellFunction', 'ShellResult']
+
+#: Environment variable naming the directory tasks' commands run in (``run_dir``).
+TASK_DIR_ENV = 'TETHER_FAAS_TASK_DIR'
 
 #: Return code of a command stopped at its ``walltime`` (as GNU ``timeout`` answers).
 WALLTIME_RETURNCODE = 124
@@ -82,7 +90,15 @@ class ShellFunction:
         walltime: Seconds the command may run; past them it is killed and the result's
             ``returncode`` is 124.
         snippet_lines: How many of the last lines of output the result carries.
-        name: The function's name (``__name__``); default: the class name.
+        name: The function's name (``__name__``; a Python identifier, not a keyword);
+            default: the class name.
+        run_dir: The directory the command runs in (created if missing); default:
+            ``$TETHER_FAAS_TASK_DIR`` at call time, else the worker's directory.
+        return_dict: Return the result as a plain dict (JSON-friendly) instead of a
+            :class:`ShellResult`.
+
+    Raises:
+        ValueError: a negative ``walltime`` or an invalid ``name``.
     """
 
     def __init__(  # noqa: PLR0917 (the SDK's positional order)
@@ -93,6 +109,9 @@ class ShellFunction:
         walltime: float | None = None,
         snippet_lines: int = 1000,
         name: str | None = None,
+        *,
+        run_dir: str | os.PathLike[str] | None = None,
+        return_dict: bool = False,
     ) -> None:
         if not isinstance(cmd, str):
             raise TypeError(f'cmd must be a string, not {type(cmd).__name__}')
@@ -103,7 +122,11 @@ class ShellFunction:
         self.stderr = None if stderr is None else os.fspath(stderr)
         self.walltime = walltime
         self.snippet_lines = snippet_lines
+        if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+            raise ValueError(f'name must be a Python identifier (not a keyword), not {name!r}')
         self.__name__ = name or type(self).__name__
+        self.run_dir = None if run_dir is None else os.fspath(run_dir)
+        self.return_dict = return_dict
 
     def __repr__(self) -> str:
         fields = ', '.join(
@@ -135,14 +158,26 @@ class ShellFunction:
         """The command to run for a call with ``kwargs``."""
         return self.cmd.format(**kwargs)
 
-    def __call__(self, **kwargs: Any) -> ShellResult:
+    def __call__(self, **kwargs: Any) -> ShellResult | dict[str, Any]:
+        result = self.run(**kwargs)
+        return dataclasses.asdict(result) if self.return_dict else result
+
+    def run(self, **kwargs: Any) -> ShellResult:
+        """Run the command for a call with ``kwargs``; its :class:`ShellResult`.
+
+        Raises:
+            OSError: the run directory cannot be created.
+        """
         cmd = self.command(**kwargs)
+        run_dir = self.run_dir or os.environ.get(TASK_DIR_ENV) or None
+        if run_dir is not None:
+            os.makedirs(run_dir, exist_ok=True)
         with (
-            _Output(self.stdout) as (out, out_start),
-            _Output(self.stderr) as (err, err_start),
+            _Output(_under(run_dir, self.stdout)) as (out, out_start),
+            _Output(_under(run_dir, self.stderr)) as (err, err_start),
         ):
             exception_name = None
-            proc = subprocess.Popen(cmd, shell=True, stdout=out, stderr=err)
+            proc = subprocess.Popen(cmd, shell=True, stdout=out, stderr=err, cwd=run_dir)
             try:
                 returncode = proc.wait(timeout=self.walltime)
             except subprocess.TimeoutExpired:
@@ -188,6 +223,12 @@ class _Output:
 
     def __exit__(self, *exc: object) -> None:
         self.file.close()
+
+
+def _under(run_dir: str | None, path: str | None) -> str | None:
+    if path is None or run_dir is None:
+        return path
+    return os.path.join(run_dir, path)  # an absolute path stays as it is
 
 
 def _read_from(file: Any, start: int) -> str:
