@@ -28,6 +28,7 @@ __all__ = [
     'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'OwnerCopyError',
     'OwnershipError',
     'PeerChannelError',
     'ProtocolError',
@@ -343,6 +344,11 @@ class UnknownStrategyError(SerializationError, ValueError):
     Strategies are the classes of :mod:`tether.faas` (``DillCode``, ``JSONData`` ...), an
     instance of one, their name, or an import path to one; nothing is ever imported.
     """
+
+
+class OwnerCopyError(OwnershipError, NotImplementedError):
+    """``copy.copy``/``deepcopy`` of an owned proxy: it would be a second owner (also a
+    :class:`NotImplementedError`, which ProxyStore raised)."""
 
 
 class MutableBorrowError(OwnershipError):

@@ -31,6 +31,7 @@ TetherError
  |    |    +-- ReferenceNotOwnedError    the call needs the owner, got a borrow
  |    |    +-- ReferenceInvalidError     the proxy was moved to another process or dropped
  |    |    +-- AlreadyOwnedError         into_owned() of an ownership proxy (also ValueError)
+ |    |    +-- OwnerCopyError            copy of an owned proxy (also NotImplementedError)
  |    +-- LifetimeError                  a lifetime was used after it ended (also a
  |    |    |                             RuntimeError)
  |    |    +-- LifetimeArgumentError     invalid arguments to a lifetime (also ValueError)
@@ -135,6 +136,7 @@ from tether._errors_data import (
     MutableBorrowError,
     NoConnectorMatchError,
     NonProxiableTypeError,
+    OwnerCopyError,
     OwnershipError,
     PeerChannelError,
     ProtocolError,
@@ -256,6 +258,7 @@ __all__ = [
     'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'OwnerCopyError',
     'OwnershipError',
     'PeerChannelError',
     'PeeringError',

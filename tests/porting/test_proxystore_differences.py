@@ -113,3 +113,71 @@ def test_get_store_of_a_proxy_not_made_by_a_store_raises() -> None:
         get_store(Proxy(SimpleFactory(1)))
     with Store('differences-get-store', LocalConnector(), register=True) as store:
         assert get_store(store.proxy([1])) is store
+
+
+def test_owned_proxy_takes_target_and_cache_defaults(tmp_path: Any) -> None:
+    from tether.store.factory import StoreFactory
+    from tether.store.ref import OwnedProxy, drop
+
+    with Store('differences-owned', LocalConnector(), register=True) as store:
+        key = store.put('value')
+        owned: OwnedProxy[str] = OwnedProxy(
+            StoreFactory(key, store.config()),
+            target='value',
+            cache_defaults=True,
+        )
+        assert is_resolved(owned)
+        copy: OwnedProxy[str] = pickle.loads(pickle.dumps(owned))  # moves ownership
+        assert not is_resolved(copy)
+        target: Any = copy
+        assert isinstance(target, str)
+        assert hash(copy) == hash('value')
+        assert not is_resolved(copy)  # answered from the cached class and hash
+        drop(copy)
+        assert not store.exists(key)
+
+
+def test_copying_an_owner_is_a_not_implemented_error() -> None:
+    import copy
+
+    from tether.exceptions import OwnershipError
+
+    with Store('differences-copy', LocalConnector(), register=True) as store:
+        owned = store.owned_proxy([1, 2])
+        for fn in (copy.copy, copy.deepcopy):
+            with pytest.raises(NotImplementedError) as info:
+                fn(owned)
+            assert isinstance(info.value, OwnershipError)
+
+
+def test_a_sent_borrow_raises_reference_invalid_error() -> None:
+    from tether.exceptions import ReferenceInvalidError
+    from tether.store.ref import borrow
+
+    with Store('differences-sent', LocalConnector(), register=True) as store:
+        owned = store.owned_proxy('value')
+        ref = borrow(owned)
+        received = pickle.loads(pickle.dumps(ref))
+        with pytest.raises(ReferenceInvalidError):
+            str(ref)
+        assert received == 'value'
+        del ref, received
+
+
+def test_local_connector_can_carry_its_data_in_its_config() -> None:
+    with LocalConnector(include_data_in_config=True) as source:
+        key = source.put(b'payload')
+        config = source.config()
+    # Another process has no dictionary under that id: simulate it with a fresh id.
+    with LocalConnector.from_config({**config, 'store_id': 'elsewhere-0'}) as rebuilt:
+        assert rebuilt.get(key) == b'payload'
+    with LocalConnector() as plain:
+        assert 'data' not in {k for k, v in plain.config().items() if v is not None}
+
+
+def test_file_connector_accepts_buffering(tmp_path: Any) -> None:
+    from tether.connectors.file import FileConnector
+
+    with FileConnector(tmp_path, buffering=0) as connector:
+        assert connector.get(connector.put(b'abc')) == b'abc'
+        assert FileConnector.from_config(connector.config()).buffering == 0

@@ -37,6 +37,7 @@ class FileConnectorConfig(ConnectorConfigModel):
 
     store_dir: str
     clear: bool = False
+    buffering: int = -1
 
 
 class FileConnector(KeyedWrites[FileKey]):
@@ -46,14 +47,27 @@ class FileConnector(KeyedWrites[FileKey]):
         store_dir: Directory for the objects; created if missing. On a shared file
             system, every process that mounts it can resolve the proxies.
         clear: Remove the whole directory when :meth:`close` is called.
+        buffering: ProxyStore's ``open()`` buffering policy, accepted and kept in the
+            config for programs that pass it; it changes nothing here, where each object
+            is written and read whole with raw system calls (no buffered file object).
     """
 
     config_model = FileConnectorConfig
 
-    def __init__(self, store_dir: str | os.PathLike[str], clear: bool = False) -> None:
+    def __init__(
+        self,
+        store_dir: str | os.PathLike[str],
+        clear: bool = False,
+        buffering: int = -1,
+    ) -> None:
         self.store_dir = os.path.abspath(os.fspath(store_dir))
         self.clear = clear
-        self.settings = FileConnectorConfig(store_dir=self.store_dir, clear=clear)
+        self.buffering = buffering
+        self.settings = FileConnectorConfig(
+            store_dir=self.store_dir,
+            clear=clear,
+            buffering=buffering,
+        )
         try:
             os.makedirs(self.store_dir, exist_ok=True)
         except OSError as e:

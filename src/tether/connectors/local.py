@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id
@@ -39,6 +39,8 @@ class LocalConnectorConfig(ConnectorConfigModel):
     """Configuration of a :class:`LocalConnector` (see its arguments)."""
 
     store_id: str | None = None
+    include_data_in_config: bool = False
+    data: dict[str, bytes] | None = None
 
 
 class LocalConnector(KeyedWrites[LocalKey]):
@@ -47,19 +49,42 @@ class LocalConnector(KeyedWrites[LocalKey]):
     Args:
         store_id: Identity of the backing dictionary. Connectors of one process made
             with the same ``store_id`` share their objects. Defaults to a fresh id.
+        include_data_in_config: Put a copy of the objects in :meth:`config`, so that a
+            connector rebuilt from it in another process starts with them (ProxyStore's
+            option, for tests: the copy is of the moment ``config()`` is called, and a
+            store keeps its first config).
+        data: Objects to start with, by key id, if this process has none under
+            ``store_id`` yet (what ``config()`` carries with ``include_data_in_config``).
     """
 
     config_model = LocalConnectorConfig
 
-    def __init__(self, store_id: str | None = None) -> None:
+    def __init__(
+        self,
+        store_id: str | None = None,
+        *,
+        include_data_in_config: bool = False,
+        data: dict[str, bytes] | None = None,
+    ) -> None:
         self.store_id = store_id or new_id()
-        self.settings = LocalConnectorConfig(store_id=self.store_id)
+        self.include_data_in_config = include_data_in_config
+        self.settings = LocalConnectorConfig(
+            store_id=self.store_id,
+            include_data_in_config=include_data_in_config,
+        )
         with _live_lock:
             storage = _live.get(self.store_id)
             if storage is None:
-                storage = _Storage()
+                storage = _Storage(data or {})
                 _live[self.store_id] = storage
         self._data: _Storage | None = storage
+
+    def config(self) -> dict[str, Any]:
+        """Return the configuration (with a copy of the objects if asked to include them)."""
+        config = super().config()
+        if self.include_data_in_config:
+            config['data'] = dict(self._d())
+        return config
 
     def __repr__(self) -> str:
         return f'LocalConnector(store_id={self.store_id!r})'

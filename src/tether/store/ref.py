@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 from tether.exceptions import (
     AlreadyOwnedError,
     MutableBorrowError,
+    OwnerCopyError,
     OwnershipError,
     ReferenceInvalidError,
     ReferenceNotOwnedError,
@@ -40,6 +41,7 @@ from tether.exceptions import (
 )
 from tether.proxy import (
     LOCAL_NAMES,
+    MISSING,
     Proxy,
     extract,
     get_factory,
@@ -100,8 +102,21 @@ class BaseRefProxy(Proxy[T]):
 
     __slots__ = ('__ownership__',)
 
-    def __init__(self, factory: StoreFactory[T], *, target_class: type | None = None):
-        Proxy.__init__(self, factory, target_class=target_class)
+    def __init__(
+        self,
+        factory: StoreFactory[T],
+        *,
+        target_class: type | None = None,
+        target: Any = MISSING,
+        cache_defaults: bool = False,
+    ):
+        Proxy.__init__(
+            self,
+            factory,
+            target_class=target_class,
+            target=target,
+            cache_defaults=cache_defaults,
+        )
 
     def __getattribute__(self, name: str) -> Any:
         if name not in LOCAL_NAMES:
@@ -157,12 +172,12 @@ def _check_valid(proxy: BaseRefProxy[Any], what: str) -> None:
             _check_state(proxy, state, what)
         return
     if state.ended:
-        raise OwnershipError(
+        raise ReferenceInvalidError(
             f'cannot {what} {describe(proxy)}: the borrow has ended (the task it was '
             'passed to finished); borrow the owner again',
         )
     if state.sent:
-        raise OwnershipError(
+        raise ReferenceInvalidError(
             f'cannot {what} {describe(proxy)}: the borrow was sent to another process '
             '(it was pickled); use the copy that was sent, or borrow the owner again',
         )
@@ -201,8 +216,20 @@ class OwnedProxy(BaseRefProxy[T]):
 
     __slots__ = ()
 
-    def __init__(self, factory: StoreFactory[T], *, target_class: type | None = None):
-        super().__init__(factory, target_class=target_class)
+    def __init__(
+        self,
+        factory: StoreFactory[T],
+        *,
+        target_class: type | None = None,
+        target: Any = MISSING,
+        cache_defaults: bool = False,
+    ):
+        super().__init__(
+            factory,
+            target_class=target_class,
+            target=target,
+            cache_defaults=cache_defaults,
+        )
         _set_state(self, OwnerState())
         owner_born(factory)
 
@@ -342,7 +369,7 @@ class RefMutProxy(RefProxy[T]):
 
 
 def _refuse_copy(proxy: OwnedProxy[Any]) -> NoReturn:
-    raise OwnershipError(
+    raise OwnerCopyError(
         f'cannot copy {describe(proxy)}: a copy would be a second owner that evicts the '
         'object under the first; use clone(proxy) for a new object with its own owner, '
         'or borrow(proxy) to share it',
