@@ -416,3 +416,28 @@ def test_definition_and_runtime_errors() -> None:
     with pytest.raises(AgentNotInitializedError):
         _ = Counter().agent_id
     assert issubclass(AgentNotInitializedError, AgentError)
+
+
+def test_context_parameter_must_be_a_keyword() -> None:
+    with pytest.raises(BehaviorDefinitionError, match='"context" argument'):
+
+        class PositionalOnly(Agent):
+            @action(context=True)
+            async def f(self, context: Any, /) -> None: ...
+
+
+def test_behavior_repr_and_str_name_the_type() -> None:
+    assert repr(Counter()) == 'Counter()'
+    assert str(Counter()) == 'Agent<Counter>'
+
+
+def test_user_client_sets_the_handle_context() -> None:
+    async def main() -> None:
+        factory = LocalExchangeFactory()
+        async with await factory.create_user_client() as client:
+            registration = await client.register_agent(Counter)
+            assert Handle(registration.agent_id).exchange is factory.exchange()
+        with pytest.raises(ExchangeClientNotFoundError):
+            _ = Handle(registration.agent_id).exchange
+
+    asyncio.run(main())

@@ -217,12 +217,10 @@ class Manager:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        try:
-            await self.close()
-        finally:
-            token = self.__dict__.pop('_context_token', None)
-            if token is not None:
-                exchange_context.reset(token)
+        token = self.__dict__.pop('_context_token', None)
+        if token is not None:  # before the client resets its own (set earlier)
+            exchange_context.reset(token)
+        await self.close()
 
     async def close(self, close_exchange: bool = True) -> None:
         """Shut down every agent launched here, the executors, and (by default) the

@@ -106,11 +106,8 @@ def action(method: F | None = None, *, name: str | None = None, context: bool = 
     """
 
     def mark(fn: F) -> F:
-        if context and 'context' not in inspect.signature(fn).parameters:
-            raise BehaviorDefinitionError(
-                f'Action method "{fn.__name__}" must accept a "context" keyword argument '
-                f'when used with @action(context=True) ({fn.__qualname__})',
-            )
+        if context:
+            _check_context_parameter(fn)
         setattr(fn, _KIND, 'action')
         if name is not None:
             fn._tether_action_name = name  # type: ignore[attr-defined]
@@ -119,6 +116,20 @@ def action(method: F | None = None, *, name: str | None = None, context: bool = 
         return fn
 
     return mark(method) if method is not None else mark
+
+
+def _check_context_parameter(fn: Callable[..., Any]) -> None:
+    parameter = inspect.signature(fn).parameters.get('context')
+    if parameter is None:
+        raise BehaviorDefinitionError(
+            f'Action method "{fn.__name__}" must accept a "context" keyword argument '
+            f'when used with @action(context=True) ({fn.__qualname__})',
+        )
+    if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.VAR_POSITIONAL):
+        raise BehaviorDefinitionError(
+            f'The "context" argument to action method "{fn.__name__}" must be passable '
+            f'by keyword (it is given as context=...) ({fn.__qualname__})',
+        )
 
 
 def loop(method: F) -> F:
@@ -396,6 +407,12 @@ class Behavior:
         if isinstance(behavior, type):
             behavior = behavior(*args, **(kwargs or {}))
         return await asyncio.to_thread(self.agent_context.launch, behavior)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}()'
+
+    def __str__(self) -> str:
+        return f'Agent<{type(self).__name__}>'
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith('_tether_')}

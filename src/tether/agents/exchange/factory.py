@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from types import TracebackType
@@ -35,6 +36,7 @@ from tether.agents.exchange._base import Exchange, MailboxStatus
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
 from tether.agents.exchange.thread import ThreadExchange
+from tether.agents.handle import exchange_context
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.exceptions import InvalidArgumentError, UnknownMailboxError
 
@@ -179,6 +181,8 @@ class UserExchangeClient:
         self.exchange = exchange
         self.client_id = client_id
         self.closed = False
+        # Handle(agent_id) made while this client is open uses its exchange (academy-py).
+        self._context_token = exchange_context.set(exchange)
 
     def factory(self) -> ExchangeFactory:
         """The factory this client came from."""
@@ -200,6 +204,8 @@ class UserExchangeClient:
         if self.closed:
             return
         self.closed = True
+        with contextlib.suppress(ValueError):  # closed in another context than made in
+            exchange_context.reset(self._context_token)
         await asyncio.to_thread(self.exchange.terminate, self.client_id)
 
     async def register_agent(
