@@ -11,7 +11,7 @@ import json
 import os
 import pathlib
 import tomllib
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -151,6 +151,11 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             connects to from tasks.
         heartbeat_s: Seconds between heartbeats to the service.
         ca_file: CA bundle to verify an HTTPS service with a private certificate.
+        managers: With ``engine = "managers"``: how many managers (pools of
+            ``max_workers`` workers each, ``worker_prefetch`` tasks queued beyond them)
+            the endpoint routes its tasks to.
+        routing: With ``engine = "managers"``: ``'warm'`` (a manager with room takes a
+            waiting task whose function it has warm first) or ``'random'``.
         provider: Where the ``parsl`` engine gets its nodes (the ``[provider]`` table:
             Slurm, PBS Pro, LSF, HTCondor, Kubernetes, AWS, Google Cloud or local, with
             their blocks, walltime, partition or queue, account, launcher, worker_init
@@ -176,6 +181,8 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     redis_url: str = 'redis://127.0.0.1:6379/0'
     heartbeat_s: float = pydantic.Field(default=5.0, gt=0)
     ca_file: str | None = None
+    managers: int = pydantic.Field(default=1, ge=1)
+    routing: Literal['warm', 'random'] = 'warm'
     provider: ProviderConfig | None = None
 
     @pydantic.model_validator(mode='before')

@@ -1,8 +1,9 @@
 """The engine contract of a function-service endpoint, and the registry of engines.
 
 An endpoint's agent receives tasks from the service and gives them to an *engine*, which
-runs them on workers and reports back through two callbacks. tether ships two engines:
-``'process'`` (a pool of worker processes on this host) and ``'parsl'`` (a Parsl
+runs them on workers and reports back through two callbacks. tether ships three engines:
+``'process'`` (a pool of worker processes on this host), ``'managers'`` (several such
+pools, each task routed to one with its function warm) and ``'parsl'`` (a Parsl
 HighThroughputExecutor). An endpoint names its engine in its configuration
 (``engine = "process"`` in ``config.toml``, ``--engine`` of ``tether faas endpoint
 configure``); the name is looked up here:
@@ -171,6 +172,7 @@ class _Builtin:
 
 
 _BUILTIN: dict[str, EngineFactory] = {
+    'managers': _Builtin('tether.faas.endpoint._managers', 'ManagersEngine'),
     'parsl': _Builtin('tether.faas.endpoint._parsl', 'ParslEngine'),
     'process': _Builtin('tether.faas.endpoint._pool', 'ProcessPoolEngine'),
 }

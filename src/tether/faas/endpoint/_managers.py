@@ -1,0 +1,223 @@
+"""The managers engine: several managers, each a pool of workers, and warmth-aware routing.
+
+The funcX design: an endpoint's tasks go to *managers* (one per node of a block), each
+running a few workers. Every manager advertises its free capacity and the functions its
+workers hold warm (:meth:`ProcessPoolEngine.stats`); the endpoint keeps its tasks and
+gives each manager at most ``workers + worker_prefetch`` of them (a bounded prefetch), so
+that the choice of manager is made as late as possible. With ``routing = "warm"``, a
+manager with room takes the oldest waiting task whose function it has warm (among the
+first ``lookahead`` waiting), else the oldest task; with ``routing = "random"``, each
+task goes to a manager with room chosen at random (the baseline of the funcX paper's
+figure on warming-aware routing).
+
+Here the managers run on the endpoint's host (``managers`` pools of ``max_workers``
+workers); each is a :class:`~tether.faas.endpoint._pool.ProcessPoolEngine`, whose own
+hand-off prefers a worker where the function is warm.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import threading
+from typing import Any
+
+from tether.faas._config import ComputeEndpointConfig
+from tether.faas.endpoint._pool import ProcessPoolEngine
+from tether.faas.endpoint.engine import (
+    EngineBase,
+    OnHandoff,
+    OnResult,
+    Task,
+    cancelled_error,
+    result_header,
+)
+
+__all__ = ['ManagersEngine']
+
+# A waiting task passed over this many times (others' functions were warm) goes next.
+_MAX_SKIPS = 64
+
+
+class _Manager:
+    """One manager as the router sees it: its pool, the tasks it holds, its warmth."""
+
+    def __init__(self, index: int, pool: ProcessPoolEngine, capacity: int) -> None:
+        self.index = index
+        self.pool = pool
+        self.capacity = capacity
+        self.held: set[str] = set()
+        # Functions routed here (warm from the moment the first one arrives) and what
+        # the manager advertises (its workers' warm functions).
+        self.warm: set[str] = set()
+
+    @property
+    def free(self) -> int:
+        return self.capacity - len(self.held)
+
+    def advertise(self) -> None:
+        self.warm.update(self.pool.stats()['warm'])
+
+
+class ManagersEngine(EngineBase):
+    """``config.managers`` managers of ``config.max_workers`` workers each, routed by
+    ``config.routing`` (see the module docstring).
+
+    Args:
+        lookahead: Waiting tasks a manager with room looks through for one whose
+            function it has warm.
+        seed: Seed of the random choices (random routing, ties).
+    """
+
+    def __init__(
+        self,
+        config: ComputeEndpointConfig,
+        on_handoff: OnHandoff,
+        on_result: OnResult,
+        env: dict[str, str] | None = None,
+        *,
+        lookahead: int = 256,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(config, on_handoff, on_result, env)
+        self._lock = threading.Lock()
+        self._queue: collections.deque[Task] = collections.deque()
+        self._skips: dict[str, int] = {}
+        self._lookahead = lookahead
+        self._random = random.Random(seed)
+        self._where: dict[str, _Manager] = {}
+        pool_config = config.model_copy(
+            update={'min_workers': config.max_workers, 'engine': 'process'}
+        )
+        self._managers = [
+            _Manager(
+                i,
+                ProcessPoolEngine(pool_config, self._handed, self._result_of(i), self.env),
+                config.max_workers + config.worker_prefetch,
+            )
+            for i in range(config.managers)
+        ]
+
+    @property
+    def cold_starts(self) -> int:
+        """Functions loaded by a worker for the first time, over every manager."""
+        return sum(m.pool.cold_starts for m in self._managers)
+
+    def _handed(self, task_ids: list[str]) -> None:
+        self.on_handoff(task_ids)  # the callback of now (the agent may replace it)
+
+    def _result_of(self, index: int) -> OnResult:
+        manager = None
+
+        def on_result(header: dict[str, Any], payload: bytes) -> None:
+            nonlocal manager
+            manager = manager or self._managers[index]
+            task_id = str(header.get('task_id'))
+            with self._lock:
+                manager.held.discard(task_id)
+                self._where.pop(task_id, None)
+            self.on_result(header, payload)
+            self._dispatch()
+
+        return on_result
+
+    def start(self) -> None:
+        for manager in self._managers:
+            manager.pool.start()
+
+    def submit(self, tasks: list[Task]) -> None:
+        with self._lock:
+            self._queue.extend(tasks)
+        self._dispatch()
+
+    def _pick(self, manager: _Manager) -> Task | None:
+        """The task ``manager`` takes next (under the lock), or ``None``."""
+        if not self._queue:
+            return None
+        head = self._queue[0]
+        if self.config.routing == 'warm' and self._skips.get(head.task_id, 0) < _MAX_SKIPS:
+            for i, task in enumerate(self._queue):
+                if i >= self._lookahead:
+                    break
+                if task.function_id in manager.warm:
+                    if i:
+                        self._skips[head.task_id] = self._skips.get(head.task_id, 0) + 1
+                    del self._queue[i]
+                    return task
+        self._skips.pop(head.task_id, None)
+        return self._queue.popleft()
+
+    def _dispatch(self) -> None:
+        """Give waiting tasks to managers with room, as ``routing`` says."""
+        out: list[tuple[_Manager, Task]] = []
+        with self._lock:
+            for manager in self._managers:
+                manager.advertise()
+            while self._queue:
+                free = [m for m in self._managers if m.free > 0]
+                if not free:
+                    break
+                if self.config.routing == 'random':
+                    manager = self._random.choice(free)
+                else:
+                    # The manager with most room (ties at random) picks its task.
+                    most = max(m.free for m in free)
+                    manager = self._random.choice([m for m in free if m.free == most])
+                task = self._pick(manager)
+                if task is None:
+                    break
+                manager.held.add(task.task_id)
+                manager.warm.add(task.function_id)
+                self._where[task.task_id] = manager
+                out.append((manager, task))
+        for manager, task in out:
+            manager.pool.submit([task])
+
+    def cancel(self, task_ids: list[str]) -> None:
+        dropped: list[Task] = []
+        routed: dict[int, list[str]] = {}
+        with self._lock:
+            wanted = set(task_ids)
+            for task in list(self._queue):
+                if task.task_id in wanted:
+                    self._queue.remove(task)
+                    self._skips.pop(task.task_id, None)
+                    dropped.append(task)
+            for task_id in wanted:
+                if task_id in self._where:
+                    routed.setdefault(self._where[task_id].index, []).append(task_id)
+        for task in dropped:
+            self.on_result(
+                result_header(
+                    task.task_id, 'cancelled', task.data_serializer, cancelled_error(), 0.0, 0.0
+                ),
+                b'',
+            )
+        for index, ids in routed.items():
+            self._managers[index].pool.cancel(ids)
+
+    def stats(self) -> dict[str, Any]:
+        warm: dict[str, int] = {}
+        workers = idle = pending = 0
+        for manager in self._managers:
+            s = manager.pool.stats()
+            workers, idle, pending = (
+                workers + s['workers'],
+                idle + s['idle'],
+                pending + s['pending'],
+            )
+            for fid, n in s['warm'].items():
+                warm[fid] = warm.get(fid, 0) + n
+        with self._lock:
+            pending += len(self._queue)
+        return {
+            'workers': workers,
+            'idle': idle,
+            'pending': pending,
+            'warm': warm,
+            'managers': len(self._managers),
+        }
+
+    def stop(self) -> None:
+        for manager in self._managers:
+            manager.pool.stop()
