@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from tether.connectors._redis_io import Packer, ReplyReader
 from tether.serialize import BytesLike
 
 __all__ = ['RawConnection', 'RawPool', 'send_all']
@@ -32,12 +33,14 @@ _IOV_MAX = 512
 
 
 class RawConnection:
-    """One connected socket to a Redis server, authenticated and on its database."""
+    """One connected socket to a Redis server, authenticated and on its database, and
+    the reader of its replies (its buffer reused from request to request)."""
 
-    __slots__ = ('sock',)
+    __slots__ = ('reader', 'sock')
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, redis: Any) -> None:
         self.sock = sock
+        self.reader = ReplyReader(sock, redis)
 
     def close(self) -> None:
         """Close the socket (no error if it is already closed)."""
@@ -160,7 +163,7 @@ class RawPool:
             sock.settimeout(self._socket_timeout)
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=self.host)
-            conn = RawConnection(sock)
+            conn = RawConnection(sock, self.redis)
             self._handshake(conn)
         except BaseException:
             sock.close()
@@ -168,8 +171,6 @@ class RawPool:
         return conn
 
     def _handshake(self, conn: RawConnection) -> None:
-        from tether.connectors._redis_io import Packer, ReplyReader
-
         username, password = self._auth
         packer = Packer()
         replies = 0
@@ -183,7 +184,7 @@ class RawPool:
         if not replies:
             return
         send_all(conn.sock, packer.finish(), self.redis)
-        reader = ReplyReader(conn.sock, self.redis)
+        reader = conn.reader
         for reply in [reader.simple() for _ in range(replies)]:
             if isinstance(reply, Exception):
                 text = str(reply)

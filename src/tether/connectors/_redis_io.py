@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from tether.serialize import BYTES_HEAD, BytesLike, direct_target, new_buffer
 
-__all__ = ['Decoded', 'Packer', 'ReplyReader', 'read_exact', 'split']
+__all__ = ['Decoded', 'Packer', 'ReplyReader', 'split']
 
 # Pieces smaller than this are copied into the command's small-piece buffer; larger ones
 # are sent from the caller's memory.
@@ -119,21 +119,12 @@ def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
     return n
 
 
-def read_exact(sock: Any, n: int, redis: Any) -> bytes:
-    """Read exactly ``n`` bytes from ``sock`` (nothing past them)."""
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        got += _recv_into(sock, view[got:], redis)
-    return bytes(buf)
-
-
 class ReplyReader:
     """Read the replies of one request from a socket.
 
-    The reader buffers at most 64 KB past what it has returned; the caller reads every
-    reply of its request, then checks :meth:`clean` (bytes left over mean the replies were
+    The reader buffers at most 64 KB past what it has returned, in one buffer it keeps
+    (one reader per connection); the caller reads every reply of its request, then
+    checks :meth:`clean` (bytes left over mean the replies were
     not what the request expects, and the connection must be dropped).
 
     Error replies are returned as ``redis.ResponseError`` instances, not raised, so that
@@ -149,8 +140,12 @@ class ReplyReader:
         self._end = 0
 
     def clean(self) -> bool:
-        """Whether every byte read from the socket has been consumed."""
-        return self._start == self._end
+        """Whether every byte read from the socket has been consumed (the reader is
+        then ready for the replies of the next request)."""
+        if self._start != self._end:
+            return False
+        self._start = self._end = 0
+        return True
 
     def _line(self) -> bytes:
         while True:
@@ -212,6 +207,13 @@ class ReplyReader:
         value.read(size, 0)
         self._crlf()
         return value.finish()
+
+    def echo(self, nonce: bytes) -> bool:
+        """Read the reply to ``ECHO nonce``; whether it is that (reading no more of a
+        reply that is not: a stale one may be large)."""
+        if self._line() != b'$%d' % len(nonce):
+            return False
+        return self._line() == nonce
 
     def simple(self) -> bytes | int | Exception | None:
         """Read a small reply (status, integer, error or short bulk string)."""

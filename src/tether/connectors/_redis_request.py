@@ -16,19 +16,22 @@ connection of tether's own to the server that holds its key
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from tether.connectors._redis_conn import RawPool, send_all
-from tether.connectors._redis_io import Packer, ReplyReader, read_exact
+from tether.connectors._redis_io import Packer, ReplyReader
 from tether.connectors._redis_route import Router, redirect
-from tether.connectors._util import new_id
 from tether.exceptions import ConnectorError
 
 __all__ = ['Requester']
 
 _R = TypeVar('_R')
+# Request ids: unique per process (with its pid), so per connection.
+_nonces = itertools.count()
 
 
 class Requester:
@@ -86,17 +89,18 @@ class Requester:
         """Send ``packer``'s commands on a pooled connection of tether's own, after an
         ``ECHO`` of a fresh nonce, and read their replies with ``read``.
 
-        RESP has no request ids: the ECHO is how the replies are known to answer this
-        request (a connection out of step is dropped and nothing is returned). Retried on
-        a dropped connection (the commands sent this way are idempotent: SETs, pushing
-        chunks onto a temporary key cleared first, GET and LRANGE); on a cluster, the
-        slot map is read again instead and the error raised (the caller asks the key's
-        shard again: a master that went away has a successor). Every
-        reply is read before an error is raised, so an error reply leaves the connection
-        clean; any other failure (a timeout, an interrupt mid-send) drops it.
+        RESP has no request ids: the ECHO of a number never sent before on this
+        connection is how the replies are known to answer this request (a connection
+        out of step is dropped and nothing is returned). Retried on a dropped connection
+        (the commands sent this way are idempotent: SETs, pushing chunks onto a
+        temporary key cleared first, GET and LRANGE); on a cluster, the slot map is read
+        again instead and the error raised (the caller asks the key's shard again: a
+        master that went away has a successor). Every reply is read before an error is
+        raised, so an error reply leaves the connection clean; any other failure (a
+        timeout, an interrupt mid-send) drops it.
         """
         redis = self.redis
-        nonce = new_id().encode()
+        nonce = b'%d-%d' % (os.getpid(), next(_nonces))
         head = _echo(nonce) + (b'*1\r\n$6\r\nASKING\r\n' if asking else b'')
         command = [head, *packer.finish()]
         attempts = 1 if self.cluster else self.retries + 1
@@ -111,8 +115,8 @@ class Requester:
                 continue
             try:
                 send_all(conn.sock, command, redis)
-                self._expect_echo(conn.sock, nonce)
-                reader = ReplyReader(conn.sock, redis)
+                reader = conn.reader
+                self._expect_echo(reader, nonce)
                 if asking:
                     reader.simple()
                 result = read(reader)
@@ -189,16 +193,14 @@ class Requester:
     def _backoff(self, attempt: int) -> None:
         time.sleep(min(1.0, 0.05 * 2**attempt))
 
-    def _expect_echo(self, sock: Any, nonce: bytes) -> None:
+    def _expect_echo(self, reader: ReplyReader, nonce: bytes) -> None:
         """Read the reply to our ECHO; anything else means replies are out of step.
 
         Raises:
             ConnectorError: the connection holds a reply to another request (it is then
                 dropped, never returned to the pool, and no data is returned).
         """
-        expected = b'$%d\r\n%s\r\n' % (len(nonce), nonce)
-        # Exactly the expected length: nothing past it is consumed from the socket.
-        if read_exact(sock, len(expected), self.redis) != expected:
+        if not reader.echo(nonce):
             raise ConnectorError(
                 f'{self.label}: the reply does not answer this '
                 'request (the connection was out of step); it was dropped and nothing was '
