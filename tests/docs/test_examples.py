@@ -8,6 +8,7 @@ need Redis use the shared server at 127.0.0.1:6379 (CI starts it).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pathlib
 import re
@@ -15,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -63,10 +66,100 @@ def test_every_page_has_an_example() -> None:
         assert any(runs for _, _, runs in python_blocks(page.read_text())), page
 
 
+# Pages whose examples run at once: most of an example's time is spent waiting for the
+# frameworks it starts (Dask, Parsl, the function service ...), not computing.
+PARALLEL = 3
+# Examples that run alone: a Ray node gives its raylet 30 s (fixed in Ray) to register,
+# which a machine busy with other examples can miss.
+ALONE = ('import ray',)
+
+Run = concurrent.futures.Future[subprocess.CompletedProcess[str]]
+
+
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter, in a temporary directory of its own."""
+    with tempfile.TemporaryDirectory(prefix='tether-doc-') as cwd:
+        # A short TMPDIR: Ray's Unix socket paths must stay under 108 bytes.
+        short_tmp = tempfile.mkdtemp(prefix='tdoc', dir='/tmp')
+        try:
+            path = pathlib.Path(cwd) / 'example.py'
+            path.write_text(script)
+            return subprocess.run(
+                [sys.executable, str(path)],
+                cwd=cwd,
+                env={
+                    **os.environ,
+                    'TMPDIR': short_tmp,
+                    # Scripts of the environment (Parsl's interchange ...) come first.
+                    'PATH': os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']]),
+                },
+                capture_output=True,
+                text=True,
+                timeout=110,
+                check=False,
+            )
+        finally:
+            shutil.rmtree(short_tmp, ignore_errors=True)
+
+
+def _run_into(run: Run, script: str, release: Callable[[], None]) -> None:
+    try:
+        if run.set_running_or_notify_cancel():
+            try:
+                run.set_result(run_script(script))
+            except Exception as e:  # the test raises it
+                run.set_exception(e)
+    finally:
+        release()
+
+
+def _start_in_order(scripts: list[tuple[Run, str]]) -> None:
+    """Start the runs in order, PARALLEL at a time (one that must run ALONE waits for the
+    runs before it, and the runs after it wait for it)."""
+    slots = threading.Semaphore(PARALLEL)
+    for run, script in scripts:
+        width = PARALLEL if any(a in script for a in ALONE) else 1
+        for _ in range(width):
+            slots.acquire()
+
+        def release(width: int = width) -> None:
+            slots.release(width)
+
+        threading.Thread(target=_run_into, args=(run, script, release), daemon=True).start()
+    for _ in range(PARALLEL):  # every run has ended
+        slots.acquire()
+
+
+@pytest.fixture(scope='module')
+def example_runs(request: pytest.FixtureRequest) -> Iterator[dict[pathlib.Path, Run]]:
+    """The runs of the selected pages' examples, started ahead in the tests' order: each
+    test waits for its own page's run."""
+    pages = [
+        page
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.originalname == 'test_examples_run'
+        and item.module is sys.modules[__name__]
+        and isinstance(page := item.callspec.params['page'], pathlib.Path)
+    ]
+    runs: dict[pathlib.Path, Run] = {}
+    scripts = []
+    for page in pages:
+        if script := script_of(page):
+            runs[page] = concurrent.futures.Future()
+            scripts.append((runs[page], script))
+    starter = threading.Thread(target=_start_in_order, args=(scripts,), daemon=True)
+    starter.start()
+    yield runs
+    for run in runs.values():
+        run.cancel()  # those not started yet
+    starter.join()
+
+
 @pytest.mark.parametrize('page', PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_examples_run(
     page: pathlib.Path,
-    tmp_path: pathlib.Path,
+    example_runs: dict[pathlib.Path, Run],
     request: pytest.FixtureRequest,
 ) -> None:
     script = script_of(page)
@@ -75,25 +168,7 @@ def test_examples_run(
         return
     if 'RedisConnector(' in script:
         request.getfixturevalue('redis_available')  # a clear failure when Redis is down
-    path = tmp_path / 'example.py'
-    path.write_text(script)
-    short_tmp = tempfile.mkdtemp(prefix='tdoc', dir='/tmp')
-    request.addfinalizer(lambda: shutil.rmtree(short_tmp, ignore_errors=True))
-    proc = subprocess.run(
-        [sys.executable, str(path)],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            # A short TMPDIR: Ray's Unix socket paths must stay under 108 bytes.
-            'TMPDIR': short_tmp,
-            # Scripts of the environment (Parsl's interchange ...) come first on PATH.
-            'PATH': os.pathsep.join([os.path.dirname(sys.executable), os.environ['PATH']]),
-        },
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    proc = example_runs[page].result()
     assert proc.returncode == 0, (
         f'examples of {page.relative_to(ROOT)} failed:\n{proc.stderr}\n--- script ---\n{script}'
     )
