@@ -23,9 +23,10 @@ from tether.proxy import Proxy, extract
 from tether.store import Store, StoreConfig, allowlist, get_or_create_store, get_store
 from tether.store.config import path_of
 from tether.stream import events as ev
+from tether.stream._event_io import as_subscriber
 from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key, shim_namespace
 from tether.stream.plugins import Filter
-from tether.stream.protocols import Subscriber, TopicSubscriber
+from tether.stream.protocols import EventSubscriber, Subscriber, TopicSubscriber
 
 __all__ = ['StreamConsumer']
 
@@ -138,7 +139,7 @@ class StreamConsumer(ClosingContext, Generic[T]):
 
     def __init__(
         self,
-        subscriber: Subscriber,
+        subscriber: Subscriber | EventSubscriber,
         *,
         stores: Store[Any] | Iterable[Store[Any]] | None = None,
         accept_unknown_stores: bool | None = None,
@@ -154,19 +155,19 @@ class StreamConsumer(ClosingContext, Generic[T]):
     ) -> None:
         if end_events < 1:
             raise ValueError(f'end_events must be at least 1, not {end_events}')
-        self.subscriber = subscriber
+        self.subscriber: Subscriber = as_subscriber(subscriber)
         self.filter_ = filter_
         self.timeout = timeout
         self.end_events = end_events
         self.skip_invalid = skip_invalid
         stream_key = resolve_key(key)
-        self.namespace = shim_namespace(subscriber) if namespace is None else namespace
+        self.namespace = shim_namespace(self.subscriber) if namespace is None else namespace
         self._verifier = (
             None
             if stream_key is None
             else Verifier(stream_key, namespace=self.namespace, max_age=max_age)
         )
-        self._accepts_topic = _topic_check(subscriber, topics)
+        self._accepts_topic = _topic_check(self.subscriber, topics)
         self.accept_unknown_stores = (
             self._verifier is not None if accept_unknown_stores is None else accept_unknown_stores
         )
@@ -181,13 +182,38 @@ class StreamConsumer(ClosingContext, Generic[T]):
     def __repr__(self) -> str:
         return f'StreamConsumer({self.subscriber!r})'
 
-    def close(self, *, close_subscriber: bool = True) -> None:
-        """Close the subscriber (durable shims acknowledge what was consumed)."""
+    def close(
+        self,
+        *,
+        close_subscriber: bool = True,
+        close_stores: bool = False,
+        subscriber: bool | None = None,
+        stores: bool | None = None,
+    ) -> None:
+        """Close the subscriber (durable shims acknowledge what was consumed).
+
+        Args:
+            close_subscriber: Close the subscriber.
+            close_stores: Close the stores this consumer was given or has used (their
+                objects stay in the channel).
+            subscriber: ProxyStore's name for ``close_subscriber``.
+            stores: ProxyStore's name for ``close_stores``.
+        """
         if self._closed:
             return
         self._closed = True
+        if subscriber is not None:
+            close_subscriber = subscriber
+        if stores is not None:
+            close_stores = stores
         if close_subscriber:
             self.subscriber.close()
+        if close_stores:
+            seen: set[int] = set()
+            for store in (*self._pinned.values(), *self._accepted.values()):
+                if id(store) not in seen:
+                    seen.add(id(store))
+                    store.close()
 
     @property
     def ended(self) -> bool:

@@ -13,9 +13,10 @@ from tether.exceptions import StreamError, TopicClosedError
 from tether.serialize import serialize
 from tether.store import Store
 from tether.stream import events as ev
+from tether.stream._event_io import as_publisher
 from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key, shim_namespace
 from tether.stream.plugins import Aggregator, Filter, Sampler
-from tether.stream.protocols import Publisher
+from tether.stream.protocols import EventPublisher, Publisher
 
 __all__ = ['StreamProducer']
 
@@ -67,7 +68,7 @@ class StreamProducer(ClosingContext, Generic[T]):
 
     def __init__(
         self,
-        publisher: Publisher,
+        publisher: Publisher | EventPublisher,
         stores: Mapping[str, Store[Any] | None] | Store[Any] | None = None,
         *,
         default_store: Store[Any] | None = None,
@@ -82,15 +83,15 @@ class StreamProducer(ClosingContext, Generic[T]):
             raise ValueError(f'batch_size must be at least 1, not {batch_size}')
         if isinstance(stores, Store):
             default_store, stores = stores, None
-        self.publisher = publisher
+        stream_key = resolve_key(key)
+        self.publisher: Publisher = as_publisher(publisher, signed=stream_key is not None)
         self.stores: dict[str, Store[Any] | None] = dict(stores or {})
         self.default_store = default_store
         self.batch_size = batch_size
         self.filter_ = filter_
         self.sampler = sampler
         self.aggregator = aggregator
-        stream_key = resolve_key(key)
-        self.namespace = shim_namespace(publisher) if namespace is None else namespace
+        self.namespace = shim_namespace(self.publisher) if namespace is None else namespace
         self._signer = None if stream_key is None else Signer(stream_key, namespace=self.namespace)
         self._buffers: dict[str, list[tuple[Any, dict[str, Any], bool]]] = {}
         self._closed_topics: set[str] = set()

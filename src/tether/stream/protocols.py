@@ -29,7 +29,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Self, cast, runtime_checkable
 
-__all__ = ['Publisher', 'Subscriber', 'SubscriberIterator', 'TopicSubscriber']
+__all__ = [
+    'EventPublisher',
+    'EventSubscriber',
+    'Publisher',
+    'Subscriber',
+    'SubscriberIterator',
+    'TopicSubscriber',
+]
 
 
 @runtime_checkable
@@ -75,6 +82,35 @@ class TopicSubscriber(Subscriber, Protocol):
 
     def accepts_topic(self, topic: str) -> bool:
         """Whether a message published to ``topic`` can arrive on this subscriber."""
+        ...
+
+
+@runtime_checkable
+class EventPublisher(Protocol):
+    """ProxyStore's event-level publisher: takes :class:`~tether.stream.events.EventBatch`
+    objects instead of bytes. A :class:`~tether.stream.StreamProducer` accepts one (its
+    events cannot be signed, so not with a stream key)."""
+
+    def send_events(self, events: Any) -> None:
+        """Publish a batch of events of one topic."""
+        ...
+
+    def close(self) -> None:
+        """Close this publisher."""
+        ...
+
+
+@runtime_checkable
+class EventSubscriber(Protocol):
+    """ProxyStore's event-level subscriber: yields event batches; a
+    :class:`~tether.stream.StreamConsumer` accepts one."""
+
+    def next_events(self) -> Any:
+        """Return the next batch of events (or a single event)."""
+        ...
+
+    def close(self) -> None:
+        """Close this subscriber."""
         ...
 
 
