@@ -126,8 +126,9 @@ def test_subscriber_is_iterable() -> None:
 
 def test_null_and_sampling_filters() -> None:
     assert NullFilter()({'a': 1}) is False
-    assert SamplingFilter(1.0)({}) is False  # always kept
-    assert SamplingFilter(0.0)({}) is True  # always dropped
+    # p is the probability of dropping an item, as in ProxyStore.
+    assert SamplingFilter(0.0)({}) is False  # always kept
+    assert SamplingFilter(1.0)({}) is True  # always dropped
     sampled = SamplingFilter(0.5, seed=1)
     drops = [sampled({}) for _ in range(200)]
     assert 0 < sum(drops) < 200
@@ -140,7 +141,7 @@ def test_filters_plug_into_the_producer() -> None:
     publisher, subs = _pair('t')
     store = Store('porting-filter', LocalConnector())
     producer: StreamProducer[int] = StreamProducer(
-        publisher, {'t': store}, filter_=SamplingFilter(0.0)
+        publisher, {'t': store}, filter_=SamplingFilter(1.0)
     )
     producer.send('t', 1)
     producer.close()

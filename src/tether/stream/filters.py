@@ -22,11 +22,12 @@ class NullFilter:
 
 
 class SamplingFilter:
-    """Keeps each item with probability ``p`` (drops it with ``1 - p``).
+    """Drops each item with probability ``p`` (keeps it with ``1 - p``), as ProxyStore's.
 
     Args:
-        p: Probability that an item is kept, in ``[0, 1]``.
-        seed: Seed of the random generator, for reproducible runs.
+        p: Probability that an item is dropped, in ``[0, 1]``.
+        seed: Seed of a random generator of the filter's own, for reproducible runs
+            (default: the :mod:`random` module's generator).
 
     Raises:
         InvalidArgumentError: if ``p`` is outside ``[0, 1]`` (also a ``ValueError``).
@@ -36,7 +37,8 @@ class SamplingFilter:
         if not 0.0 <= p <= 1.0:
             raise InvalidArgumentError(f'sampling probability must be in [0, 1], not {p}')
         self.p = p
-        self._rng = random.Random(seed)
+        self._rng = None if seed is None else random.Random(seed)
 
     def __call__(self, metadata: dict[str, Any]) -> bool:
-        return self._rng.random() >= self.p
+        draw = random.random() if self._rng is None else self._rng.random()
+        return draw < self.p
