@@ -107,6 +107,8 @@ class Requester:
         for attempt in range(attempts):
             try:
                 conn = pool.get()
+            except redis.AuthenticationError:
+                raise  # (a retry would be refused the same way)
             except (redis.ConnectionError, redis.TimeoutError):
                 self.router.refresh_after_error()
                 if attempt + 1 == attempts:

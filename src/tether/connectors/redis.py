@@ -47,7 +47,6 @@ from tether.connectors._redis_auth import (
     redact_url,
     resolve_password,
 )
-from tether.connectors.redis_client import import_redis, make_client
 from tether.connectors._redis_conn import RawPool
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, split
 from tether.connectors._redis_request import Requester
@@ -55,6 +54,7 @@ from tether.connectors._redis_route import Router
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
+from tether.connectors.redis_client import import_redis, make_client
 from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
 from tether.serialize import BytesLike, deserialize
 
@@ -290,6 +290,11 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         redis = self._redis_mod
         try:
             yield
+        except redis.AuthenticationError as e:
+            raise ConnectorError(
+                f'Redis at {self.hostname}:{self.port} refused the credentials during '
+                f'{what}: {e}. Check the username and password',
+            ) from e
         except (redis.ConnectionError, redis.TimeoutError) as e:
             raise ConnectorError(
                 f'Redis at {self.hostname}:{self.port} unreachable during {what} after '

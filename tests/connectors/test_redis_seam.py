@@ -1,0 +1,75 @@
+"""The Redis connector's seams: its own connections, the serializer's direct target."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import uuid
+
+import pytest
+
+from tether.connectors.redis import RedisConnector
+from tether.exceptions import ConnectorError
+from tether.serialize import BYTES_HEAD, direct_target, serialize
+from tether.testing import RedisServer
+
+SRC = pathlib.Path(__file__).resolve().parents[2] / 'src' / 'tether' / 'connectors'
+
+
+def test_direct_target_is_the_serializers_answer() -> None:
+    big = os.urandom(1 << 20)
+    data = serialize(big)
+    made = direct_target(data[:BYTES_HEAD], len(data))
+    assert made is not None
+    obj, view = made
+    view[:] = memoryview(data)[BYTES_HEAD:]
+    assert obj == big
+    # A limit smaller than the framing claims, or another kind of object: no target.
+    assert direct_target(data[:BYTES_HEAD], len(data) - 1) is None
+    assert direct_target(serialize([1, 2, 3])[:BYTES_HEAD], 1 << 30) is None
+
+
+def test_the_connector_reads_no_private_socket_and_no_framing() -> None:
+    for path in sorted(SRC.glob('*redis*.py')):
+        text = path.read_text()
+        assert re.search(r'\bconn\w*\._sock\b', text) is None, path.name  # redis-py's
+        assert 'framed_bytes_size' not in text, path.name
+        assert 'empty_bytes' not in text, path.name
+    assert len((SRC / 'redis.py').read_text().splitlines()) < 600
+
+
+def test_own_connections_authenticate_and_select_the_database() -> None:
+    password = uuid.uuid4().hex
+    acl = ['--user', 'default', 'on', 'nopass', '-@all', '+ping']  # (PING: ready)
+    acl += ['--user', 'app', 'on', f'>{password}', '~*', '&*', '+@all']
+    with RedisServer(args=acl) as server:
+        c = RedisConnector(
+            server.host, server.port, username='app', password=password, db=3, prefix='seam:'
+        )
+        try:
+            key = c.put(b'in db 3')
+            assert bytes(c.get(key) or b'') == b'in db 3'
+            assert c.get_batch([key]) == [b'in db 3']
+            assert c.client.connection_pool.connection_kwargs['db'] == 3
+            assert c.client.exists(key.redis_key) == 1  # redis-py's pool sees db 3 too
+        finally:
+            c.close(clear=True)
+        wrong = RedisConnector(server.host, server.port, username='app', password='wrong')
+        with pytest.raises(ConnectorError, match='refused the credentials'):
+            wrong.put(b'x')
+        wrong.close()
+
+
+def test_a_forked_child_opens_connections_of_its_own(redis_connector: RedisConnector) -> None:
+    key = redis_connector.put(b'parent')
+    pool = redis_connector._router.pool_for(key.redis_key)
+    conn = pool.get()
+    pool.release(conn)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = pool.get() is not conn and bytes(redis_connector.get(key) or b'') == b'parent'
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert pool.get() is conn  # the parent's connection is still the parent's
