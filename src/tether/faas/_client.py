@@ -9,6 +9,7 @@ today's SDK spells it, returns a task id; ``get_result(task_id)`` raises
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -115,6 +116,9 @@ class Client:
             timeout=timeout,
             verify=verify,
         )
+        # A Client dropped without close() (as Globus Compute programs do) still closes
+        # its connections when it is collected.
+        self._closer = weakref.finalize(self, self._http.close)
         self._task_group: str | None = None
         self._limit: int | None = None
         self._functions: dict[Any, str] = {}
@@ -129,7 +133,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._closer()
 
     @property
     def token(self) -> str:
