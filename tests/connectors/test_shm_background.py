@@ -420,11 +420,24 @@ def test_a_process_that_exits_without_closing_completes_its_copies(
             finish = real(*args)
 
             def later():
-                import time
-                time.sleep(0.3)  # still copying when the main thread ends
+                import sys, threading, time
+                # Still copying when the main thread ends: finish once it is shutting
+                # the interpreter down (in threading._shutdown, which waits for us).
+                main = threading.main_thread().ident
+                while not any(
+                    frame.f_code.co_name == '_shutdown'
+                    and frame.f_code.co_filename == threading.__file__
+                    for frame in _stack(sys._current_frames().get(main))
+                ):
+                    time.sleep(0.01)
                 finish()
 
             return later
+
+        def _stack(frame):
+            while frame is not None:
+                yield frame
+                frame = frame.f_back
 
         _shm_pool.begin_write = slow
         c = SharedMemoryConnector({shm.namespace!r})
