@@ -441,3 +441,21 @@ def test_user_client_sets_the_handle_context() -> None:
             _ = Handle(registration.agent_id).exchange
 
     asyncio.run(main())
+
+
+class PingAction(Agent):
+    @action(allow_protected_name=True)
+    async def ping(self) -> str:
+        return 'pong'
+
+
+def test_reserved_action_name_allowed_on_request() -> None:
+    with SyncManager(ThreadExchange()) as manager:
+        handle = manager.launch(PingAction())
+        assert handle.action('ping').result(timeout=30) == 'pong'
+        assert handle.ping(timeout=30) > 0  # the handle's own ping still works
+
+
+def test_the_base_class_cannot_be_instantiated() -> None:
+    with pytest.raises(TypeError, match='cannot be instantiated directly'):
+        Agent()

@@ -18,7 +18,7 @@ import dataclasses
 import inspect
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from tether.agents.exceptions import AgentNotInitializedError
 from tether.exceptions import BehaviorDefinitionError
@@ -85,10 +85,18 @@ def action(method: F) -> F: ...
 
 
 @overload
-def action(*, name: str | None = None, context: bool = False) -> Callable[[F], F]: ...
+def action(
+    *, name: str | None = None, context: bool = False, allow_protected_name: bool = False
+) -> Callable[[F], F]: ...
 
 
-def action(method: F | None = None, *, name: str | None = None, context: bool = False) -> Any:
+def action(
+    method: F | None = None,
+    *,
+    name: str | None = None,
+    context: bool = False,
+    allow_protected_name: bool = False,
+) -> Any:
     """Mark a method as an action that other entities can invoke through a handle.
 
     The method may be synchronous (run in the agent's thread pool) or ``async`` (run on
@@ -99,6 +107,9 @@ def action(method: F | None = None, *, name: str | None = None, context: bool = 
         context: Pass the request's :class:`~tether.agents.ActionContext` to the method
             as its ``context`` keyword argument (academy-py 1.0's ``@action(context=True)``;
             :func:`~tether.agents.current_action` gives the same object).
+        allow_protected_name: Allow a reserved name (:data:`RESERVED_ACTION_NAMES`); such
+            an action is reached only as ``handle.action('name', ...)``, since
+            ``handle.name`` is the handle's own method.
 
     Raises:
         BehaviorDefinitionError: ``context=True`` on a method without a ``context``
@@ -113,6 +124,8 @@ def action(method: F | None = None, *, name: str | None = None, context: bool = 
             fn._tether_action_name = name  # type: ignore[attr-defined]
         if context:
             fn._tether_action_context = True  # type: ignore[attr-defined]
+        if allow_protected_name:
+            fn._tether_allow_protected_name = True  # type: ignore[attr-defined]
         return fn
 
     return mark(method) if method is not None else mark
@@ -330,9 +343,22 @@ class Behavior:
 
     # Introspection --------------------------------------------------------------------
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if cls is Behavior:
+            raise BehaviorDefinitionError(
+                'The Agent type cannot be instantiated directly: define a subclass '
+                '(class MyAgent(Behavior): ...) and launch an instance of it',
+            )
+        return super().__new__(cls)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        clashes = sorted(set(actions_of(cls)) & RESERVED_ACTION_NAMES)
+        allowed = {
+            name
+            for name, fn in actions_of(cls).items()
+            if getattr(fn, '_tether_allow_protected_name', False)
+        }
+        clashes = sorted((set(actions_of(cls)) - allowed) & RESERVED_ACTION_NAMES)
         if clashes:
             names = ', '.join(repr(n) for n in clashes)
             raise BehaviorDefinitionError(
@@ -404,9 +430,8 @@ class Behavior:
         """Launch a child agent in this agent's process and return its handle
         (academy-py 1.0's name for ``self.agent_context.launch``; the child stops with
         this agent)."""
-        if isinstance(behavior, type):
-            behavior = behavior(*args, **(kwargs or {}))
-        return await asyncio.to_thread(self.agent_context.launch, behavior)
+        instance = behavior(*args, **(kwargs or {})) if isinstance(behavior, type) else behavior
+        return await asyncio.to_thread(self.agent_context.launch, instance)
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}()'
