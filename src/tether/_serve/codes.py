@@ -38,6 +38,7 @@ __all__ = [
     'EVICT',
     'EXISTS',
     'GET',
+    'ID',
     'OBJECT_TYPES',
     'OK',
     'PEERS',
@@ -62,9 +63,10 @@ CHANNEL = FIRST_APP_TYPE + 18
 WARM_UP_MAX = 64 << 20
 OBJECT_TYPES = frozenset({PUT, GET, EXISTS, EVICT})
 
-_ID = re.compile(r'[A-Za-z0-9_-]{1,128}')
+ID = re.compile(r'[A-Za-z0-9_-]{1,128}')
+"""What an object id is made of (see :func:`valid_id`)."""
 
 
 def valid_id(oid: object) -> bool:
     """Return whether ``oid`` is a valid object id (safe as a file name)."""
-    return isinstance(oid, str) and _ID.fullmatch(oid) is not None
+    return isinstance(oid, str) and ID.fullmatch(oid) is not None

@@ -89,18 +89,7 @@ class ChannelReply(NamedTuple):
 _BAD_IDS = 'ids must be a list of object ids'
 
 
-def _ids(header: Mapping[str, Any]) -> list[str]:
-    try:
-        ids = header['ids']
-    except KeyError:
-        return []
-    if type(ids) is not list:
-        raise ProtocolError(_BAD_IDS)
-    valid = codes.valid_id
-    for i in ids:
-        if not valid(i):
-            raise ProtocolError(_BAD_IDS)
-    return ids
+_new = tuple.__new__  # builds a record without the Python-level __new__ of a named tuple
 
 
 def decode(mtype: int, header: Mapping[str, Any]) -> Message:
@@ -129,11 +118,21 @@ def decode_object(header: Mapping[str, Any]) -> ObjectRequest:
     Raises:
         ProtocolError: the ids are not a list of object ids, or the endpoint not a string.
     """
-    ids = _ids(header)
+    ids = header.get('ids', _NO_IDS)
+    if type(ids) is not list:
+        raise ProtocolError(_BAD_IDS)
+    for i in ids:
+        if type(i) is not str or _ID_MATCH(i) is None:
+            raise ProtocolError(_BAD_IDS)
     endpoint = header.get('endpoint')
     if endpoint is not None and type(endpoint) is not str:
         raise ProtocolError('endpoint must be a UUID or a name')
-    return ObjectRequest(ids, endpoint or None)
+    request: ObjectRequest = _new(ObjectRequest, (ids, endpoint or None))
+    return request
+
+
+_NO_IDS: list[str] = []
+_ID_MATCH = codes.ID.fullmatch
 
 
 _EMPTY = frozenset({codes.STATUS, codes.SHUTDOWN, codes.WARM_UP})

@@ -93,6 +93,8 @@ class FastFrame(NamedTuple):
     head: int
 
 
+_new = tuple.__new__  # a FastFrame without the Python-level __new__ of a named tuple
+
 FastPath = Callable[[FastFrame], bool]
 """May take a whole small frame straight from the parser's buffer (no :class:`Frame`).
 
@@ -372,7 +374,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                     return  # a small frame is offered whole: wait for the rest of it
                 raw = memoryview(scratch)[:end]
                 try:
-                    took = fast(FastFrame(mtype, header, rid, sizes, raw, head))
+                    took = fast(_new(FastFrame, (mtype, header, rid, sizes, raw, head)))
                 finally:
                     raw.release()
                 if took:

@@ -210,7 +210,10 @@ class Endpoint(Lifecycle):
         """
         self.requests += 1
         try:
-            request = messages.decode(frame.type, frame.header)
+            if frame.type in proto.OBJECT_TYPES:
+                request: messages.Message = messages.decode_object(frame.header)
+            else:
+                request = messages.decode(frame.type, frame.header)
         except ProtocolError as e:
             return error_reply('bad-request', str(e))
         if type(request) is ObjectRequest:

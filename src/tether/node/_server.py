@@ -15,7 +15,6 @@ from tether._serve import codes as proto
 from tether._serve import messages
 from tether._serve.lifecycle import wait_for_stop
 from tether._serve.memory import NodeMemory
-from tether._serve.messages import ObjectRequest
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.requests import object_reply
 from tether._serve.state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
@@ -25,6 +24,8 @@ from tether.exceptions import ProtocolError
 __all__ = ['NodeServer']
 
 logger = logging.getLogger(__name__)
+
+_OBJECT_TYPES = proto.OBJECT_TYPES
 
 
 class NodeServer:
@@ -144,11 +145,12 @@ class NodeServer:
         self.peers.add(conn.peer.rpartition(':')[0])
         t = frame.type
         try:
-            request = messages.decode(t, frame.header)
+            if t in _OBJECT_TYPES:
+                ids = messages.decode_object(frame.header).ids
+                return object_reply(self.table, t, ids, frame.payloads)
+            messages.decode(t, frame.header)
         except ProtocolError as e:
             return error_reply('bad-request', str(e))
-        if type(request) is ObjectRequest:
-            return object_reply(self.table, t, request.ids, frame.payloads)
         if t == proto.STATUS:
             return proto.OK, self.status(), ()
         if t == proto.SHUTDOWN:
