@@ -58,25 +58,55 @@ async def simultaneous_open(
 ) -> socket.socket:
     """Connect from ``local_port`` to ``peer`` until the peer's own attempt meets ours.
 
+    The port also listens meanwhile (for the peer's address only): where the two SYNs
+    cannot meet in flight, as on one host or a LAN, where a refused SYN comes back in
+    microseconds, the peer's connect is accepted instead. Either way there is one TCP
+    connection between the two ports, which both sides get.
+
     Raises:
         PeeringError: no connection within ``timeout``.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     last: BaseException | None = None
-    while loop.time() < deadline:
-        sock = _socket(local_port)
-        try:
-            async with asyncio.timeout(min(_ATTEMPT, max(0.05, deadline - loop.time()))):
-                await loop.sock_connect(sock, peer)
-        except (OSError, TimeoutError) as e:
-            last = e
-            sock.close()
-            await asyncio.sleep(0.05)
-            continue
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
+    listener = _socket(local_port)
+    listener.listen(4)
+    accepted = asyncio.ensure_future(_accept_from(listener, peer))
+    try:
+        while loop.time() < deadline:
+            if accepted.done():
+                return _nodelay(accepted.result())
+            sock = _socket(local_port)
+            try:
+                async with asyncio.timeout(min(_ATTEMPT, max(0.05, deadline - loop.time()))):
+                    await loop.sock_connect(sock, peer)
+            except (OSError, TimeoutError) as e:
+                last = e
+                sock.close()
+                await asyncio.wait({accepted}, timeout=0.05)
+                continue
+            return _nodelay(sock)
+    finally:
+        if not accepted.done():
+            accepted.cancel()
+        listener.close()
     raise PeeringError(
         f'TCP hole punching to {peer[0]}:{peer[1]} from port {local_port} failed: {last!r}'
     )
+
+
+async def _accept_from(listener: socket.socket, peer: tuple[str, int]) -> socket.socket:
+    """The first connection ``listener`` accepts from ``peer`` (others are closed)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        sock, address = await loop.sock_accept(listener)
+        if (address[0], address[1]) == peer:
+            sock.setblocking(False)
+            return sock
+        sock.close()
+
+
+def _nodelay(sock: socket.socket) -> socket.socket:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
