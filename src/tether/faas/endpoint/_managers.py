@@ -4,11 +4,12 @@ The funcX design: an endpoint's tasks go to *managers* (one per node of a block)
 running a few workers. Every manager advertises its free capacity and the functions its
 workers hold warm (:meth:`ProcessPoolEngine.stats`); the endpoint keeps its tasks and
 gives each manager at most ``workers + worker_prefetch`` of them (a bounded prefetch), so
-that the choice of manager is made as late as possible. With ``routing = "warm"``, a
-manager with room takes the oldest waiting task whose function it has warm (among the
-first ``lookahead`` waiting), else the oldest task; with ``routing = "random"``, each
-task goes to a manager with room chosen at random (the baseline of the funcX paper's
-figure on warming-aware routing).
+that the choice of manager is made as late as possible. With ``routing = "warm"``, the
+oldest waiting task (among the first ``lookahead``) whose function a manager with room
+has warm goes to that manager; when there is none, the oldest task goes to the manager
+with most room (a cold start there: a manager never idles while tasks wait). With
+``routing = "random"``, each task goes to a manager with room chosen at random (the
+baseline of the funcX paper's figure on warming-aware routing).
 
 Here the managers run on the endpoint's host (``managers`` pools of ``max_workers``
 workers); each is a :class:`~tether.faas.endpoint._pool.ProcessPoolEngine`, whose own
@@ -130,22 +131,30 @@ class ManagersEngine(EngineBase):
             self._queue.extend(tasks)
         self._dispatch()
 
-    def _pick(self, manager: _Manager) -> Task | None:
-        """The task ``manager`` takes next (under the lock), or ``None``."""
-        if not self._queue:
-            return None
+    def _most_room(self, managers: list[_Manager]) -> _Manager:
+        most = max(m.free for m in managers)
+        return self._random.choice([m for m in managers if m.free == most])
+
+    def _next(self, free: list[_Manager]) -> tuple[_Manager, Task]:
+        """The next (manager, task) pair (under the lock; ``free``: the managers with
+        room, the queue not empty)."""
         head = self._queue[0]
-        if self.config.routing == 'warm' and self._skips.get(head.task_id, 0) < _MAX_SKIPS:
+        if self.config.routing == 'random':
+            return self._random.choice(free), self._queue.popleft()
+        if self._skips.get(head.task_id, 0) < _MAX_SKIPS:
+            # The oldest waiting task whose function a manager with room has warm.
             for i, task in enumerate(self._queue):
                 if i >= self._lookahead:
                     break
-                if task.function_id in manager.warm:
+                warm = [m for m in free if task.function_id in m.warm]
+                if warm:
                     if i:
                         self._skips[head.task_id] = self._skips.get(head.task_id, 0) + 1
                     del self._queue[i]
-                    return task
+                    return self._most_room(warm), task
+        # None: the oldest task goes where there is most room (a cold start there).
         self._skips.pop(head.task_id, None)
-        return self._queue.popleft()
+        return self._most_room(free), self._queue.popleft()
 
     def _dispatch(self) -> None:
         """Give waiting tasks to managers with room, as ``routing`` says."""
@@ -157,15 +166,7 @@ class ManagersEngine(EngineBase):
                 free = [m for m in self._managers if m.free > 0]
                 if not free:
                     break
-                if self.config.routing == 'random':
-                    manager = self._random.choice(free)
-                else:
-                    # The manager with most room (ties at random) picks its task.
-                    most = max(m.free for m in free)
-                    manager = self._random.choice([m for m in free if m.free == most])
-                task = self._pick(manager)
-                if task is None:
-                    break
+                manager, task = self._next(free)
                 manager.held.add(task.task_id)
                 manager.warm.add(task.function_id)
                 self._where[task.task_id] = manager
