@@ -40,7 +40,7 @@ def test_submit_map_and_dependencies(tmp_path: pathlib.Path) -> None:
         a = engine.submit(add, 1, 2)
         b = engine.submit(add, a, 10)
         c = engine.submit(total, [a, b, 5], {'x': b})
-        futures = engine.map(add, [1, 2, 3], [10, 20, 30])
+        futures = engine.map_futures(add, [1, 2, 3], [10, 20, 30])
         assert all(isinstance(f, TaskFuture) for f in futures)
         assert [f.result() for f in futures] == [11, 22, 33]
         assert c.result() == 3 + 13 + 5 + 13

@@ -55,7 +55,7 @@ def test_faas_executor_on_a_running_service(
     )
     records = tmp_path / 'tasks.jsonl'
     with Engine(config.get_executor(), record_logger=JSONRecordLogger(records)) as engine:
-        futures = engine.map(add, range(4), range(4))
+        futures = engine.map_futures(add, range(4), range(4))
         total = engine.submit(add, *futures)
         bad = engine.submit(operator.truediv, 1, 0)
         assert total.result(timeout=60) == 12

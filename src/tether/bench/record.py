@@ -21,7 +21,12 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ['JSONRecordLogger', 'NullRecordLogger', 'RecordLogger', 'read_records']
+from tether._closing import ClosingContext
+
+__all__ = ['JSONRecordLogger', 'NullRecordLogger', 'Record', 'RecordLogger', 'read_records']
+
+Record = dict[str, Any]
+"""One task's record (TaPS's name for the type)."""
 
 
 @runtime_checkable
@@ -37,8 +42,8 @@ class RecordLogger(Protocol):
         ...
 
 
-class NullRecordLogger:
-    """Discards every record."""
+class NullRecordLogger(ClosingContext):
+    """Discards every record (a context manager, as every built-in logger is)."""
 
     def log(self, record: dict[str, Any]) -> None:
         """Discard ``record``."""
@@ -47,8 +52,10 @@ class NullRecordLogger:
         """Nothing to close."""
 
 
-class JSONRecordLogger:
+class JSONRecordLogger(ClosingContext):
     """Appends each record as one JSON line to a file (thread-safe).
+
+    A context manager: ``with JSONRecordLogger(path) as logger:`` closes it.
 
     Lines are flushed to the file at most ``flush_interval`` seconds after they were
     logged (the first record after a quiet spell is flushed at once), and all of them by

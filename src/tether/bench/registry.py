@@ -31,7 +31,11 @@ __all__ = [
     'BUILTIN',
     'KINDS',
     'Kind',
+    'get_app_configs',
+    'get_executor_configs',
+    'get_filter_configs',
     'get_plugin',
+    'get_transformer_configs',
     'import_plugin_module',
     'plugin_names',
     'register',
@@ -207,3 +211,23 @@ def registered(kind: Kind) -> dict[str, type[Any]]:
             logger.warning('%s plugin %r is unavailable: %s', kind, name, e)
     with _lock:
         return dict(sorted(_registry[kind].items()))
+
+
+def get_app_configs() -> dict[str, type[Any]]:
+    """Every application config: ``name -> class`` (TaPS's name for ``registered('app')``)."""
+    return registered('app')
+
+
+def get_executor_configs() -> dict[str, type[Any]]:
+    """Every executor config (``registered('executor')``)."""
+    return registered('executor')
+
+
+def get_filter_configs() -> dict[str, type[Any]]:
+    """Every filter config (``registered('filter')``)."""
+    return registered('filter')
+
+
+def get_transformer_configs() -> dict[str, type[Any]]:
+    """Every transformer config (``registered('transformer')``)."""
+    return registered('transformer')

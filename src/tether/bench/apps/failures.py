@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from tether.bench.apps import App
     from tether.bench.engine import Engine, TaskFuture
 
-__all__ = ['FAILURE_TYPES', 'FailureInjector', 'FailuresApp', 'FailuresAppConfig', 'inject']
+__all__ = [
+    'FAILURE_TYPES',
+    'FailureInjectionApp',
+    'FailureInjector',
+    'FailuresApp',
+    'FailuresAppConfig',
+    'inject',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -292,3 +299,7 @@ class FailuresAppConfig(AppConfig):
             walltime=self.walltime,
             seed=self.seed,
         )
+
+
+FailureInjectionApp = FailuresApp
+"""TaPS's name for :class:`FailuresApp`."""

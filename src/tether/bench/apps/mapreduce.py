@@ -24,7 +24,14 @@ from tether.bench.registry import register
 if TYPE_CHECKING:
     from tether.bench.engine import Engine
 
-__all__ = ['MapReduceApp', 'MapReduceAppConfig', 'generate_text', 'map_task', 'reduce_task']
+__all__ = [
+    'MapReduceApp',
+    'MapReduceAppConfig',
+    'MapreduceApp',
+    'generate_text',
+    'map_task',
+    'reduce_task',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -150,3 +157,7 @@ class MapReduceAppConfig(AppConfig):
             output_file=self.output_file,
             seed=self.seed,
         )
+
+
+MapreduceApp = MapReduceApp
+"""TaPS's name for :class:`MapReduceApp`."""

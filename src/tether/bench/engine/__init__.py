@@ -17,14 +17,22 @@ from __future__ import annotations
 from tether.bench.engine._engine import Engine, EngineStats
 from tether.bench.engine._future import TaskFuture, as_completed, wait
 from tether.bench.engine._task import ExecutionInfo, TaskResult, TaskWrapper
+from tether.bench.engine.config import EngineConfig
+from tether.bench.engine.task import Task, TaskInfo, task
+from tether.bench.engine.transform import TaskTransformer
 
 __all__ = [
     'Engine',
+    'EngineConfig',
     'EngineStats',
     'ExecutionInfo',
+    'Task',
     'TaskFuture',
+    'TaskInfo',
     'TaskResult',
+    'TaskTransformer',
     'TaskWrapper',
     'as_completed',
+    'task',
     'wait',
 ]

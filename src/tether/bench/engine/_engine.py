@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 from tether._closing import ClosingContext
@@ -225,11 +225,35 @@ class Engine(ClosingContext):
         self,
         function: Callable[..., T],
         *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+    ) -> Iterator[T]:
+        """Submit ``function`` once per item of ``zip(*iterables)``; yield the results.
+
+        As ``concurrent.futures.Executor.map``: every task is submitted at once, the
+        values come back in order, and iterating raises ``TimeoutError`` if a value is
+        not ready ``timeout`` seconds after this call (or the task's exception).
+        ``chunksize`` is accepted and ignored. To pass the futures on to later tasks,
+        use :meth:`map_futures`.
+        """
+        futures = self.map_futures(function, *iterables)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def results() -> Iterator[T]:
+            for future in futures:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                yield future.result(timeout=left)
+
+        return results()
+
+    def map_futures(
+        self,
+        function: Callable[..., T],
+        *iterables: Iterable[Any],
     ) -> list[TaskFuture[T]]:
         """Submit ``function`` once per item of ``zip(*iterables)``; return the futures.
 
-        Unlike ``Executor.map``, returns the task futures (in order), so that they can be
-        passed on to later tasks; ``[f.result() for f in futures]`` gives the values.
+        The futures come in order and can be passed on to later tasks.
         """
         return [self.submit(function, *items) for items in zip(*iterables, strict=False)]
 

@@ -27,7 +27,40 @@ from typing import Any, Protocol, runtime_checkable
 
 import pydantic
 
-__all__ = ['Executor', 'ExecutorConfig']
+__all__ = [
+    'DaskDistributedConfig',
+    'DaskDistributedExecutor',
+    'Executor',
+    'ExecutorConfig',
+    'FutureDependencyExecutor',
+    'ParslHTExConfig',
+    'ParslLocalConfig',
+    'ProcessPoolConfig',
+    'RayConfig',
+    'ThreadPoolConfig',
+]
+
+# Importable from the package as in TaPS (``from taps.executor import ThreadPoolConfig``);
+# each is imported on first use, so that ``import tether.bench.executor`` stays light.
+_LAZY = {
+    'DaskDistributedConfig': 'tether.bench.executor.dask',
+    'DaskDistributedExecutor': 'tether.bench.executor.dask',
+    'FutureDependencyExecutor': 'tether.bench.executor.future_dependency',
+    'ParslHTExConfig': 'tether.bench.executor.parsl',
+    'ParslLocalConfig': 'tether.bench.executor.parsl',
+    'ProcessPoolConfig': 'tether.bench.executor.python',
+    'RayConfig': 'tether.bench.executor.ray',
+    'ThreadPoolConfig': 'tether.bench.executor.python',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 @runtime_checkable

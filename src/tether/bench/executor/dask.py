@@ -15,7 +15,7 @@ import pydantic
 from tether.bench.executor import ExecutorConfig
 from tether.bench.registry import register
 
-__all__ = ['DaskConfig', 'DaskDistributedExecutor']
+__all__ = ['DaskConfig', 'DaskDistributedConfig', 'DaskDistributedExecutor']
 
 
 class DaskDistributedExecutor(concurrent.futures.Executor):
@@ -76,6 +76,11 @@ class DaskConfig(ExecutorConfig):
         default=False, description='thread workers instead of processes'
     )
     retries: int = pydantic.Field(default=0, ge=0, description='retries of each failed task')
+    wait_for_workers: int = pydantic.Field(
+        default=0,
+        ge=0,
+        description='wait until this many workers joined before running (TaPS option)',
+    )
 
     def get_executor(self) -> DaskDistributedExecutor:
         """Start the local cluster (or connect to the scheduler) and build the executor."""
@@ -83,6 +88,8 @@ class DaskConfig(ExecutorConfig):
 
         if self.scheduler is not None:
             client = Client(self.scheduler)  # type: ignore[no-untyped-call]
+            if self.wait_for_workers:
+                client.wait_for_workers(self.wait_for_workers)
             return DaskDistributedExecutor(client, retries=self.retries)
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=self.workers,
@@ -95,6 +102,8 @@ class DaskConfig(ExecutorConfig):
             protocol='tcp://',
         )
         client = Client(cluster)  # type: ignore[no-untyped-call]
+        if self.wait_for_workers:
+            client.wait_for_workers(self.wait_for_workers)
         return DaskDistributedExecutor(client, cluster=cluster, retries=self.retries)
 
     def get_workers(self) -> int | None:
@@ -106,3 +115,7 @@ class DaskConfig(ExecutorConfig):
         import os
 
         return os.cpu_count()
+
+
+DaskDistributedConfig = DaskConfig
+"""TaPS's name for :class:`DaskConfig`."""

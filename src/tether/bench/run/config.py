@@ -17,16 +17,13 @@ from typing import Any
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.engine import Engine
-from tether.bench.executor import ExecutorConfig
-from tether.bench.filter import FilterConfig
-from tether.bench.record import JSONRecordLogger
+from tether.bench.engine.config import EngineConfig
 from tether.bench.registry import Kind, get_plugin
-from tether.bench.transformer import TransformerConfig
 from tether.exceptions import ConfigError
 
 __all__ = [
     'BenchmarkConfig',
+    'Config',
     'DEFAULT_EXECUTOR',
     'EngineConfig',
     'LoggingConfig',
@@ -60,37 +57,6 @@ class RunConfig(pydantic.BaseModel):
         default='runs/{name}_{executor}_{timestamp}',
         description='run directory: {name} {executor} {transformer} {filter} {timestamp}',
     )
-
-
-class EngineConfig(pydantic.BaseModel):
-    """``[engine]``: the executor, the optional transformer and filter, the record file."""
-
-    model_config = pydantic.ConfigDict(extra='forbid')
-
-    executor: pydantic.SerializeAsAny[ExecutorConfig]
-    transformer: pydantic.SerializeAsAny[TransformerConfig] | None = None
-    filter: pydantic.SerializeAsAny[FilterConfig] | None = None
-    task_record_file_name: str | None = pydantic.Field(
-        default='tasks.jsonl',
-        description='task records in the run directory (empty: none)',
-    )
-
-    def get_engine(self, run_dir: str | os.PathLike[str] | None = None) -> Engine:
-        """Build the executor, transformer, filter and record logger, then the engine."""
-        record_logger = None
-        if self.task_record_file_name and run_dir is not None:
-            record_logger = JSONRecordLogger(os.path.join(run_dir, self.task_record_file_name))
-        transformer = None if self.transformer is None else self.transformer.get_transformer()
-        filter_ = None if self.filter is None else self.filter.get_filter()
-        if filter_ is not None and transformer is None:
-            raise ConfigError('[engine.filter] needs an [engine.transformer] to filter for')
-        executor = self.executor.get_executor()
-        return Engine(
-            executor,
-            filter_=filter_,
-            transformer=transformer,
-            record_logger=record_logger,
-        )
 
 
 def _validate(cls: type[pydantic.BaseModel], data: dict[str, Any], where: str) -> Any:
@@ -231,3 +197,7 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     for part in reversed(parts[:-1]):
         update = {part: update}
     return merge([data, update])
+
+
+Config = BenchmarkConfig
+"""TaPS's name for :class:`BenchmarkConfig` (``taps.run.config.Config``)."""

@@ -15,10 +15,41 @@ the seed's configuration files, ``proxystore``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from tether.bench.transformer._protocol import (
     TaskDataTransformer,
     Transformer,
     TransformerConfig,
 )
 
-__all__ = ['TaskDataTransformer', 'Transformer', 'TransformerConfig']
+__all__ = [
+    'PickleFileTransformer',
+    'PickleFileTransformerConfig',
+    'ProxyTransformer',
+    'ProxyTransformerConfig',
+    'StoreTransformer',
+    'StoreTransformerConfig',
+    'TaskDataTransformer',
+    'Transformer',
+    'TransformerConfig',
+]
+
+# Importable from the package as in TaPS; imported on first use.
+_LAZY = {
+    'PickleFileTransformer': 'tether.bench.transformer.file',
+    'PickleFileTransformerConfig': 'tether.bench.transformer.file',
+    'ProxyTransformer': 'tether.bench.transformer.store',
+    'ProxyTransformerConfig': 'tether.bench.transformer.store',
+    'StoreTransformer': 'tether.bench.transformer.store',
+    'StoreTransformerConfig': 'tether.bench.transformer.store',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

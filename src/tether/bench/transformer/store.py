@@ -29,7 +29,7 @@ import pydantic
 from tether.bench.registry import register
 from tether.bench.transformer._protocol import TransformerConfig
 from tether.exceptions import ConfigError
-from tether.proxy import Proxy, extract, resolve
+from tether.proxy import Proxy, extract, resolve, resolve_async
 from tether.store import Store, StoreConfig, get_key, get_or_create_store
 from tether.store.config import import_from_path
 
@@ -37,6 +37,7 @@ __all__ = [
     'CONNECTORS',
     'ConnectorConfig',
     'ProxyTransformer',
+    'ProxyTransformerConfig',
     'StoreTransformer',
     'StoreTransformerConfig',
 ]
@@ -63,20 +64,34 @@ class StoreTransformer:
         store: The store (registered in this process if it is not yet).
         extract_target: Tasks receive the resolved objects themselves (``True``) or the
             resolved proxies (``False``).
+        async_resolve: Tasks receive the proxies unresolved, each already fetching its
+            object in the background (TaPS's option; needs ``extract_target=False``).
+
+    Raises:
+        ValueError: ``async_resolve`` with ``extract_target``.
     """
 
-    def __init__(self, store: Store[Any], *, extract_target: bool = True) -> None:
+    def __init__(
+        self,
+        store: Store[Any],
+        *,
+        extract_target: bool = True,
+        async_resolve: bool = False,
+    ) -> None:
+        if async_resolve and extract_target:
+            raise ValueError('async_resolve=True needs extract_target=False')
         self.store = store
         self.store_config = store.config()
         self.extract_target = extract_target
+        self.async_resolve = async_resolve
         self._keys: list[Any] = []
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> tuple[StoreConfig, bool]:
-        return (self.store_config, self.extract_target)
+    def __getstate__(self) -> tuple[StoreConfig, bool, bool]:
+        return (self.store_config, self.extract_target, self.async_resolve)
 
-    def __setstate__(self, state: tuple[StoreConfig, bool]) -> None:
-        self.store_config, self.extract_target = state
+    def __setstate__(self, state: tuple[StoreConfig, bool, bool]) -> None:
+        self.store_config, self.extract_target, self.async_resolve = state
         self.store = get_or_create_store(self.store_config)
         self._keys = []
         self._lock = threading.Lock()
@@ -101,7 +116,13 @@ class StoreTransformer:
             self._keys.append(key)
 
     def resolve(self, identifier: Proxy[Any]) -> Any:
-        """Resolve the proxy (fetching the object now) and return it or its target."""
+        """Resolve the proxy (fetching the object now) and return it or its target.
+
+        With ``async_resolve``, start fetching in the background and return the proxy.
+        """
+        if self.async_resolve:
+            resolve_async(identifier)
+            return identifier
         resolve(identifier)
         return extract(identifier) if self.extract_target else identifier
 
@@ -173,6 +194,17 @@ class StoreTransformerConfig(TransformerConfig):
         default=True,
         description='tasks receive the objects (true) or resolved proxies (false)',
     )
+    async_resolve: bool = pydantic.Field(
+        default=False,
+        description='tasks receive proxies already fetching their objects (needs '
+        'extract_target=false)',
+    )
+
+    @pydantic.model_validator(mode='after')
+    def _async_needs_proxies(self) -> StoreTransformerConfig:
+        if self.async_resolve and self.extract_target:
+            raise ValueError('async_resolve=true needs extract_target=false')
+        return self
 
     def get_transformer(self) -> StoreTransformer:
         """Build the store (registered in this process) and the transformer."""
@@ -183,4 +215,12 @@ class StoreTransformerConfig(TransformerConfig):
             cache_size=self.cache_size,
             register=True,
         )
-        return StoreTransformer(store, extract_target=self.extract_target)
+        return StoreTransformer(
+            store,
+            extract_target=self.extract_target,
+            async_resolve=self.async_resolve,
+        )
+
+
+ProxyTransformerConfig = StoreTransformerConfig
+"""TaPS's name for :class:`StoreTransformerConfig`."""
