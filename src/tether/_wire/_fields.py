@@ -17,6 +17,12 @@ from tether.exceptions import ProtocolError
 __all__ = ['field', 'optional']
 
 
+def _wrong(value: Any, kind: type | tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # JSON true is not a number
+        return not (kind is bool or (isinstance(kind, tuple) and bool in kind))
+    return not isinstance(value, kind)
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return ' or '.join(k.__name__ for k in kinds)
@@ -27,13 +33,13 @@ def field(header: Mapping[str, Any], name: str, kind: type | tuple[type, ...], w
 
     Raises:
         ProtocolError: the field is missing or of another type (``bool`` is not taken
-            for ``int``).
+            for a number).
     """
     try:
         value = header[name]
     except KeyError:
         raise ProtocolError(f'{what} without the field {name!r}') from None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+    if _wrong(value, kind):
         raise ProtocolError(
             f'{what}: field {name!r} must be {_kind_name(kind)}, got {type(value).__name__}'
         )
@@ -55,7 +61,7 @@ def optional(
     value = header.get(name)
     if value is None:
         return default
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+    if _wrong(value, kind):
         raise ProtocolError(
             f'{what}: field {name!r} must be {_kind_name(kind)}, got {type(value).__name__}'
         )

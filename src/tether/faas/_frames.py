@@ -218,6 +218,48 @@ def decode_task(header: Mapping[str, Any]) -> TaskMessage:
     Raises:
         ProtocolError: a field is missing or of the wrong type.
     """
+    get = header.get
+    task_id, function_id = get('task_id'), get('function_id')
+    group, serializer = get('task_group_id') or '', get('data_serializer', 'tether')
+    store, threshold, timeout, stamps = (
+        get('result_store'),
+        get('result_threshold'),
+        get('timeout'),
+        get('t') or {},
+    )
+    if (  # one test of every field's type (the usual case), then the precise error
+        type(task_id) is not str
+        or type(function_id) is not str
+        or type(group) is not str
+        or type(serializer) is not str
+        or (store is not None and type(store) is not dict)
+        or (threshold is not None and type(threshold) is not int)
+        or (timeout is not None and type(timeout) not in _NUMBERS)
+        or type(stamps) is not dict
+    ):
+        return _decode_task_slowly(header)
+    record: TaskMessage = _new(
+        TaskMessage,
+        (
+            task_id,
+            function_id,
+            group,
+            serializer,
+            store,
+            threshold,
+            float(timeout) if timeout is not None and timeout > 0 else None,
+            dict(stamps),
+        ),
+    )
+    return record
+
+
+_NUMBERS = (int, float)
+_new = tuple.__new__  # a record without the Python-level __new__ of a named tuple
+
+
+def _decode_task_slowly(header: Mapping[str, Any]) -> TaskMessage:
+    """:func:`decode_task` field by field: the error names the first bad field."""
     what = 'a task message'
     timeout = optional(header, 'timeout', (int, float), what)
     return TaskMessage(
@@ -307,17 +349,46 @@ def decode_submission(header: Mapping[str, Any], payload_count: int) -> Submissi
     for entry in entries:
         if not isinstance(entry, dict):
             raise ProtocolError('each entry of "tasks" must be an object')
-        what = 'a submitted task'
-        tasks.append(
-            SubmittedTask(
-                field(entry, 'task_id', str, what),
-                field(entry, 'function_id', str, what),
-                field(entry, 'endpoint_id', str, what),
-                optional(entry, 'data_serializer', str, what, 'tether'),
-                optional(entry, 'result_store', dict, what),
-                optional(entry, 'result_threshold', int, what),
-                entry.get('timeout'),
-                dict(optional(entry, 't', dict, what, {})),
-            )
+        get = entry.get
+        task = _new(
+            SubmittedTask,
+            (
+                get('task_id'),
+                get('function_id'),
+                get('endpoint_id'),
+                get('data_serializer'),
+                get('result_store'),
+                get('result_threshold'),
+                get('timeout'),
+                get('t') or {},
+            ),
         )
+        if (  # one test of every field's type (the usual case), then the precise error
+            type(task.task_id) is not str
+            or type(task.function_id) is not str
+            or type(task.endpoint_id) is not str
+            or (task.data_serializer is not None and type(task.data_serializer) is not str)
+            or (task.result_store is not None and type(task.result_store) is not dict)
+            or (task.result_threshold is not None and type(task.result_threshold) is not int)
+            or type(task.t) is not dict
+        ):
+            task = _submitted_slowly(entry)
+        elif task.data_serializer is None:
+            task = task._replace(data_serializer='tether')
+        tasks.append(task)
     return Submission(optional(header, 'task_group_id', str, 'SUBMIT') or None, tasks)
+
+
+def _submitted_slowly(entry: Mapping[str, Any]) -> SubmittedTask:
+    """One task of :func:`decode_submission`, field by field: the error names the field."""
+    what = 'a submitted task'
+    return SubmittedTask(
+        field(entry, 'task_id', str, what),
+        field(entry, 'function_id', str, what),
+        field(entry, 'endpoint_id', str, what),
+        optional(entry, 'data_serializer', str, what, 'tether'),
+        optional(entry, 'result_store', dict, what),
+        optional(entry, 'result_threshold', int, what),
+        entry.get('timeout'),
+        dict(optional(entry, 't', dict, what, {})),
+    )
