@@ -51,6 +51,7 @@ __all__ = [
     'StreamTimeoutError',
     'TetherError',
     'TopicClosedError',
+    'UnknownTopicError',
     'UnknownStrategyError',
     'UntrustedStoreError',
     'UntrustedTypeError',
@@ -254,6 +255,11 @@ class EventReplayError(EventAuthenticationError):
 
 class TopicClosedError(StreamError):
     """An object was sent to a topic that the producer already closed."""
+
+
+class UnknownTopicError(StreamError, ValueError):
+    """A publisher was given a topic it has no channel for (also a :class:`ValueError`,
+    which ProxyStore's queue publisher raised)."""
 
 
 class StreamBrokerError(StreamError):

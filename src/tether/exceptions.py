@@ -58,6 +58,7 @@ TetherError
  |    |         +-- EventAuthenticationError  unsigned, altered, or signed with another key
  |    |              +-- EventReplayError  seen before, or outside the time window
  |    +-- TopicClosedError               send() on a topic the producer already closed
+ |    +-- UnknownTopicError              a publisher has no channel for the topic (also ValueError)
  |    +-- StreamBrokerError              the broker is unreachable or dropped the connection
  |    +-- StreamTimeoutError             no message (or no room) within the timeout
  |         +-- StreamBackpressureError   the broker or a bounded buffer stayed full
@@ -160,6 +161,7 @@ from tether._errors_data import (
     TetherError,
     TopicClosedError,
     UnknownStrategyError,
+    UnknownTopicError,
     UntrustedStoreError,
     UntrustedTypeError,
     WireConnectionError,
@@ -294,6 +296,7 @@ __all__ = [
     'TaskTimeoutError',
     'TetherError',
     'TopicClosedError',
+    'UnknownTopicError',
     'UnknownMailboxError',
     'UnknownStrategyError',
     'UntrustedStoreError',

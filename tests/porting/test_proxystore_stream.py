@@ -78,3 +78,24 @@ def test_consumer_close_stores_closes_the_stores_it_used() -> None:
     consumer.close(stores=True, subscriber=True)
     assert store.closed
     assert get_store('ps-stream-close') is None
+
+
+@pytest.mark.parametrize('kind', ['thread', 'spawn'])
+def test_queue_publisher_close_ends_the_subscribers_iteration(kind: str) -> None:
+    import multiprocessing
+
+    q: Any = queue.Queue() if kind == 'thread' else multiprocessing.get_context(kind).Queue()
+    publisher, subscriber = QueuePublisher({'t': q}), QueueSubscriber(q)
+    publisher.send_message('t', b'one')
+    publisher.close()
+    assert list(subscriber) == [b'one']
+    assert list(subscriber) == []  # ended for good
+
+
+def test_queue_publisher_unknown_topic_is_a_value_error() -> None:
+    from tether.exceptions import StreamError, UnknownTopicError
+
+    with pytest.raises(UnknownTopicError) as info:
+        QueuePublisher({'t': queue.Queue()}).send_message('other', b'x')
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, StreamError)

@@ -22,10 +22,23 @@ from tether.exceptions import (
     StreamBackpressureError,
     StreamError,
     StreamTimeoutError,
+    UnknownTopicError,
 )
 from tether.stream.protocols import SubscriberIterator
 
 __all__ = ['QueueLike', 'QueuePublisher', 'QueueSubscriber']
+
+
+class _PublisherClosed:
+    """Put on each queue by ``QueuePublisher.close()``: iterating subscribers stop there."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return '_CLOSED'
+
+
+_CLOSED = _PublisherClosed()
 
 
 class QueueLike(Protocol):
@@ -61,7 +74,7 @@ class QueuePublisher:
         try:
             q = self.queues[topic]
         except KeyError:
-            raise StreamError(
+            raise UnknownTopicError(
                 f'{self!r} has no queue for topic {topic!r}; add one to its queues',
             ) from None
         try:
@@ -73,8 +86,16 @@ class QueuePublisher:
             ) from e
 
     def close(self) -> None:
-        """Stop sending (the queues stay usable by others)."""
+        """Stop sending, and tell each queue's subscriber so: its iteration ends there,
+        as ProxyStore's does (the queues stay usable by others)."""
+        if self._closed:
+            return
         self._closed = True
+        for q in self.queues.values():
+            try:
+                q.put(_CLOSED, timeout=self.timeout)
+            except (queue.Full, ValueError, OSError):  # full, or closed by its owner
+                continue
 
 
 class QueueSubscriber(SubscriberIterator):
@@ -90,6 +111,7 @@ class QueueSubscriber(SubscriberIterator):
         self.queue = queue
         self.topic = topic
         self._closed = False
+        self._ended = False
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.topic or "?"!r})'
@@ -98,16 +120,42 @@ class QueueSubscriber(SubscriberIterator):
         """Whether ``topic`` is the one this subscriber reads (any, if its topic is unknown)."""
         return self.topic is None or topic == self.topic
 
-    def next_message(self, timeout: float | None = None) -> bytes:
-        """Return the next message of the queue."""
+    def _take(self, timeout: float | None) -> Any:
         if self._closed:
             raise StreamError(f'{self!r} is closed')
         try:
-            return bytes(self.queue.get(timeout=timeout))
+            return self.queue.get(timeout=timeout)
         except queue.Empty as e:
             raise StreamTimeoutError(
                 f'no message on topic {self.topic or "?"!r} within {timeout} s'
             ) from e
+        except ValueError as e:  # a multiprocessing queue closed by its owner
+            self._closed = True
+            raise StreamError(f'{self!r}: its queue was closed') from e
+
+    def next_message(self, timeout: float | None = None) -> bytes:
+        """Return the next message of the queue (a publisher's close mark is skipped:
+        other publishers may share the queue; stream consumers end on end-of-stream)."""
+        while True:
+            item = self._take(timeout)
+            if not isinstance(item, _PublisherClosed):
+                return bytes(item)
+
+    def __next__(self) -> bytes:
+        # Iterating the subscriber itself (ProxyStore's way) ends where a publisher of
+        # the queue closed, or when the queue was closed; and stays ended.
+        if self._ended:
+            raise StopIteration
+        try:
+            item = self._take(None)
+        except StreamError:
+            if self._closed:
+                raise StopIteration from None
+            raise
+        if isinstance(item, _PublisherClosed):
+            self._ended = True
+            raise StopIteration
+        return bytes(item)
 
     def close(self) -> None:
         """Stop reading."""
