@@ -85,12 +85,16 @@ class StoreFactory(Generic[T]):
         return lookup_store(self.store_config)
 
     def __call__(self) -> T:
+        start = time.perf_counter_ns()
         store = self.get_store()
         obj = store.get(self.key, deserializer=self.deserializer, default=_MISSING)
         if obj is _MISSING:
             raise ProxyResolveMissingKeyError(self.key, store.name, repr(store.connector))
         if self.evict:
             store.evict(self.key)
+        if store.metrics is not None:  # the whole resolve, as ProxyStore's metrics name it
+            ms = (time.perf_counter_ns() - start) / 1e6
+            store.metrics.add_time('factory.resolve', self.key, ms)
         return cast(T, obj)
 
     def resolve_async(self) -> None:
