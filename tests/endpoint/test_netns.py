@@ -227,7 +227,15 @@ def test_relay_killed_after_peering(world: World) -> None:
     (at_a,) = world.ops('a', ('put', 100_000))
     (at_b,) = world.ops('b', ('put', 100_000))
     (at_c,) = world.ops('c', ('put', 100_000))
-    world.ops('b', ('get', at_a['key']))  # punched, established before the relay dies
+    # The channels this test is about, opened while the relay is up (whatever tests ran
+    # before): A-B direct and A-C relayed, and B-A punched.
+    assert world.ops('a', ('get', at_b['key']), ('get', at_c['key'])) == [
+        {'sha': at_b['sha']},
+        {'sha': at_c['sha']},
+    ]
+    assert world.ops('b', ('get', at_a['key'])) == [{'sha': at_a['sha']}]
+    assert world.peers('a', 'ep-a')['ep-b'] == 'direct'
+    assert world.peers('a', 'ep-a')['ep-c'] == 'relayed'
     world.relay.stop()
     try:
         got = world.ops('a', ('get', at_b['key']), ('get', at_c['key']))
