@@ -22,6 +22,7 @@ from tests.faas.conftest import AgentThread, new_endpoint, new_user, wait_for
 from tether.exceptions import WorkerLostError
 from tether.faas import Client, EndpointConfig, Executor
 from tether.faas._server import ServiceThread
+from tether.faas.endpoint._parsl import ParslEngine
 from tether.faas.endpoint.providers import SlurmProvider
 
 pytestmark = pytest.mark.slow
@@ -108,6 +109,9 @@ def test_tasks_run_inside_slurm_jobs_and_idle_blocks_are_cancelled(
     slurm: SlurmEndpoint,
 ) -> None:
     assert not endpoint_jobs('PENDING,RUNNING')  # init_blocks = 0: no job before a task
+    engine = slurm.agent.agent.engine
+    assert isinstance(engine, ParslEngine)
+    assert engine.blocks() == {}
     with slurm.executor() as ex:
         future = ex.submit(_slurm_tasks.job_id)  # queued: the endpoint submits a block
         job = future.result(timeout=90)
@@ -118,6 +122,9 @@ def test_tasks_run_inside_slurm_jobs_and_idle_blocks_are_cancelled(
     assert 'block_id' in record['block']
     # Idle for IDLE_S: the endpoint cancels its block (Slurm lists it as CANCELLED).
     wait_for(lambda: squeue_state(job) == 'CANCELLED', 60, f'job {job} to be cancelled')
+    # The engine's view of its blocks follows (Parsl polls the scheduler).
+    wait_for(lambda: 'running' not in engine.blocks(), 30, 'the engine to see it end')
+    assert sum(engine.blocks().values()) == 1
 
 
 def test_blocks_slurm_ends_under_running_tasks_give_retries_or_worker_lost(

@@ -216,7 +216,6 @@ class ManagersEngine(EngineBase):
             'idle': idle,
             'pending': pending,
             'warm': warm,
-            'managers': len(self._managers),
         }
 
     def stop(self) -> None:

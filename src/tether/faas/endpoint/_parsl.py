@@ -290,12 +290,12 @@ class ParslEngine(EngineBase):
             'idle': None,
             'pending': self._pending,
             'warm': {},
-            **self._blocks(),
         }
 
-    def _blocks(self) -> dict[str, Any]:
-        """The blocks Parsl knows of, by state (what its last poll of the provider saw)."""
-        if self.config.provider is None or self._dfk is None:
+    def blocks(self) -> dict[str, int]:
+        """The endpoint's blocks by state (``running``, ``pending``, ``cancelled`` ...), as
+        Parsl's last poll of the provider saw them (empty before the engine starts)."""
+        if self._dfk is None:
             return {}
         executor = self._dfk.executors.get(_LABEL)
         if executor is None:
@@ -304,7 +304,7 @@ class ParslEngine(EngineBase):
         for status in dict(executor.status_facade).values():
             name = status.state.name.lower()
             states[name] = states.get(name, 0) + 1
-        return {'blocks': states}
+        return states
 
     def stop(self) -> None:
         from tether.plugins.parsl import stop_kernel
