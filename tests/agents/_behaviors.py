@@ -200,7 +200,7 @@ class Stuck(Behavior):
         if self.release.is_set():
             return
         self._held()
-        await asyncio.sleep(600)
+        await asyncio.Event().wait()  # held until cancelled
 
     def _held(self) -> None:
         with self.lock:

@@ -162,7 +162,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
     """Start a process that puts an object in the background, SIGKILL it mid-copy and
     return the object's key."""
     script = textwrap.dedent(f"""
-        import sys, threading, time
+        import sys, threading
         from tether.connectors import _shm_maps, _shm_pool
         from tether.connectors.shared_memory import SharedMemoryConnector
 
@@ -180,7 +180,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
 
         def hang():
             copying.set()
-            time.sleep(600)
+            threading.Event().wait()  # until the test kills this process
 
         real_write_all, real_write = _shm_pool._write_all, _shm_maps.write
 
@@ -197,7 +197,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
         key, _ = c.put_parts_background([data])
         copying.wait()  # half of the object copied
         print(key.name, flush=True)
-        time.sleep(600)
+        threading.Event().wait()
     """)
     child = subprocess.Popen([sys.executable, '-c', script], stdout=subprocess.PIPE, text=True)
     try:

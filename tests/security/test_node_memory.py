@@ -31,7 +31,7 @@ MB = 1 << 20
 # then waits to be killed.
 _PRODUCER = textwrap.dedent(
     """
-    import os, sys, time
+    import os, signal, sys
     from tether._wire import SyncConnection, encode_head
     from tether._serve import codes as proto
     port, size, sent = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -45,7 +45,7 @@ _PRODUCER = textwrap.dedent(
         conn.sock.sendall(chunk[:n])
         left -= n
     print('sent', flush=True)
-    time.sleep(600)
+    signal.pause()
     """
 )
 

@@ -39,7 +39,7 @@ __all__ = ['start_node']
 @pytest.fixture
 def bystander() -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated process of this user, whose pid a forged or stale file names."""
-    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])
+    proc = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])
     yield proc
     proc.kill()
     proc.wait()

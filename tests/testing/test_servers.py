@@ -110,7 +110,7 @@ def test_program_that_exits_is_reported_with_its_output() -> None:
 
 
 def test_program_that_never_listens_times_out_and_is_killed() -> None:
-    code = 'import time; time.sleep(300)'
+    code = 'import signal; signal.pause()'
     server = ServerProcess([sys.executable, '-c', code], free_port(), startup_timeout=0.5)
     with pytest.raises(ServerStartError, match=r'is not ready after 0.5 s'):
         server.start()
@@ -124,7 +124,7 @@ def test_stop_kills_what_the_server_spawned(tmp_path: Path) -> None:
     pidfile = tmp_path / 'child.pid'
     script = (
         'import subprocess, sys, http.server\n'
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
         f'open({str(pidfile)!r}, "w").write(str(child.pid))\n'
         f"http.server.HTTPServer(('127.0.0.1', {port}), http.server.BaseHTTPRequestHandler)"
         '.serve_forever()\n'
