@@ -28,6 +28,7 @@ __all__ = [
     'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'NotAStoreProxyError',
     'OwnerCopyError',
     'OwnershipError',
     'PeerChannelError',
@@ -51,8 +52,8 @@ __all__ = [
     'StreamTimeoutError',
     'TetherError',
     'TopicClosedError',
-    'UnknownTopicError',
     'UnknownStrategyError',
+    'UnknownTopicError',
     'UntrustedStoreError',
     'UntrustedTypeError',
     'WireConnectionError',
@@ -143,6 +144,11 @@ class StoreExistsError(StoreError):
 
 class StoreNotFoundError(StoreError):
     """No store with the requested name is registered in this process."""
+
+
+class NotAStoreProxyError(StoreError, TypeError):
+    """A store operation got a proxy whose factory is not a store's (ProxyStore's
+    ``ProxyStoreFactoryError``; also a :class:`TypeError`)."""
 
 
 class NonProxiableTypeError(StoreError):

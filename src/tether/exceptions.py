@@ -22,6 +22,8 @@ TetherError
  |    +-- StoreExistsError               a store of that name is already registered
  |    +-- StoreNotFoundError             no store of that name is registered
  |    +-- NonProxiableTypeError          the object cannot be proxied (None, bool ...)
+ |    +-- NotAStoreProxyError            a store operation got a proxy not made by a store
+ |    |                                  (also a TypeError)
  |    +-- FutureError                    a distributed future was misused
  |    |    +-- FutureAlreadySetError     set_result was called on a future already set
  |    |    +-- FutureTimeoutError        no result within the timeout (also a TimeoutError)
@@ -137,6 +139,7 @@ from tether._errors_data import (
     MutableBorrowError,
     NoConnectorMatchError,
     NonProxiableTypeError,
+    NotAStoreProxyError,
     OwnerCopyError,
     OwnershipError,
     PeerChannelError,
@@ -260,6 +263,7 @@ __all__ = [
     'MutableBorrowError',
     'NoConnectorMatchError',
     'NonProxiableTypeError',
+    'NotAStoreProxyError',
     'OwnerCopyError',
     'OwnershipError',
     'PeerChannelError',
@@ -296,9 +300,9 @@ __all__ = [
     'TaskTimeoutError',
     'TetherError',
     'TopicClosedError',
-    'UnknownTopicError',
     'UnknownMailboxError',
     'UnknownStrategyError',
+    'UnknownTopicError',
     'UntrustedStoreError',
     'UntrustedTypeError',
     'WireConnectionError',

@@ -108,9 +108,19 @@ def test_proxy_resolve_error_names_its_cause() -> None:
     assert info.value.cause is info.value.__cause__
 
 
-def test_get_store_of_a_proxy_not_made_by_a_store_raises() -> None:
-    with pytest.raises(StoreError, match='not a store proxy'):
-        get_store(Proxy(SimpleFactory(1)))
+def test_store_operations_on_a_proxy_not_made_by_a_store_raise() -> None:
+    from tether.exceptions import NotAStoreProxyError
+    from tether.store.ref import into_owned
+    from tether.store.utils import get_key
+
+    plain = Proxy(SimpleFactory(1))
+    for operation in (get_store, get_key, into_owned):
+        with pytest.raises(NotAStoreProxyError, match='not a store proxy') as info:
+            operation(plain)
+        # ProxyStore's ProxyStoreFactoryError is a StoreError; tether's get_key raised
+        # TypeError before: both still catch it.
+        assert isinstance(info.value, StoreError)
+        assert isinstance(info.value, TypeError)
     with Store('differences-get-store', LocalConnector(), register=True) as store:
         assert get_store(store.proxy([1])) is store
 

@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tether.exceptions import StoreError
+from tether.exceptions import NotAStoreProxyError
 from tether.proxy import Proxy, get_factory
 from tether.store.factory import StoreFactory
 
@@ -119,7 +119,10 @@ def describe(proxy: Proxy[Any]) -> str:
 def store_of(proxy: Proxy[Any]) -> Store[Any]:
     factory = get_factory(proxy)
     if not isinstance(factory, StoreFactory):
-        raise StoreError(f'{type(proxy).__name__} is not a store proxy (factory {factory!r})')
+        raise NotAStoreProxyError(
+            f'{type(proxy).__name__} is not a store proxy (its factory {factory!r} is not a '
+            'StoreFactory)',
+        )
     return factory.get_store()
 
 

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 from tether.exceptions import (
     AlreadyOwnedError,
     MutableBorrowError,
+    NotAStoreProxyError,
     OwnerCopyError,
     OwnershipError,
     ReferenceInvalidError,
     ReferenceNotOwnedError,
-    StoreError,
 )
 from tether.proxy import (
     LOCAL_NAMES,
@@ -518,11 +518,11 @@ def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T
 
     Raises:
         OwnershipError: if ``proxy`` is already an ownership proxy.
-        StoreError: if it is not a store proxy.
+        NotAStoreProxyError: if it is not a store proxy (a ``StoreError``, ``TypeError``).
     """
     kind = type(proxy)
     if not issubclass(kind, Proxy):
-        raise StoreError(f'into_owned() needs a store proxy, got {kind.__name__}')
+        raise NotAStoreProxyError(f'into_owned() needs a store proxy, got {kind.__name__}')
     if issubclass(kind, BaseRefProxy):
         raise AlreadyOwnedError(
             f'into_owned() needs a plain store proxy, got a {type(proxy).__name__} '
@@ -530,7 +530,10 @@ def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T
         )
     factory = get_factory(proxy)
     if not isinstance(factory, StoreFactory):
-        raise StoreError(f'into_owned() needs a store proxy, got factory {factory!r}')
+        raise NotAStoreProxyError(
+            f'into_owned() of a proxy whose factory {factory!r} is not a StoreFactory: '
+            'not a store proxy',
+        )
     owned_factory: StoreFactory[T] = StoreFactory(
         factory.key,
         factory.store_config,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tether.exceptions import StoreError
+from tether.exceptions import NotAStoreProxyError
 from tether.proxy import Proxy, get_factory
 from tether.store._registry import registered_store
 from tether.store.factory import StoreFactory
@@ -19,11 +19,15 @@ def get_key(proxy: Proxy[Any]) -> Any:
     """Return the connector key behind a store proxy (does not resolve it).
 
     Raises:
-        TypeError: if ``proxy`` was not made by a store.
+        NotAStoreProxyError: if ``proxy`` was not made by a store (a ``StoreError`` and
+            a ``TypeError``).
     """
     factory = get_factory(proxy)
     if not isinstance(factory, StoreFactory):
-        raise TypeError(f'{type(factory).__name__} is not a store factory: no key')
+        raise NotAStoreProxyError(
+            f'get_key() of a proxy whose factory is {type(factory).__name__}: not a store '
+            'proxy (its factory is not a StoreFactory), so it has no key',
+        )
     return factory.key
 
 
@@ -35,16 +39,16 @@ def get_store(name_or_proxy: Any) -> Store[Any] | None:
     does not resolve the proxy.
 
     Raises:
-        StoreError: if ``name_or_proxy`` is a proxy not made by a store (its factory is
-            not a :class:`~tether.store.factory.StoreFactory`), as ProxyStore's
-            ``get_store`` raises ``ProxyStoreFactoryError``.
+        NotAStoreProxyError: if ``name_or_proxy`` is a proxy not made by a store (its
+            factory is not a :class:`~tether.store.factory.StoreFactory`), as ProxyStore's
+            ``get_store`` raises ``ProxyStoreFactoryError`` (a ``StoreError`` too).
     """
     # Proxy first: a proxy of a str must not be taken for a name (type(), not isinstance,
     # so that nothing resolves).
     if issubclass(type(name_or_proxy), Proxy):
         factory = get_factory(name_or_proxy)
         if not isinstance(factory, StoreFactory):
-            raise StoreError(
+            raise NotAStoreProxyError(
                 f'get_store() of a proxy whose factory is {type(factory).__name__}: '
                 'not a store proxy (its factory is not a StoreFactory)',
             )
