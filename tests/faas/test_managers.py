@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from tests.faas.conftest import new_user
 from tether.faas import ComputeEndpointConfig
+from tether.faas._server import ServiceThread
 from tether.faas.endpoint._managers import ManagersEngine
 from tether.faas.endpoint.engine import EngineFactory, OnHandoff, OnResult, make_task
 from tether.testing import _faas_tasks
@@ -128,3 +131,21 @@ def test_each_manager_holds_at_most_its_workers_and_prefetch(
     assert {h['status'] for h, _ in results.values()} == {'success'}
     assert len(engine._queue) == 0
     assert sorted(c.handed) == sorted(t.task_id for t in tasks)
+
+
+def test_configure_sets_the_managers_and_routing(
+    dev_service: ServiceThread, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.faas.endpoint.cli import endpoint
+
+    _user, token = new_user(dev_service)
+    monkeypatch.setenv('TETHER_FAAS_HOME', str(tmp_path))
+    monkeypatch.setenv('TETHER_FAAS_TOKEN', token)
+    args = ['configure', 'warm', '--service', dev_service.url, '--engine', 'managers']
+    out = CliRunner().invoke(endpoint, [*args, '--managers', '3', '--routing', 'random'])
+    assert out.exit_code == 0, out.output
+    written = ComputeEndpointConfig.from_toml(tmp_path / 'endpoints' / 'warm' / 'config.toml')
+    assert (written.engine, written.managers, written.routing) == ('managers', 3, 'random')
+    bad = CliRunner().invoke(endpoint, [*args[:1], 'cold', *args[2:], '--managers', '0'])
+    assert bad.exit_code == 1
+    assert 'managers: Input should be greater than or equal to 1' in bad.output

@@ -140,6 +140,16 @@ def endpoint() -> None:
 @click.option('--max-workers', type=int, default=None, help='Default: the CPU count.')
 @click.option('--idle-timeout', default=120.0, show_default=True, help='Seconds.')
 @click.option('--max-retries', default=2, show_default=True)
+@click.option(
+    '--managers', type=int, default=None, help='engine managers: pools of --max-workers workers.'
+)
+@click.option(
+    '--routing',
+    type=click.Choice(['warm', 'random']),
+    default=None,
+    help='engine managers: route a task to a manager with its function warm (default), or at '
+    'random.',
+)
 @click.option('--allow', 'allow', multiple=True, help='Allowed function id (repeatable).')
 @click.option('--redis-url', default='redis://127.0.0.1:6379/0', show_default=True)
 @click.option('--ca-file', default=None, help='CA bundle of an HTTPS service.')
@@ -156,6 +166,8 @@ def _configure(  # noqa: PLR0917
     max_workers: int | None,
     idle_timeout: float,
     max_retries: int,
+    managers: int | None,
+    routing: str | None,
     allow: tuple[str, ...],
     redis_url: str,
     ca_file: str | None,
@@ -188,6 +200,10 @@ def _configure(  # noqa: PLR0917
     }
     if engine is not None:
         fields['engine'] = engine
+    if managers is not None:
+        fields['managers'] = managers
+    if routing is not None:
+        fields['routing'] = routing
     checked(fields, endpoint_id='unregistered')  # refused before the service hears of it
     with Client(service_url, token, verify=ca_file or True) as client:
         endpoint_id, endpoint_token = client.register_endpoint(name)
