@@ -101,3 +101,29 @@ def _clean_registry() -> Iterator[None]:
     for name in list(_registry._stores):
         if name not in before:
             _registry._stores.pop(name, None)
+
+
+# Parsl starts a pool's first block on the first run of its job-status poller, which
+# comes ``Config.strategy_period`` (5 s by default) after the kernel starts: every Parsl
+# pool of the tests would wait that long for nothing. Kernels made in this process (and
+# in processes forked from it) poll every 0.5 s at most.
+PARSL_STRATEGY_PERIOD = 0.5
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _parsl_polls_quickly() -> Iterator[None]:
+    try:
+        from parsl.dataflow.dflow import DataFlowKernel
+    except ImportError:  # pragma: no cover - parsl is a dev dependency
+        yield
+        return
+    original = DataFlowKernel.__init__
+
+    def init(self: Any, config: Any = None, *args: Any, **kwargs: Any) -> None:
+        if config is not None:
+            config.strategy_period = min(config.strategy_period, PARSL_STRATEGY_PERIOD)
+        original(self, config, *args, **kwargs)
+
+    DataFlowKernel.__init__ = init  # type: ignore[method-assign]
+    yield
+    DataFlowKernel.__init__ = original  # type: ignore[method-assign]
