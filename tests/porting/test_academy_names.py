@@ -24,6 +24,7 @@ from tether.agents.exceptions import (
     ExchangeClientNotFoundError,
     LaunchBatchClosedError,
     MailboxTerminatedError,
+    UnknownActionError,
 )
 from tether.agents.exchange import (
     HybridExchangeFactory,
@@ -41,6 +42,7 @@ from tether.exceptions import (
     BehaviorDefinitionError,
     InvalidArgumentError,
     MailboxClosedError,
+    MessageRejectedError,
     UnknownMailboxError,
 )
 
@@ -459,3 +461,27 @@ def test_reserved_action_name_allowed_on_request() -> None:
 def test_the_base_class_cannot_be_instantiated() -> None:
     with pytest.raises(TypeError, match='cannot be instantiated directly'):
         Agent()
+
+
+def test_shutdown_without_terminating_keeps_the_mailbox() -> None:
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(LocalExchangeFactory()) as manager:
+            kept = await manager.launch(Counter)
+            ended = await manager.launch(Counter)
+            await manager.shutdown(kept, terminate=False, timeout=30)
+            await ended.shutdown()
+            await manager.wait([ended], timeout=30)
+            client = manager.exchange_client
+            assert await client.status(kept.agent_id) is MailboxStatus.ACTIVE
+            assert await client.status(ended.agent_id) is MailboxStatus.TERMINATED
+
+    asyncio.run(main())
+
+
+def test_unknown_action_is_an_attribute_error() -> None:
+    with SyncManager(ThreadExchange()) as manager:
+        handle = manager.launch(Counter())
+        with pytest.raises(AttributeError, match="no action 'missing'") as info:
+            handle.missing().result(timeout=30)
+        assert isinstance(info.value, UnknownActionError)
+        assert isinstance(info.value, MessageRejectedError)

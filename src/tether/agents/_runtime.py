@@ -33,6 +33,7 @@ from tether.agents._journal import Journal, answer_lost
 from tether.agents._loops import ControlLoops
 from tether.agents._pool import Workers
 from tether.agents.behavior import actions_of, describe_actions
+from tether.agents.exceptions import UnknownActionError
 from tether.agents.handle import exchange_context
 from tether.agents.message import (
     CANCEL,
@@ -40,13 +41,14 @@ from tether.agents.message import (
     PING,
     RESPONSE,
     SHUTDOWN,
+    STOP,
     Message,
     Rejected,
     Request,
     Response,
     error_info,
 )
-from tether.exceptions import AgentError, AgentLaunchError, MessageRejectedError, TetherError
+from tether.exceptions import AgentError, AgentLaunchError, TetherError
 
 __all__ = [
     'ActionContext',
@@ -299,6 +301,9 @@ class AgentRuntime:
         elif kind == SHUTDOWN:
             self._reply(item.src, item.tag)
             self.request_shutdown(terminate=True)
+        elif kind == STOP:
+            self._reply(item.src, item.tag)
+            self.request_shutdown(terminate=False)
         elif kind == CANCEL:
             self._cancel((item.src, item.tag))
         else:
@@ -312,7 +317,7 @@ class AgentRuntime:
             self._reply(
                 msg.src,
                 msg.tag,
-                error=MessageRejectedError(
+                error=UnknownActionError(
                     f'agent {self.agent_id} ({type(self.behavior).__name__}) has no '
                     f'action {msg.action!r:.80}; its actions: {known}',
                 ),

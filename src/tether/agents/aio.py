@@ -382,15 +382,19 @@ class Manager:
     ) -> None:
         """Shut down an agent this manager launched (harmless if it stopped already).
 
+        ``terminate=False`` stops it and keeps its mailbox (messages wait there).
+
         Raises:
             UnknownMailboxError: (``BadEntityIdError``) for an agent launched elsewhere.
             TimeoutError: ``blocking`` and it did not stop within ``timeout`` seconds.
         """
-        del terminate
         agent_id, launcher = self._launcher_of(agent)
         if agent_id not in launcher.running():
             return
-        await asyncio.to_thread(self._manager.shutdown, agent_id, blocking=False)
+        if terminate is False:  # stop, keep the mailbox
+            await self.get_handle(agent_id).shutdown(terminate=False)
+        else:
+            await asyncio.to_thread(self._manager.shutdown, agent_id, blocking=False)
         if blocking:
             await self.wait([agent_id], raise_error=raise_error, timeout=timeout)
 

@@ -42,6 +42,7 @@ __all__ = [
     'MessageTooLargeError',
     'PingCancelledError',
     'UnauthorizedError',
+    'UnknownActionError',
     'UserTerminatedError',
 ]
 
@@ -118,3 +119,8 @@ class LaunchBatchClosedError(AgentLaunchError, RuntimeError):
 class ExchangeNotPicklableError(AgentError, pickle.PicklingError):
     """An in-memory exchange (its factory) was pickled: another process could not reach
     it (also a ``pickle.PicklingError``, as academy-py raised)."""
+
+
+class UnknownActionError(MessageRejectedError, AttributeError):
+    """The agent has no action of that name (also an ``AttributeError``, as academy-py
+    raised for a missing action)."""

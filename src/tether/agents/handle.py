@@ -39,6 +39,7 @@ from tether.agents.message import (
     Request,
     Response,
     Shutdown,
+    Stop,
     new_mailbox_id,
     rebuild_error,
 )
@@ -441,9 +442,16 @@ class Handle(Generic[B]):
         self._mailbox().request(self.agent_id, Ping).result(timeout)
         return Seconds(time.perf_counter() - start)
 
-    def shutdown(self) -> ActionFuture[None]:
-        """Ask the agent to shut down for good; the future is done once it accepted."""
-        return self._mailbox().request(self.agent_id, Shutdown)
+    def shutdown(self, *, terminate: bool | None = None) -> ActionFuture[None]:
+        """Ask the agent to shut down; the future is done once it accepted.
+
+        Args:
+            terminate: ``True`` or ``None`` (default): for good, its mailbox is closed.
+                ``False``: the agent stops and keeps its mailbox (messages wait in it, and
+                it can be launched again with the same id).
+        """
+        kind = Stop if terminate is False else Shutdown
+        return self._mailbox().request(self.agent_id, kind)
 
     def describe(self, *, timeout: float | None = None) -> dict[str, ActionInfo]:
         """The agent's actions: names, signatures and docstrings."""
@@ -539,8 +547,9 @@ class ProxyHandle(Handle[B]):
 
         return zero()
 
-    def shutdown(self) -> Any:
+    def shutdown(self, *, terminate: bool | None = None) -> Any:
         """End the proxy (awaitable): later calls raise MailboxClosedError."""
+        del terminate
         self._check()
         self._closed = True
 

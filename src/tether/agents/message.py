@@ -1,7 +1,8 @@
 """Agent messages: one typed, frozen record per kind, and their envelope.
 
 A message is one of :class:`Request`, :class:`Response`, :class:`Ping`,
-:class:`Shutdown`, :class:`Cancel` and :class:`Describe` (all :class:`Message`). Each is
+:class:`Shutdown`, :class:`Stop`, :class:`Cancel` and :class:`Describe` (all
+:class:`Message`). Each is
 an immutable record whose fields were checked when it was built from the wire, so code
 that handles a message reads attributes and never looks into a header.
 
@@ -66,7 +67,9 @@ __all__ = [
     'Request',
     'Response',
     'SHUTDOWN',
+    'STOP',
     'Shutdown',
+    'Stop',
     'decode',
     'encode',
     'error_info',
@@ -92,9 +95,10 @@ REQUEST = 'request'
 RESPONSE = 'response'
 PING = 'ping'
 SHUTDOWN = 'shutdown'
+STOP = 'stop'
 CANCEL = 'cancel'
 DESCRIBE = 'describe'
-KINDS = frozenset({REQUEST, RESPONSE, PING, SHUTDOWN, CANCEL, DESCRIBE})
+KINDS = frozenset({REQUEST, RESPONSE, PING, SHUTDOWN, STOP, CANCEL, DESCRIBE})
 
 _LIMITS = Limits(max_header=16 << 20, max_payloads=1 << 16)
 
@@ -220,6 +224,14 @@ class Shutdown(Message, _Head):
     kind: ClassVar[str] = SHUTDOWN
 
 
+class Stop(Message, _Head):
+    """Ask the agent to stop and keep its mailbox (it answers first): messages sent to it
+    wait there, and it can be launched again with the same id."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = STOP
+
+
 class Cancel(Message, _Head):
     """Cancel the request of this sender with this tag (no answer)."""
 
@@ -237,6 +249,7 @@ class Describe(Message, _Head):
 _CONTROL: dict[str, Callable[[str, str, int], Message]] = {
     PING: Ping,
     SHUTDOWN: Shutdown,
+    STOP: Stop,
     CANCEL: Cancel,
     DESCRIBE: Describe,
 }
@@ -479,7 +492,8 @@ class _RemoteTraceback(Exception):  # noqa: N818 - named as in concurrent.future
 def rebuild_error(info: ErrorInfo, *, allow_pickle: bool) -> BaseException:
     """Rebuild the exception of an error response, with its remote traceback as cause.
 
-    Built-in exception types and tether's are rebuilt from their type and arguments;
+    Built-in exception types and tether's (:mod:`tether.exceptions`,
+    :mod:`tether.agents.exceptions`) are rebuilt from their type and arguments;
     others are unpickled if this side allows pickled values, and otherwise raised as
     :class:`~tether.exceptions.ActionError` naming the remote type. Exceptions that are
     not :class:`Exception` (``SystemExit``, ``KeyboardInterrupt`` ...) are always an
@@ -496,11 +510,19 @@ def rebuild_error(info: ErrorInfo, *, allow_pickle: bool) -> BaseException:
 
 def _from_args(info: ErrorInfo) -> BaseException | None:
     module, _, name = info.type.rpartition('.')
-    if module not in ('builtins', 'tether.exceptions') or info.args is None:
+    if module not in ('builtins', 'tether.exceptions', 'tether.agents.exceptions'):
         return None
+    if info.args is None:
+        return None
+    import tether.agents.exceptions
     import tether.exceptions
 
-    cls = getattr(builtins if module == 'builtins' else tether.exceptions, name, None)
+    homes = {
+        'builtins': builtins,
+        'tether.exceptions': tether.exceptions,
+        'tether.agents.exceptions': tether.agents.exceptions,
+    }
+    cls = getattr(homes[module], name, None)
     # Only Exceptions: SystemExit, KeyboardInterrupt ... raised at the caller would stop
     # its program (they arrive as an ActionError naming the type).
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
