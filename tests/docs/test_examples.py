@@ -3,7 +3,9 @@
 Every ```python block of a page runs, in order, in one fresh interpreter (later blocks of
 a page may use what earlier ones defined), as a script in a temporary directory. A block
 preceded by the line ``<!-- no-run -->`` is skipped; use that sparingly. Examples that
-need Redis use the shared server at 127.0.0.1:6379 (CI starts it).
+need Redis use the shared server at 127.0.0.1:6379 (CI starts it). The pages' scripts run
+ahead of their tests, a few at once (see ``example_runs``), so examples must not depend on
+each other: each uses names and key prefixes of its own.
 """
 
 from __future__ import annotations
