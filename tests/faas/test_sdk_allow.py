@@ -157,3 +157,15 @@ def test_endpoint_allowed_serializers() -> None:
         allowed_ids(['pickle'])
     with pytest.raises(UnknownStrategyError, match='Invalid strategy-like'):
         allowed_ids(['pickle', 'yaml'])
+
+
+def test_get_cached_by_class_shares_one_instance_of_known_strategies() -> None:
+    first = SerializationStrategy.get_cached_by_class(JSONData)
+    assert first is SerializationStrategy.get_cached_by_class(JSONData)
+    assert first == JSONData()
+
+    class Mine(JSONData):
+        pass
+
+    with pytest.raises(UnknownStrategyError, match='not a known serialization strategy'):
+        SerializationStrategy.get_cached_by_class(Mine)
