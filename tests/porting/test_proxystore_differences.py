@@ -191,3 +191,35 @@ def test_file_connector_accepts_buffering(tmp_path: Any) -> None:
     with FileConnector(tmp_path, buffering=0) as connector:
         assert connector.get(connector.put(b'abc')) == b'abc'
         assert FileConnector.from_config(connector.config()).buffering == 0
+
+
+def test_time_stats_take_milliseconds_and_add() -> None:
+    from tether.store.metrics import TimeStats
+
+    stats = TimeStats(count=2, avg_time_ms=3.0, min_time_ms=1.0, max_time_ms=5.0)
+    assert (stats.total_s, stats.min_s, stats.max_s) == (0.006, 0.001, 0.005)
+    assert TimeStats(**stats.as_dict()) == stats
+    first, second = TimeStats(), TimeStats()
+    first.add_time(1)
+    second.add_time(3)
+    both = first + second
+    assert (both.count, both.avg_time_ms, both.min_time_ms, both.max_time_ms) == (2, 2, 1, 3)
+    assert both.last_time_ms == 3
+    assert both + TimeStats() == both
+
+
+def test_store_records_proxystores_size_attributes_and_batch_times() -> None:
+    from tether.serialize import serialize
+
+    values = ['a', 'bb', 'ccc']
+    with Store('differences-metrics', LocalConnector(), metrics=True) as store:
+        assert store.metrics is not None
+        keys = store.put_batch(values)
+        batch = store.metrics.get_metrics(keys)
+        assert batch is not None
+        sizes = sum(len(serialize(v)) for v in values)
+        assert batch.attributes['store.put_batch.object_sizes'] == sizes
+        one = store.put('x')
+        assert store.metrics.get_metrics(one).attributes['store.put.object_size'] > 0  # type: ignore[union-attr]
+        proxies = store.proxy_batch(values)
+        assert store.metrics.get_metrics(proxies).times['store.proxy_batch'].count == 1  # type: ignore[union-attr]

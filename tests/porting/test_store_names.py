@@ -200,6 +200,6 @@ def test_metrics_api(store: Store[Any]) -> None:
     assert m.counters['my.count'] == 5
     as_dict = m.as_dict()
     assert as_dict['counters'] == {'my.count': 5}
-    assert as_dict['attributes'] == {'my.attr': 'v'}
+    assert as_dict['attributes']['my.attr'] == 'v'
     assert as_dict['times']['my.op']['count'] == 1
     assert as_dict['times']['my.op']['max_time_ms'] == pytest.approx(5.0)

@@ -199,9 +199,19 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
 
     # Serialization ---------------------------------------------------------------------
 
-    def _record(self, op: str, key: Any, start: int, nbytes: int = 0) -> None:
+    def _record(
+        self,
+        op: str,
+        key: Any,
+        start: int,
+        nbytes: int = 0,
+        size_attribute: str | None = None,
+    ) -> None:
         if self.metrics is not None:
             self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e6, nbytes)
+            if size_attribute is not None:
+                # ProxyStore's names: store.put.object_size, store.put_batch.object_sizes ...
+                self.metrics.add_attribute(size_attribute, key, nbytes)
 
     def serialize(self, obj: Any, serializer: Serializer | None = None) -> BytesLike:
         """Serialize ``obj`` with ``serializer``, the store's, or the default."""
@@ -241,7 +251,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
             nbytes = memoryview(data).nbytes
             put: Callable[..., Any] = self.connector.put
             key = put(data, **kwargs)
-        self._record('store.put', key, start, nbytes)
+        self._record('store.put', key, start, nbytes, 'store.put.object_size')
         return key
 
     def put(
@@ -300,7 +310,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
             nbytes = sum(memoryview(d).nbytes for d in datas)
             put_batch: Callable[..., list[Any]] = self.connector.put_batch
             keys = put_batch(datas, **kwargs)
-        self._record('store.put_batch', tuple(keys), start, nbytes)
+        self._record('store.put_batch', tuple(keys), start, nbytes, 'store.put_batch.object_sizes')
         return keys
 
     def get(
@@ -332,7 +342,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         obj, nbytes = loaded
         # Not cached if an evict ran meanwhile: it would serve an evicted object again.
         self.cache.set(key, obj, generation=generation)
-        self._record('store.get', key, start, nbytes)
+        self._record('store.get', key, start, nbytes, 'store.get.object_size')
         return obj
 
     def exists(self, key: Any) -> bool:
@@ -467,6 +477,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         for obj in objs:
             if isinstance(obj, _NONPROXIABLE):
                 raise NonProxiableTypeError(f'{obj!r} cannot be proxied')
+        start = time.perf_counter_ns()
         keys = self.put_batch(objs, serializer=serializer, **kwargs)
         proxies = [
             self._make_proxy(o, k, evict, deserializer, populate_target)
@@ -474,6 +485,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         ]
         if lifetime is not None:
             lifetime.add_key(*keys, store=self)
+        self._record('store.proxy_batch', tuple(keys), start)
         return proxies
 
     def proxy_from_key(

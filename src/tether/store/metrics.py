@@ -33,17 +33,66 @@ __all__ = ['Metrics', 'StoreMetrics', 'TimeStats']
 _MAX_KEYS = 10_000
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(init=False)
 class TimeStats:
-    """Timing of one operation: count, total/min/max seconds, and bytes moved."""
+    """Timing of one operation: count, total/min/max seconds, and bytes moved.
 
-    count: int = 0
-    total_s: float = 0.0
-    min_s: float = float('inf')
-    max_s: float = 0.0
-    nbytes: int = 0
-    last_s: float = 0.0
-    last_timestamp: float = 0.0
+    Also built from ProxyStore's millisecond fields (``TimeStats(count=1,
+    avg_time_ms=2.0, ...)``, or ``TimeStats(**stats.as_dict())``): a millisecond value
+    fills its seconds field when that field is not given. Two stats add with ``+``.
+    """
+
+    count: int
+    total_s: float
+    min_s: float
+    max_s: float
+    nbytes: int
+    last_s: float
+    last_timestamp: float
+
+    def __init__(
+        self,
+        count: int = 0,
+        *,
+        total_s: float | None = None,
+        min_s: float | None = None,
+        max_s: float | None = None,
+        nbytes: int = 0,
+        last_s: float | None = None,
+        last_timestamp: float = 0.0,
+        avg_time_ms: float | None = None,
+        min_time_ms: float | None = None,
+        max_time_ms: float | None = None,
+        last_time_ms: float | None = None,
+    ) -> None:
+        def seconds(given: float | None, ms: float | None, default: float) -> float:
+            if given is not None:
+                return given
+            return default if ms is None else ms / 1e3
+
+        self.count = count
+        avg_total = None if avg_time_ms is None else avg_time_ms * count
+        self.total_s = seconds(total_s, avg_total, 0.0)
+        self.min_s = seconds(min_s, min_time_ms, float('inf'))
+        self.max_s = seconds(max_s, max_time_ms, 0.0)
+        self.nbytes = nbytes
+        self.last_s = seconds(last_s, last_time_ms, 0.0)
+        self.last_timestamp = last_timestamp
+
+    def __add__(self, other: TimeStats) -> TimeStats:
+        """The stats of both (the latest call is the later of the two)."""
+        if not isinstance(other, TimeStats):
+            return NotImplemented
+        latest = self if self.last_timestamp >= other.last_timestamp else other
+        return TimeStats(
+            count=self.count + other.count,
+            total_s=self.total_s + other.total_s,
+            min_s=min(self.min_s, other.min_s),
+            max_s=max(self.max_s, other.max_s),
+            nbytes=self.nbytes + other.nbytes,
+            last_s=latest.last_s,
+            last_timestamp=latest.last_timestamp,
+        )
 
     @property
     def avg_s(self) -> float:
