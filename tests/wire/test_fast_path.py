@@ -42,15 +42,15 @@ class Taker:
 
     def __call__(self, conn: Connection) -> FastPath:
         def fast(frame: FastFrame) -> bool:
-            self.offered.append((frame.mtype, frame.raw.nbytes))
+            mtype, header, request_id, _, raw, head = frame
+            self.offered.append((mtype, raw.nbytes))
             assert self.server is not None
-            if frame.mtype != TAKE or not self.server.claim(conn):
+            if mtype != TAKE or not self.server.claim(conn):
                 return False
             self.taken += 1
-            payload = bytes(frame.raw[frame.head :])
-            header = {**frame.header, 'fast': True}
-            reply = encode_head(ECHO, header, [len(payload)], frame.request_id)
-            self.server.finish(conn, frame.request_id, bytearray(reply + payload))
+            payload = bytes(raw[head:])
+            reply = encode_head(ECHO, {**header, 'fast': True}, [len(payload)], request_id)
+            self.server.finish(conn, request_id, bytearray(reply + payload))
             return True
 
         return fast
@@ -170,7 +170,7 @@ def test_a_failing_fast_path_is_answered_as_a_failing_handler(make_server: MakeS
 
     def hook(conn: Connection) -> FastPath:
         def fast(frame: FastFrame) -> bool:
-            mtype = frame.mtype
+            mtype = frame[0]
             if mtype == claim_then_fail:
                 assert holder['server'].claim(conn)
                 raise RuntimeError('fast boom')

@@ -421,7 +421,7 @@ class Server:
                     return False  # not claimed: the handler answers it
                 if conn._busy:  # claimed, not answered yet
                     reply = error_reply('internal', f'{self.name} failed: {e!r}')
-                    self.finish(conn, frame.request_id, reply)
+                    self.finish(conn, frame[2], reply)
                 return True
 
         return guarded

@@ -35,14 +35,13 @@ def client_fast(self: Endpoint, conn: Connection) -> FastPath:
     decode = messages.decode_object
 
     def fast(frame: FastFrame) -> bool:
-        mtype = frame.mtype
-        if mtype not in object_types or len(frame.header) != 2:
+        mtype, header, request_id, sizes, raw, _ = frame
+        if mtype not in object_types or len(header) != 2:
             return False
         try:
-            request = decode(frame.header)
+            ids, target = decode(header)
         except ProtocolError:
             return False  # refused the usual way
-        target = request.endpoint
         if target is None:
             return False
         link = links.get(target)  # keyed by UUID: a name goes the usual way
@@ -58,9 +57,7 @@ def client_fast(self: Endpoint, conn: Connection) -> FastPath:
         forwarder = channel.state
         if forwarder is None:
             forwarder = Forwarder(self, link, channel)
-        forwarder.send_raw(
-            conn, frame.request_id, target, mtype, request.ids, frame.raw, frame.sizes
-        )
+        forwarder.send_raw(conn, request_id, target, mtype, ids, raw, sizes)
         return True
 
     return fast
@@ -76,20 +73,19 @@ def peer_fast(self: Endpoint, conn: Connection) -> FastPath:
     decode = messages.decode_object
 
     def fast(frame: FastFrame) -> bool:
-        mtype, sizes = frame.mtype, frame.sizes
+        mtype, header, request_id, sizes, raw, head = frame
         if mtype == proto.GET:
             if sizes:
                 return False
         elif mtype != proto.PUT or len(sizes) != 1:
             return False
-        if len(frame.header) != 2:
+        if len(header) != 2:
             return False
         try:
-            request = decode(frame.header)
+            ids, target = decode(header)
         except ProtocolError:
             return False  # refused the usual way
-        ids = request.ids
-        if request.endpoint != uuid or len(ids) != 1:
+        if target != uuid or len(ids) != 1:
             return False
         if not server.claim(conn):
             return False
@@ -97,11 +93,11 @@ def peer_fast(self: Endpoint, conn: Connection) -> FastPath:
         payloads: tuple[bytearray, ...] = ()
         if mtype == proto.PUT:
             data = pool.take(sizes[0])
-            data[:] = frame.raw[frame.head :]
+            data[:] = raw[head:]
             payloads = (data,)
         # A failure here is answered by the server (see Server(fast=)).
-        reply = object_reply_now(table, mtype, ids, payloads, frame.request_id)
-        server.finish(conn, frame.request_id, reply)
+        reply = object_reply_now(table, mtype, ids, payloads, request_id)
+        server.finish(conn, request_id, reply)
         return True
 
     return fast

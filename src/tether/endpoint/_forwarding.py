@@ -215,13 +215,13 @@ class Forwarder:
 
     def _reply_fast(self, frame: FastFrame) -> bool:
         """A small ``OK`` answering the request in flight: passed to the client as it is."""
-        if self._client is None or frame.mtype != proto.OK or frame.request_id != self._rid:
+        mtype, _, request_id, _, raw, head = frame
+        if self._client is None or mtype != proto.OK or request_id != self._rid:
             return False
         channel = self.channel
         channel.protocol.cancel_next()
-        raw = frame.raw
         data = with_request_id(raw, self._client_rid)
-        self.link.give_back(channel, raw.nbytes - frame.head)
+        self.link.give_back(channel, raw.nbytes - head)
         endpoint = self.endpoint
         endpoint.forwarded += 1
         if self._raw is not None:

@@ -146,7 +146,7 @@ class NodeServer:
         t = frame.type
         try:
             if t in _OBJECT_TYPES:
-                ids = messages.decode_object(frame.header).ids
+                ids, _ = messages.decode_object(frame.header)
                 return object_reply(self.table, t, ids, frame.payloads)
             messages.decode(t, frame.header)
         except ProtocolError as e:
