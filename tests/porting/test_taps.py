@@ -174,3 +174,60 @@ def test_store_transformer_async_resolve() -> None:
         transformer.close()
     with pytest.raises(pydantic.ValidationError, match='async_resolve'):
         StoreTransformerConfig(async_resolve=True)
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+square_task = task(square)
+
+
+def test_tasks_pickle_and_results_are_generic() -> None:
+    import pickle
+
+    assert pickle.loads(pickle.dumps(square_task))(3) == 9
+    assert TaskResult[int] is not None  # type: ignore[misc]  # subscriptable at run time, as TaPS's
+    with TaskTransformer() as transformer:
+        assert transformer.resolve(5) == 5
+    with Engine(concurrent.futures.ThreadPoolExecutor(1)) as engine:
+        assert list(engine.map(square, [2, 3])) == [4, 9]
+        assert engine.tasks_executed == 2
+
+
+def test_app_config_paths_are_absolute(tmp_path: pathlib.Path) -> None:
+    from tether.bench.apps import AppConfig
+    from tether.bench.apps.failures import FailuresAppConfig
+    from tether.bench.run.config import BenchmarkConfig, make_run_dir
+
+    class WithPath(AppConfig):
+        name: str = 'with-path'
+        data: pathlib.Path
+
+    config = WithPath(data='relative-dir')  # type: ignore[arg-type]
+    assert config.data.is_absolute()
+    assert config.model_dump()['data'] == str(config.data)
+    failures = FailuresAppConfig.model_validate({'base': 'synthetic', 'config': {'task_count': 2}})
+    assert failures.base_config == {'task_count': 2}  # TaPS's name for base_config
+    run = BenchmarkConfig.from_dict(
+        {
+            'app': {'name': 'synthetic'},
+            'engine': {'executor': {'name': 'thread-pool'}},
+            'run': {'dir_format': str(tmp_path / 'runs' / '{name}')},
+        }
+    )
+    assert make_run_dir(run).is_dir()
+
+
+def test_store_metrics_record_factory_resolve() -> None:
+    from tether.connectors.local import LocalConnector
+    from tether.store import Store, get_key
+
+    with Store('taps-factory-resolve', LocalConnector(), metrics=True) as store:
+        proxy = store.proxy([1, 2, 3], populate_target=False)
+        assert proxy == [1, 2, 3]
+        assert store.metrics is not None
+        metrics = store.metrics.get_metrics(get_key(proxy))
+        assert metrics is not None
+        times = metrics.times
+        assert times['factory.resolve'].count == 1

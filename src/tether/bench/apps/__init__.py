@@ -23,7 +23,7 @@ Built in: ``cholesky``, ``failures``, ``fedlearn``, ``mapreduce``, ``moldesign``
 from __future__ import annotations
 
 import pathlib
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import pydantic
 
@@ -50,6 +50,23 @@ class AppConfig(pydantic.BaseModel):
     """Base of application configs (``[app]`` in a run config)."""
 
     model_config = pydantic.ConfigDict(extra='forbid', validate_default=True)
+
+    @pydantic.model_validator(mode='after')
+    def _absolute_paths(self) -> Self:
+        # Path fields are made absolute when the config is made, as in TaPS: the app
+        # runs with the run directory as its working directory.
+        for field in type(self).model_fields:
+            value = getattr(self, field)
+            if isinstance(value, pathlib.Path) and not value.is_absolute():
+                self.__dict__[field] = value.absolute()
+        return self
+
+    @pydantic.model_serializer(mode='wrap')
+    def _paths_as_strings(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {k: str(v) if isinstance(v, pathlib.PurePath) else v for k, v in data.items()}
+        return data
 
     name: str
 

@@ -266,6 +266,7 @@ class FailuresAppConfig(AppConfig):
         default='cholesky', description='application to inject failures into'
     )
     base_config: dict[str, Any] = pydantic.Field(
+        validation_alias=pydantic.AliasChoices('base_config', 'config'),
         default_factory=dict,
         description='options of the base application (a JSON object on the CLI)',
     )

@@ -333,6 +333,12 @@ class Engine(ClosingContext):
         """How many tasks were submitted."""
         return self._submitted
 
+    @property
+    def tasks_executed(self) -> int:
+        """How many tasks finished, successfully or not (TaPS's name)."""
+        with self._lock:
+            return self._completed + self._failed
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Shut down the executor, then close the transformer and the record logger."""
         if self._closed:

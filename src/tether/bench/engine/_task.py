@@ -6,6 +6,7 @@ import os
 import socket
 import time
 import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,9 @@ class TaskResult:
     """A task's (possibly transformed) return value and its :class:`ExecutionInfo`."""
 
     __slots__ = ('info', 'value')
+
+    # ``TaskResult[int]`` in annotations, as TaPS's generic class allows.
+    __class_getitem__: Any = classmethod(types.GenericAlias)
 
     def __init__(self, value: Any, info: ExecutionInfo) -> None:
         self.value = value

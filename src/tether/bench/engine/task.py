@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -54,7 +55,17 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f'Task({self.name!r})'
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # A module-level task made with ``@task()`` or ``@task`` replaced its function
+        # there: it pickles by reference to itself (importable by its name).
+        module = sys.modules.get(getattr(self.function, '__module__', ''))
+        qualname = getattr(self.function, '__qualname__', '')
+        if module is not None and '<' not in qualname:
+            target: Any = module
+            for part in qualname.split('.'):
+                target = getattr(target, part, None)
+            if target is self:
+                return qualname
         return (Task, (self.function,), {'name': self.name})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -93,10 +104,8 @@ def task(
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Make ``function`` a :class:`Task`; as a decorator, ``@task`` or ``@task()``.
 
-    A task pickles as its function, by reference: ``my_task = task(fn)`` pickles, but
-    a module-level function decorated in place cannot be found by its name any more, so
-    executors that pickle tasks (process pools, Dask, Parsl) need the first form (or
-    a plain function, which :meth:`Engine.submit` takes as well).
+    A task pickles by reference: a module-level ``@task()`` (or ``@task``) function as
+    the task its module holds, ``my_task = task(fn)`` as its function.
     """
     if function is not None:
         return Task(function, name=name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether._closing import ClosingContext
 from tether.bench.filter import Filter
 from tether.bench.transformer import TaskDataTransformer, Transformer
 
@@ -33,8 +34,11 @@ class NullTransformer:
         """Nothing to close."""
 
 
-class TaskTransformer(TaskDataTransformer):
-    """A transformer and its filter (both optional: the default changes nothing)."""
+class TaskTransformer(TaskDataTransformer, ClosingContext):
+    """A transformer and its filter (both optional: the default changes nothing).
+
+    A context manager: ``with TaskTransformer(t) as tt:`` closes the transformer.
+    """
 
     __slots__ = ()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import logging
 import os
@@ -14,42 +13,11 @@ from typing import Any
 from tether.bench.engine import Engine, EngineStats
 from tether.bench.run._env import environment
 from tether.bench.run._progress import progress
-from tether.bench.run.config import BenchmarkConfig
+from tether.bench.run.config import BenchmarkConfig, make_run_dir
 
 __all__ = ['make_run_dir', 'run']
 
 logger = logging.getLogger(__name__)
-
-
-def make_run_dir(
-    config: BenchmarkConfig, base: str | os.PathLike[str] | None = None
-) -> pathlib.Path:
-    """Create the run directory named by ``[run] dir_format`` (made unique if it exists)."""
-    engine = config.engine
-    fields = {
-        'name': config.app.name,
-        'executor': engine.executor.name,
-        'transformer': engine.transformer.name if engine.transformer else 'none',
-        'filter': engine.filter.name if engine.filter else 'none',
-        'timestamp': datetime.datetime.now().strftime('%Y-%m-%d-%H-%M-%S'),
-    }
-    try:
-        relative = config.run.dir_format.format(**fields)
-    except (KeyError, IndexError, ValueError) as e:
-        from tether.exceptions import ConfigError
-
-        raise ConfigError(
-            f'bad [run] dir_format {config.run.dir_format!r}: {e!r}; fields: {", ".join(fields)}',
-        ) from e
-    path = pathlib.Path(base or os.getcwd()) / relative
-    candidate, n = path, 0
-    while True:
-        try:
-            candidate.mkdir(parents=True)
-            return candidate.resolve()
-        except FileExistsError:
-            n += 1
-            candidate = path.with_name(f'{path.name}-{n}')
 
 
 def run(

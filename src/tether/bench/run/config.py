@@ -9,7 +9,9 @@ run directory as ``config.toml``, with secrets (passwords, tokens, secrets) repl
 from __future__ import annotations
 
 import copy
+import datetime
 import os
+import pathlib
 import tomllib
 from collections.abc import Iterable
 from typing import Any
@@ -24,6 +26,7 @@ from tether.exceptions import ConfigError
 __all__ = [
     'BenchmarkConfig',
     'Config',
+    'make_run_dir',
     'DEFAULT_EXECUTOR',
     'EngineConfig',
     'LoggingConfig',
@@ -201,3 +204,32 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 
 Config = BenchmarkConfig
 """TaPS's name for :class:`BenchmarkConfig` (``taps.run.config.Config``)."""
+
+
+def make_run_dir(
+    config: BenchmarkConfig, base: str | os.PathLike[str] | None = None
+) -> pathlib.Path:
+    """Create the run directory named by ``[run] dir_format`` (made unique if it exists)."""
+    engine = config.engine
+    fields = {
+        'name': config.app.name,
+        'executor': engine.executor.name,
+        'transformer': engine.transformer.name if engine.transformer else 'none',
+        'filter': engine.filter.name if engine.filter else 'none',
+        'timestamp': datetime.datetime.now().strftime('%Y-%m-%d-%H-%M-%S'),
+    }
+    try:
+        relative = config.run.dir_format.format(**fields)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(
+            f'bad [run] dir_format {config.run.dir_format!r}: {e!r}; fields: {", ".join(fields)}',
+        ) from e
+    path = pathlib.Path(base or os.getcwd()) / relative
+    candidate, n = path, 0
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate.resolve()
+        except FileExistsError:
+            n += 1
+            candidate = path.with_name(f'{path.name}-{n}')
