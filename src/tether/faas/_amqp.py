@@ -34,7 +34,7 @@ _TIMEOUT = 15.0
 
 
 # Channels kept out of the consumers' budget: the publishing channel, the stats channels
-# (at most _STATS_CHANNELS at once) and a margin.
+# (at most _STATS_CHANNELS at once), the control listener and a margin.
 _STATS_CHANNELS = 4
 _RESERVED = 1 + _STATS_CHANNELS + 11
 
@@ -198,6 +198,43 @@ class AmqpBroker:
             await self._channel.queue_delete(queue)
         except Exception as e:
             logger.debug('deleting queue %s: %s', queue, e)
+
+    async def broadcast(self, topic: str, body: bytes) -> None:
+        import aio_pika
+
+        try:
+            exchange = await asyncio.wait_for(self._fanout(self._channel, topic), _TIMEOUT)
+            await asyncio.wait_for(
+                exchange.publish(aio_pika.Message(bytes(body)), routing_key=''), _TIMEOUT
+            )
+        except Exception as e:
+            raise FaasConnectionError(
+                f'RabbitMQ did not take a broadcast on {topic}: {e!r}'
+            ) from e
+
+    async def _fanout(self, channel: Any, topic: str) -> Any:
+        import aio_pika
+
+        return await channel.declare_exchange(topic, aio_pika.ExchangeType.FANOUT, durable=True)
+
+    async def listen(self, topic: str, on_message: Callable[[bytes], None]) -> Consumer:
+        """A queue of this connection's own (exclusive, deleted with it) bound to the
+        topic's fanout exchange; outside the consumers' budget (one per service)."""
+        channel = await asyncio.wait_for(self._connection.channel(), _TIMEOUT)
+        try:
+            exchange = await self._fanout(channel, topic)
+            q = await channel.declare_queue(exclusive=True, auto_delete=True)
+            await q.bind(exchange)
+
+            async def deliver(message: Any) -> None:
+                on_message(message.body)
+
+            await q.consume(deliver, no_ack=True)
+        except Exception as e:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(channel.close(), _TIMEOUT)
+            raise FaasConnectionError(f'cannot listen to {topic} on RabbitMQ: {e!r}') from e
+        return _AmqpConsumer(channel, lambda: None)
 
     async def stats(self, queue: str) -> tuple[int, int]:
         # A passive declaration of a missing queue closes its channel: a channel of its own

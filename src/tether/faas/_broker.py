@@ -1,6 +1,7 @@
 """Message queues behind one interface: RabbitMQ (production) and in-process (dev).
 
-The service keeps one task queue per endpoint and one result queue per task group. A
+The service keeps one task queue per endpoint and one result queue per task group, and
+broadcasts its replicas' control messages on a topic (:meth:`Broker.broadcast`). A
 consumer receives at most ``prefetch`` unacknowledged messages; when it is closed (its
 endpoint or client went away) every message it did not acknowledge goes back to the
 queue, flagged ``redelivered``. Both implementations keep these rules; the tests run the
@@ -57,8 +58,29 @@ class Broker(Protocol):
         """``(messages ready, consumers)`` of ``queue`` (messages delivered but not
         acknowledged are not ready); ``(0, 0)`` for a queue that does not exist."""
 
+    async def broadcast(self, topic: str, body: bytes) -> None:
+        """Send ``body`` to every current listener of ``topic`` (not kept for later ones)."""
+
+    async def listen(self, topic: str, on_message: Callable[[bytes], None]) -> Consumer:
+        """Hear every broadcast on ``topic`` from now on, until closed."""
+
     async def close(self) -> None:
         """Close the connection."""
+
+
+class _MemoryListener:
+    def __init__(self, broker: MemoryBroker, topic: str, cb: Callable[[bytes], None]) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.cb = cb
+
+    async def ack(self, tags: Sequence[Any]) -> None:
+        pass
+
+    async def close(self) -> None:
+        listeners = self.broker._listeners.get(self.topic, [])
+        if self in listeners:
+            listeners.remove(self)
 
 
 class _MemoryQueue:
@@ -107,6 +129,7 @@ class MemoryBroker:
         self._queues: dict[str, _MemoryQueue] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._listeners: dict[str, list[_MemoryListener]] = {}
 
     def _queue(self, name: str) -> _MemoryQueue:
         q = self._queues.get(name)
@@ -150,8 +173,18 @@ class MemoryBroker:
             for c in q.consumers:
                 c.closed = True
 
+    async def broadcast(self, topic: str, body: bytes) -> None:
+        for listener in list(self._listeners.get(topic, ())):
+            listener.cb(bytes(body))
+
+    async def listen(self, topic: str, on_message: Callable[[bytes], None]) -> Consumer:
+        listener = _MemoryListener(self, topic, on_message)
+        self._listeners.setdefault(topic, []).append(listener)
+        return listener
+
     async def close(self) -> None:
         self._queues.clear()
+        self._listeners.clear()
 
     async def stats(self, queue: str) -> tuple[int, int]:
         q = self._queues.get(queue)

@@ -255,6 +255,11 @@ class Repository:
         self._endpoint_info.pop(endpoint_id, None)
         self._info_version += 1
 
+    def forget_endpoint(self, endpoint_id: str) -> None:
+        """Drop what this process cached of an endpoint (another replica changed it)."""
+        self._endpoint_info.pop(endpoint_id, None)
+        self._info_version += 1
+
     async def delete_endpoint(self, endpoint_id: str, user_id: str) -> bool:
         self._endpoint_info.pop(endpoint_id, None)
         self._info_version += 1

@@ -89,12 +89,14 @@ async def stop_endpoint(api: Api, request: Request, user: str) -> Response:
     """Close the endpoint's connection as final (``4404``: its agent stops; the endpoint
     and its queue stay)."""
     eid = api.param(request, 'endpoint_id')
-    if not await api.repo.endpoints(user, [eid]):
+    rows = await api.repo.endpoints(user, [eid])
+    if not rows:
         raise FaasNotFoundError(f'endpoint {eid} not found')
+    # This replica's session, or a stand-in that tells the replica holding it.
     session = api.service.sessions.get(eid)
     if session is not None:
         await session.stop(FaasNotFoundError(f'endpoint {eid} was stopped by its owner'))
-    return JSONResponse({'stopped': eid, 'was_connected': session is not None})
+    return JSONResponse({'stopped': eid, 'was_connected': bool(rows[0]['online'])})
 
 
 async def create_task_group(api: Api, request: Request, user: str) -> Response:

@@ -24,6 +24,7 @@ from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import Driver, open_driver
 from tether.faas._open_broker import open_broker
+from tether.faas._replicas import Control, SessionTable
 
 __all__ = ['ServiceThread', 'open_database', 'open_service', 'serve']
 
@@ -56,7 +57,16 @@ async def open_service(config: ServiceConfig) -> AsyncIterator[Service]:
             config.broker_channel_budget,
         )
         try:
-            yield Service(config, repo, broker)
+            service = Service(config, repo, broker)
+            # Endpoint sessions of other replicas are reached through the broker.
+            table = SessionTable()
+            service.sessions = table
+            control = Control(service, table)
+            await control.start()
+            try:
+                yield service
+            finally:
+                await control.close()
         finally:
             await broker.close()
     finally:
