@@ -209,3 +209,28 @@ def test_reallocator_thread_gathers_then_disperses() -> None:
     assert not thread.is_alive()
     assert rec.unallocated_slots == 3
     assert rec.allocated_slots('sim') == 1
+
+
+def test_thinker_runs_colmena_agent_hooks_in_each_thread() -> None:
+    from tether.steer.thinker import BaseThinker, agent
+
+    class Hooked(BaseThinker):
+        def __init__(self, queues: PipeQueues) -> None:
+            super().__init__(queues)
+            self.seen: list[tuple[str | None, str]] = []
+
+        def prepare_agent(self) -> None:
+            self.local_details.payload = f'{self.agent_name}-ready'
+
+        def tear_down_agent(self) -> None:
+            self.seen.append((self.agent_name, self.local_details.payload))
+
+        @agent
+        def only(self) -> None:
+            assert self.local_details.payload == 'only-ready'
+
+    queues = PipeQueues(secret=False)
+    thinker = Hooked(queues)
+    thinker.run()
+    assert thinker.seen == [('only', 'only-ready')]
+    assert queues.role == QueueRole.CLIENT  # a Thinker takes the client side

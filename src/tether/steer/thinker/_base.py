@@ -194,6 +194,8 @@ class BaseThinker(threading.Thread):
             logger_name or f'{type(self).__module__}.{type(self).__name__}',
         )
         self._errors: list[BaseException] = []
+        # What is private to each agent's thread (its name; whatever prepare_agent keeps).
+        self.local_details = threading.local()
 
     def _require_rec(self, name: str) -> ResourceCounter:
         if self.rec is None:
@@ -236,12 +238,32 @@ class BaseThinker(threading.Thread):
                     found.pop(name)
         return list(found.values())
 
+    @property
+    def agent_name(self) -> str | None:
+        """The name of the agent running in this thread (``None`` outside agents)."""
+        return getattr(self.local_details, 'name', None)
+
+    def prepare_agent(self) -> None:
+        """Called in each agent's thread before the agent runs (override; Colmena's hook).
+
+        :attr:`agent_name` names the agent; :attr:`local_details` holds what is private
+        to its thread.
+        """
+
+    def tear_down_agent(self) -> None:
+        """Called in each agent's thread after the agent returned or failed (override)."""
+
     def _run_agent(self, fn: Callable[..., Any]) -> None:
         name = fn.__name__
+        self.local_details.name = name
         log = self.logger.getChild(name)
         log.info('agent %s started', name)
         try:
-            fn(self)
+            self.prepare_agent()
+            try:
+                fn(self)
+            finally:
+                self.tear_down_agent()
         except BaseException as e:
             log.exception('agent %s failed: stopping the Thinker', name)
             self._errors.append(e)
