@@ -34,7 +34,7 @@ from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
 from tether.faas._allow import check_task
 from tether.faas._config import ComputeEndpointConfig
-from tether.faas._http import error_from, ws_url
+from tether.faas._http import error_from, split_urls, ws_url
 from tether.faas.endpoint._worker import result_too_large
 from tether.faas.endpoint.engine import (
     Engine,
@@ -204,8 +204,10 @@ class Agent:
             self._engine.on_result = self._on_result
         await asyncio.get_running_loop().run_in_executor(None, self.engine.start)
         verify: bool | str = self.config.ca_file or True
+        urls = split_urls(self.config.service_url)  # replicas: tried in turn
+        self._url = urls[0]
         http = httpx.AsyncClient(
-            base_url=self.config.service_url.rstrip('/'),
+            base_url=self._url,
             headers={'Authorization': f'Bearer {self._token}'},
             verify=verify,
             timeout=60,
@@ -230,6 +232,8 @@ class Agent:
                     delay = 0.05
                 else:
                     logger.info('connection to the service lost (%r); reconnecting', error)
+                    self._url = urls[(urls.index(self._url) + 1) % len(urls)]
+                    http.base_url = self._url
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(stopper), delay)
                 delay = min(delay * 2, 2.0)
@@ -247,7 +251,7 @@ class Agent:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed
 
-        url = ws_url(self.config.service_url.rstrip('/'), '/v1/endpoint/connect')
+        url = ws_url(self._url, '/v1/endpoint/connect')
         with contextlib.suppress(Exception):  # the service's payload limit, if it says
             health = (await http.get('/health')).json()
             limit = int(health.get('max_payload_bytes') or self.config.max_result_bytes)
