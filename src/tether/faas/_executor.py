@@ -432,7 +432,8 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-        url = ws_url(self.client.service_url, f'/v1/task_groups/{group}/results')
+        path = f'/v1/task_groups/{group}/results'
+        url = ws_url(self.client.service_url, path)
         headers = {'Authorization': f'Bearer {self.client.token}'}
         context = None
         if url.startswith('wss://'):
@@ -495,6 +496,9 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
                 refusal = ''
             elif self.clock.monotonic() - down_since > self.client.retry_deadline:
                 self._fail_queued(FaasConnectionError(self._down_message(refusal)))
+            if not served:  # another replica of the service, if the client has several
+                self.client.failover()
+                url = ws_url(self.client.service_url, path)
             await self.clock.asleep(delay)
             delay = min(delay * 2, 2.0)
 
