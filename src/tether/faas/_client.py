@@ -24,7 +24,7 @@ from tether.exceptions import (
 )
 from tether.faas import _frames
 from tether.faas._batch import Batch, check_timeout
-from tether.faas._http import locate, request_with_retry
+from tether.faas._http import locate, request_with_retry, split_urls
 from tether.faas._payload import pack_function, unpack_result
 from tether.faas._serde import code_serializer_of, data_serializer_of
 
@@ -69,8 +69,11 @@ class Client:
     """A connection to a tether function service.
 
     Args:
-        service_url: Base URL (``http(s)://host:port``). Default: ``$TETHER_FAAS_URL``, else
-            the running ``tether faas dev`` of this user.
+        service_url: Base URL (``http(s)://host:port``), or the URLs of several replicas
+            of one service (a list, or one string with commas): requests go to the first,
+            and move to the next (in order, round the list) when the one in use is
+            unreachable or answers 503. Default: ``$TETHER_FAAS_URL`` (commas allowed),
+            else the running ``tether faas dev`` of this user.
         token: A user token. Default: ``$TETHER_FAAS_TOKEN``, else the dev service's.
         data_serializer: ``'tether'`` (default) or ``'json'`` for arguments and results.
         function_serializer: ``'pickle'`` (default; ``'source'`` when data is JSON).
@@ -85,7 +88,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str | None = None,
+        service_url: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         data_serializer: str = 'tether',
@@ -103,7 +106,12 @@ class Client:
             code_serializer_of(function_serializer)
         )
 
-        self.service_url, self._token, self._dev = locate(service_url, token)
+        given = None if service_url is None else ','.join(split_urls(service_url))
+        url, self._token, self._dev = locate(given, token)
+        self.service_urls = split_urls(url)
+        """The replicas' URLs, in the order they are tried."""
+        self.service_url = self.service_urls[0]
+        """The URL in use."""
         self.data_serializer = data_serializer
         self.function_serializer = function_serializer or (
             'source' if data_serializer == 'json' else 'pickle'
@@ -145,8 +153,22 @@ class Client:
         """The endpoint of the running ``tether faas dev``, if that is the service used."""
         return self._dev.get('endpoint_id') if self._dev.get('url') == self.service_url else None
 
+    def failover(self) -> None:
+        """Move to the next of :attr:`service_urls` (after the last, the first again)."""
+        if len(self.service_urls) < 2:
+            return
+        i = (
+            self.service_urls.index(self.service_url)
+            if self.service_url in self.service_urls
+            else -1
+        )
+        self.service_url = self.service_urls[(i + 1) % len(self.service_urls)]
+        self._http.base_url = self.service_url
+
     def _request(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
-        return request_with_retry(self._http, method, path, what, self.retry_deadline, **kwargs)
+        return request_with_retry(
+            self._http, method, path, what, self.retry_deadline, failover=self.failover, **kwargs
+        )
 
     # Functions and endpoints -----------------------------------------------------------
 

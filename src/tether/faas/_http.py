@@ -15,6 +15,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.exceptions import (
@@ -31,7 +32,15 @@ from tether.exceptions import (
 )
 from tether.faas._config import read_dev_file
 
-__all__ = ['error_from', 'locate', 'raise_for', 'request_with_retry', 'retry_after', 'ws_url']
+__all__ = [
+    'error_from',
+    'locate',
+    'raise_for',
+    'request_with_retry',
+    'retry_after',
+    'split_urls',
+    'ws_url',
+]
 
 _BY_CODE: dict[str, type[FaasError]] = {
     'unauthorized': FaasAuthenticationError,
@@ -50,6 +59,19 @@ _BY_STATUS = {
     413: 'payload-too-large',
     429: 'too-many-requests',
 }
+
+
+def split_urls(service_url: str | Sequence[str]) -> list[str]:
+    """The service URLs of ``service_url``: one URL, several separated by commas (the
+    replicas of one service, in the order to try them), or a list of URLs."""
+    items = service_url.split(',') if isinstance(service_url, str) else list(service_url)
+    urls = [str(u).strip().rstrip('/') for u in items if str(u).strip()]
+    if not urls:
+        raise ConfigError('no service URL given (service_url is empty)')
+    for u in urls:
+        if not u.startswith(('http://', 'https://')):
+            raise ConfigError(f'a service URL must start with http:// or https://, not {u!r}')
+    return urls
 
 
 def locate(service_url: str | None, token: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -105,9 +127,18 @@ def raise_for(response: Any, what: str) -> None:
 
 
 def request_with_retry(
-    http: Any, method: str, path: str, what: str, retry_deadline: float, **kwargs: Any
+    http: Any,
+    method: str,
+    path: str,
+    what: str,
+    retry_deadline: float,
+    *,
+    failover: Callable[[], None] | None = None,
+    **kwargs: Any,
 ) -> Any:
-    """Send a request with ``http`` (an ``httpx.Client``), retrying as described above."""
+    """Send a request with ``http`` (an ``httpx.Client``), retrying as described above;
+    ``failover`` is called before each retry of an unreachable or unavailable (503)
+    service (the SDK's :class:`Client` moves to the next of its URLs)."""
     import httpx
 
     deadline = time.monotonic() + retry_deadline
@@ -120,6 +151,8 @@ def request_with_retry(
                 raise FaasConnectionError(
                     f'{what}: the service at {http.base_url} is unreachable ({e!r})'
                 ) from e
+            if failover is not None:
+                failover()
         else:
             if response.status_code == 429:
                 # A per-user limit of the service: wait as long as it asks (bounded), then
@@ -134,6 +167,8 @@ def request_with_retry(
                 return response
             if time.monotonic() + delay > deadline:
                 raise_for(response, what)
+            if failover is not None:
+                failover()
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
 
