@@ -207,7 +207,7 @@ def _configure(  # noqa: PLR0917
     checked(fields, endpoint_id='unregistered')  # refused before the service hears of it
     with Client(service_url, token, verify=ca_file or True) as client:
         endpoint_id, endpoint_token = client.register_endpoint(name)
-        fields['service_url'] = client.service_url
+        fields['service_url'] = ','.join(client.service_urls)  # every replica
     config = checked(fields, endpoint_id=endpoint_id)
     config.write_toml(folder / 'config.toml')
     write_private(folder / 'token', endpoint_token.encode())
