@@ -477,27 +477,29 @@ class Service:
 
 
 def _task_message(task: _frames.SubmittedTask, group: str, received: float) -> dict[str, Any]:
-    """The header a task is queued with for its endpoint (its time limit checked)."""
-    timeout = task.timeout
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not 0 < timeout <= MAX_TIMEOUT
-    ):
-        raise FaasBadRequestError(
-            f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
-        )
-    message = _frames.TaskMessage(
-        task_id=task.task_id,
-        function_id=task.function_id,
-        task_group_id=group,
-        data_serializer=task.data_serializer,
-        result_store=task.result_store,
-        result_threshold=task.result_threshold,
-        timeout=None if timeout is None else float(timeout),
-        t={**task.t, 'service_received': received},
-    )
-    return _frames.encode_task(message)
+    """The header a task is queued with for its endpoint (its time limit checked): the
+    JSON form of a :class:`~tether.faas._frames.TaskMessage`."""
+    task_id, function_id, _, serializer, store, threshold, timeout, stamps = task
+    header: dict[str, Any] = {
+        'task_id': task_id,
+        'function_id': function_id,
+        'task_group_id': group,
+        'data_serializer': serializer,
+        'result_store': store,
+        'result_threshold': threshold,
+        't': {**stamps, 'service_received': received},
+    }
+    if timeout is not None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_TIMEOUT
+        ):
+            raise FaasBadRequestError(
+                f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
+            )
+        header['timeout'] = float(timeout)
+    return header
 
 
 def _only_new(queued: dict[str, list[Entry]], new: set[str]) -> dict[str, list[Entry]]:

@@ -248,7 +248,7 @@ def decode_task(header: Mapping[str, Any]) -> TaskMessage:
             store,
             threshold,
             float(timeout) if timeout is not None and timeout > 0 else None,
-            dict(stamps),
+            stamps,
         ),
     )
     return record

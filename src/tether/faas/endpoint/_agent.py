@@ -335,7 +335,7 @@ class Agent:
         received = time.time()
         tasks = []
         for message, payload in _frames.decode_tasks(frame):
-            task_id = message.task_id
+            task_id, fid, _, serializer, store, threshold, timeout, t = message
             if task_id in self._holding:
                 if self._holding[task_id]:
                     self._handed.append(task_id)  # redelivered: already with a worker
@@ -343,14 +343,13 @@ class Agent:
             if task_id in self._unconfirmed:
                 self._handed.append(task_id)
                 continue
-            stamps = {**message.t, 'endpoint_received': received}
-            fid = message.function_id
+            stamps = {**t, 'endpoint_received': received}
             refusal = self._refuse(message)
             function = None
             if refusal is None:
                 try:
                     function = await self._function(http, fid)
-                    check_task(self.config, function[0], message.data_serializer)
+                    check_task(self.config, function[0], serializer)
                 except Exception as e:
                     refusal = {'type': type(e).__name__, 'message': str(e), 'traceback': ''}
             if self._cancelled and self._cancelled.pop(task_id, 0) is None:
@@ -359,8 +358,7 @@ class Agent:
                 self._holding[task_id] = True
                 self._handed.append(task_id)
                 now = time.time()
-                ser = message.data_serializer
-                result = result_header(task_id, 'failed', ser, refusal, now, now)
+                result = result_header(task_id, 'failed', serializer, refusal, now, now)
                 self._timings[task_id] = stamps
                 self._result(result, b'')
                 continue
@@ -371,11 +369,11 @@ class Agent:
                     function_id=fid,
                     function_serializer=function[0],
                     function_body=function[1],
-                    data_serializer=message.data_serializer,
+                    data_serializer=serializer,
                     payload=bytes(payload),
-                    result_store=message.result_store,
-                    result_threshold=message.result_threshold,
-                    timeout=message.timeout,
+                    result_store=store,
+                    result_threshold=threshold,
+                    timeout=timeout,
                 ),
             )
             self._timings[task_id] = stamps
