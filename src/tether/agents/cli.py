@@ -10,6 +10,8 @@ import time
 
 import click
 
+from tether.agents.exchange._hosted_cli import exchange
+
 __all__ = ['agents', 'list_command', 'stop_command']
 
 
@@ -98,3 +100,6 @@ def stop_command(
         click.echo(f'{agent_id}: stopped')
     if failed:
         raise SystemExit(1)
+
+
+agents.add_command(exchange)

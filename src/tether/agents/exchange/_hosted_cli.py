@@ -1,0 +1,74 @@
+"""``tether agents exchange``: serve a hosted exchange, add its users."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import click
+
+__all__ = ['exchange']
+
+
+@click.group()
+def exchange() -> None:
+    """A hosted exchange: many users' agents and clients over WebSocket."""
+
+
+@exchange.command('serve')
+@click.option('--users', 'users_file', required=True, help='The users file (TOML).')
+@click.option('--host', default='127.0.0.1', show_default=True, help='Address to listen on.')
+@click.option('--port', default=8700, show_default=True, help='Port (0: a free one).')
+@click.option('--cert', default=None, help='TLS certificate (PEM): serve wss://.')
+@click.option('--key', default=None, help="The certificate's private key (PEM).")
+def serve_command(
+    users_file: str, host: str, port: int, cert: str | None, key: str | None
+) -> None:
+    """Serve a hosted exchange until interrupted (prints its URL once listening)."""
+    import threading
+
+    from tether.agents.exchange.hosted import HostedExchangeServer
+
+    server = HostedExchangeServer(users_file, host=host, port=port, cert_file=cert, key_file=key)
+    ready = threading.Event()
+
+    def announce() -> None:
+        ready.wait()
+        click.echo(f'hosted exchange listening on {server.url}', nl=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve(ready))
+
+
+@exchange.command('add-user')
+@click.argument('name')
+@click.option('--users', 'users_file', required=True, help='The users file (TOML).')
+@click.option('--max-mailboxes', type=int, default=None)
+@click.option('--max-message-bytes', type=int, default=None)
+@click.option('--messages-per-second', type=float, default=None)
+@click.option('--burst', type=int, default=None)
+@click.option('--max-queued-bytes', type=int, default=None)
+def add_user_command(  # noqa: PLR0917 - click passes options by position
+    name: str,
+    users_file: str,
+    max_mailboxes: int | None,
+    max_message_bytes: int | None,
+    messages_per_second: float | None,
+    burst: int | None,
+    max_queued_bytes: int | None,
+) -> None:
+    """Add a user (or give one a new token): prints the token, once (the file keeps its
+    SHA-256 only)."""
+    from tether.agents.exchange.hosted import add_user
+
+    token = add_user(
+        users_file,
+        name,
+        max_mailboxes=max_mailboxes,
+        max_message_bytes=max_message_bytes,
+        messages_per_second=messages_per_second,
+        burst=burst,
+        max_queued_bytes=max_queued_bytes,
+    )
+    click.echo(token)
