@@ -139,6 +139,8 @@ def test_task_decorator_and_task_transformer() -> None:
         assert isinstance(future, TaskFuture)
         assert future.result(timeout=60) == 5
         assert future.function_name == 'add'
+        assert future.info.task_id == future.task_id
+        assert future.info.name == 'add'
 
 
 def test_engine_map_yields_results_in_order() -> None:

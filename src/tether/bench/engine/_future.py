@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether._missing import MISSING as _MISSING
 from tether.bench.engine._task import TaskResult, execution_info_of
+from tether.bench.engine.task import TaskInfo
 
 if TYPE_CHECKING:
     from tether.bench.engine._engine import Engine
@@ -56,6 +57,16 @@ class TaskFuture(concurrent.futures.Future[T], Generic[T]):
     input_transform_time: float = 0.0
     _low: Any = None
     _value: Any = _MISSING
+
+    @property
+    def info(self) -> TaskInfo:
+        """The task's :class:`~tether.bench.engine.task.TaskInfo` (TaPS's view of it)."""
+        return TaskInfo(
+            task_id=self.task_id,
+            name=self.function_name,
+            parent_task_ids=list(self.parent_task_ids),
+            submit_time=self.submit_time,
+        )
 
     def __repr__(self) -> str:
         return f'<TaskFuture {self.task_id} {self.function_name} {self._state}>'
