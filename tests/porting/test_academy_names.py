@@ -27,6 +27,7 @@ from tether.agents.exceptions import (
     UnknownActionError,
 )
 from tether.agents.exchange import (
+    AgentStats,
     HybridExchangeFactory,
     LocalExchangeFactory,
     MailboxStatus,
@@ -485,3 +486,45 @@ def test_unknown_action_is_an_attribute_error() -> None:
             handle.missing().result(timeout=30)
         assert isinstance(info.value, UnknownActionError)
         assert isinstance(info.value, MessageRejectedError)
+
+
+class Gated(Agent):
+    max_concurrency = 1
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    @action
+    def hold(self) -> None:
+        self.entered.set()
+        self.release.wait(30)
+
+    @action
+    async def ask(self, other: Any) -> int:
+        return int(await other.get())
+
+
+def test_agent_stats_counts_requests() -> None:
+    behavior = Gated()
+
+    async def main() -> None:
+        async with await Manager.from_exchange_factory(LocalExchangeFactory()) as manager:
+            counter = await manager.launch(Counter, args=(1,))
+            gated = await manager.launch(behavior)
+            client = manager.exchange_client
+            first = gated.hold()
+            await asyncio.to_thread(behavior.entered.wait, 30)
+            second = gated.ask(counter)  # waits for the slot
+            stats = await client.agent_stats(gated.agent_id, timeout=30)
+            assert (stats.in_progress, stats.completed) == (1, 0)
+            assert stats.incoming == stats.in_progress + stats.queued + stats.completed
+            behavior.release.set()
+            await first
+            assert await second == 1
+            stats = await client.agent_stats(gated.agent_id, timeout=30)
+            assert stats == AgentStats(
+                incoming=2, outgoing=1, completed=2, in_progress=0, queued=0
+            )
+
+    asyncio.run(main())

@@ -100,6 +100,7 @@ class ActionContext:
         self.fn: Any = None
         self.journal_line = 0
         self.waited = False
+        self.stats: dict[str, int] | None = None  # the agent's counts (outgoing requests)
 
     @property
     def cancel_event(self) -> threading.Event:

@@ -41,6 +41,7 @@ from tether.agents.message import (
     PING,
     RESPONSE,
     SHUTDOWN,
+    STATS,
     STOP,
     Message,
     Rejected,
@@ -99,6 +100,9 @@ class AgentRuntime:
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: collections.deque[ActionContext] = collections.deque()
+        # Counts an agent_stats request answers with ('outgoing' is counted by the
+        # handles its actions use: see ActionContext.stats).
+        self.stats = {'incoming': 0, 'outgoing': 0, 'completed': 0}
         self._stopping = False
         self._idle: asyncio.Event | None = None
         self._pending_stop: tuple[bool, BaseException | None] | None = None
@@ -301,6 +305,12 @@ class AgentRuntime:
         elif kind == SHUTDOWN:
             self._reply(item.src, item.tag)
             self.request_shutdown(terminate=True)
+        elif kind == STATS:
+            with self._lock:
+                counts = dict(self.stats)
+                counts['in_progress'] = self._running
+                counts['queued'] = sum(1 for c in self._waiting if not c.cancelled)
+            self._reply(item.src, item.tag, result=counts)
         elif kind == STOP:
             self._reply(item.src, item.tag)
             self.request_shutdown(terminate=False)
@@ -324,6 +334,7 @@ class AgentRuntime:
             )
             return
         ctx = ActionContext(msg.action, msg.src, msg.tag)
+        ctx.stats = self.stats
         ctx.is_async = self._is_async[msg.action]
         ctx.msg = msg
         ctx.fn = fn
@@ -337,6 +348,7 @@ class AgentRuntime:
                 return
             stopping = self._stopping
             if not stopping:
+                self.stats['incoming'] += 1
                 self._active[key] = ctx
                 run_now = self.cap is None or self._running < self.cap
                 if self._journal is not None:
@@ -385,6 +397,7 @@ class AgentRuntime:
         """An action ended: free its slot, or hand the slot to the next waiting request."""
         nxt = None
         with self._lock:
+            self.stats['completed'] += 1
             # The journal's finished line is written with the next accepted request (or
             # when the agent stops): a crash before that only makes the launcher answer
             # this request again, which its caller ignores.

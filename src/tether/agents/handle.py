@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
+from tether.agents._context import _current
 from tether.agents._wake import Waker, thread_waker
 from tether.agents.behavior import ActionInfo, Behavior, actions_of, describe_actions
 from tether.agents.identifier import AgentId
@@ -215,6 +216,9 @@ class _ClientMailbox:
         tag = future.tag
         if kind is Request:
             msg: Message = Request(self.id, dest, tag, action, args, kwargs or {})
+            running = _current.get()
+            if running is not None and running.stats is not None:
+                running.stats['outgoing'] += 1  # a request from an agent's action
         else:
             make: Callable[[str, str, int], Message] = kind
             msg = make(self.id, dest, tag)

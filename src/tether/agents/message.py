@@ -67,8 +67,10 @@ __all__ = [
     'Request',
     'Response',
     'SHUTDOWN',
+    'STATS',
     'STOP',
     'Shutdown',
+    'Stats',
     'Stop',
     'decode',
     'encode',
@@ -96,9 +98,10 @@ RESPONSE = 'response'
 PING = 'ping'
 SHUTDOWN = 'shutdown'
 STOP = 'stop'
+STATS = 'stats'
 CANCEL = 'cancel'
 DESCRIBE = 'describe'
-KINDS = frozenset({REQUEST, RESPONSE, PING, SHUTDOWN, STOP, CANCEL, DESCRIBE})
+KINDS = frozenset({REQUEST, RESPONSE, PING, SHUTDOWN, STOP, STATS, CANCEL, DESCRIBE})
 
 _LIMITS = Limits(max_header=16 << 20, max_payloads=1 << 16)
 
@@ -232,6 +235,13 @@ class Stop(Message, _Head):
     kind: ClassVar[str] = STOP
 
 
+class Stats(Message, _Head):
+    """Ask the agent for its request counts (answered with a dict of counts)."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = STATS
+
+
 class Cancel(Message, _Head):
     """Cancel the request of this sender with this tag (no answer)."""
 
@@ -250,6 +260,7 @@ _CONTROL: dict[str, Callable[[str, str, int], Message]] = {
     PING: Ping,
     SHUTDOWN: Shutdown,
     STOP: Stop,
+    STATS: Stats,
     CANCEL: Cancel,
     DESCRIBE: Describe,
 }

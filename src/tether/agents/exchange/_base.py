@@ -318,6 +318,20 @@ class Exchange(ABC):
         name = f'{behavior.__module__}.{behavior.__qualname__}'
         return sorted(self.transport().discover(name, allow_subclasses))
 
+    def agent_stats(self, agent_id: str, *, timeout: float | None = None) -> dict[str, int]:
+        """The agent's request counts: ``incoming`` (accepted), ``completed``,
+        ``in_progress``, ``queued`` (waiting for a free slot) and ``outgoing`` (requests its
+        actions sent through handles), since it started.
+
+        Raises:
+            ActionTimeoutError: if the agent does not answer within ``timeout``.
+        """
+        from tether.agents.handle import Handle
+        from tether.agents.message import Stats
+
+        counts = Handle(agent_id, self)._mailbox().request(agent_id, Stats).result(timeout)
+        return {str(k): int(v) for k, v in counts.items()}
+
     def get_handle(self, agent_id: str) -> Handle[Any]:
         """A handle to the agent with that id."""
         from tether.agents.handle import Handle

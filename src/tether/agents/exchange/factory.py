@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     'AgentRegistration',
+    'AgentStats',
     'ExchangeFactory',
     'HybridExchangeFactory',
     'LocalExchangeFactory',
@@ -65,6 +66,25 @@ class AgentRegistration(Generic[A]):
     """
 
     agent_id: AgentId[A]
+
+
+@dataclasses.dataclass
+class AgentStats:
+    """An agent's request counts since it started (academy-py's ``AgentStats``).
+
+    Attributes:
+        incoming: Requests it accepted (completed + in progress + queued).
+        outgoing: Requests its actions sent to other agents through handles.
+        completed: Requests it answered.
+        in_progress: Requests running now.
+        queued: Requests waiting for a free slot (``max_concurrency``).
+    """
+
+    incoming: int = 0
+    outgoing: int = 0
+    completed: int = 0
+    in_progress: int = 0
+    queued: int = 0
 
 
 class ExchangeFactory(abc.ABC):
@@ -245,6 +265,11 @@ class UserExchangeClient:
         if status is MailboxStatus.MISSING:
             raise UnknownMailboxError(f'no mailbox {uid} in {self.exchange!r}')
         await asyncio.to_thread(self.exchange.terminate, uid)
+
+    async def agent_stats(self, uid: str, *, timeout: float | None = None) -> AgentStats:
+        """The request counts of a running agent (see :meth:`Exchange.agent_stats`)."""
+        counts = await asyncio.to_thread(self.exchange.agent_stats, uid, timeout=timeout)
+        return AgentStats(**counts)
 
     def get_handle(self, aid: str) -> Handle[Any]:
         """A handle to an agent of this exchange.
