@@ -106,7 +106,7 @@ class HostedExchangeServer:
 
     async def _handle(self, ws: Any) -> None:
         record: UserRecord = ws.tether_user
-        ws.protocol.max_size = frame_limit(record)  # refused from the frame header on
+        ws.protocol.max_message_size = frame_limit(record)  # refused from frame headers on
         await self.state.serve(Conn(record.name, ws))
 
     async def serve(self, ready: threading.Event | None = None) -> None:

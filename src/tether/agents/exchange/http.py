@@ -112,6 +112,7 @@ class _HttpTransport(Transport):
                 compression=None,
                 open_timeout=exchange.timeout,
                 user_agent_header=None,
+                legacy=True,
             )
         except InvalidStatus as e:
             status = e.response.status_code
