@@ -21,6 +21,7 @@ __all__ = [
     'FutureAlreadySetError',
     'FutureError',
     'FutureTimeoutError',
+    'ImportPathError',
     'InvalidArgumentError',
     'LifetimeArgumentError',
     'LifetimeError',
@@ -76,9 +77,10 @@ class ProxyResolveError(ProxyError):
     """
 
     @property
-    def cause(self) -> BaseException | None:
-        """The factory's error (``__cause__``)."""
-        return self.__cause__
+    def cause(self) -> BaseException:
+        """The error the factory raised: ``__cause__``, or this error itself when the
+        factory raised it (a missing key raises ``ProxyResolveMissingKeyError``)."""
+        return self.__cause__ if self.__cause__ is not None else self
 
 
 class ProxyResolveMissingKeyError(ProxyResolveError):
@@ -170,6 +172,11 @@ class ConnectorConfigError(ConfigError, TypeError):
 class ConnectorKindError(ConfigError, ValueError):
     """A connector config names a kind that is neither a known short name nor an import
     path (also a :class:`ValueError`, which ProxyStore raised)."""
+
+
+class ImportPathError(ConfigError, ImportError):
+    """An import path (``module.qualname``) names nothing importable (also an
+    :class:`ImportError`, which ProxyStore raised)."""
 
 
 class UntrustedTypeError(ConfigError):

@@ -45,6 +45,8 @@ TetherError
  |    |                                  types (also a TypeError)
  |    +-- ConnectorKindError             a connector kind that names no connector (also a
  |    |                                  ValueError)
+ |    +-- ImportPathError                an import path names nothing importable (also an
+ |    |                                  ImportError)
  |    +-- UntrustedTypeError             data names a type or function not on the allowlist
  +-- WireError                           a tether network connection failed or was refused
  |    +-- WireConnectionError            the peer is unreachable or the connection dropped
@@ -132,6 +134,7 @@ from tether._errors_data import (
     FutureAlreadySetError,
     FutureError,
     FutureTimeoutError,
+    ImportPathError,
     InvalidArgumentError,
     LifetimeArgumentError,
     LifetimeError,
@@ -252,6 +255,7 @@ __all__ = [
     'FutureTimeoutError',
     'HammerError',
     'HarnessError',
+    'ImportPathError',
     'InvalidArgumentError',
     'KillSignalError',
     'LifetimeArgumentError',

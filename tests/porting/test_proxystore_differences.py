@@ -223,3 +223,50 @@ def test_store_records_proxystores_size_attributes_and_batch_times() -> None:
         assert store.metrics.get_metrics(one).attributes['store.put.object_size'] > 0  # type: ignore[union-attr]
         proxies = store.proxy_batch(values)
         assert store.metrics.get_metrics(proxies).times['store.proxy_batch'].count == 1  # type: ignore[union-attr]
+
+
+def test_clone_owns_a_copy() -> None:
+    from tether.store.ref import clone
+
+    with Store('differences-clone', LocalConnector(), register=True) as store:
+        owned = store.owned_proxy([1, 2, 3])
+        cloned = clone(owned)
+        assert is_resolved(cloned)
+        cloned.append(4)
+        assert cloned == [1, 2, 3, 4]
+        assert owned == [1, 2, 3]
+
+
+def test_unimportable_path_is_an_import_error() -> None:
+    from tether.exceptions import ConfigError
+    from tether.store.config import import_from_path
+
+    for path in ('FileConnector', 'tether.connectors.file.NoSuchConnector'):
+        with pytest.raises(ImportError) as info:
+            import_from_path(path)
+        assert isinstance(info.value, ConfigError)
+
+
+def test_populated_proxy_with_a_custom_deserializer_is_the_object_given() -> None:
+    with Store('differences-populate', LocalConnector(), register=True) as store:
+        payload = pickle.dumps([1, 2, 3])
+        p = store.proxy(payload, serializer=bytes, deserializer=pickle.loads)
+        assert is_resolved(p)
+        assert p == payload  # the object given, as ProxyStore caches it
+        q = store.proxy(
+            payload, serializer=bytes, deserializer=pickle.loads, populate_target=False
+        )
+        assert not is_resolved(q)
+        assert q == [1, 2, 3]  # resolved through the deserializer
+
+
+def test_missing_key_error_is_its_own_cause() -> None:
+    from tether.exceptions import ProxyResolveMissingKeyError
+    from tether.store.utils import get_key
+
+    with Store('differences-missing', LocalConnector(), register=True) as store:
+        p = store.proxy([1], populate_target=False)
+        store.evict(get_key(p))
+        with pytest.raises(ProxyResolveError) as info:
+            str(p)
+        assert isinstance(info.value.cause, ProxyResolveMissingKeyError)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tether.exceptions import ConfigError
+from tether.exceptions import ConfigError, ImportPathError
 
 __all__ = ['import_from_path', 'path_of']
 
@@ -20,7 +20,12 @@ def path_of(obj: Any) -> str:
 
 
 def import_from_path(path: str) -> Any:
-    """Import ``module.qualname`` and return the object."""
+    """Import ``module.qualname`` and return the object.
+
+    Raises:
+        ImportPathError: if no module of the path imports, or it lacks the name (a
+            ``ConfigError`` and an ``ImportError``, which ProxyStore raised).
+    """
     module_name, _, attr = path.rpartition('.')
     while module_name:
         try:
@@ -33,6 +38,6 @@ def import_from_path(path: str) -> Any:
             for part in attr.split('.'):
                 obj = getattr(obj, part)
         except AttributeError as e:
-            raise ConfigError(f'cannot import {path!r}: {e}') from e
+            raise ImportPathError(f'cannot import {path!r}: {e}') from e
         return obj
-    raise ConfigError(f'cannot import {path!r}: no importable module in it')
+    raise ImportPathError(f'cannot import {path!r}: no importable module in it')

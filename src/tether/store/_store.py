@@ -70,10 +70,11 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         cache_size: How many deserialized objects this process keeps (LRU); 0 disables.
         metrics: Record timings and sizes (see :mod:`tether.store.metrics`).
         populate_target: Proxies returned by :meth:`proxy` start resolved in this process
-            (the object is at hand, so using the proxy here costs nothing). Not with a
-            custom ``deserializer`` (here or per call): what it returns is not known
-            until it runs, so such proxies start unresolved, of unknown class, and
-            report the class of what the deserializer returned once resolved.
+            (the object is at hand, so using the proxy here costs nothing). With a custom
+            ``deserializer`` too, as in ProxyStore: the proxy's target here is the object
+            given, not what the deserializer would return (pass
+            ``populate_target=False`` to have it resolve through the deserializer; such
+            proxies start of unknown class).
         register: Register the store in this process's registry at once.
 
     Raises:
@@ -385,12 +386,14 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
             store=self,
         )
         proxy = proxy_type(factory)
-        if deserializer is not None or self.deserializer is not None:
+        populate = self.populate_target if populate_target is None else populate_target
+        if not populate and (deserializer is not None or self.deserializer is not None):
             # A custom deserializer may return anything: the target's class, hash and
             # value are not known until it runs, so the proxy takes none from ``obj``.
+            # (Populated, as in ProxyStore, the proxy's target is ``obj`` itself.)
             return proxy
         set_metadata(proxy, metadata_of(obj) if hash_target else ProxyMetadata(type(obj)))
-        if self.populate_target if populate_target is None else populate_target:
+        if populate:
             set_target(proxy, obj)
         return proxy
 

@@ -25,6 +25,7 @@ them with :func:`update` from the owner or a mutable borrow.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import os
@@ -504,7 +505,14 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     _check_state(proxy, state, 'clone')
     if state.mut:
         raise MutableBorrowError(f'cannot clone {describe(proxy)} while it is mutably borrowed')
-    return store_of(proxy).owned_proxy(extract(proxy), skip_nonproxiable=False)
+    obj = extract(proxy)
+    owned = store_of(proxy).owned_proxy(obj, skip_nonproxiable=False, populate_target=False)
+    try:
+        # The clone's target is a copy: mutating it must not change the original.
+        set_target(owned, copy.deepcopy(obj))
+    except Exception:
+        logger.debug('clone of %s resolves from the store (no deepcopy)', describe(proxy))
+    return owned
 
 
 def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T]:
