@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import click
@@ -27,6 +26,7 @@ def serve_command(
     """Serve a hosted exchange until interrupted (prints its URL once listening)."""
     import threading
 
+    from tether._serve.loop import run
     from tether.agents.exchange.hosted import HostedExchangeServer
 
     server = HostedExchangeServer(users_file, host=host, port=port, cert_file=cert, key_file=key)
@@ -38,7 +38,7 @@ def serve_command(
 
     threading.Thread(target=announce, daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.serve(ready))
+        run(server.serve(ready))  # uvloop's loop when installed
 
 
 @exchange.command('add-user')
