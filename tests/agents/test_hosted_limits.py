@@ -226,3 +226,15 @@ def test_a_users_file_with_an_unknown_limit_is_refused(tmp_path: Path) -> None:
     path.write_text('[defaults]\nburst = 0\n')
     with pytest.raises(ConfigError, match='burst'):
         load_users(path)
+
+
+def test_terminated_mailboxes_are_forgotten_beyond_a_bound(connect: Connect) -> None:
+    from tether.agents.exchange._hosted_server import TOMBSTONES
+
+    small = connect('small')  # max_mailboxes = 2
+    first = small.register_agent(Echo)
+    small.terminate(first)
+    assert small.status(first) is MailboxStatus.TERMINATED
+    for _ in range(TOMBSTONES * 2):
+        small.terminate(small.register_agent(Echo))
+    assert small.status(first) is MailboxStatus.MISSING  # its record did not pile up

@@ -20,6 +20,10 @@ __all__ = ['HostedState']
 logger = logging.getLogger(__name__)
 
 
+#: Terminated mailboxes a user's quota keeps, per mailbox it may have (older are forgotten).
+TOMBSTONES = 10
+
+
 class Refused(Exception):  # noqa: N818 - an answer, not a failure of the server
     """A request the server answers with an error of ``kind``."""
 
@@ -54,11 +58,13 @@ class _Box:
 
 
 class _User:
-    __slots__ = ('last', 'mailboxes', 'record', 'tokens')
+    __slots__ = ('last', 'mailboxes', 'record', 'tokens', 'tombstones')
 
     def __init__(self, record: UserRecord, now: float) -> None:
         self.record = record
         self.mailboxes = 0
+        # Terminated mailboxes, remembered as such (sending says so) up to a bound.
+        self.tombstones: collections.deque[str] = collections.deque()
         self.tokens = float(record.limits.burst)
         self.last = now
 
@@ -232,7 +238,13 @@ class HostedState:
         box.listener = None
         box.shared.clear()
         box.repliers.clear()
-        self.user(user).mailboxes -= 1
+        owner = self.user(user)
+        owner.mailboxes -= 1
+        owner.tombstones.append(mailbox_id)
+        if len(owner.tombstones) > TOMBSTONES * owner.record.limits.max_mailboxes:
+            old = owner.tombstones.popleft()  # forgotten: unknown from now on
+            if (gone := self.boxes.get(old)) is not None and gone.status != 'active':
+                del self.boxes[old]
         return dropped
 
     async def throttle(self, user: _User) -> None:
