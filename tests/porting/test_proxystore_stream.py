@@ -51,8 +51,8 @@ def test_event_level_publisher_and_subscriber_carry_a_stream() -> None:
     assert isinstance(publisher, EventPublisher)
     assert isinstance(subscriber, EventSubscriber)
     with Store('ps-stream-events', LocalConnector(), register=True) as store:
-        producer = StreamProducer[int](publisher, {'t': store}, batch_size=2, key=False)
-        consumer = StreamConsumer[int](subscriber, stores=store, key=False)
+        producer = StreamProducer[int](publisher, {'t': store}, batch_size=2)
+        consumer = StreamConsumer[int](subscriber, stores=store)
         for i in range(3):
             producer.send('t', i)
         producer.close()
@@ -62,7 +62,9 @@ def test_event_level_publisher_and_subscriber_carry_a_stream() -> None:
         assert subscriber.closed
 
 
-def test_event_level_publisher_refuses_a_stream_key() -> None:
+def test_event_level_publisher_refuses_an_explicit_stream_key() -> None:
+    # Without key= the event-level shims run unsigned (above), even when the user has a
+    # default key file; an explicit key cannot be honoured, so it is refused.
     with pytest.raises(InvalidArgumentError, match='cannot be signed'):
         StreamProducer(_BatchPublisher(queue.Queue()), key=b'k' * 32)
 

@@ -23,7 +23,7 @@ from tether.proxy import Proxy, extract
 from tether.store import Store, StoreConfig, allowlist, get_or_create_store, get_store
 from tether.store.config import path_of
 from tether.stream import events as ev
-from tether.stream._event_io import as_subscriber
+from tether.stream._event_io import as_subscriber, is_event_subscriber
 from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key, shim_namespace
 from tether.stream.plugins import Filter
 from tether.stream.protocols import EventSubscriber, Subscriber, TopicSubscriber
@@ -160,7 +160,9 @@ class StreamConsumer(ClosingContext, Generic[T]):
         self.timeout = timeout
         self.end_events = end_events
         self.skip_invalid = skip_invalid
-        stream_key = resolve_key(key)
+        # Event-level subscribers yield objects, not signed bytes: no default key.
+        unsigned = key is None and is_event_subscriber(subscriber)
+        stream_key = None if unsigned else resolve_key(key)
         self.namespace = shim_namespace(self.subscriber) if namespace is None else namespace
         self._verifier = (
             None

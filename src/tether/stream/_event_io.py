@@ -4,7 +4,8 @@
 A producer given an object with ``send_events(batch)`` (and no ``send_message``) sends it
 :class:`~tether.stream.events.EventBatch` objects; a consumer given one with
 ``next_events()`` reads batches from it. Such shims move event objects, not bytes, so
-their events are never signed (a producer with a stream key refuses them).
+their events are never signed: without ``key=`` the producer and consumer of such a shim
+run unsigned (the user's default key is not used); with an explicit key they refuse it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from tether.exceptions import InvalidArgumentError
 from tether.stream import events as ev
 from tether.stream.protocols import Publisher, Subscriber, SubscriberIterator
 
-__all__ = ['EventPublisherShim', 'EventSubscriberShim', 'as_publisher', 'as_subscriber']
+__all__ = [
+    'EventPublisherShim',
+    'EventSubscriberShim',
+    'as_publisher',
+    'as_subscriber',
+    'is_event_publisher',
+    'is_event_subscriber',
+]
 
 
 class EventPublisherShim:
@@ -54,6 +62,16 @@ class EventSubscriberShim(SubscriberIterator):
         self.inner.close()
 
 
+def is_event_publisher(publisher: Any) -> bool:
+    """Whether ``publisher`` takes event batches (ProxyStore's ``EventPublisher``)."""
+    return not hasattr(publisher, 'send_message') and hasattr(publisher, 'send_events')
+
+
+def is_event_subscriber(subscriber: Any) -> bool:
+    """Whether ``subscriber`` yields event batches (ProxyStore's ``EventSubscriber``)."""
+    return not hasattr(subscriber, 'next_message') and hasattr(subscriber, 'next_events')
+
+
 def as_publisher(publisher: Any, *, signed: bool) -> Publisher:
     """``publisher`` itself, or its bytes-level shim if it is an event publisher.
 
@@ -61,7 +79,7 @@ def as_publisher(publisher: Any, *, signed: bool) -> Publisher:
         InvalidArgumentError: for an event publisher with a stream key (its events are
             objects, which cannot carry a signature).
     """
-    if hasattr(publisher, 'send_message') or not hasattr(publisher, 'send_events'):
+    if not is_event_publisher(publisher):
         return cast(Publisher, publisher)
     if signed:
         raise InvalidArgumentError(
@@ -73,6 +91,6 @@ def as_publisher(publisher: Any, *, signed: bool) -> Publisher:
 
 def as_subscriber(subscriber: Any) -> Subscriber:
     """``subscriber`` itself, or its bytes-level shim if it is an event subscriber."""
-    if hasattr(subscriber, 'next_message') or not hasattr(subscriber, 'next_events'):
+    if not is_event_subscriber(subscriber):
         return cast(Subscriber, subscriber)
     return EventSubscriberShim(subscriber)

@@ -13,7 +13,7 @@ from tether.exceptions import StreamError, TopicClosedError
 from tether.serialize import serialize
 from tether.store import Store
 from tether.stream import events as ev
-from tether.stream._event_io import as_publisher
+from tether.stream._event_io import as_publisher, is_event_publisher
 from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key, shim_namespace
 from tether.stream.plugins import Aggregator, Filter, Sampler
 from tether.stream.protocols import EventPublisher, Publisher
@@ -83,7 +83,9 @@ class StreamProducer(ClosingContext, Generic[T]):
             raise ValueError(f'batch_size must be at least 1, not {batch_size}')
         if isinstance(stores, Store):
             default_store, stores = stores, None
-        stream_key = resolve_key(key)
+        # Event-level publishers carry objects, not signable bytes: no default key.
+        unsigned = key is None and is_event_publisher(publisher)
+        stream_key = None if unsigned else resolve_key(key)
         self.publisher: Publisher = as_publisher(publisher, signed=stream_key is not None)
         self.stores: dict[str, Store[Any] | None] = dict(stores or {})
         self.default_store = default_store
