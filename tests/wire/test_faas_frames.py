@@ -45,7 +45,7 @@ def test_a_tasks_frame_needs_one_payload_per_task() -> None:
         _frames.decode_tasks(frame)
     frame = _frames.decode(_frames.encode(_frames.TASKS, {'tasks': ['x']}, [b'']))
     with pytest.raises(ProtocolError, match='must be an object'):
-        _frames.decode_tasks(frame)
+        list(_frames.decode_tasks(frame))
 
 
 def test_task_ids_and_submissions() -> None:

@@ -14,7 +14,7 @@ an endpoint reads attributes, never a header.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tether._wire import (
@@ -274,21 +274,23 @@ def _decode_task_slowly(header: Mapping[str, Any]) -> TaskMessage:
     )
 
 
-def decode_tasks(frame: Frame) -> list[tuple[TaskMessage, Any]]:
-    """The tasks of a ``TASKS`` message, each with its payload.
+def decode_tasks(frame: Frame) -> Iterator[tuple[TaskMessage, Any]]:
+    """The tasks of a ``TASKS`` message, each with its payload, one at a time.
 
     Raises:
-        ProtocolError: the entries do not match the payloads, or one is malformed.
+        ProtocolError: the entries do not match the payloads (before any task), or one
+            is malformed (when it comes).
     """
     entries = field(frame.header, 'tasks', list, 'TASKS')
     if len(entries) != len(frame.payloads):
         raise ProtocolError('TASKS needs one payload per entry of "tasks"')
-    out = []
-    for entry, payload in zip(entries, frame.payloads, strict=True):
-        if not isinstance(entry, dict):
-            raise ProtocolError('each entry of "tasks" must be an object')
-        out.append((decode_task(entry), payload))
-    return out
+    return map(_task_and_payload, entries, frame.payloads)
+
+
+def _task_and_payload(entry: Any, payload: Any) -> tuple[TaskMessage, Any]:
+    if type(entry) is not dict:
+        raise ProtocolError('each entry of "tasks" must be an object')
+    return decode_task(entry), payload
 
 
 def decode_task_ids(header: Mapping[str, Any]) -> list[str]:
