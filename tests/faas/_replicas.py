@@ -1,0 +1,92 @@
+"""Service replicas of the replica tests: ``tether faas serve`` processes over the test
+session's PostgreSQL database and RabbitMQ queue prefix (as the session's own service)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class Replica:
+    """One ``tether faas serve`` process."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str, log: pathlib.Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown of its sessions, connections cut as a crash cuts them."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(60)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_replica(folder: pathlib.Path, database: str, broker: str, prefix: str) -> Replica:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / 'service.toml'
+    config.write_text(
+        f'[service]\nport = 0\ndatabase = "{database}"\nbroker = "{broker}"\n'
+        f'queue_prefix = "{prefix}"\n'
+    )
+    log = folder / 'service.log'
+    env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+    with open(log, 'w') as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                '-c',
+                'from tether.cli import main; main()',
+                'faas',
+                'serve',
+                '--config',
+                str(config),
+                '--json',
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # one JSON line once it listens
+    proc.stdout.close()
+    if not line:
+        proc.wait(30)
+        pytest.fail(f'tether faas serve failed: {log.read_text()}')
+    return Replica(proc, json.loads(line)['url'], log)
+
+
+@contextlib.contextmanager
+def replica_pair(
+    folder: pathlib.Path, database: str, broker: str, prefix: str
+) -> Iterator[tuple[Replica, Replica]]:
+    """Two replicas of one service (stopped at the end)."""
+    a = start_replica(folder / 'a', database, broker, prefix)
+    try:
+        b = start_replica(folder / 'b', database, broker, prefix)
+        try:
+            yield a, b
+        finally:
+            b.stop()
+    finally:
+        a.stop()

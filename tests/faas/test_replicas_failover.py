@@ -1,0 +1,96 @@
+"""A replica of the service killed (SIGKILL) loses nothing (issue 27 item 6): its
+endpoint and its clients move to the other replica of their URL lists, tasks in flight
+finish or run again, and every result reaches its client."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.faas import _lifecycle_tasks, _tasks
+from tests.faas._replicas import Replica, replica_pair
+from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
+from tether.exceptions import ConfigError
+from tether.faas import Client, EndpointConfig, Executor
+from tether.faas._server import ServiceThread
+
+
+@pytest.fixture(scope='module')
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, queue_prefix: str
+) -> Iterator[tuple[Replica, Replica]]:
+    with replica_pair(tmp_path_factory.mktemp('failover'), pg_url, AMQP, queue_prefix) as p:
+        yield p
+
+
+def test_service_urls_are_checked() -> None:
+    with pytest.raises(ConfigError, match='http'):
+        Client('http://a:1,ftp://b', 'token')
+    with pytest.raises(ConfigError, match='empty'):
+        Client([], 'token')
+    with Client(['http://a:1/', ' http://b:2'], 'token') as client:
+        assert client.service_urls == ['http://a:1', 'http://b:2']
+        assert client.service_url == 'http://a:1'
+        client.failover()
+        assert client.service_url == 'http://b:2'
+        client.failover()
+        assert client.service_url == 'http://a:1'
+
+
+def test_killing_a_replica_loses_no_task(
+    prod_service: ServiceThread, pair: tuple[Replica, Replica], tmp_path: pathlib.Path
+) -> None:
+    killed, kept = pair
+    user, token = new_user(prod_service)
+    eid, ep_token = new_endpoint(prod_service, user)
+    urls = f'{killed.url},{kept.url}'
+    config = EndpointConfig(
+        name='ep',
+        endpoint_id=eid,
+        service_url=urls,
+        heartbeat_s=0.5,
+        max_workers=2,
+        worker_prefetch=0,
+    )
+    agent = AgentThread(config, ep_token).start()
+    started, marker = tmp_path / 'started', tmp_path / 'marker'
+    try:
+        client = Client([killed.url, kept.url], token)
+        with Executor(eid, client=client) as ex:
+            # Two tasks running, and more queued behind them, when the replica dies.
+            running = [
+                ex.submit(_lifecycle_tasks.block_until, str(started), str(marker))
+                for _ in range(2)
+            ]
+            queued = [ex.submit(_tasks.square, i) for i in range(30)]
+            wait_for(
+                lambda: started.exists() and len(started.read_text().splitlines()) == 2,
+                60,
+                'two tasks to start',
+            )
+            assert client.service_url == killed.url
+            killed.kill()
+            # The endpoint reconnects to the other replica (its next URL).
+            wait_for(
+                lambda: agent.agent._url == kept.url and agent.agent.connected.is_set(),
+                60,
+                'the endpoint to reconnect to the other replica',
+            )
+            marker.touch()
+            assert [f.result(timeout=120) for f in queued] == [i * i for i in range(30)]
+            assert sorted(f.result(timeout=120) for f in running) == sorted(
+                int(p) for p in started.read_text().splitlines()
+            )
+            assert client.service_url == kept.url  # the Executor's stream moved too
+            # A plain request of the client goes to the replica that lives.
+            tid = client.run(client.register_function(_tasks.add), eid, 4, b=5)
+            assert wait_for(lambda: client.get_task(tid)['status'] == 'success', 60)
+            assert client.get_result(tid) == 9
+            records = [client.get_task(f.task_id) for f in running + queued]
+            assert {r['status'] for r in records} == {'success'}
+        client.close()
+    finally:
+        marker.touch()
+        agent.stop()
