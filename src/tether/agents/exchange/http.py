@@ -93,8 +93,7 @@ class _HttpListener(Listener):
 class _HttpTransport(Transport):
     def __init__(self, exchange: HttpExchange) -> None:
         super().__init__(Codec(allow_pickle=exchange.allow_pickle, exchange=exchange))
-        from websockets.exceptions import InvalidStatus, WebSocketException
-        from websockets.sync.client import connect
+        from tether.agents.exchange._hosted_conn import Connection
 
         self.exchange = exchange
         token = exchange._token()
@@ -103,32 +102,17 @@ class _HttpTransport(Transport):
             from tether._serve.tls import client_context
 
             ssl_ctx = client_context(exchange.ca_file, verify=exchange.verify)
+        self.ws = Connection(
+            exchange.url, {'Authorization': f'Bearer {token}'}, ssl_ctx, exchange.timeout
+        )
+        self._messages = self.ws.messages()
         try:
-            self.ws = connect(
-                exchange.url,
-                additional_headers={'Authorization': f'Bearer {token}'},
-                ssl=ssl_ctx,
-                max_size=None,
-                compression=None,
-                open_timeout=exchange.timeout,
-                user_agent_header=None,
-                legacy=True,
-            )
-        except InvalidStatus as e:
-            status = e.response.status_code
-            if status == 401:
-                raise AuthenticationError(
-                    f'the hosted exchange at {exchange.url} refused the token (HTTP 401): '
-                    f'check the token (or ${exchange.token_env})'
-                ) from e
+            hello, _ = unpack(next(self._messages))
+        except StopIteration:
+            self.ws.close()
             raise WireConnectionError(
-                f'the hosted exchange at {exchange.url} answered HTTP {status}'
-            ) from e
-        except (OSError, WebSocketException, TimeoutError) as e:
-            raise WireConnectionError(
-                f'cannot reach the hosted exchange at {exchange.url}: {e}'
-            ) from e
-        hello, _ = unpack(self.ws.recv())
+                f'the hosted exchange at {exchange.url} closed the connection'
+            ) from None
         self.user: str = hello['user']
         self.max_message_bytes: int = hello['max_message_bytes']
         self._ids = itertools.count(1)
@@ -148,7 +132,7 @@ class _HttpTransport(Transport):
 
     def _read(self) -> None:
         try:
-            for data in self.ws:
+            for data in self._messages:
                 header, body = unpack(data)
                 if header.get('op') == 'deliver':
                     self._inbox.put((str(header.get('mb')), bytes(body)))
@@ -182,8 +166,6 @@ class _HttpTransport(Transport):
 
     def call(self, header: dict[str, Any], body: bytes = b'') -> tuple[dict[str, Any], memoryview]:
         """Send one request and wait for its answer (errors raised as tether's)."""
-        from websockets.exceptions import WebSocketException
-
         if self._gone.is_set():
             raise WireConnectionError(f'hosted exchange {self.exchange.url}: {self._why_gone}')
         rid = next(self._ids)
@@ -191,9 +173,9 @@ class _HttpTransport(Transport):
         header['id'] = rid
         try:
             self.ws.send(pack(header, body))
-        except WebSocketException as e:
+        except WireConnectionError:
             self._slots.pop(rid, None)
-            raise WireConnectionError(f'hosted exchange {self.exchange.url}: {e}') from e
+            raise
         slot.done.wait()
         if 'id' not in slot.header:
             raise WireConnectionError(f'hosted exchange {self.exchange.url}: {self._why_gone}')
