@@ -234,3 +234,24 @@ def test_thinker_runs_colmena_agent_hooks_in_each_thread() -> None:
     thinker.run()
     assert thinker.seen == [('only', 'only-ready')]
     assert queues.role == QueueRole.CLIENT  # a Thinker takes the client side
+
+
+def test_task_submitter_slots_named_by_an_attribute() -> None:
+    from tether.steer.thinker import BaseThinker, task_submitter
+
+    class Batches(BaseThinker):
+        batch = 2
+
+        def __init__(self, queues: PipeQueues) -> None:
+            super().__init__(queues, ResourceCounter(2))
+            self.took: list[int] = []
+
+        @task_submitter(n_slots='batch')  # type: ignore[untyped-decorator]
+        def submit(self) -> None:
+            assert self.rec is not None
+            self.took.append(self.rec.available_slots(None))
+            self.done.set()
+
+    thinker = Batches(PipeQueues(secret=False))
+    thinker.run()
+    assert thinker.took == [0]  # both slots taken at once

@@ -74,24 +74,35 @@ def result_processor(func: Any = None, *, topic: str = 'default') -> Any:
     return wrap(func) if func is not None else wrap
 
 
+def _attribute_or_value(thinker: Any, value: Any) -> Any:
+    """``value``, or the Thinker's attribute it names (Colmena's ``n_slots='attr'``)."""
+    if isinstance(value, str):
+        if not hasattr(thinker, value):
+            raise ConfigError(f'{type(thinker).__name__} has no attribute {value!r}')
+        return getattr(thinker, value)
+    return value
+
+
 def task_submitter(
     func: Any = None,
     *,
     task_type: str | None = None,
-    n_slots: int = 1,
+    n_slots: int | str = 1,
 ) -> Any:
     """Make a method that is called each time ``n_slots`` of ``task_type`` are acquired.
 
     The slots stay acquired: release them (``self.rec.release``) when the task's result
-    arrives. The Thinker needs a :class:`ResourceCounter`.
+    arrives. The Thinker needs a :class:`ResourceCounter`. ``n_slots`` may name an
+    attribute of the Thinker that holds the number (read when the agent starts).
     """
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def loop(self: BaseThinker) -> None:
             rec = self._require_rec(fn.__name__)
+            n = _attribute_or_value(self, n_slots)
             while not self.done.is_set():
-                if rec.acquire(task_type, n_slots, cancel_if=self.done):
+                if rec.acquire(task_type, n, cancel_if=self.done):
                     fn(self)
 
         return _mark(loop, False)
@@ -107,7 +118,7 @@ def event_responder(
     gather_from: str | None = None,
     gather_to: str | None = None,
     disperse_to: str | None = None,
-    max_slots: int | None = None,
+    max_slots: int | str | None = None,
     slot_step: int = 1,
 ) -> Any:
     """Make a method that runs each time the event ``self.<event_name>`` is set.
@@ -138,7 +149,14 @@ def event_responder(
                 if rec is not None:
                     gatherer = threading.Thread(
                         target=self._gather,
-                        args=(rec, gather_from, gather_to, max_slots, slot_step, stop),
+                        args=(
+                            rec,
+                            gather_from,
+                            gather_to,
+                            _attribute_or_value(self, max_slots),
+                            slot_step,
+                            stop,
+                        ),
                         name=f'{fn.__name__}-gather',
                         daemon=True,
                     )
