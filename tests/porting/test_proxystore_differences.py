@@ -270,3 +270,46 @@ def test_missing_key_error_is_its_own_cause() -> None:
         with pytest.raises(ProxyResolveError) as info:
             str(p)
         assert isinstance(info.value.cause, ProxyResolveMissingKeyError)
+
+
+def test_mark_refs_out_of_scope_ends_borrows_and_drops_owners() -> None:
+    from concurrent.futures import Future
+
+    from tether.store.ref import borrow, mut_borrow
+    from tether.store.scopes import FutureWithCallback, mark_refs_out_of_scope
+
+    assert isinstance(Future(), FutureWithCallback)
+    with Store('differences-scope', LocalConnector(), register=True) as store:
+        first, second = store.owned_proxy('one'), store.owned_proxy('two')
+        shared, mutable = borrow(first), mut_borrow(second)
+        mark_refs_out_of_scope(shared, shared, mutable)  # duplicates count once
+        mut_borrow(first)  # the shared borrow ended, so this is allowed
+        key = store.put('three')
+        third = into_owned_of(store, key)
+        mark_refs_out_of_scope(third)
+        assert not store.exists(key)
+
+
+def into_owned_of(store: Store[Any], key: Any) -> Any:
+    from tether.store.ref import into_owned
+
+    return into_owned(store.proxy_from_key(key))
+
+
+def test_store_factory_takes_proxystores_two_type_parameters() -> None:
+    from tether.store.factory import PollingStoreFactory, StoreFactory
+
+    assert StoreFactory[Any, int] == StoreFactory[int]  # type: ignore[misc]
+    assert PollingStoreFactory[Any, str] == PollingStoreFactory[str]  # type: ignore[misc]
+
+
+def test_new_object_key_event_from_key() -> None:
+    from tether.stream.events import NewObjectKeyEvent
+
+    with Store('differences-event', LocalConnector()) as store:
+        key = store.put(1)
+        event = NewObjectKeyEvent.from_key(
+            key, evict=True, metadata={'i': 1}, store_config=store.config(), topic='t'
+        )
+        assert (event.topic, event.key, event.evict) == ('t', key, True)
+        assert event.store_config == store.config().model_dump()

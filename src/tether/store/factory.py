@@ -41,6 +41,13 @@ class StoreFactory(Generic[T]):
 
     __slots__ = ('_store', 'deserializer', 'evict', 'key', 'store_config')
 
+    def __class_getitem__(cls, params: Any) -> Any:
+        # ProxyStore's factories take two type parameters, StoreFactory[ConnectorT, T]:
+        # at run time the connector's type is accepted and dropped (type checkers see one).
+        if isinstance(params, tuple) and len(params) == 2:
+            params = params[1]
+        return super().__class_getitem__(params)  # type: ignore[misc]
+
     def __init__(
         self,
         key: Any,

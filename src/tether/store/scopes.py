@@ -16,15 +16,50 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tether.store.ref import RefProxy, end_borrow
+from tether.store.ref import OwnedProxy, RefProxy, drop, end_borrow
 
-__all__ = ['submit']
+__all__ = ['FutureWithCallback', 'mark_refs_out_of_scope', 'submit']
 
 logger = logging.getLogger(__name__)
 
 FutureT = TypeVar('FutureT')
+
+
+@runtime_checkable
+class FutureWithCallback(Protocol):
+    """A future that runs callbacks when done (what :func:`submit` needs of the future
+    ``submit_fn`` returns): :class:`concurrent.futures.Future`, asyncio futures, Dask's."""
+
+    def add_done_callback(self, fn: Callable[[Any], Any], /) -> None:
+        """Call ``fn(future)`` once the future is done."""
+        ...
+
+
+def mark_refs_out_of_scope(*refs: Any) -> None:
+    """End each borrow and drop each owner among ``refs`` now (duplicates once).
+
+    ProxyStore's name for what :func:`submit` does when a task is done: borrows end
+    (their owners may then be mutated or dropped) and owners evict their objects.
+
+    Raises:
+        OwnershipError: if an owner among ``refs`` is still borrowed (by a borrow not
+            among ``refs``), moved or dropped already.
+    """
+    seen: set[int] = set()
+    owners: list[OwnedProxy[Any]] = []
+    for ref in refs:
+        if id(ref) in seen:
+            continue
+        seen.add(id(ref))
+        kind = type(ref)  # not isinstance(): it could resolve a plain proxy
+        if issubclass(kind, RefProxy):
+            end_borrow(ref)
+        elif issubclass(kind, OwnedProxy):
+            owners.append(ref)
+    for owner in owners:  # after the borrows, which may be of these owners
+        drop(owner)
 
 
 def _find_refs(obj: Any, found: list[RefProxy[Any]], depth: int = 0) -> None:

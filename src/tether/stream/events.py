@@ -110,6 +110,21 @@ class NewObjectEvent:
     evict: bool
     type: Literal['new_object'] = 'new_object'
 
+    @classmethod
+    def from_key(
+        cls,
+        key: Any,
+        *,
+        evict: bool,
+        metadata: dict[str, Any],
+        store_config: Any,
+        topic: str,
+    ) -> NewObjectEvent:
+        """ProxyStore's constructor: ``store_config`` may be a ``StoreConfig`` or its dict."""
+        dump = getattr(store_config, 'model_dump', None)
+        config = dump() if dump is not None else dict(store_config)
+        return cls(topic, config, key, metadata, evict)
+
 
 @dataclasses.dataclass(frozen=True)
 class EndOfStreamEvent:
