@@ -25,6 +25,7 @@ from tether.faas._routes_other import (
     ws_endpoint,
     ws_results,
 )
+from tether.faas._routes_sharing import get_sharing, put_group, put_sharing
 from tether.faas._routes_user import (
     acknowledge,
     batch_status,
@@ -61,11 +62,16 @@ def build_app(service: Service, lifespan: Any = None) -> Starlette:
         Route('/v1/functions', r(register_function), methods=['POST']),
         Route('/v1/functions/{function_id}', r(get_function), methods=['GET']),
         Route('/v1/functions/{function_id}', r(delete_function), methods=['DELETE']),
+        Route('/v1/functions/{function_id}/sharing', r(get_sharing), methods=['GET']),
+        Route('/v1/functions/{function_id}/sharing', r(put_sharing), methods=['PUT']),
+        Route('/v1/groups/{group}', r(put_group), methods=['PUT']),
         Route('/v1/endpoints', r(create_endpoint), methods=['POST']),
         Route('/v1/endpoints', r(list_endpoints), methods=['GET']),
         Route('/v1/endpoints/{endpoint_id}', r(get_endpoint), methods=['GET']),
         Route('/v1/endpoints/{endpoint_id}', r(delete_endpoint), methods=['DELETE']),
         Route('/v1/endpoints/{endpoint_id}/stop', r(stop_endpoint), methods=['POST']),
+        Route('/v1/endpoints/{endpoint_id}/sharing', r(get_sharing), methods=['GET']),
+        Route('/v1/endpoints/{endpoint_id}/sharing', r(put_sharing), methods=['PUT']),
         Route('/v1/task_groups', r(create_task_group), methods=['POST']),
         Route('/v1/task_groups/{task_group_id}', r(get_task_group)),
         Route('/v1/submit', r(submit), methods=['POST']),

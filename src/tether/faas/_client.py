@@ -283,6 +283,52 @@ class Client:
     def delete_endpoint(self, endpoint_id: str) -> None:
         self._request('DELETE', f'/v1/endpoints/{endpoint_id}', f'endpoint {endpoint_id}')
 
+    # Sharing ---------------------------------------------------------------------------
+
+    def set_group(self, name: str, members: Sequence[str]) -> list[str]:
+        """Create the group ``name`` of users (by name), or replace its members (only
+        the user who created it may); return its members."""
+        body = {'members': list(members)}
+        data = self._request('PUT', f'/v1/groups/{name}', f'group {name}', json=body).json()
+        return list(data['members'])
+
+    def share_function(
+        self, function_id: str, *, users: Sequence[str] = (), groups: Sequence[str] = ()
+    ) -> dict[str, list[str]]:
+        """Let the named users and groups run this function of yours (replacing the
+        previous share: a name left out loses access). Returns the share."""
+        return self._share(f'/v1/functions/{function_id}/sharing', users, groups)
+
+    def share_endpoint(
+        self, endpoint_id: str, *, users: Sequence[str] = (), groups: Sequence[str] = ()
+    ) -> dict[str, list[str]]:
+        """Let the named users and groups run tasks on this endpoint of yours (replacing
+        the previous share: a name left out loses access). Returns the share."""
+        return self._share(f'/v1/endpoints/{endpoint_id}/sharing', users, groups)
+
+    def get_sharing(
+        self, *, function_id: str | None = None, endpoint_id: str | None = None
+    ) -> dict[str, list[str]]:
+        """Who one of your functions or endpoints is shared with."""
+        if (function_id is None) == (endpoint_id is None):
+            raise TypeError('get_sharing() needs one of function_id= and endpoint_id=')
+        path = (
+            f'/v1/functions/{function_id}/sharing'
+            if function_id is not None
+            else f'/v1/endpoints/{endpoint_id}/sharing'
+        )
+        result: dict[str, list[str]] = self._request('GET', path, 'sharing').json()
+        return result
+
+    def _share(
+        self, path: str, users: Sequence[str], groups: Sequence[str]
+    ) -> dict[str, list[str]]:
+        if isinstance(users, str) or isinstance(groups, str):
+            raise TypeError('users= and groups= are lists of names, not one string')
+        body = {'users': list(users), 'groups': list(groups)}
+        result: dict[str, list[str]] = self._request('PUT', path, 'sharing', json=body).json()
+        return result
+
     # Tasks -----------------------------------------------------------------------------
 
     def create_task_group(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas._drivers import Driver
 from tether.faas._schema import SCHEMA
+from tether.faas._shares import Shares
 
 __all__ = ['FINISHED', 'Repository', 'function_id_of', 'hash_token', 'new_token']
 
@@ -53,6 +54,7 @@ class Repository:
         self, driver: Driver, token_ttl: float = 5.0, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         self.db = driver
+        self.shares = Shares(driver)
         self.clock = clock  # the caches' expiry
         # Small caches that keep a submission at one insert: positive ownership facts
         # (immutable), token lookups for ``token_ttl`` seconds (a rotated or revoked token
@@ -157,9 +159,13 @@ class Repository:
             function_id,
             user_id,
         )
+        if n > 0:
+            await self.shares.forget('function', function_id)
         return n > 0
 
     async def owned_functions(self, ids: Sequence[str], user_id: str) -> set[str]:
+        """The functions among ``ids`` that ``user_id`` owns or that are shared with the
+        user (ownership is cached; a share is looked up each time)."""
         known = {i for i in ids if (i, user_id) in self._owned}
         todo = [i for i in ids if i not in known]
         if not todo:
@@ -172,19 +178,25 @@ class Repository:
         )
         found = {r['function_id'] for r in rows}
         self._owned.update((f, user_id) for f in found)
-        return known | found
+        rest = [i for i in todo if i not in found]
+        shared = await self.shares.shared_with('function', rest, user_id) if rest else set()
+        return known | found | shared
 
     async def endpoint_infos(self, user_id: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """``{endpoint_id: info}`` of the user's endpoints among ``ids`` (info at most one
+        """``{endpoint_id: info}`` of the user's endpoints among ``ids``, and of those shared
+        with the user (info at most one
         second old)."""
         now = self.clock.monotonic()
         out: dict[str, dict[str, Any]] = {}
+        others: dict[str, dict[str, Any]] = {}  # other users' endpoints: shared?
         todo = []
         for eid in ids:
             hit = self._endpoint_info.get(eid)
             if hit is not None and hit[2] > now:
                 if hit[0] == user_id:
                     out[eid] = hit[1]
+                else:
+                    others[eid] = hit[1]
             else:
                 todo.append(eid)
         if todo:
@@ -200,6 +212,11 @@ class Repository:
                     self._endpoint_info[r['endpoint_id']] = (r['user_id'], info, now + 1.0)
                 if r['user_id'] == user_id:
                     out[r['endpoint_id']] = info
+                else:
+                    others[r['endpoint_id']] = info
+        if others:
+            for eid in await self.shares.shared_with('endpoint', list(others), user_id):
+                out[eid] = others[eid]
         return out
 
     # Endpoints -------------------------------------------------------------------------
@@ -268,6 +285,8 @@ class Repository:
             endpoint_id,
             user_id,
         )
+        if n > 0:
+            await self.shares.forget('endpoint', endpoint_id)
         return n > 0
 
     # Task groups and tasks -------------------------------------------------------------

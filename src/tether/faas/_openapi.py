@@ -39,6 +39,28 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
         'application/json',
     ),
     (
+        'get',
+        '/v1/functions/{function_id}/sharing',
+        'Who the function is shared with ({"users", "groups"}; its owner only).',
+        None,
+        'application/json',
+    ),
+    (
+        'put',
+        '/v1/functions/{function_id}/sharing',
+        'Share the function with named users and groups ({"users", "groups"}), replacing '
+        'the previous share (a name left out is revoked).',
+        'application/json',
+        'application/json',
+    ),
+    (
+        'put',
+        '/v1/groups/{group}',
+        'Create a group of users ({"members": [names]}), or replace its members (its owner only).',
+        'application/json',
+        'application/json',
+    ),
+    (
         'post',
         '/v1/endpoints',
         'Register an endpoint ({"name"}); returns its endpoint_id and its token (shown once).',
@@ -65,6 +87,21 @@ ROUTES: list[tuple[str, str, str, str | None, str]] = [
         '/v1/endpoints/{endpoint_id}/stop',
         'Stop an endpoint: close its connection as final (its agent exits; it is kept).',
         None,
+        'application/json',
+    ),
+    (
+        'get',
+        '/v1/endpoints/{endpoint_id}/sharing',
+        'Who may run tasks on the endpoint ({"users", "groups"}; its owner only).',
+        None,
+        'application/json',
+    ),
+    (
+        'put',
+        '/v1/endpoints/{endpoint_id}/sharing',
+        'Let named users and groups run tasks on the endpoint ({"users", "groups"}), '
+        'replacing the previous share (a name left out is revoked).',
+        'application/json',
         'application/json',
     ),
     (

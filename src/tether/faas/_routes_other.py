@@ -20,9 +20,10 @@ from tether.faas._web import PAGE
 
 async def endpoint_function(api: Api, request: Request) -> Response:
     try:
-        _eid, user = await api.endpoint_of(request.headers)
+        eid, user = await api.endpoint_of(request.headers)
         fid = api.param(request, 'function_id')
-        row = await api.repo.get_function(fid, user)
+        # The owner's, or a function shared with a user who sent a task here.
+        row = await api.repo.shares.function_for_endpoint(fid, eid, user)
         if row is None:
             raise FaasNotFoundError(f'function {fid} not found')
         return Response(

@@ -47,7 +47,7 @@ async def register_function(api: Api, request: Request, user: str) -> Response:
 
 async def get_function(api: Api, request: Request, user: str) -> Response:
     fid = api.param(request, 'function_id')
-    row = await api.repo.get_function(fid, user)
+    row = await api.repo.shares.shared_function(fid, user)  # the user's, or shared
     if row is None:
         raise FaasNotFoundError(f'function {fid} not found')
     return JSONResponse({k: row[k] for k in ('function_id', 'name', 'serializer')})

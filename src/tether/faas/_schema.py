@@ -53,4 +53,21 @@ CREATE TABLE IF NOT EXISTS faas_tasks (
 CREATE INDEX IF NOT EXISTS faas_tasks_user_created ON faas_tasks (user_id, created);
 CREATE INDEX IF NOT EXISTS faas_tasks_endpoint_status ON faas_tasks (endpoint_id, status);
 CREATE INDEX IF NOT EXISTS faas_tasks_group ON faas_tasks (task_group_id);
+CREATE TABLE IF NOT EXISTS faas_groups (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS faas_group_members (
+    name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    PRIMARY KEY (name, user_id)
+);
+CREATE INDEX IF NOT EXISTS faas_group_members_user ON faas_group_members (user_id);
+CREATE TABLE IF NOT EXISTS faas_shares (
+    kind TEXT NOT NULL,
+    object_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    PRIMARY KEY (kind, object_id, principal)
+);
 """
