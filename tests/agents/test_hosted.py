@@ -17,7 +17,7 @@ from tether.agents import Manager
 from tether.agents.aio import Manager as AsyncManager
 from tether.agents.exchange import HttpExchange, HttpExchangeFactory
 from tether.agents.exchange.hosted import add_user
-from tether.agents.launcher import ProcessLauncher
+from tether.agents.launcher import ProcessLauncher, ThreadLauncher
 from tether.testing import ServerProcess, free_port
 from tether.testing._agent_behaviors import Echo
 from tether.testing.agents import ExchangeConformance
@@ -126,3 +126,15 @@ def test_cli_add_user_prints_a_token_once(tmp_path: Path) -> None:
     assert record.limits.max_mailboxes == 5
     assert token not in users.read_text()
     assert users.stat().st_mode & 0o077 == 0
+
+
+def test_academy_factory_with_the_sync_manager(hosted: _Hosted) -> None:
+    token = hosted.fresh()
+    factory = HttpExchangeFactory(hosted.url, token=token)
+    assert token.encode() not in pickle.dumps(factory)
+    exchange = factory.exchange()
+    try:
+        with Manager(exchange, ThreadLauncher()) as manager:
+            assert manager.launch(Echo()).echo(3).result(60) == 3
+    finally:
+        exchange.close()
