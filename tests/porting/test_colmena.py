@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tether.steer.methods import ExecutableMethod, PythonGeneratorMethod, PythonMethod
-from tether.steer.models import Result, SerializationMethod
+from tether.steer.models import ResourceRequirements, Result, SerializationMethod
 from tether.steer.queue import PipeQueues
 from tether.steer.queue.base import QueueRole
 from tether.steer.task_server import LocalTaskServer
@@ -165,6 +165,9 @@ def test_executable_method_is_named_after_its_program() -> None:
         def preprocess(self, run_dir: Any, args: Any, kwargs: Any) -> tuple[list[str], None]:
             return [str(a) for a in args], None
 
+        def postprocess(self, run_dir: Any) -> Any:
+            return (run_dir / 'colmena.stdout').read_text()  # Colmena's name for stdout
+
     assert Echo().name == 'echo'
     request = Result.from_args_and_kwargs(('hi',), method='echo')
     done = Echo()(request)
@@ -255,3 +258,16 @@ def test_task_submitter_slots_named_by_an_attribute() -> None:
     thinker = Batches(PipeQueues(secret=False))
     thinker.run()
     assert thinker.took == [0]  # both slots taken at once
+
+
+def count_nodes(x: int, _resources: ResourceRequirements) -> int:
+    return _resources.node_count * x
+
+
+def test_functions_declaring_resources_receive_them() -> None:
+    request = Result.from_args_and_kwargs((2,), method='count_nodes')
+    request.resources = ResourceRequirements(node_count=3)
+    done = PythonMethod(count_nodes)(request)
+    done.deserialize()
+    assert done.success, done.failure_info
+    assert done.value == 6

@@ -10,6 +10,8 @@ worker does and returns it with its value (or failure) set, packed.
 from __future__ import annotations
 
 import copy
+import inspect
+import os
 import pathlib
 import shlex
 import shutil
@@ -23,6 +25,13 @@ from tether.exceptions import ConfigError, ExecutableMethodError
 from tether.steer.models import ResourceRequirements, Result
 
 __all__ = ['ColmenaMethod', 'ExecutableMethod', 'PythonGeneratorMethod', 'PythonMethod']
+
+
+def _declares(function: Callable[..., Any], name: str) -> bool:
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class ColmenaMethod:
@@ -62,6 +71,8 @@ class PythonMethod(ColmenaMethod):
             raise ConfigError(f'PythonMethod needs a callable, not {function!r}')
         self._function = function
         self.name = name or function.__name__
+        # A function that declares ``_resources`` gets the task's (as in Colmena).
+        self.wants_resources = _declares(function, '_resources')
 
     def __repr__(self) -> str:
         return f'PythonMethod({self._function!r}, name={self.name!r})'
@@ -130,7 +141,8 @@ class ExecutableMethod(ColmenaMethod):
     command-line arguments and standard input) and :meth:`postprocess` (read the outputs
     and return the task's value). The program runs without a shell, as a list of
     arguments, in a new temporary directory that is removed after ``postprocess``; its
-    standard output and error are saved there as ``stdout.txt`` and ``stderr.txt``.
+    standard output and error are saved there as ``stdout.txt`` and ``stderr.txt`` (also
+    linked as Colmena's ``colmena.stdout`` and ``colmena.stderr``).
 
     Args:
         executable: The command, as a list of arguments.
@@ -216,6 +228,9 @@ class ExecutableMethod(ColmenaMethod):
                 ) from e
             (run_dir / 'stdout.txt').write_text(proc.stdout)
             (run_dir / 'stderr.txt').write_text(proc.stderr)
+            # The same files under Colmena's names, for postprocess steps written for it.
+            os.link(run_dir / 'stdout.txt', run_dir / 'colmena.stdout')
+            os.link(run_dir / 'stderr.txt', run_dir / 'colmena.stderr')
             if proc.returncode != 0:
                 raise ExecutableMethodError(
                     f'method {self.name}: {command!r} exited with status {proc.returncode}; '

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import pickle
 import socket
@@ -43,6 +45,23 @@ def _forget_proxied(packed: _pack.Packed) -> None:
                 store.cache.evict(factory.key)
 
 
+@functools.lru_cache(maxsize=256)
+def _parameters(method: Callable[..., Any]) -> frozenset[str]:
+    try:
+        return frozenset(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
+
+
+def _takes(method: Callable[..., Any], name: str) -> bool:
+    """Whether ``method`` declares a parameter ``name`` (Colmena passes ``_resources``
+    to the functions that do)."""
+    try:
+        return name in _parameters(method)
+    except TypeError:  # unhashable callable
+        return False
+
+
 def run_task(method: Callable[..., Any], result: Result, options: Any = None) -> Result:
     """Run ``method`` on ``result``'s inputs in this worker and record the outcome.
 
@@ -70,7 +89,7 @@ def run_task(method: Callable[..., Any], result: Result, options: Any = None) ->
         result.time.deserialize_inputs = time.perf_counter() - start
         start = time.perf_counter()
         try:
-            if getattr(options, 'wants_resources', False):
+            if getattr(options, 'wants_resources', False) or _takes(method, '_resources'):
                 kwargs = {**kwargs, '_resources': result.resources}
             if getattr(options, 'wants_result', False):
                 kwargs = {**kwargs, '_result': result}
