@@ -312,4 +312,14 @@ def test_new_object_key_event_from_key() -> None:
             key, evict=True, metadata={'i': 1}, store_config=store.config(), topic='t'
         )
         assert (event.topic, event.key, event.evict) == ('t', key, True)
+        assert event.get_key() == key
         assert event.store_config == store.config().model_dump()
+
+
+def test_store_factory_resolve() -> None:
+    from tether.store.factory import PollingStoreFactory, StoreFactory
+
+    with Store('differences-resolve', LocalConnector()) as store:
+        key = store.put([1, 2])
+        assert StoreFactory(key, store.config()).resolve() == [1, 2]
+        assert PollingStoreFactory(key, store.config()).resolve() == [1, 2]

@@ -104,6 +104,10 @@ class StoreFactory(Generic[T]):
             store.metrics.add_time('factory.resolve', self.key, ms)
         return cast(T, obj)
 
+    def resolve(self) -> T:
+        """Fetch the object now (what calling the factory does; ProxyStore's name)."""
+        return self()
+
     def resolve_async(self) -> None:
         """Kept for compatibility: use :func:`tether.proxy.resolve_async` on the proxy."""
 

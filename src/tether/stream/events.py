@@ -125,6 +125,10 @@ class NewObjectEvent:
         config = dump() if dump is not None else dict(store_config)
         return cls(topic, config, key, metadata, evict)
 
+    def get_key(self) -> Any:
+        """The connector key of the object (ProxyStore's accessor for :attr:`key`)."""
+        return self.key
+
 
 @dataclasses.dataclass(frozen=True)
 class EndOfStreamEvent:
