@@ -138,3 +138,27 @@ def test_academy_factory_with_the_sync_manager(hosted: _Hosted) -> None:
             assert manager.launch(Echo()).echo(3).result(60) == 3
     finally:
         exchange.close()
+
+
+def test_clients_and_agents_come_back_after_a_server_restart(tmp_path: Path) -> None:
+    users = tmp_path / 'users.toml'
+    token = add_user(users, 'ann')
+    port = free_port()
+    args = [sys.executable, '-c', 'from tether.cli import main; main()']
+    args += ['agents', 'exchange', 'serve', '--users', str(users), '--port', str(port)]
+    server = ServerProcess(args, port)
+    server.start()
+    exchange = HttpExchange(f'ws://127.0.0.1:{port}', token=token)
+    try:
+        with Manager(exchange, ThreadLauncher()) as manager:
+            handle = manager.launch(Echo())
+            assert handle.echo(1).result(60) == 1
+            server.stop()  # every mailbox is lost with it
+            server.start()
+            # The next request waits for the reconnection, which makes this process's
+            # mailboxes and listeners again.
+            assert handle.echo(2).result(60) == 2
+            assert exchange.discover(Echo) == [handle.agent_id]
+    finally:
+        exchange.close()
+        server.stop()

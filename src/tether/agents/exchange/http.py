@@ -83,6 +83,7 @@ class _HttpListener(Listener):
         t = self.transport
         if t._delivers.get(self.mailbox_id) is self.deliver:
             t._delivers.pop(self.mailbox_id, None)
+            t._listeners.pop(self.mailbox_id, None)
             if not t._gone.is_set():
                 try:
                     t.call({'op': 'unlisten', 'mb': self.mailbox_id})
@@ -93,34 +94,19 @@ class _HttpListener(Listener):
 class _HttpTransport(Transport):
     def __init__(self, exchange: HttpExchange) -> None:
         super().__init__(Codec(allow_pickle=exchange.allow_pickle, exchange=exchange))
-        from tether.agents.exchange._hosted_conn import Connection
-
         self.exchange = exchange
-        token = exchange._token()
-        ssl_ctx = None
-        if exchange.url.startswith('wss://'):
-            from tether._serve.tls import client_context
-
-            ssl_ctx = client_context(exchange.ca_file, verify=exchange.verify)
-        self.ws = Connection(
-            exchange.url, {'Authorization': f'Bearer {token}'}, ssl_ctx, exchange.timeout
-        )
-        self._messages = self.ws.messages()
-        try:
-            hello, _ = unpack(next(self._messages))
-        except StopIteration:
-            self.ws.close()
-            raise WireConnectionError(
-                f'the hosted exchange at {exchange.url} closed the connection'
-            ) from None
-        self.user: str = hello['user']
-        self.max_message_bytes: int = hello['max_message_bytes']
         self._ids = itertools.count(1)
         self._slots: dict[int, _Slot] = {}
         self._delivers: dict[str, Deliver] = {}
+        self._listeners: dict[str, _HttpListener] = {}
+        self._registered: dict[str, list[str] | None] = {}  # made again after a reconnect
         self._inbox: queue.SimpleQueue[tuple[str, bytes] | None] = queue.SimpleQueue()
-        self._gone = threading.Event()
+        self._gone = threading.Event()  # set while disconnected
+        self._up = threading.Event()  # set while connected
+        self._ready = threading.Event()  # connected, and this process's mailboxes restored
         self._why_gone = ''
+        self._connect()
+        self._ready.set()
         self._reader = threading.Thread(target=self._read, name='tether-hosted-read', daemon=True)
         self._deliverer = threading.Thread(
             target=self._deliver, name='tether-hosted-deliver', daemon=True
@@ -130,7 +116,62 @@ class _HttpTransport(Transport):
 
     # Plumbing ---------------------------------------------------------------------
 
+    def _connect(self) -> None:
+        from tether.agents.exchange._hosted_conn import Connection
+
+        exchange = self.exchange
+        ssl_ctx = None
+        if exchange.url.startswith('wss://'):
+            from tether._serve.tls import client_context
+
+            ssl_ctx = client_context(exchange.ca_file, verify=exchange.verify)
+        ws = Connection(
+            exchange.url,
+            {'Authorization': f'Bearer {exchange._token()}'},
+            ssl_ctx,
+            exchange.timeout,
+        )
+        messages = ws.messages()
+        try:
+            hello, _ = unpack(next(messages))
+        except StopIteration:
+            ws.close()
+            raise WireConnectionError(
+                f'the hosted exchange at {exchange.url} closed the connection'
+            ) from None
+        self.ws, self._messages = ws, messages
+        self.user: str = hello['user']
+        self.max_message_bytes: int = hello['max_message_bytes']
+        self._gone.clear()
+        self._up.set()
+
     def _read(self) -> None:
+        delay = 0.05
+        while True:
+            self._read_one()
+            if self.closed:
+                break
+            self.ws.close()
+            # What was sent before this point may be lost (see _restore_all).
+            for listener in list(self._listeners.values()):
+                if listener.on_check is not None:
+                    listener.on_check()
+            # Lost the server: connect again (with backoff) until closed, then make this
+            # process's mailboxes and listeners again (what was in flight may be lost).
+            while not self.closed:
+                try:
+                    self._connect()
+                except (WireConnectionError, AuthenticationError) as e:
+                    logger.warning('hosted exchange %s: %s (retrying)', self.exchange.url, e)
+                    self._up.wait(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                delay = 0.05
+                threading.Thread(target=self._restore_all, daemon=True).start()
+                break
+        self._inbox.put(None)
+
+    def _read_one(self) -> None:
         try:
             for data in self._messages:
                 header, body = unpack(data)
@@ -144,11 +185,51 @@ class _HttpTransport(Transport):
         except Exception as e:
             self._why_gone = str(e)
         finally:
-            self._why_gone = self._why_gone or 'the connection closed'
+            self._why_gone = self._why_gone or 'the connection was lost'
+            self._ready.clear()
+            self._up.clear()
             self._gone.set()
-            self._inbox.put(None)
-            for slot in list(self._slots.values()):
-                slot.done.set()
+            for rid in list(self._slots):
+                slot = self._slots.pop(rid, None)
+                if slot is not None:
+                    slot.done.set()
+
+    def _restore_all(self) -> None:
+        listeners = dict(self._listeners)
+        try:
+            for mailbox_id, mro in list(self._registered.items()):
+                self.call({'op': 'register', 'mb': mailbox_id, 'mro': mro}, restoring=True)
+            for mailbox_id, listener in listeners.items():
+                if self._delivers.get(mailbox_id) is listener.deliver:
+                    self._listen_again(mailbox_id)
+        except AgentError as e:
+            logger.warning('hosted exchange %s: restoring mailboxes: %s', self.exchange.url, e)
+            return
+        finally:
+            self._ready.set()
+        logger.warning(
+            'hosted exchange %s: reconnected; messages in flight meanwhile may be lost',
+            self.exchange.url,
+        )
+        for listener in listeners.values():
+            if listener.on_lost is not None:
+                try:
+                    listener.on_lost()
+                except Exception:
+                    logger.exception('handling a lost connection failed')
+
+    def _listen_again(self, mailbox_id: str) -> None:
+        """Listen again; a mailbox another process registered (an agent's, made by its
+        manager) may take that process a moment to make again on a restarted server."""
+        delay = 0.05
+        for _ in range(8):
+            try:
+                self.call({'op': 'listen', 'mb': mailbox_id}, restoring=True)
+                return
+            except UnknownMailboxError:
+                self._gone.wait(delay)
+                delay *= 2
+        self.call({'op': 'listen', 'mb': mailbox_id}, restoring=True)
 
     def _deliver(self) -> None:
         while (item := self._inbox.get()) is not None:
@@ -164,9 +245,14 @@ class _HttpTransport(Transport):
             except Exception:
                 logger.exception('delivering a message to %s failed', mailbox_id)
 
-    def call(self, header: dict[str, Any], body: bytes = b'') -> tuple[dict[str, Any], memoryview]:
-        """Send one request and wait for its answer (errors raised as tether's)."""
-        if self._gone.is_set():
+    def call(
+        self, header: dict[str, Any], body: bytes = b'', *, restoring: bool = False
+    ) -> tuple[dict[str, Any], memoryview]:
+        """Send one request and wait for its answer (errors raised as tether's); while
+        the connection is being made again, wait for it (at most the exchange's timeout).
+        """
+        ready = self._up if restoring else self._ready
+        if not ready.is_set() and not ready.wait(self.exchange.timeout):
             raise WireConnectionError(f'hosted exchange {self.exchange.url}: {self._why_gone}')
         rid = next(self._ids)
         slot = self._slots[rid] = _Slot()
@@ -188,8 +274,10 @@ class _HttpTransport(Transport):
 
     def register(self, mailbox_id: str, mro: list[str] | None) -> None:
         self.call({'op': 'register', 'mb': mailbox_id, 'mro': mro})
+        self._registered[mailbox_id] = mro
 
     def terminate(self, mailbox_id: str) -> None:
+        self._registered.pop(mailbox_id, None)
         header, body = self.call(
             {'op': 'terminate', 'mb': mailbox_id, 'why': self._why.get(mailbox_id)}
         )
@@ -230,7 +318,8 @@ class _HttpTransport(Transport):
         except BaseException:
             self._delivers.pop(mailbox_id, None)
             raise
-        return _HttpListener(self, mailbox_id, deliver)
+        listener = self._listeners[mailbox_id] = _HttpListener(self, mailbox_id, deliver)
+        return listener
 
     def share(self, mailbox_id: str, user: str, *, revoke: bool = False) -> None:
         self.call({'op': 'unshare' if revoke else 'share', 'mb': mailbox_id, 'user': user})
@@ -243,6 +332,9 @@ class _HttpTransport(Transport):
         except AgentError as e:
             logger.debug('closing the client mailbox: %s', e)
         self._delivers.clear()
+        self.closed = True
+        self._up.set()  # wakes a reconnect backoff
+        self._ready.set()
         self.ws.close()
         self._reader.join(10)
         self._deliverer.join(10)
