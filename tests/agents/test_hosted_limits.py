@@ -47,7 +47,9 @@ def clock() -> FakeClock:
 @pytest.fixture
 def server(clock: FakeClock) -> Iterator[HostedExchangeServer]:
     limits = {
-        'small': UserLimits(max_mailboxes=2, max_message_bytes=2000, max_queued_bytes=3000),
+        'small': UserLimits(
+            max_mailboxes=2, max_message_bytes=2000, max_queued_bytes=3000, max_connections=1
+        ),
         'slow': UserLimits(messages_per_second=1.0, burst=2),
     }
     with HostedExchangeServer(_users(**limits), clock=clock) as srv:
@@ -238,3 +240,11 @@ def test_terminated_mailboxes_are_forgotten_beyond_a_bound(connect: Connect) -> 
     for _ in range(TOMBSTONES * 2):
         small.terminate(small.register_agent(Echo))
     assert small.status(first) is MailboxStatus.MISSING  # its record did not pile up
+
+
+def test_connections_are_limited(connect: Connect) -> None:
+    small = connect('small')  # max_connections = 1
+    assert small.user == 'small'
+    with pytest.raises(AgentError, match='max_connections = 1'):
+        small.make_transport()  # a second connection of the same user
+    assert small.status('agent-x') is MailboxStatus.MISSING  # the first still serves

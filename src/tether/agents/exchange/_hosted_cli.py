@@ -49,6 +49,7 @@ def serve_command(
 @click.option('--messages-per-second', type=float, default=None)
 @click.option('--burst', type=int, default=None)
 @click.option('--max-queued-bytes', type=int, default=None)
+@click.option('--max-connections', type=int, default=None)
 def add_user_command(  # noqa: PLR0917 - click passes options by position
     name: str,
     users_file: str,
@@ -57,6 +58,7 @@ def add_user_command(  # noqa: PLR0917 - click passes options by position
     messages_per_second: float | None,
     burst: int | None,
     max_queued_bytes: int | None,
+    max_connections: int | None,
 ) -> None:
     """Add a user (or give one a new token): prints the token, once (the file keeps its
     SHA-256 only)."""
@@ -70,5 +72,6 @@ def add_user_command(  # noqa: PLR0917 - click passes options by position
         messages_per_second=messages_per_second,
         burst=burst,
         max_queued_bytes=max_queued_bytes,
+        max_connections=max_connections,
     )
     click.echo(token)

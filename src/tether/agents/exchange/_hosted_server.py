@@ -88,6 +88,7 @@ class HostedState:
         self.users: dict[str, _User] = {}
         self.boxes: dict[str, _Box] = {}
         self.throttled = 0  # sends that waited for their user's rate
+        self.connections: dict[str, int] = {}  # open connections per user
 
     def user(self, name: str) -> _User:
         user = self.users.get(name)
@@ -109,6 +110,22 @@ class HostedState:
     # The connection's loop --------------------------------------------------------
 
     async def serve(self, conn: Conn) -> None:
+        limit = self.user(conn.user).record.limits.max_connections
+        if self.connections.get(conn.user, 0) >= limit:
+            message = (
+                f'user {conn.user!r} already has {limit} connections open, the limit '
+                f'(max_connections = {limit}): close some first'
+            )
+            await conn.ws.send(pack({'op': 'error', 'error': 'quota', 'message': message}))
+            await conn.ws.close(1008, 'max_connections')
+            return
+        self.connections[conn.user] = self.connections.get(conn.user, 0) + 1
+        try:
+            await self._serve(conn)
+        finally:
+            self.connections[conn.user] -= 1
+
+    async def _serve(self, conn: Conn) -> None:
         await conn.ws.send(self.hello(conn))
         try:
             async for data in conn.ws:

@@ -44,6 +44,8 @@ class UserLimits:
         burst: Messages the user may send at once above the rate.
         max_queued_bytes: Bytes that may wait in one of the user's mailboxes while its
             agent is away; sending more fails with a clear error.
+        max_connections: Connections (client processes) the user may hold open at once;
+            one more is refused with a clear error.
     """
 
     max_mailboxes: int = 1000
@@ -51,9 +53,17 @@ class UserLimits:
     messages_per_second: float | None = None
     burst: int = 100
     max_queued_bytes: int = 64 << 20
+    max_connections: int = 64
 
     def __post_init__(self) -> None:
-        for name in ('max_mailboxes', 'max_message_bytes', 'burst', 'max_queued_bytes'):
+        names = (
+            'max_mailboxes',
+            'max_message_bytes',
+            'burst',
+            'max_queued_bytes',
+            'max_connections',
+        )
+        for name in names:
             if getattr(self, name) < 1:
                 raise InvalidArgumentError(f'{name} must be at least 1, got {getattr(self, name)}')
         if self.messages_per_second is not None and self.messages_per_second <= 0:

@@ -36,6 +36,7 @@ from tether.exceptions import (
     InvalidArgumentError,
     MailboxClosedError,
     ProtocolError,
+    TetherError,
     UnknownMailboxError,
     WireConnectionError,
 )
@@ -87,7 +88,7 @@ class _HttpListener(Listener):
             if not t._gone.is_set():
                 try:
                     t.call({'op': 'unlisten', 'mb': self.mailbox_id})
-                except AgentError as e:
+                except TetherError as e:
                     logger.debug('unlisten %s: %s', self.mailbox_id, e)
 
 
@@ -139,6 +140,9 @@ class _HttpTransport(Transport):
             raise WireConnectionError(
                 f'the hosted exchange at {exchange.url} closed the connection'
             ) from None
+        if hello.get('op') == 'error':
+            ws.close()
+            raise AgentError(f'the hosted exchange at {exchange.url}: {hello.get("message")}')
         self.ws, self._messages = ws, messages
         self.user: str = hello['user']
         self.max_message_bytes: int = hello['max_message_bytes']
@@ -161,7 +165,7 @@ class _HttpTransport(Transport):
             while not self.closed:
                 try:
                     self._connect()
-                except (WireConnectionError, AuthenticationError) as e:
+                except TetherError as e:  # unreachable, refused, or over a limit for now
                     logger.warning('hosted exchange %s: %s (retrying)', self.exchange.url, e)
                     self._up.wait(delay)
                     delay = min(delay * 2, 5.0)
@@ -202,7 +206,7 @@ class _HttpTransport(Transport):
             for mailbox_id, listener in listeners.items():
                 if self._delivers.get(mailbox_id) is listener.deliver:
                     self._listen_again(mailbox_id)
-        except AgentError as e:
+        except TetherError as e:
             logger.warning('hosted exchange %s: restoring mailboxes: %s', self.exchange.url, e)
             return
         finally:
@@ -329,7 +333,7 @@ class _HttpTransport(Transport):
             return
         try:
             super().close()
-        except AgentError as e:
+        except TetherError as e:
             logger.debug('closing the client mailbox: %s', e)
         self._delivers.clear()
         self.closed = True
