@@ -248,3 +248,14 @@ def test_connections_are_limited(connect: Connect) -> None:
     with pytest.raises(AgentError, match='max_connections = 1'):
         small.make_transport()  # a second connection of the same user
     assert small.status('agent-x') is MailboxStatus.MISSING  # the first still serves
+
+
+def test_a_long_termination_reason_is_cut_not_fatal(connect: Connect) -> None:
+    from tether.exceptions import MailboxClosedError
+
+    alice = connect('alice')
+    agent_id = alice.register_agent(Echo)
+    alice.terminate(agent_id, reason='é' * 5000)  # its JSON is six times longer
+    with pytest.raises(MailboxClosedError, match='terminated'):
+        alice.transport().send_raw(agent_id, b'x')
+    assert alice.status(agent_id) is MailboxStatus.TERMINATED

@@ -13,7 +13,7 @@ __all__ = ['OVERHEAD', 'TOKEN_HEADER', 'pack', 'unpack']
 
 _LEN = struct.Struct('>I')
 #: Room a frame needs beyond its body (its header), counted in the per-connection limit.
-OVERHEAD = 4096
+OVERHEAD = 16384
 TOKEN_HEADER = 'Authorization'
 
 

@@ -283,7 +283,7 @@ class _HttpTransport(Transport):
     def terminate(self, mailbox_id: str) -> None:
         self._registered.pop(mailbox_id, None)
         header, body = self.call(
-            {'op': 'terminate', 'mb': mailbox_id, 'why': self._why.get(mailbox_id)}
+            {'op': 'terminate', 'mb': mailbox_id, 'why': (self._why.get(mailbox_id) or '')[:1000]}
         )
         dropped: list[Any] = []
         pos = 0
