@@ -323,3 +323,21 @@ def test_store_factory_resolve() -> None:
         key = store.put([1, 2])
         assert StoreFactory(key, store.config()).resolve() == [1, 2]
         assert PollingStoreFactory(key, store.config()).resolve() == [1, 2]
+
+
+def test_policy_takes_proxystores_field_names() -> None:
+    from tether.connectors.multi import Policy
+
+    # As StoreConfig(connector=...), the keywords type-check through model_validate.
+    policy = Policy.model_validate(
+        {'min_size_bytes': 1, 'max_size_bytes': 100, 'host_pattern': '.*'}
+    )
+    assert (policy.min_size, policy.max_size) == (1, 100)
+    assert (policy.min_size_bytes, policy.max_size_bytes) == (1, 100)
+    assert policy.is_valid(size_bytes=100)
+    assert not policy.is_valid(size_bytes=101)
+    assert policy.is_valid_on_host()
+    assert policy.as_dict()['min_size_bytes'] == 1
+    assert Policy(**policy.as_dict()) == policy
+    with pytest.raises(ValueError, match='not both'):
+        Policy.model_validate({'min_size': 1, 'min_size_bytes': 2})

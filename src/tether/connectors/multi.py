@@ -84,10 +84,44 @@ class Policy(pydantic.BaseModel):
     subset_tags: list[str] = pydantic.Field(default_factory=list)
     superset_tags: list[str] = pydantic.Field(default_factory=list)
 
+    @pydantic.model_validator(mode='before')
+    @classmethod
+    def _proxystore_names(cls, data: Any) -> Any:
+        """Accept ProxyStore's field names ``min_size_bytes`` and ``max_size_bytes``."""
+        if isinstance(data, dict) and ('min_size_bytes' in data or 'max_size_bytes' in data):
+            data = dict(data)
+            for old, new in (('min_size_bytes', 'min_size'), ('max_size_bytes', 'max_size')):
+                if old in data:
+                    if new in data:
+                        raise ValueError(f'give {new} or {old}, not both')
+                    data[new] = data.pop(old)
+        return data
+
     @pydantic.field_validator('host_pattern', mode='before')
     @classmethod
     def _one_pattern(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @property
+    def min_size_bytes(self) -> int:
+        """ProxyStore's name for :attr:`min_size`."""
+        return self.min_size
+
+    @property
+    def max_size_bytes(self) -> int:
+        """ProxyStore's name for :attr:`max_size`."""
+        return self.max_size
+
+    def as_dict(self) -> dict[str, Any]:
+        """The policy with ProxyStore's field names (its ``PolicyDict``)."""
+        return {
+            'priority': self.priority,
+            'host_pattern': self.host_pattern,
+            'min_size_bytes': self.min_size,
+            'max_size_bytes': self.max_size,
+            'subset_tags': list(self.subset_tags),
+            'superset_tags': list(self.superset_tags),
+        }
 
     def valid_on_host(self, hostname: str | None = None) -> bool:
         """Return whether the connector applies on ``hostname`` (default: this host)."""
@@ -95,6 +129,10 @@ class Policy(pydantic.BaseModel):
             return True
         host = hostname or socket.gethostname()
         return any(re.fullmatch(p, host) for p in self.host_pattern)
+
+    def is_valid_on_host(self, hostname: str | None = None) -> bool:
+        """ProxyStore's name for :meth:`valid_on_host`."""
+        return self.valid_on_host(hostname)
 
     def mismatch(
         self,
@@ -122,8 +160,15 @@ class Policy(pydantic.BaseModel):
         size: int | None = None,
         subset_tags: Iterable[str] = (),
         superset_tags: Iterable[str] = (),
+        size_bytes: int | None = None,
     ) -> bool:
-        """Return whether an object of ``size`` with these constraints matches."""
+        """Return whether an object of ``size`` with these constraints matches.
+
+        ``size_bytes`` is ProxyStore's name for ``size``. The host is not checked here
+        (see :meth:`valid_on_host`).
+        """
+        if size is None:
+            size = size_bytes
         return (
             self.mismatch(size=size, subset_tags=subset_tags, superset_tags=superset_tags) is None
         )
