@@ -110,12 +110,13 @@ def test_proxy_resolve_error_names_its_cause() -> None:
 
 def test_store_operations_on_a_proxy_not_made_by_a_store_raise() -> None:
     from tether.exceptions import NotAStoreProxyError
+    from tether.store.lifetimes import StaticLifetime
     from tether.store.ref import into_owned
     from tether.store.utils import get_key
 
     plain = Proxy(SimpleFactory(1))
-    for operation in (get_store, get_key, into_owned):
-        with pytest.raises(NotAStoreProxyError, match='not a store proxy') as info:
+    for operation in (get_store, get_key, into_owned, StaticLifetime().add_proxy):
+        with pytest.raises(NotAStoreProxyError, match='store prox') as info:
             operation(plain)
         # ProxyStore's ProxyStoreFactoryError is a StoreError; tether's get_key raised
         # TypeError before: both still catch it.

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether._closing import ClosingContext
-from tether.exceptions import LifetimeArgumentError, LifetimeError, StoreError
+from tether.exceptions import LifetimeArgumentError, LifetimeError, NotAStoreProxyError
 from tether.proxy import Proxy, get_factory
 from tether.store.factory import StoreFactory
 
@@ -117,12 +117,12 @@ class ContextLifetime(ClosingContext):
         """Attach the objects behind store proxies to this lifetime.
 
         Raises:
-            StoreError: if a proxy was not made by a store.
+            NotAStoreProxyError: if a proxy was not made by a store (a ``StoreError``).
         """
         for proxy in proxies:
             factory = get_factory(proxy)
             if not isinstance(factory, StoreFactory):
-                raise StoreError(
+                raise NotAStoreProxyError(
                     f'only store proxies can be attached to a lifetime, got a proxy '
                     f'with factory {factory!r}',
                 )
