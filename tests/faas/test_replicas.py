@@ -139,3 +139,30 @@ def test_deleting_or_stopping_through_one_replica_closes_an_endpoint_on_the_othe
         marker.touch()
         deleted.stop()
         stopped.stop()
+
+
+def test_a_function_deleted_through_one_replica_is_refused_by_the_other(
+    prod_service: ServiceThread, pair: tuple[Replica, Replica]
+) -> None:
+    a, b = pair
+    user, token = new_user(prod_service)
+    agent = agent_on(prod_service, user, a.url, max_workers=1)
+    eid = agent.config.endpoint_id
+    try:
+        with Client(a.url, token) as on_a, Client(b.url, token) as on_b:
+            fid = on_a.register_function(_tasks.square)
+            tid = on_a.run(fid, eid, 3)  # replica a now knows the user owns it
+            assert wait_for(lambda: on_a.get_task(tid)['status'] == 'success', 60)
+            on_b.delete_function(fid)
+            # Told through the broker: replica a forgets what it knew.
+            wait_for(lambda: _refused(on_a, fid, eid), 60, 'replica a to refuse it')
+    finally:
+        agent.stop()
+
+
+def _refused(client: Client, fid: str, eid: str) -> bool:
+    try:
+        client.run(fid, eid, 4)
+    except FaasNotFoundError:
+        return True
+    return False

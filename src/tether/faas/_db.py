@@ -272,6 +272,10 @@ class Repository:
         self._endpoint_info.pop(endpoint_id, None)
         self._info_version += 1
 
+    def forget_function(self, function_id: str, user_id: str) -> None:
+        """Drop the cached ownership of a function (deleted through another replica)."""
+        self._owned.discard((function_id, user_id))
+
     def forget_endpoint(self, endpoint_id: str) -> None:
         """Drop what this process cached of an endpoint (another replica changed it)."""
         self._endpoint_info.pop(endpoint_id, None)

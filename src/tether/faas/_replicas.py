@@ -9,7 +9,8 @@ replica's own sessions, and for any other endpoint hands out a stand-in whose ``
 and ``stop`` are broadcast to the other replicas (:meth:`Broker.broadcast`), where the
 replica that holds the endpoint carries them out. A new connection of an endpoint stops
 an older one wherever it is (the replica that held it does not then mark the endpoint
-offline). Every replica also remembers the broadcast cancellations, so a cancelled
+offline), and a deleted function's cached ownership is dropped everywhere. Every
+replica also remembers the broadcast cancellations, so a cancelled
 task's queued message is dropped by whichever replica the endpoint reaches next.
 """
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from tether.faas._core import Service
     from tether.faas._session import EndpointSession
 
-__all__ = ['Control', 'SessionTable']
+__all__ = ['Control', 'SessionTable', 'forget_function']
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,10 @@ class Control:
                 session = dict.get(self.table, eid)
                 if session is not None:
                     await session.cancel(ids)
+            elif kind == 'forget-function':
+                self.service.repo.forget_function(
+                    str(message['function_id']), str(message['user_id'])
+                )
             elif kind == 'stop':
                 error = message.get('error')
                 if error is not None:  # deleted or stopped by its owner
@@ -136,3 +141,10 @@ class Control:
                     await session.stop(None if error is None else FaasNotFoundError(str(error)))
         except Exception:
             logger.exception('control message %s for %s failed', kind, eid)
+
+
+async def forget_function(service: Service, function_id: str, user_id: str) -> None:
+    """A function was deleted here: the other replicas drop its cached ownership."""
+    table = service.sessions
+    if isinstance(table, SessionTable) and table.control is not None:
+        await table.control.send('forget-function', '', function_id=function_id, user_id=user_id)

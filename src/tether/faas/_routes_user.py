@@ -17,6 +17,7 @@ from tether.exceptions import (
 )
 from tether.faas import _frames
 from tether.faas._api import Api, task_view
+from tether.faas._replicas import forget_function
 from tether.faas._validate import MAX_NAME, check_ids, check_name
 
 
@@ -57,6 +58,7 @@ async def delete_function(api: Api, request: Request, user: str) -> Response:
     fid = api.param(request, 'function_id')
     if not await api.repo.delete_function(fid, user):
         raise FaasNotFoundError(f'function {fid} not found')
+    await forget_function(api.service, fid, user)  # on the other replicas too
     return JSONResponse({'deleted': fid})
 
 
