@@ -328,6 +328,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
                 self._clear_prefix()
         self._closed = True
         self._router.close()
+        if not self.cluster:  # (a pool given to redis.Redis is not closed with it)
+            self._client.connection_pool.disconnect()
         self._client.close()
 
     def _clear_prefix(self) -> None:
