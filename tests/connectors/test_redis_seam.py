@@ -73,3 +73,17 @@ def test_a_forked_child_opens_connections_of_its_own(redis_connector: RedisConne
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert pool.get() is conn  # the parent's connection is still the parent's
+
+
+def test_close_leaves_no_connection_open_on_the_server() -> None:
+    import redis
+
+    with RedisServer() as server, redis.Redis(server.host, server.port) as watcher:
+        before = len(watcher.client_list())
+        connectors = [RedisConnector(server.host, server.port, prefix='x:') for _ in range(3)]
+        for c in connectors:
+            assert not c.exists(c.put(b'a') and c.new_key())
+        assert len(watcher.client_list()) > before
+        for c in connectors:
+            c.close(clear=True)
+        assert len(watcher.client_list()) == before
