@@ -139,6 +139,9 @@ class HostedState:
                     reply, rbody = await self.request(conn, header, body)
                 except Refused as e:
                     reply, rbody = {'error': e.kind, 'message': str(e)}, b''
+                else:
+                    if header.get('noack'):
+                        continue  # the sender does not wait (errors only are answered)
                 reply['id'] = rid
                 await conn.ws.send(pack(reply, rbody))
         finally:

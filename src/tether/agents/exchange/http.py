@@ -28,7 +28,7 @@ from tether.agents._codec import Codec
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
 from tether.agents.exchange._hosted_wire import pack, unpack
 from tether.agents.exchange.factory import ExchangeFactory
-from tether.agents.message import Message, decode, encode
+from tether.agents.message import Message, Response, decode, encode
 from tether.exceptions import (
     AgentError,
     AuthenticationError,
@@ -186,6 +186,10 @@ class _HttpTransport(Transport):
                 if slot is not None:
                     slot.header, slot.body = header, body
                     slot.done.set()
+                elif header.get('error') is not None:  # of a send nobody waits for
+                    logger.warning(
+                        'hosted exchange %s: %s', self.exchange.url, header.get('message')
+                    )
         except Exception as e:
             self._why_gone = str(e)
         finally:
@@ -310,7 +314,18 @@ class _HttpTransport(Transport):
         self.call({'op': 'send', 'dest': dest, 'src': src}, data)
 
     def send(self, msg: Message) -> None:
-        self._push(msg.dest, encode(msg, self.codec).to_bytes(), msg.src)
+        data = encode(msg, self.codec).to_bytes()
+        if type(msg) is Response and self._ready.is_set() and len(data) <= self.max_message_bytes:
+            # An answer: its sender (an agent) only logs a failure to deliver it, so it
+            # need not wait for the server's acknowledgement (a failure is logged here).
+            try:
+                self.ws.send(
+                    pack({'op': 'send', 'dest': msg.dest, 'src': msg.src, 'noack': 1}, data)
+                )
+                return
+            except WireConnectionError:
+                pass  # reconnecting: send it the waiting way
+        self._push(msg.dest, data, msg.src)
 
     def send_raw(self, dest: str, data: bytes) -> None:
         self._push(dest, data, None)
