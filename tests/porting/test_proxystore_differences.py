@@ -342,3 +342,15 @@ def test_policy_takes_proxystores_field_names() -> None:
     assert Policy(**policy.as_dict()) == policy
     with pytest.raises(ValueError, match='not both'):
         Policy.model_validate({'min_size': 1, 'min_size_bytes': 2})
+
+
+def test_an_owner_dropped_after_its_store_closed_registers_no_store() -> None:
+    import gc
+
+    store = Store('differences-late-owner', LocalConnector(), register=True)
+    owned = store.owned_proxy([1])
+    store.close()
+    assert get_store('differences-late-owner') is None
+    del owned
+    gc.collect()
+    assert get_store('differences-late-owner') is None

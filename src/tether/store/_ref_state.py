@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.exceptions import NotAStoreProxyError
 from tether.proxy import Proxy, get_factory
+from tether.store._registry import get_or_create_store, registered_store
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
@@ -130,8 +131,22 @@ def evict_target(proxy: Proxy[Any]) -> None:
     try:
         factory = get_factory(proxy)
         if isinstance(factory, StoreFactory):
-            store = factory.get_store()
-            if not store.closed:
+            if factory.origin_closed():
+                # The store that made it here was closed: its objects were left with
+                # it. Rebuilding (and registering) a store just to evict would leave a
+                # store registered behind the program's back.
+                return
+            store = factory.current_store()
+            if store is None:
+                # Not in this process (an owner moved here): build one to evict with,
+                # without registering it, and close it again.
+                built = get_or_create_store(factory.store_config, register=False)
+                try:
+                    built.evict(factory.key)
+                finally:
+                    if registered_store(built.name) is not built:
+                        built.close()
+            elif not store.closed:
                 store.evict(factory.key)
     except Exception:  # pragma: no cover - backend gone, interpreter shutdown
         if sys.is_finalizing():

@@ -80,6 +80,13 @@ class StoreFactory(Generic[T]):
                 return store
         return get_or_create_store(self.store_config)
 
+    def origin_closed(self) -> bool:
+        """Whether the store that made this factory, in this process, has been closed."""
+        if self._store is None:
+            return False
+        store = self._store()
+        return store is not None and store.closed
+
     def current_store(self) -> Store[Any] | None:
         """Return the store of this process this factory reads from, if there is one.
 
