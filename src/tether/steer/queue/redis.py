@@ -203,9 +203,10 @@ class RedisQueues(BaseQueues):
             raise SteerQueueError(self._lost_message())
         with self._client_lock:
             if self._client is None or self._pid != os.getpid():
-                import redis
                 from redis.backoff import NoBackoff
                 from redis.retry import Retry
+
+                from tether.connectors.redis_client import make_client
 
                 if self._pid != os.getpid():  # a new process: a writer of its own
                     self._writer = f'{os.getpid()}-{secrets.token_hex(6)}'
@@ -213,13 +214,14 @@ class RedisQueues(BaseQueues):
                     self._registered = False
                     self._new_readers()
                 self._pid = os.getpid()
-                self._client = redis.Redis(
-                    host=self.hostname,
-                    port=self.port,
+                # (one server: the restart check reads this server's run_id)
+                self._client = make_client(
+                    self.hostname,
+                    self.port,
                     password=self._password,
                     retry=Retry(NoBackoff(), 0),
                     socket_timeout=None,
-                    redis_connect_func=self._on_connect,  # type: ignore[arg-type]
+                    redis_connect_func=self._on_connect,
                 )
                 # One command, as RPUSH was (EVALSHA; loaded again by redis-py after a
                 # restart emptied the server's script cache).
