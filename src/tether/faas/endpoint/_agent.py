@@ -343,7 +343,8 @@ class Agent:
             if task_id in self._unconfirmed:
                 self._handed.append(task_id)
                 continue
-            stamps = {**t, 'endpoint_received': received}
+            stamps = t  # the frame's own dict, as the header's was
+            stamps['endpoint_received'] = received
             refusal = self._refuse(message)
             function = None
             if refusal is None:
