@@ -171,6 +171,7 @@ def test_executable_method_is_named_after_its_program() -> None:
     assert Echo().name == 'echo'
     request = Result.from_args_and_kwargs(('hi',), method='echo')
     done = Echo()(request)
+    assert done.time.additional['exec_execution'] > 0  # Colmena's step timings
     done.deserialize()
     assert done.success
     assert done.value == 'hi\n'

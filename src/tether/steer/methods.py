@@ -154,6 +154,7 @@ class ExecutableMethod(ColmenaMethod):
     """
 
     wants_resources = True
+    wants_result = True
 
     def __init__(
         self,
@@ -204,15 +205,25 @@ class ExecutableMethod(ColmenaMethod):
         self,
         *args: Any,
         _resources: ResourceRequirements | None = None,
+        _result: Result | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Run the program for these arguments and return :meth:`postprocess`'s value."""
+        """Run the program for these arguments and return :meth:`postprocess`'s value.
+
+        Run for a task, the seconds of each step go to the result's
+        ``time.additional`` as ``exec_preprocess``, ``exec_execution`` and
+        ``exec_postprocess`` (Colmena's names).
+        """
+        timings = _result.time.additional if _result is not None else {}
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f'steer-{self.name}-'))
         try:
+            start = time.perf_counter()
             extra, stdin = self.preprocess(run_dir, args, kwargs)
+            timings['exec_preprocess'] = time.perf_counter() - start
             command = [*self.executable, *map(str, extra)]
             if self.mpi:
                 command = [*self.render_mpi_launch(_resources or ResourceRequirements()), *command]
+            start = time.perf_counter()
             try:
                 proc = subprocess.run(
                     command,
@@ -226,6 +237,7 @@ class ExecutableMethod(ColmenaMethod):
                 raise ExecutableMethodError(
                     f'method {self.name}: cannot run {command!r}: {e}'
                 ) from e
+            timings['exec_execution'] = time.perf_counter() - start
             (run_dir / 'stdout.txt').write_text(proc.stdout)
             (run_dir / 'stderr.txt').write_text(proc.stderr)
             # The same files under Colmena's names, for postprocess steps written for it.
@@ -236,6 +248,9 @@ class ExecutableMethod(ColmenaMethod):
                     f'method {self.name}: {command!r} exited with status {proc.returncode}; '
                     f'its standard error ends with: {proc.stderr[-2000:]!r}',
                 )
-            return self.postprocess(run_dir)
+            start = time.perf_counter()
+            value = self.postprocess(run_dir)
+            timings['exec_postprocess'] = time.perf_counter() - start
+            return value
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
