@@ -354,3 +354,25 @@ def test_an_owner_dropped_after_its_store_closed_registers_no_store() -> None:
     del owned
     gc.collect()
     assert get_store('differences-late-owner') is None
+
+
+def test_multi_connector_key_of_an_unknown_connector() -> None:
+    from tether.connectors.multi import MultiConnector, Policy
+    from tether.exceptions import ConnectorError, NoConnectorMatchError
+
+    with MultiConnector({'only': (LocalConnector(), Policy())}) as multi:
+        key = multi.put(b'x')._replace(connector_name='missing')
+        with pytest.raises(NoConnectorMatchError, match='does not exist') as info:
+            multi.exists(key)
+        assert isinstance(info.value, ConnectorError)
+
+
+def test_polling_factory_records_its_resolve() -> None:
+    from tether.store.factory import PollingStoreFactory
+
+    with Store('differences-polling', LocalConnector(), metrics=True) as store:
+        key = store.put(1)
+        assert PollingStoreFactory(key, store.config(), store=store)() == 1
+        assert store.metrics is not None
+        times = store.metrics.get_metrics(key).times  # type: ignore[union-attr]
+        assert times['factory.polling_resolve'].count == 1

@@ -374,7 +374,10 @@ class MultiConnector(ClosingContext, ConnectorBase[MultiKey]):
         if connector is not None:
             return connector
         if name not in self._specs:
-            raise ConnectorError(f'key names connector {name!r}, unknown to {self!r}')
+            # NoConnectorMatchError: ProxyStore's MultiConnectorError for this too.
+            raise NoConnectorMatchError(
+                f'key names connector {name!r}, unknown to {self!r} (it does not exist there)',
+            )
         with self._lock:
             if name not in self._active:
                 failed = self._failed.get(name)

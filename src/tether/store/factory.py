@@ -201,6 +201,7 @@ class PollingStoreFactory(StoreFactory[T]):
         )
 
     def __call__(self) -> T:
+        start = time.perf_counter_ns()
         store = self.get_store()
         interval = self.polling_interval
         waited = 0.0
@@ -220,6 +221,9 @@ class PollingStoreFactory(StoreFactory[T]):
                 interval = min(interval, self.polling_interval_limit)
         if self.evict:
             store.evict(self.key)
+        if store.metrics is not None:  # ProxyStore's name for a polling factory's resolve
+            ms = (time.perf_counter_ns() - start) / 1e6
+            store.metrics.add_time('factory.polling_resolve', self.key, ms)
         return cast(T, obj)
 
 
