@@ -376,3 +376,12 @@ def test_polling_factory_records_its_resolve() -> None:
         assert store.metrics is not None
         times = store.metrics.get_metrics(key).times  # type: ignore[union-attr]
         assert times['factory.polling_resolve'].count == 1
+
+
+def test_local_connectors_given_one_dict_share_it() -> None:
+    shared: dict[Any, Any] = {}
+    with LocalConnector(shared) as first, LocalConnector(shared) as second:
+        key = first.put(b'value')
+        assert second.get(key) == b'value'
+        with LocalConnector() as other:
+            assert other.get(key) is None

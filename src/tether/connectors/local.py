@@ -48,7 +48,9 @@ class LocalConnector(KeyedWrites[LocalKey]):
 
     Args:
         store_id: Identity of the backing dictionary. Connectors of one process made
-            with the same ``store_id`` share their objects. Defaults to a fresh id.
+            with the same ``store_id`` share their objects. Defaults to a fresh id. A
+            ``dict`` instead (ProxyStore's ``store_dict``) is used as the dictionary:
+            connectors given the same one share it.
         include_data_in_config: Put a copy of the objects in :meth:`config`, so that a
             connector rebuilt from it in another process starts with them (ProxyStore's
             option, for tests: the copy is of the moment ``config()`` is called, and a
@@ -61,11 +63,16 @@ class LocalConnector(KeyedWrites[LocalKey]):
 
     def __init__(
         self,
-        store_id: str | None = None,
+        store_id: str | dict[Any, Any] | None = None,
         *,
         include_data_in_config: bool = False,
         data: dict[str, bytes] | None = None,
     ) -> None:
+        given: dict[Any, Any] | None = None
+        if isinstance(store_id, dict):
+            # ProxyStore's LocalConnector(store_dict): connectors given the same dict
+            # share it (a connector rebuilt from the config gets a dictionary of its own).
+            given, store_id = store_id, None
         self.store_id = store_id or new_id()
         self.include_data_in_config = include_data_in_config
         self.settings = LocalConnectorConfig(
@@ -77,7 +84,7 @@ class LocalConnector(KeyedWrites[LocalKey]):
             if storage is None:
                 storage = _Storage(data or {})
                 _live[self.store_id] = storage
-        self._data: _Storage | None = storage
+        self._data: dict[str, bytes] | None = storage if given is None else given
 
     def config(self) -> dict[str, Any]:
         """Return the configuration (with a copy of the objects if asked to include them)."""
@@ -89,7 +96,7 @@ class LocalConnector(KeyedWrites[LocalKey]):
     def __repr__(self) -> str:
         return f'LocalConnector(store_id={self.store_id!r})'
 
-    def _d(self) -> _Storage:
+    def _d(self) -> dict[str, bytes]:
         if self._data is None:
             raise ConnectorClosedError(f'{self!r} is closed')
         return self._data
