@@ -87,3 +87,31 @@ def test_close_leaves_no_connection_open_on_the_server() -> None:
         for c in connectors:
             c.close(clear=True)
         assert len(watcher.client_list()) == before
+
+
+def test_evict_and_exists_use_the_raw_path_at_interpreter_exit(
+    redis_connector: RedisConnector,
+) -> None:
+    # An owned proxy dropped at interpreter exit evicts through a connector that never
+    # opened a redis-py connection: opening one then fails (redis-py reads package
+    # metadata while modules are torn down), so evict and exists must not need one.
+    import subprocess
+    import sys
+
+    prefix = redis_connector.prefix
+    code = (
+        'from tether.connectors.redis import RedisConnector\n'
+        f'c = RedisConnector(prefix={prefix!r})\n'
+        'key = c.put(b"x")  # the raw path only: no redis-py connection is open\n'
+        'class Later:\n'
+        '    def __del__(self):\n'
+        '        c.evict(key)\n'
+        '        assert not c.exists(key)\n'
+        'import builtins\n'
+        'builtins._later = Later()  # collected while the interpreter finalizes\n'
+    )
+    command = [sys.executable, '-c', code]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert 'Exception ignored' not in done.stderr, done.stderr
+    assert list(redis_connector.client.scan_iter(match=f'{prefix}*')) == []

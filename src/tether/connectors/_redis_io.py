@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from tether.serialize import BYTES_HEAD, BytesLike, direct_target, new_buffer
 
-__all__ = ['Decoded', 'Packer', 'ReplyReader', 'split']
+__all__ = ['Decoded', 'Packer', 'ReplyReader', 'raise_first', 'split']
 
 # Pieces smaller than this are copied into the command's small-piece buffer; larger ones
 # are sent from the caller's memory.
@@ -117,6 +117,14 @@ def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
     if n == 0:
         raise redis.ConnectionError('connection closed by the server while reading a reply')
     return n
+
+
+def raise_first(replies: list[Any]) -> list[Any]:
+    """``replies``, unless one is an error reply: then the first one is raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 class ReplyReader:

@@ -48,7 +48,7 @@ from tether.connectors._redis_auth import (
     resolve_password,
 )
 from tether.connectors._redis_conn import RawPool
-from tether.connectors._redis_io import Decoded, Packer, ReplyReader, split
+from tether.connectors._redis_io import Decoded, Packer, ReplyReader, raise_first, split
 from tether.connectors._redis_request import Requester
 from tether.connectors._redis_route import Router
 from tether.connectors._util import glob_escape, new_id, total_size
@@ -351,13 +351,24 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
 
     def evict(self, key: RedisKey) -> None:
         """Delete the object under ``key`` (and its readiness token, see :meth:`wait`)."""
-        with self._errors('evict'):
-            self._client.delete(key.redis_key, key.redis_key + _READY)
+        name = key.redis_key
+        self._small('evict', name, b'DEL', name, name + _READY)
 
     def exists(self, key: RedisKey) -> bool:
         """Return whether ``key`` is stored."""
-        with self._errors('exists'):
-            return bool(self._client.exists(key.redis_key))
+        return bool(self._small('exists', key.redis_key, b'EXISTS', key.redis_key))
+
+    def _small(self, what: str, name: str, *command: bytes | str) -> Any:
+        # One small command about key ``name`` on the raw path (tether's own connections:
+        # no redis-py connection to open, at interpreter exit too; routed on a cluster).
+        packer = Packer()
+        packer.command(*command)
+
+        def read(reader: ReplyReader) -> Any:
+            return raise_first([reader.simple()])[0]
+
+        with self._errors(what):
+            return self._raw.request(name, packer, read)
 
     def get(self, key: RedisKey) -> BytesLike | None:
         """Return the bytes under ``key`` (a writable buffer) or ``None``."""
@@ -480,7 +491,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
 
         def read(reader: ReplyReader) -> None:
             # Every reply is read before an error is raised: the connection stays in step.
-            _raise_first([reader.simple() for _ in range(replies)])
+            raise_first([reader.simple() for _ in range(replies)])
 
         self._raw.request(name, packer, read)
 
@@ -569,12 +580,6 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         """The underlying redis-py client (a ``redis.Redis``, or a
         ``redis.cluster.RedisCluster`` with ``cluster=True``)."""
         return self._client
-
-
-def _raise_first(replies: Sequence[object]) -> None:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
 
 
 def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
