@@ -3,8 +3,8 @@
 Values go to and from the server over connections of tether's own
 (``tether.connectors._redis_conn``): written from their own memory with a vectored send,
 read straight into one buffer (``tether.connectors._redis_io``); a batch is one round trip.
-redis-py (with hiredis when installed) serves the other commands (``EXISTS``, ``DEL``,
-waiting, clearing).
+redis-py (with hiredis when installed) serves the other commands (waiting for a key,
+clearing a prefix).
 
 With ``cluster=True`` the server is one node of a Redis Cluster: keys spread over its
 shards by hash slot (a key's readiness token and chunks share its slot through a hash tag),
