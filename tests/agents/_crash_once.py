@@ -21,6 +21,10 @@ class CrashOnce(Behavior):
         return os.getpid()
 
     @action
+    def env(self, name: str) -> str | None:
+        return os.environ.get(name)
+
+    @action
     def crash(self) -> str:
         if os.path.exists(self.marker):
             return 'survived'
