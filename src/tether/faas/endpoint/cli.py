@@ -349,28 +349,34 @@ def _status(name: str, as_json: bool) -> None:
     """Local state and the service's view (online, workers, queued tasks) of NAME."""
     import httpx
 
-    from tether.faas._http import raise_for
+    from tether.faas._http import raise_for, split_urls
 
     config, token = _load(name)
     pid = _pid(name)
-    with httpx.Client(
-        base_url=config.service_url,
-        headers={'Authorization': f'Bearer {token}'},
-        verify=config.ca_file or True,
-        timeout=30,
-    ) as http:
-        try:
-            response = http.get('/v1/endpoint/status')
-        except httpx.TransportError as e:
-            raise click.ClickException(f'service {config.service_url} unreachable: {e}') from e
-        try:
-            raise_for(response, f'status of endpoint {name}')
-        except FaasAuthenticationError as e:
-            raise ConfigError(
-                f"{e}: the service no longer accepts this endpoint's token (was the endpoint "
-                f'deleted?); configure it again under a new name'
-            ) from e
-        remote = response.json()
+    urls = split_urls(config.service_url)  # the service's replicas, tried in turn
+    for i, url in enumerate(urls):
+        with httpx.Client(
+            base_url=url,
+            headers={'Authorization': f'Bearer {token}'},
+            verify=config.ca_file or True,
+            timeout=30,
+        ) as http:
+            try:
+                response = http.get('/v1/endpoint/status')
+                break
+            except httpx.TransportError as e:
+                if i == len(urls) - 1:
+                    raise click.ClickException(
+                        f'service {config.service_url} unreachable: {e}'
+                    ) from e
+    try:
+        raise_for(response, f'status of endpoint {name}')
+    except FaasAuthenticationError as e:
+        raise ConfigError(
+            f"{e}: the service no longer accepts this endpoint's token (was the endpoint "
+            f'deleted?); configure it again under a new name'
+        ) from e
+    remote = response.json()
     data = {
         'name': name,
         'endpoint_id': config.endpoint_id,
