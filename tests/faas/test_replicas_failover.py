@@ -4,13 +4,17 @@ finish or run again, and every result reaches its client."""
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.faas import _lifecycle_tasks, _tasks
-from tests.faas._replicas import Replica, replica_pair
+from tests.faas._replicas import ROOT, Replica, replica_pair
 from tests.faas.conftest import AMQP, AgentThread, new_endpoint, new_user, wait_for
 from tether.exceptions import ConfigError
 from tether.faas import Client, EndpointConfig, Executor
@@ -94,3 +98,42 @@ def test_killing_a_replica_loses_no_task(
     finally:
         marker.touch()
         agent.stop()
+
+
+def test_the_endpoint_cli_keeps_and_tries_every_replica(
+    prod_service: ServiceThread, pair: tuple[Replica, Replica], faas_home: pathlib.Path
+) -> None:
+    """After the kill above: ``configure`` and ``status`` pass the dead replica by."""
+    killed, kept = pair
+    assert killed.proc.poll() is not None  # killed by the previous test
+    _user, token = new_user(prod_service)
+    env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                '-c',
+                'from tether.cli import main; main()',
+                'faas',
+                'endpoint',
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    urls = f'{killed.url},{kept.url}'
+    out = cli('configure', 'site', '--service', urls, '--token', token, '--json')
+    endpoint_id = json.loads(out)['endpoint_id']
+    assert (
+        f'service_url = "{urls}"' in (faas_home / 'endpoints' / 'site' / 'config.toml').read_text()
+    )
+    status = json.loads(cli('status', 'site', '--json'))
+    assert status['endpoint_id'] == endpoint_id
+    assert status['online'] is False
