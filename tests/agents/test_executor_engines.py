@@ -27,8 +27,9 @@ import pytest
 from tests.agents._crash_once import CrashOnce
 from tests.parsl_env import parsl_environment
 from tether.agents import Manager
-from tether.agents.launcher import ExecutorLauncher, RestartPolicy
+from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy
 from tether.exceptions import AgentCrashedError
+from tether.testing.agents import LauncherConformance
 
 TIMEOUT = 120.0
 ENGINES = ('faas', 'parsl-slurm', 'dask', 'ray')
@@ -110,7 +111,7 @@ def _dask() -> Iterator[Executor]:
     # A worker that dies fails its task at once (no rerun by Dask): the launcher restarts.
     with dask.config.set({'distributed.scheduler.allowed-failures': 0}):
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=1, threads_per_worker=4, processes=True, dashboard_address=None
+            n_workers=1, threads_per_worker=4, processes=True, dashboard_address=':0'
         )
         client = Client(cluster)  # type: ignore[no-untyped-call]
         try:
@@ -171,3 +172,17 @@ def test_a_crashed_agent_is_restarted_answered_from_its_journal_and_shut_down(
         assert launcher.wait(handle.agent_id, TIMEOUT)
         assert launcher.failure(handle.agent_id) is None
         assert handle.agent_id not in launcher.running()
+
+
+class TestEngineLaunchers(LauncherConformance):
+    """The launcher conformance suite on each engine (the module's engine)."""
+
+    timeout = TIMEOUT
+
+    @pytest.fixture
+    def exchange(self, make_exchange: Callable[..., Any]) -> Any:
+        return make_exchange('redis')
+
+    @pytest.fixture
+    def make_launcher(self, engine: Executor) -> Callable[[RestartPolicy], Launcher]:
+        return lambda restart: ExecutorLauncher(engine, restart=restart)
