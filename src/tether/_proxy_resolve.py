@@ -97,7 +97,7 @@ LOCAL_NAMES: Final[frozenset[str]] = frozenset(
 """Names a proxy serves itself (never forwarded to the target, never resolving it).
 
 A subclass that intercepts attribute access (``__getattribute__``) lets these through
-untouched, as :class:`Proxy` does.
+untouched, as :class:`~tether.proxy.Proxy` does.
 """
 
 
@@ -125,11 +125,11 @@ def class_of(proxy: Any) -> type:
     """``__class__`` of a proxy whose class is unknown or engine-special, by who asks.
 
     Engine code (see :func:`register_engine_module`) inspecting a task argument is told
-    the proxy is a :class:`Proxy`, resolved or not: it then handles the proxy as opaque
+    the proxy is a :class:`~tether.proxy.Proxy`, resolved or not: it then handles the proxy as opaque
     data and pickles it (its factory), instead of resolving it, waiting for a future's
     result, walking a container's items or sending a buffer raw. Anyone else is told
     the target's class: from the metadata if known, else by resolving (a future's proxy
-    not set yet, in the process that made the future, answers :class:`Proxy` instead of
+    not set yet, in the process that made the future, answers :class:`~tether.proxy.Proxy` instead of
     waiting).
     """
     if asked_by_engine(_ASKER_START):
