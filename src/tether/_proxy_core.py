@@ -1,7 +1,7 @@
 """The Proxy class: forwards every operation to its target, resolving it on first use.
 
-Private to :mod:`tether.proxy`, which re-exports :class:`~tether.proxy.Proxy` and states the contract
-(what resolves and what does not).
+Private to :mod:`tether.proxy`, which re-exports :class:`~tether.proxy.Proxy` and states
+the contract (what resolves and what does not).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ class Proxy(ProxySlots, Generic[T]):
     A subclass may define its own methods, properties, class attributes and slots: those
     names are served by the proxy, every other name is forwarded to the target. Every
     proxy class pickles by the same rule: its class, its factory and its
-    :class:`~tether.proxy.ProxyMetadata`, rebuilt as ``cls(factory)`` with the metadata set again (see
-    "Proxy subclasses" in ``docs/concepts.md``).
+    :class:`~tether.proxy.ProxyMetadata`, rebuilt as ``cls(factory)`` with the metadata set
+    again (see "Proxy subclasses" in ``docs/concepts.md``).
 
     Raises:
         ProxyResolveError: (on first use) when the factory raises; the factory's error
@@ -389,7 +389,8 @@ for _name, _fn in (('__pow__', _pow), ('__rpow__', _rpow), ('__ipow__', _ipow)):
 
 
 def rebuild_proxy(factory: Callable[[], Any], cls: type | None, h: int | str | None) -> Proxy[Any]:
-    """Unpickle a plain :class:`~tether.proxy.Proxy` with its metadata (``'u'``: known unhashable)."""
+    """Unpickle a plain :class:`~tether.proxy.Proxy` with its metadata (``'u'``: known
+    unhashable)."""
     proxy: Proxy[Any] = Proxy(factory, target_class=cls)
     set_slot(proxy, '__proxy_hash__', UNHASHABLE if h == 'u' else h)
     return proxy

@@ -56,8 +56,9 @@ def register_engine_module(name: str) -> None:
 
     When code of such a module asks a proxy for its class (``isinstance``, ``__class__``,
     ``__module__``) and the answer is not known without resolving, or is one of
-    :data:`~tether.proxy.ENGINE_SPECIAL_CLASSES` (containers engines walk, buffers they send raw), the
-    proxy answers :class:`~tether.proxy.Proxy` instead of resolving or waiting. Dask, distributed, Ray,
+    :data:`~tether.proxy.ENGINE_SPECIAL_CLASSES` (containers engines walk, buffers they
+    send raw), the proxy answers :class:`~tether.proxy.Proxy` instead of resolving or
+    waiting. Dask, distributed, Ray,
     Parsl, cloudpickle, dill, ``pickle``, ``copy``, ``inspect``, ``multiprocessing``,
     ``concurrent.futures`` and tether's executors are registered already; register the
     modules of another engine that inspects task arguments before pickling them.

@@ -125,12 +125,13 @@ def class_of(proxy: Any) -> type:
     """``__class__`` of a proxy whose class is unknown or engine-special, by who asks.
 
     Engine code (see :func:`register_engine_module`) inspecting a task argument is told
-    the proxy is a :class:`~tether.proxy.Proxy`, resolved or not: it then handles the proxy as opaque
-    data and pickles it (its factory), instead of resolving it, waiting for a future's
-    result, walking a container's items or sending a buffer raw. Anyone else is told
+    the proxy is a :class:`~tether.proxy.Proxy`, resolved or not: it then handles the
+    proxy as opaque data and pickles it (its factory), instead of resolving it, waiting
+    for a future's result, walking a container's items or sending a buffer raw. Anyone
+    else is told
     the target's class: from the metadata if known, else by resolving (a future's proxy
-    not set yet, in the process that made the future, answers :class:`~tether.proxy.Proxy` instead of
-    waiting).
+    not set yet, in the process that made the future, answers
+    :class:`~tether.proxy.Proxy` instead of waiting).
     """
     if asked_by_engine(_ASKER_START):
         return type(proxy)

@@ -87,7 +87,8 @@ class StorePatterns:
 
         Raises:
             MissingCapabilityError: if the connector cannot hand out keys in advance
-                (``new_key``); a :class:`~tether.exceptions.StoreError` and a :class:`NotImplementedError`.
+                (``new_key``); a :class:`~tether.exceptions.StoreError` and a
+                :class:`NotImplementedError`.
         """
         self._check_open()
         deferrable = self.capabilities.require_deferrable('back futures', f'store {self.name!r}')
@@ -150,7 +151,8 @@ class StorePatterns:
         """Store ``obj``, already serialized by :func:`~tether.serialize.serialize_parts`.
 
         For policies that serialize once to measure an object's size and then keep those
-        bytes instead of serializing again. Returns the proxy, as :meth:`~tether.store.Store.proxy` does.
+        bytes instead of serializing again. Returns the proxy, as
+        :meth:`~tether.store.Store.proxy` does.
         ``hash_target=False`` skips hashing ``obj`` for the proxy's cached hash (hashing
         10 MB of ``bytes`` costs milliseconds; ``hash()`` of such a proxy then resolves it).
         """
@@ -185,8 +187,8 @@ class StorePatterns:
     ) -> ProxyLocker[T]:
         """Store ``obj`` and return its proxy inside a :class:`~tether.proxy.ProxyLocker`.
 
-        Arguments as for :meth:`~tether.store.Store.proxy`; ``None``, bools ... come back as they are unless
-        ``skip_nonproxiable=False``.
+        Arguments as for :meth:`~tether.store.Store.proxy`; ``None``, bools ... come back as
+        they are unless ``skip_nonproxiable=False``.
         """
         if skip_nonproxiable and isinstance(obj, NONPROXIABLE):
             return cast(ProxyLocker[T], obj)
