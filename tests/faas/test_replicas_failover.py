@@ -59,6 +59,12 @@ def test_killing_a_replica_loses_no_task(
         worker_prefetch=0,
     )
     agent = AgentThread(config, ep_token).start()
+    # An endpoint that knows only the replica killed: shown offline once it is dead.
+    lone_id, lone_token = new_endpoint(prod_service, user)
+    lone_config = EndpointConfig(
+        name='lone', endpoint_id=lone_id, service_url=killed.url, heartbeat_s=0.5
+    )
+    lone = AgentThread(lone_config, lone_token).start()
     started, marker = tmp_path / 'started', tmp_path / 'marker'
     try:
         client = Client([killed.url, kept.url], token)
@@ -94,10 +100,17 @@ def test_killing_a_replica_loses_no_task(
             assert client.get_result(tid) == 9
             records = [client.get_task(f.task_id) for f in running + queued]
             assert {r['status'] for r in records} == {'success'}
+            assert client.get_endpoint_status(eid)['status'] == 'online'
+            wait_for(
+                lambda: client.get_endpoint_status(lone_id)['status'] == 'offline',
+                90,
+                'the endpoint of the dead replica to show offline',
+            )
         client.close()
     finally:
         marker.touch()
         agent.stop()
+        lone.stop()
 
 
 def test_the_endpoint_cli_keeps_and_tries_every_replica(

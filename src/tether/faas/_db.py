@@ -18,6 +18,7 @@ from typing import Any
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas._drivers import Driver
+from tether.faas._liveness import mark_offline
 from tether.faas._schema import SCHEMA
 from tether.faas._shares import Shares
 
@@ -254,6 +255,7 @@ class Repository:
             r['online'] = bool(r['online'])
             r['queued'] = int(r['queued'])
             r['running'] = int(r['running'])
+        await mark_offline(self.db, rows)  # held by a replica that died
         return rows
 
     async def set_endpoint_state(

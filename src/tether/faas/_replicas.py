@@ -17,12 +17,14 @@ task's queued message is dropped by whichever replica the endpoint reaches next.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from tether.exceptions import FaasNotFoundError
+from tether.faas._liveness import BEAT_S, beat, drop
 from tether.faas._queues import MAX_CANCELLED
 
 if TYPE_CHECKING:
@@ -81,13 +83,28 @@ class Control:
         self.topic = f'{service.config.queue_prefix}.control'
         self._listener: Consumer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._beating: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         self._listener = await self.service.broker.listen(self.topic, self._heard)
         self.table.control = self
+        await beat(self.service.repo.db, self.replica_id)
+        self._beating = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(BEAT_S)
+            try:
+                await beat(self.service.repo.db, self.replica_id)
+            except Exception as e:  # the database is away: the next beat may pass
+                logger.warning('replica heartbeat not stored: %s', e)
 
     async def close(self) -> None:
         self.table.control = None
+        if self._beating is not None:
+            self._beating.cancel()
+            with contextlib.suppress(Exception):
+                await drop(self.service.repo.db, self.replica_id)
         if self._listener is not None:
             listener, self._listener = self._listener, None
             await listener.close()

@@ -53,6 +53,10 @@ CREATE TABLE IF NOT EXISTS faas_tasks (
 CREATE INDEX IF NOT EXISTS faas_tasks_user_created ON faas_tasks (user_id, created);
 CREATE INDEX IF NOT EXISTS faas_tasks_endpoint_status ON faas_tasks (endpoint_id, status);
 CREATE INDEX IF NOT EXISTS faas_tasks_group ON faas_tasks (task_group_id);
+CREATE TABLE IF NOT EXISTS faas_replicas (
+    replica_id TEXT PRIMARY KEY,
+    seen DOUBLE PRECISION NOT NULL
+);
 CREATE TABLE IF NOT EXISTS faas_groups (
     name TEXT PRIMARY KEY,
     owner TEXT NOT NULL,

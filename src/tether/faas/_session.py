@@ -45,6 +45,9 @@ class EndpointSession:
         self.user_id = user_id
         self.held = {str(t) for t in hello.get('held', [])}
         self.info = _info(hello)
+        control = getattr(service.sessions, 'control', None)
+        if control is not None:  # the replica holding it (shown offline if it dies)
+            self.info['replica'] = control.replica_id
         self.tracker = Tracker()
         self.consumer: Consumer | None = None
         self.batcher = Batcher(self._take, self._fail)
