@@ -357,57 +357,18 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return
             sizes = check_sizes(scratch, count, self.limits, PREFIX.size)
             header = decode_header(memoryview(scratch)[PREFIX.size + 8 * count : head])
-            fast = self.fast
-            if fast is not None and (end := head + sum(sizes)) <= FAST_MAX:
-                if self._have < end:
+            if self.fast is not None and head + sum(sizes) <= FAST_MAX:
+                took = self._offer_fast(mtype, header, rid, sizes, head)
+                if took is None:
                     return  # a small frame is offered whole: wait for the rest of it
-                raw = memoryview(scratch)[:end]
-                try:
-                    took = fast((mtype, header, rid, sizes, raw, head))
-                finally:
-                    raw.release()
                 if took:
-                    rest = self._have - end
-                    if rest:
-                        scratch[:rest] = scratch[end : self._have]
-                    self._have = rest
                     continue
             routed = None
             if self.router is not None and sum(sizes) >= self.route_min:
                 routed = self.router(mtype, header, rid, sizes)
-            try:
-                if routed is not None:
-                    buffers = routed
-                elif self.memory is not None:
-                    buffers = self.memory.allocate(sizes)
-                else:
-                    buffers = [self.alloc(n) for n in sizes]
-            except MemoryError as e:
-                raise FrameTooLargeError(
-                    f'cannot allocate {sum(sizes)} bytes for a frame: out of memory',
-                ) from e
-            frame = Frame(mtype, header, buffers, rid, flags, version)
-            # Bytes already read past the header belong to the payloads (or the next frame).
-            extra = memoryview(scratch)[head : self._have]
-            taken = 0
-            for buf in frame.payloads:
-                n = min(len(buf), extra.nbytes - taken)
-                if isinstance(buf, bytearray | memoryview):
-                    buf[:n] = extra[taken : taken + n]
-                elif n:
-                    try:
-                        buf.write(extra[taken : taken + n])
-                    except OSError as e:
-                        extra.release()
-                        _abort_sinks(frame.payloads)
-                        if self.memory is not None and routed is None:
-                            self.memory.release(frame.payloads)
-                        raise FrameTooLargeError(f'cannot write a payload to disk: {e}') from e
-                taken += n
-                if n < len(buf):
-                    break
+            frame = Frame(mtype, header, self._buffers(sizes, routed), rid, flags, version)
+            taken = self._fill(frame, head, routed)
             rest = self._have - head - taken
-            extra.release()
             if rest:
                 scratch[:rest] = scratch[head + taken : self._have]
             self._have = rest
@@ -416,20 +377,82 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 if len(self._scratch) > _SCRATCH and not rest:
                     self._scratch = bytearray(_SCRATCH)
                 continue
-            # Payloads continue beyond what is buffered: read the rest into them directly.
-            self._frame = frame
-            self._sizes = sizes
-            self._index = 0
-            self._pos = 0
-            consumed = taken
-            for i, n in enumerate(sizes):
-                if consumed >= n:
-                    consumed -= n
-                    continue
-                self._index = i
-                self._pos = consumed
-                break
+            self._stream_rest(frame, sizes, taken)
             return
+
+    def _offer_fast(
+        self, mtype: int, header: dict[str, Any], rid: int, sizes: tuple[int, ...], head: int
+    ) -> bool | None:
+        """Offer a small whole frame to the fast path; None: wait for more bytes."""
+        end = head + sum(sizes)
+        if self._have < end:
+            return None
+        scratch = self._scratch
+        fast = self.fast
+        assert fast is not None
+        raw = memoryview(scratch)[:end]
+        try:
+            took = fast((mtype, header, rid, sizes, raw, head))
+        finally:
+            raw.release()
+        if took:
+            rest = self._have - end
+            if rest:
+                scratch[:rest] = scratch[end : self._have]
+            self._have = rest
+        return bool(took)
+
+    def _buffers(self, sizes: tuple[int, ...], routed: Any) -> Any:
+        """The buffers a frame's payloads are read into."""
+        try:
+            if routed is not None:
+                return routed
+            if self.memory is not None:
+                return self.memory.allocate(sizes)
+            return [self.alloc(n) for n in sizes]
+        except MemoryError as e:
+            raise FrameTooLargeError(
+                f'cannot allocate {sum(sizes)} bytes for a frame: out of memory',
+            ) from e
+
+    def _fill(self, frame: Frame, head: int, routed: Any) -> int:
+        """Copy the bytes already read past the header into the payloads; return how many."""
+        extra = memoryview(self._scratch)[head : self._have]
+        taken = 0
+        try:
+            for buf in frame.payloads:
+                n = min(len(buf), extra.nbytes - taken)
+                if isinstance(buf, bytearray | memoryview):
+                    buf[:n] = extra[taken : taken + n]
+                elif n:
+                    try:
+                        buf.write(extra[taken : taken + n])
+                    except OSError as e:
+                        _abort_sinks(frame.payloads)
+                        if self.memory is not None and routed is None:
+                            self.memory.release(frame.payloads)
+                        raise FrameTooLargeError(f'cannot write a payload to disk: {e}') from e
+                taken += n
+                if n < len(buf):
+                    break
+        finally:
+            extra.release()
+        return taken
+
+    def _stream_rest(self, frame: Frame, sizes: tuple[int, ...], taken: int) -> None:
+        """Payloads continue beyond what is buffered: read the rest into them directly."""
+        self._frame = frame
+        self._sizes = sizes
+        self._index = 0
+        self._pos = 0
+        consumed = taken
+        for i, n in enumerate(sizes):
+            if consumed >= n:
+                consumed -= n
+                continue
+            self._index = i
+            self._pos = consumed
+            break
 
     # API used by Connection ------------------------------------------------------------
 
