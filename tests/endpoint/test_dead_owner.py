@@ -59,30 +59,10 @@ def _cut(buffers: list[memoryview], at: int) -> tuple[list[memoryview], list[mem
     return first, rest
 
 
-@pytest.mark.parametrize('op', ['get', 'set'])
-@pytest.mark.parametrize('path', list(PATHS))
-def test_owner_killed_mid_transfer(
-    site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str, op: str
-) -> None:
-    """The owner dies while the client reads (``get``) or writes (``set``) a large object."""
-    reader_settings, own_channels, link, own = PATHS[path]
-    direct = path.startswith('direct')
-    port = free_port()
-    owner_peering: dict[str, Any] = {'keepalive': KEEPALIVE}
-    if direct:
-        owner_peering |= {'port': port, 'advertise': [f'127.0.0.1:{port}']}
-    site.configure(
-        'reader', loop_relay.address, peering={'keepalive': KEEPALIVE, **reader_settings}
-    )
-    owner = site.configure('owner', loop_relay.address, peering=owner_peering)
-    site.start('reader')
-    site.start('owner')
-    at_owner = site.connector('owner')
-    data = os.urandom(SIZE)
-    key = at_owner.put(data)
-    at_owner.close()
-
-    # The client stops after the first megabyte of the object, until the owner is dead.
+def _pause_after_first_megabyte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[threading.Event, threading.Event]:
+    """Make a transfer of the object stop after its first megabyte until ``killed`` is set."""
     mid, killed = threading.Event(), threading.Event()
     recv_into, sendmsg = SyncConnection._recv_into, SyncConnection._sendmsg
 
@@ -107,10 +87,13 @@ def test_owner_killed_mid_transfer(
 
     monkeypatch.setattr(SyncConnection, '_recv_into', paused_recv)
     monkeypatch.setattr(SyncConnection, '_sendmsg', paused_send)
-    reader = site.connector('reader', own_channels=own_channels)
-    # Peered first, so that the object goes through as it does once a link is up (a
-    # forwarded set is then piped to the owner as it arrives).
-    assert reader.exists(key)
+    return mid, killed
+
+
+def _start_transfer(
+    reader: Any, op: str, key: Any, data: bytes
+) -> tuple[threading.Event, dict[str, BaseException | None]]:
+    """Get or set ``key`` in a thread; the event is set when it has an outcome."""
     outcome: dict[str, BaseException | None] = {}
     done = threading.Event()
 
@@ -125,8 +108,40 @@ def test_owner_killed_mid_transfer(
             outcome['error'] = e
         done.set()
 
-    thread = threading.Thread(target=transfer, daemon=True)
-    thread.start()
+    threading.Thread(target=transfer, daemon=True).start()
+    return done, outcome
+
+
+@pytest.mark.parametrize('op', ['get', 'set'])
+@pytest.mark.parametrize('path', list(PATHS))
+def test_owner_killed_mid_transfer(
+    site: Site, loop_relay: Relay, monkeypatch: pytest.MonkeyPatch, path: str, op: str
+) -> None:
+    """The owner dies while the client reads (``get``) or writes (``set``) a large object."""
+    reader_settings, own_channels, link, own = PATHS[path]
+    direct = path.startswith('direct')
+    port = free_port()
+    owner_peering: dict[str, Any] = {'keepalive': KEEPALIVE}
+    if direct:
+        owner_peering |= {'port': port, 'advertise': [f'127.0.0.1:{port}']}
+    site.configure(
+        'reader', loop_relay.address, peering={'keepalive': KEEPALIVE, **reader_settings}
+    )
+    owner = site.configure('owner', loop_relay.address, peering=owner_peering)
+    site.start('reader')
+    site.start('owner')
+    at_owner = site.connector('owner')
+    data = os.urandom(SIZE)
+    key = at_owner.put(data)
+    at_owner.close()
+
+    # The client stops after the first megabyte of the object, until the owner is dead.
+    mid, killed = _pause_after_first_megabyte(monkeypatch)
+    reader = site.connector('reader', own_channels=own_channels)
+    # Peered first, so that the object goes through as it does once a link is up (a
+    # forwarded set is then piped to the owner as it arrives).
+    assert reader.exists(key)
+    done, outcome = _start_transfer(reader, op, key, data)
     assert mid.wait(60), 'the transfer did not start'
     status = site.status('reader')
     (peer,) = status['peers']
@@ -139,7 +154,6 @@ def test_owner_killed_mid_transfer(
     # Generous: the failure is seen within seconds (a QUIC link's default idle timeout
     # used to hold the client for a minute).
     assert done.wait(30), 'the client was not told within 30 s'
-    thread.join(10)
     error = outcome['error']
     assert isinstance(error, PeerChannelError), repr(error)
     assert error.peer == owner
