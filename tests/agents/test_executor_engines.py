@@ -31,6 +31,8 @@ from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy
 from tether.exceptions import AgentCrashedError
 from tether.testing.agents import LauncherConformance
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT = 120.0
 ENGINES = ('faas', 'parsl-slurm', 'dask', 'ray')
 
