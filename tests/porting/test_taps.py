@@ -233,3 +233,23 @@ def test_store_metrics_record_factory_resolve() -> None:
         assert metrics is not None
         times = metrics.times
         assert times['factory.resolve'].count == 1
+
+
+def test_is_future_and_the_run_log_level() -> None:
+    import logging
+
+    from tether.bench.future import FutureProtocol, is_future
+    from tether.bench.logging import RUN_LOG_LEVEL, init_logging, remove_logging
+
+    assert is_future(concurrent.futures.Future())
+    assert not is_future('not a future')
+    with Engine(concurrent.futures.ThreadPoolExecutor(1)) as engine:
+        future = engine.submit(add, 1)
+        assert isinstance(future, FutureProtocol)
+        future.result(timeout=60)
+    assert logging.INFO < RUN_LOG_LEVEL < logging.WARNING
+    init_logging()
+    try:
+        assert logging.getLevelName(RUN_LOG_LEVEL) == 'RUN'
+    finally:
+        remove_logging()

@@ -6,10 +6,14 @@ import logging
 import os
 import sys
 
-__all__ = ['RUN_LOG_FORMAT', 'init_logging', 'remove_logging']
+__all__ = ['RUN_LOG_FORMAT', 'RUN_LOG_LEVEL', 'init_logging', 'remove_logging']
 
 RUN_LOG_FORMAT = '[%(asctime)s.%(msecs)03d] %(levelname)-5s (%(name)s) :: %(message)s'
 _DATE_FORMAT = '%Y-%m-%d %H:%M:%S'
+
+RUN_LOG_LEVEL = 22
+"""The level of a run's progress messages, between INFO and WARNING (named ``RUN`` once
+:func:`init_logging` ran; TaPS's level)."""
 
 _handlers: list[logging.Handler] = []
 
@@ -44,6 +48,7 @@ def init_logging(
     Returns:
         The handlers added (pass them to :func:`remove_logging` to undo).
     """
+    logging.addLevelName(RUN_LOG_LEVEL, 'RUN')
     remove_logging()
     root = logging.getLogger()
     if force:

@@ -26,12 +26,12 @@ from tether.exceptions import ConfigError
 __all__ = [
     'BenchmarkConfig',
     'Config',
-    'make_run_dir',
     'DEFAULT_EXECUTOR',
     'EngineConfig',
     'LoggingConfig',
     'RunConfig',
     'load_toml',
+    'make_run_dir',
     'merge',
     'redact',
     'set_dotted',
