@@ -7,9 +7,14 @@ import logging
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from tether.exceptions import NotAStoreProxyError
+from tether.exceptions import (
+    NotAStoreProxyError,
+    OwnerCopyError,
+    OwnershipError,
+    ReferenceInvalidError,
+)
 from tether.proxy import Proxy, get_factory
 from tether.store._registry import get_or_create_store, registered_store
 from tether.store.factory import StoreFactory
@@ -18,6 +23,9 @@ if TYPE_CHECKING:
     from tether.store._store import Store
 
 __all__ = [
+    'check_state',
+    'refuse_copy',
+    'refuse_write',
     'OwnerState',
     'RefState',
     'describe',
@@ -152,3 +160,28 @@ def evict_target(proxy: Proxy[Any]) -> None:
         if sys.is_finalizing():
             return  # modules are being torn down: nothing more can be reached
         logger.exception('could not evict the object of %s', describe(proxy))
+
+
+def refuse_copy(proxy: Proxy[Any]) -> NoReturn:
+    raise OwnerCopyError(
+        f'cannot copy {describe(proxy)}: a copy would be a second owner that evicts the '
+        'object under the first; use clone(proxy) for a new object with its own owner, '
+        'or borrow(proxy) to share it',
+    )
+
+
+def check_state(proxy: Proxy[Any], state: OwnerState, what: str) -> None:
+    if state.moved:
+        raise ReferenceInvalidError(
+            f'cannot {what} {describe(proxy)}: its ownership was moved to another process '
+            '(it was pickled); use the copy that was sent',
+        )
+    if state.dropped:
+        raise ReferenceInvalidError(f'cannot {what} {describe(proxy)}: it was dropped')
+
+
+def refuse_write(proxy: Proxy[Any]) -> None:
+    raise OwnershipError(
+        f'{describe(proxy)} is a shared borrow and is read-only: use mut_borrow() on the '
+        'owner to get a mutable borrow',
+    )

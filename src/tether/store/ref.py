@@ -29,13 +29,12 @@ import copy
 import inspect
 import logging
 import os
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tether.exceptions import (
     AlreadyOwnedError,
     MutableBorrowError,
     NotAStoreProxyError,
-    OwnerCopyError,
     OwnershipError,
     ReferenceInvalidError,
     ReferenceNotOwnedError,
@@ -54,10 +53,13 @@ from tether.proxy import (
 from tether.store._ref_state import (
     OwnerState,
     RefState,
+    check_state,
     describe,
     evict_target,
     owner_born,
     owner_gone,
+    refuse_copy,
+    refuse_write,
     store_of,
 )
 from tether.store.factory import StoreFactory
@@ -170,7 +172,7 @@ def _check_valid(proxy: BaseRefProxy[Any], what: str) -> None:
     state = _get_state(proxy)
     if type(state) is OwnerState:
         if state.moved or state.dropped:
-            _check_state(proxy, state, what)
+            check_state(proxy, state, what)
         return
     if state.ended:
         raise ReferenceInvalidError(
@@ -235,10 +237,10 @@ class OwnedProxy(BaseRefProxy[T]):
         owner_born(factory)
 
     def __copy__(self) -> OwnedProxy[T]:
-        _refuse_copy(self)
+        refuse_copy(self)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OwnedProxy[T]:
-        _refuse_copy(self)
+        refuse_copy(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         _check_mutable(self)
@@ -260,7 +262,7 @@ class OwnedProxy(BaseRefProxy[T]):
         state: OwnerState = _get_state(self)
         with state.lock:
             if state.dropped:
-                _check_state(self, state, 'move')
+                check_state(self, state, 'move')
             # Pickling a moved owner again is allowed: engines may serialize one message
             # twice (Dask retries with cloudpickle) and send only one of the copies.
             if state.refs or state.mut:
@@ -312,16 +314,16 @@ class RefProxy(BaseRefProxy[T]):
         _set_state(self, RefState(owner, owner_proxy))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        _read_only(self)
+        refuse_write(self)
 
     def __delattr__(self, name: str) -> None:
-        _read_only(self)
+        refuse_write(self)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        _read_only(self)
+        refuse_write(self)
 
     def __delitem__(self, key: Any) -> None:
-        _read_only(self)
+        refuse_write(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         state: RefState = _get_state(self)
@@ -369,14 +371,6 @@ class RefMutProxy(RefProxy[T]):
         Proxy.__delitem__(self, key)
 
 
-def _refuse_copy(proxy: OwnedProxy[Any]) -> NoReturn:
-    raise OwnerCopyError(
-        f'cannot copy {describe(proxy)}: a copy would be a second owner that evicts the '
-        'object under the first; use clone(proxy) for a new object with its own owner, '
-        'or borrow(proxy) to share it',
-    )
-
-
 def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     """``copy.copy`` of a borrow: another borrow of the same owner (counted)."""
     state: RefState = _get_state(ref)
@@ -392,35 +386,18 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
         )
     owner = state.owner_proxy
     if owner is None:  # pragma: no cover - a live, not ended borrow keeps its owner
-        _check_state(ref, state.owner, 'copy')
+        check_state(ref, state.owner, 'copy')
     return borrow(owner, populate_target=is_resolved(ref))
-
-
-def _check_state(proxy: Proxy[Any], state: OwnerState, what: str) -> None:
-    if state.moved:
-        raise ReferenceInvalidError(
-            f'cannot {what} {describe(proxy)}: its ownership was moved to another process '
-            '(it was pickled); use the copy that was sent',
-        )
-    if state.dropped:
-        raise ReferenceInvalidError(f'cannot {what} {describe(proxy)}: it was dropped')
 
 
 def _check_mutable(proxy: OwnedProxy[Any]) -> None:
     state: OwnerState = _get_state(proxy)
-    _check_state(proxy, state, 'mutate')
+    check_state(proxy, state, 'mutate')
     if state.refs or state.mut:
         raise MutableBorrowError(
             f'cannot mutate {describe(proxy)} while it is borrowed ({state.refs} shared, '
             f'{int(state.mut)} mutable borrows)',
         )
-
-
-def _read_only(proxy: RefProxy[Any]) -> None:
-    raise OwnershipError(
-        f'{describe(proxy)} is a shared borrow and is read-only: use mut_borrow() on the '
-        'owner to get a mutable borrow',
-    )
 
 
 def _owner_state(proxy: Any, fn: str) -> OwnerState:
@@ -465,7 +442,7 @@ def borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefProxy[T]
     """
     state = _owner_state(proxy, 'borrow')
     with state.lock:
-        _check_state(proxy, state, 'borrow')
+        check_state(proxy, state, 'borrow')
         if state.mut:
             raise MutableBorrowError(
                 f'cannot borrow {describe(proxy)}: it is mutably borrowed (a RefMutProxy '
@@ -484,7 +461,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
     """
     state = _owner_state(proxy, 'mut_borrow')
     with state.lock:
-        _check_state(proxy, state, 'mutably borrow')
+        check_state(proxy, state, 'mutably borrow')
         if state.refs or state.mut:
             raise MutableBorrowError(
                 f'cannot mutably borrow {describe(proxy)}: it is already borrowed '
@@ -502,7 +479,7 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
             mutably borrowed.
     """
     state = _owner_state(proxy, 'clone')
-    _check_state(proxy, state, 'clone')
+    check_state(proxy, state, 'clone')
     if state.mut:
         raise MutableBorrowError(f'cannot clone {describe(proxy)} while it is mutably borrowed')
     obj = extract(proxy)
@@ -591,7 +568,7 @@ def drop(proxy: OwnedProxy[Any]) -> None:
     """
     state = _owner_state(proxy, 'drop')
     with state.lock:
-        _check_state(proxy, state, 'drop')
+        check_state(proxy, state, 'drop')
         if state.refs or state.mut:
             raise MutableBorrowError(
                 f'cannot drop {describe(proxy)} while it is borrowed ({state.refs} shared, '
