@@ -38,10 +38,9 @@ def _is_dask_executor(executor: object) -> bool:
 
 def _dask_executor(executor: Any) -> Any:
     """A Dask ``Client`` becomes its executor (other objects are left alone)."""
-    cls = type(executor)
-    if cls.__module__.partition('.')[0] in {'distributed', 'tether'} and any(
+    if any(
         base.__module__ == 'distributed.client' and base.__name__ == 'Client'
-        for base in cls.__mro__
+        for base in type(executor).__mro__
     ):
         return executor.get_executor()
     return executor
