@@ -46,7 +46,8 @@ class StoreFactory(Generic[T]):
         # at run time the connector's type is accepted and dropped (type checkers see one).
         if isinstance(params, tuple) and len(params) == 2:
             params = params[1]
-        return super().__class_getitem__(params)  # type: ignore[misc]
+        parent: Any = super()
+        return parent.__class_getitem__(params)
 
     def __init__(
         self,
