@@ -63,9 +63,13 @@ class ExecutorOptions:
                 f'(function id {self._functions[key]})'
             )
         if function_id is None:
-            function_id = self.client.register_function(
-                fn, function_serializer=self.serializer.function_serializer_id
-            )
+            method = self.serializer.function_serializer_id
+            if method == self.client.function_serializer:
+                # The client's cache: a function it registered already is not registered
+                # again (that would need the service, which may be down for a while).
+                function_id = self.client.function_id_for(fn)
+            else:
+                function_id = self.client.register_function(fn, function_serializer=method)
         self._functions[key] = str(function_id)
         return str(function_id)
 
