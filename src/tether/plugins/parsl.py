@@ -28,6 +28,8 @@ helpers:
 * :func:`start_kernel` / :func:`stop_kernel`: a data-flow kernel of the caller's own (not
   ``parsl.load``'s global one), and its cleanup, run-log file handlers closed;
 * :func:`closing_run_log`: close the run log's handlers around any Parsl shutdown;
+* :func:`normalise_localhost`: an executor address of ``'localhost'`` made ``'127.0.0.1'``
+  (done by :func:`start_kernel`);
 * :func:`make_app`: a Python app of a kernel, on some of its executors;
 * :func:`worker_init` and :func:`interchange_command`: the shell line and the command
   that make Parsl's workers and interchange run this interpreter.
@@ -67,6 +69,7 @@ __all__ = [
     'make_app',
     'make_launcher',
     'make_provider',
+    'normalise_localhost',
     'start_kernel',
     'stop_kernel',
     'worker_init',
@@ -169,10 +172,31 @@ def start_kernel(config: Any) -> Any:
     Not ``parsl.load``'s global kernel: a forked process inherits whatever global kernel
     its parent loaded (without its threads), and ``parsl.load`` refuses to load twice.
     Stop it with :func:`stop_kernel`.
+
+    An executor whose ``address`` is ``'localhost'`` (as configs written for older Parsl
+    releases say) is given ``'127.0.0.1'`` instead: current Parsl takes only IP addresses
+    there, and its interchange would fail to start.
     """
     from parsl.dataflow.dflow import DataFlowKernel
 
+    normalise_localhost(config)
     return DataFlowKernel(config)
+
+
+def normalise_localhost(config: Any) -> Any:
+    """Replace an executor ``address`` of ``'localhost'`` in ``config`` by ``'127.0.0.1'``.
+
+    A compatibility shim for Parsl configs written before Parsl required an IP address
+    (``'localhost' does not appear to be an IPv4 or IPv6 address``). Other addresses are
+    left as they are. Returns ``config``, changed in place.
+    """
+    for executor in getattr(config, 'executors', ()):
+        if getattr(executor, 'address', None) != 'localhost':
+            continue
+        executor.address = '127.0.0.1'
+        if getattr(executor, 'all_addresses', None) == {'localhost'}:
+            executor.all_addresses = {'127.0.0.1'}
+    return config
 
 
 def make_app(dfk: Any, function: Callable[..., Any], executors: str | list[str] = 'all') -> Any:
