@@ -1,0 +1,264 @@
+"""Simulated endpoints for the function service at scale (benchmarks/bench_faas_scale.py).
+
+A simulated endpoint is a light asyncio client that speaks the real endpoint protocol
+(:mod:`tether.faas._frames` over the service's WebSocket, as
+:mod:`tether.faas.endpoint._agent` does): it sends ``HELLO``, waits for ``WELCOME``, and
+answers each ``TASKS`` message with an ``ACK`` of its tasks and their ``RESULTS``. It
+stands in for a manager with ``workers`` workers: a task takes ``kind`` (``noop``: none;
+``sleep``: ``duration`` s of waiting; ``stress``: ``duration`` s of CPU in the process)
+and at most ``workers`` run at once. Many endpoints share one event loop and one process;
+:class:`Fleet` spreads them over a few processes.
+
+:func:`service_stack` starts ``tether faas serve`` replicas over a PostgreSQL database
+created for the run and RabbitMQ (queues under a unique prefix), as
+``_faas_stack.prod_stack`` does, without any real endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from _faas_stack import AMQP, TETHER, _admin, _delete_queues
+from tether.faas import _frames
+from tether.faas._http import ws_url
+from tether.faas._payload import pack_result
+
+__all__ = ['Fleet', 'rss_kb', 'service_stack', 'sim_endpoint']
+
+NONE_RESULT = pack_result(None, 'tether')
+
+
+async def sim_endpoint(  # noqa: PLR0917
+    url: str,
+    token: str,
+    stop: asyncio.Event,
+    welcomed: asyncio.Event | None = None,
+    kind: str = 'noop',
+    duration: float = 0.0,
+    workers: int = 8,
+) -> int:
+    """Serve one simulated endpoint until ``stop``; return the tasks it answered."""
+    from websockets.asyncio.client import connect
+
+    done = 0
+    slots = asyncio.Semaphore(workers)
+    pending: set[asyncio.Task[None]] = set()
+    async with connect(
+        ws_url(url, '/v1/endpoint/connect'),
+        additional_headers={'Authorization': f'Bearer {token}'},
+        max_size=None,
+        compression=None,
+        ping_interval=None,
+        open_timeout=120,
+    ) as ws:
+        hello = {'held': [], 'engine': 'sim', 'min_workers': 0, 'max_workers': workers}
+        await ws.send(_frames.encode(_frames.HELLO, {**hello, 'workers': workers}))
+
+        async def run(entries: list[tuple[dict[str, Any], Any]]) -> None:
+            nonlocal done
+            async with slots:
+                start = time.time()
+                if kind == 'sleep':
+                    await asyncio.sleep(duration)
+                elif kind == 'stress':
+                    end = time.perf_counter() + duration
+                    while time.perf_counter() < end:
+                        pass
+                now = time.time()
+                for header, _ in entries:
+                    header['t'] = {'worker_start': start, 'worker_end': now}
+                for message in _frames.pack(_frames.RESULTS, 'results', entries):
+                    await ws.send(message)
+                done += len(entries)
+
+        async def receive() -> None:
+            async for message in ws:
+                if isinstance(message, str):
+                    continue
+                frame = _frames.decode(message)
+                if frame.type == _frames.WELCOME and welcomed is not None:
+                    welcomed.set()
+                elif frame.type == _frames.TASKS:
+                    ids = []
+                    results = []
+                    for task, _ in _frames.decode_tasks(frame):
+                        ids.append(task.task_id)
+                        header = {
+                            'task_id': task.task_id,
+                            'status': 'success',
+                            'result_serializer': task.data_serializer,
+                        }
+                        results.append((header, NONE_RESULT))
+                    await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
+                    if kind == 'noop':  # all at once, one message
+                        job = asyncio.ensure_future(run(results))
+                    else:  # one worker per task
+                        for entry in results:
+                            job = asyncio.ensure_future(run([entry]))
+                            pending.add(job)
+                            job.add_done_callback(pending.discard)
+                        continue
+                    pending.add(job)
+                    job.add_done_callback(pending.discard)
+
+        receiver = asyncio.ensure_future(receive())
+        await stop.wait()
+        receiver.cancel()
+        for job in list(pending):
+            job.cancel()
+    return done
+
+
+def _fleet_main(  # noqa: PLR0917
+    urls: list[str],
+    tokens: list[str],
+    ready: Any,
+    stop: Any,
+    kind: str,
+    duration: float,
+    workers: int,
+) -> None:
+    async def main() -> None:
+        halt = asyncio.Event()
+        welcomes = [asyncio.Event() for _ in tokens]
+        jobs = []
+        for i, token in enumerate(tokens):
+            url = urls[i % len(urls)]
+            coro = sim_endpoint(url, token, halt, welcomes[i], kind, duration, workers)
+            jobs.append(asyncio.ensure_future(coro))
+            if i % 50 == 49:  # do not open a thousand sockets in one burst
+                await asyncio.sleep(0.01)
+        await asyncio.gather(*(w.wait() for w in welcomes))
+        ready.set()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, stop.wait)
+        halt.set()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+class Fleet:
+    """``len(tokens)`` simulated endpoints in ``processes`` processes; endpoint ``i``
+    connects to ``urls[i % len(urls)]``. ``with Fleet(...):`` returns once every endpoint
+    is welcomed."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        tokens: list[str],
+        processes: int = 2,
+        *,
+        kind: str = 'noop',
+        duration: float = 0.0,
+        workers: int = 8,
+        timeout: float = 300,
+    ) -> None:
+        ctx = multiprocessing.get_context('spawn')
+        self._stop = ctx.Event()
+        self._procs = []
+        self._ready = []
+        self.timeout = timeout
+        processes = max(1, min(processes, len(tokens)))
+        for p in range(processes):
+            ready = ctx.Event()
+            # endpoint i of the whole fleet goes to urls[i % len(urls)]
+            mine = list(range(p, len(tokens), processes))
+            own_urls = [urls[i % len(urls)] for i in mine]
+            args = (own_urls, [tokens[i] for i in mine], ready, self._stop, kind, duration)
+            self._procs.append(ctx.Process(target=_fleet_main, args=(*args, workers)))
+            self._ready.append(ready)
+
+    def __enter__(self) -> Fleet:
+        for proc in self._procs:
+            proc.start()
+        for ready, proc in zip(self._ready, self._procs, strict=True):
+            if not ready.wait(self.timeout):
+                self.__exit__()
+                raise RuntimeError(f'simulated endpoints of process {proc.pid} not welcomed')
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for proc in self._procs:
+            proc.join(60)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of process ``pid`` in KB."""
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, Any]]:
+    """``replicas`` service processes of one service (PostgreSQL, RabbitMQ); yields
+    ``{'urls', 'pids', 'token'}`` (a user's token)."""
+    tag = uuid.uuid4().hex[:8]
+    db = f'tether_faas_sim_{tag}'
+    db_url = f'postgresql://postgres@127.0.0.1:5432/{db}'
+    prefix = f'tfaas-sim-{tag}'
+    home = tempfile.mkdtemp(prefix='tfsim-')
+    env = {**os.environ, 'TETHER_FAAS_HOME': home}
+    asyncio.run(_admin(f'CREATE DATABASE {db}'))
+    config = os.path.join(home, 'service.toml')
+    with open(config, 'w') as f:
+        f.write(
+            f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
+            f'queue_prefix = "{prefix}"\nendpoint_prefetch = {prefetch}\n'
+        )
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        token = subprocess.run(
+            [*TETHER, 'faas', 'add-user', '--config', config, 'sim'],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.strip()
+        urls = []
+        for r in range(replicas):
+            log = open(os.path.join(home, f'serve{r}.log'), 'w')  # noqa: SIM115
+            proc = subprocess.Popen(
+                [*TETHER, 'faas', 'serve', '--config', config, '--json'],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+            )
+            procs.append(proc)
+            assert proc.stdout is not None
+            urls.append(json.loads(proc.stdout.readline())['url'])
+        yield {'urls': urls, 'pids': [p.pid for p in procs], 'token': token, 'home': home}
+    finally:
+        with contextlib.suppress(Exception):
+            asyncio.run(_delete_queues(db_url, prefix))
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)'))
+        shutil.rmtree(home, ignore_errors=True)
