@@ -57,10 +57,24 @@ def test_mpi_launch_and_bad_definitions() -> None:
         ['app'], 'app', mpi=True, mpi_command_string='mpiexec -n {total_ranks}'
     )
     resources = ResourceRequirements(node_count=2, cpu_processes=4)
-    assert method.render_mpi_launch(resources) == ['mpiexec', '-n', '8']
+    assert method.render_mpi_launch(resources) == 'mpiexec -n 8'  # a line, as Colmena's
     with pytest.raises(ConfigError):
         ExecutableMethod('rm -rf /', 'x')  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         ExecutableMethod(['app'], 'x', mpi=True)
     with pytest.raises(ExecutableMethodError, match='cannot run'):
         ExecutableMethod(['/nonexistent/program'], 'x')()
+
+
+def test_mpi_launch_line_is_split_and_run_without_a_shell() -> None:
+    # The launcher here is `echo`: the value shows the command that was run, word by word.
+    method = ExecutableMethod(
+        ['echo', 'app'],
+        mpi=True,
+        mpi_command_string="echo -N {total_ranks} 'a b' $HOME;",
+    )
+    resources = ResourceRequirements(node_count=2, cpu_processes=3)
+    line = method.render_mpi_launch(resources)
+    assert line == "echo -N 6 'a b' $HOME;"
+    # No shell: the quotes group words, `$HOME` and `;` are passed as they are.
+    assert method(_resources=resources) == '-N 6 a b $HOME; echo app\n'

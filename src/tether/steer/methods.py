@@ -190,8 +190,12 @@ class ExecutableMethod(ColmenaMethod):
         """Return the task's value from the outputs in ``run_dir`` (default: stdout)."""
         return (run_dir / 'stdout.txt').read_text()
 
-    def render_mpi_launch(self, resources: ResourceRequirements) -> list[str]:
-        """The MPI launcher's arguments for ``resources``."""
+    def render_mpi_launch(self, resources: ResourceRequirements) -> str:
+        """The MPI launcher's command line for ``resources``, as Colmena renders it.
+
+        A string; it is split with :func:`shlex.split` and run without a shell (a
+        subclass may override this and return its own line).
+        """
         assert self.mpi_command_string is not None
         text = self.mpi_command_string.format(
             node_count=resources.node_count,
@@ -199,7 +203,7 @@ class ExecutableMethod(ColmenaMethod):
             cpu_processes=resources.cpu_processes,
             cpu_threads=resources.cpu_threads,
         )
-        return shlex.split(text)
+        return text
 
     def function(
         self,
@@ -222,7 +226,8 @@ class ExecutableMethod(ColmenaMethod):
             timings['exec_preprocess'] = time.perf_counter() - start
             command = [*self.executable, *map(str, extra)]
             if self.mpi:
-                command = [*self.render_mpi_launch(_resources or ResourceRequirements()), *command]
+                launch = self.render_mpi_launch(_resources or ResourceRequirements())
+                command = [*shlex.split(launch), *command]
             start = time.perf_counter()
             try:
                 proc = subprocess.run(
