@@ -197,13 +197,12 @@ class ExecutableMethod(ColmenaMethod):
         subclass may override this and return its own line).
         """
         assert self.mpi_command_string is not None
-        text = self.mpi_command_string.format(
+        return self.mpi_command_string.format(
             node_count=resources.node_count,
             total_ranks=resources.total_ranks,
             cpu_processes=resources.cpu_processes,
             cpu_threads=resources.cpu_threads,
         )
-        return text
 
     def function(
         self,
