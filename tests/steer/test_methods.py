@@ -48,6 +48,7 @@ def test_executable_method_through_a_task_server() -> None:
         bad = queues.get_result(timeout=60)
     assert ok.value == 13.0, ok.failure_info
     assert not bad.success
+    assert bad.failure_info is not None
     assert 'ExecutableMethodError' in bad.failure_info.exception
     assert 'no luck' in bad.failure_info.exception
 
@@ -59,7 +60,7 @@ def test_mpi_launch_and_bad_definitions() -> None:
     resources = ResourceRequirements(node_count=2, cpu_processes=4)
     assert method.render_mpi_launch(resources) == 'mpiexec -n 8'  # a line, as Colmena's
     with pytest.raises(ConfigError):
-        ExecutableMethod('rm -rf /', 'x')  # type: ignore[arg-type]
+        ExecutableMethod('rm -rf /', 'x')
     with pytest.raises(ConfigError):
         ExecutableMethod(['app'], 'x', mpi=True)
     with pytest.raises(ExecutableMethodError, match='cannot run'):
