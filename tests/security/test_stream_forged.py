@@ -39,7 +39,7 @@ from tether.exceptions import (
 )
 from tether.store import Store
 from tether.stream import StreamConsumer, StreamProducer
-from tether.stream.plugins import MetadataFilter
+from tether.stream.hooks import MetadataFilter
 from tether.stream.shims.queue import QueuePublisher, QueueSubscriber
 
 LOCAL = 'tether.connectors.local.LocalConnector'

@@ -18,7 +18,7 @@ from tether.exceptions import (
 from tether.proxy import is_resolved
 from tether.store import Store
 from tether.stream import StreamConsumer, StreamProducer
-from tether.stream.plugins import (
+from tether.stream.hooks import (
     EveryNthSampler,
     MetadataFilter,
     RandomSampler,
@@ -224,3 +224,11 @@ def test_mqtt_forget_session_drops_kept_messages(unique_prefix: str) -> None:
         again.next_message(0.5)
     again.forget_session()
     pub.close()
+
+
+def test_old_hooks_module_name_is_an_alias() -> None:
+    """``tether.stream.plugins`` (the old name) gives the same objects as ``hooks``."""
+    from tether.stream import hooks, plugins
+
+    assert plugins.__all__ == hooks.__all__
+    assert all(getattr(plugins, n) is getattr(hooks, n) for n in hooks.__all__)

@@ -22,8 +22,8 @@ in its process, or, with a stream key or ``accept_unknown_stores=True``, stores 
 from the event), and imports nothing an event names unless allowlisted.
 
 Broker shims live in :mod:`tether.stream.shims`; the event format in
-:mod:`tether.stream.events`; signed events in :mod:`tether.stream.auth`; plugins in
-:mod:`tether.stream.plugins`.
+:mod:`tether.stream.events`; signed events in :mod:`tether.stream.auth`; filters, samplers
+and aggregators in :mod:`tether.stream.hooks`.
 """
 
 from __future__ import annotations

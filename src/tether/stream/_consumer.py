@@ -25,7 +25,7 @@ from tether.store.config import path_of
 from tether.stream import events as ev
 from tether.stream._event_io import as_subscriber, is_event_subscriber
 from tether.stream.auth import KeySpec, StreamKey, Verifier, resolve_key, shim_namespace
-from tether.stream.plugins import Filter
+from tether.stream.hooks import Filter
 from tether.stream.protocols import EventSubscriber, Subscriber, TopicSubscriber
 
 __all__ = ['StreamConsumer']

@@ -15,7 +15,7 @@ from tether.store import Store
 from tether.stream import events as ev
 from tether.stream._event_io import as_publisher, is_event_publisher
 from tether.stream.auth import KeySpec, Signer, StreamKey, resolve_key, shim_namespace
-from tether.stream.plugins import Aggregator, Filter, Sampler
+from tether.stream.hooks import Aggregator, Filter, Sampler
 from tether.stream.protocols import EventPublisher, Publisher
 
 __all__ = ['StreamProducer']

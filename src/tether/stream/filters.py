@@ -1,4 +1,4 @@
-"""Stream filters by ProxyStore's names (see :mod:`tether.stream.plugins` for more).
+"""Stream filters by ProxyStore's names (see :mod:`tether.stream.hooks` for more).
 
 A filter is called with an item's metadata and returns ``True`` to drop the item; give
 one to ``StreamProducer(filter_=...)`` or ``StreamConsumer(filter_=...)``.
