@@ -15,6 +15,13 @@ from tether._serve import codes as proto
 from tether._serve import messages
 from tether._serve.lifecycle import wait_for_stop
 from tether._serve.memory import NodeMemory
+from tether._serve.metrics import (
+    MetricsEndpoint,
+    MetricsOptions,
+    ServerMetrics,
+    payload_bytes,
+    start_endpoint,
+)
 from tether._serve.objects import BufferPool, ObjectTable
 from tether._serve.requests import object_reply
 from tether._serve.state import ALL_INTERFACES, NodeState, check_name, remove_state, write_state
@@ -26,6 +33,14 @@ __all__ = ['NodeServer']
 logger = logging.getLogger(__name__)
 
 _OBJECT_TYPES = proto.OBJECT_TYPES
+_OP_NAMES = {
+    proto.PUT: 'put',
+    proto.GET: 'get',
+    proto.EXISTS: 'exists',
+    proto.EVICT: 'evict',
+    proto.STATUS: 'status',
+    proto.SHUTDOWN: 'shutdown',
+}
 
 
 class NodeServer:
@@ -51,6 +66,7 @@ class NodeServer:
         max_frame: Largest request, in bytes.
         frame_timeout: Seconds a partly received request may go without any new byte
             before its connection is dropped (``None``: no limit).
+        metrics: Where to serve Prometheus metrics (default: nowhere, and none recorded).
 
     Raises:
         ValueError: if ``name`` is not a valid node name.
@@ -71,6 +87,7 @@ class NodeServer:
         ssl: _ssl.SSLContext | None = None,
         max_frame: int = 1 << 36,
         frame_timeout: float | None = 60.0,
+        metrics: MetricsOptions | None = None,
     ) -> None:
         check_name(name)
         self.name = name
@@ -103,6 +120,30 @@ class NodeServer:
         self.peers: set[str] = set()
         self._last = time.monotonic()
         self._stop: asyncio.Event | None = None
+        self.metrics_options = metrics or MetricsOptions()
+        self.metrics = self._make_metrics() if self.metrics_options.enabled else None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+
+    def _make_metrics(self) -> ServerMetrics:
+        m = ServerMetrics('node', self.name, _OP_NAMES.values())
+        t = self.table
+        m.gauge('tether_objects', 'Objects held (in memory and spilled)', lambda: len(t))
+        m.gauge(
+            'tether_objects_bytes',
+            'Bytes of objects held, by place',
+            lambda: {('memory',): t.memory_used, ('disk',): t.disk_used},
+            ('place',),
+        )
+        m.gauge('tether_memory_limit_bytes', 'Memory budget for objects', lambda: t.memory_limit)
+        m.gauge(
+            'tether_inflight_bytes',
+            'Bytes of requests being received',
+            lambda: self.memory.inflight,
+        )
+        m.gauge('tether_clients', 'Connected clients', lambda: len(self.server.connections))
+        m.gauge('tether_peers', 'Distinct client hosts seen', lambda: len(self.peers))
+        m.gauge('tether_spills', 'Objects spilled to disk so far', lambda: t.spills)
+        return m
 
     @property
     def port(self) -> int:
@@ -136,10 +177,25 @@ class NodeServer:
             'refused': self.server.refused,
             'requests': self.requests,
             'peers': sorted(self.peers),
+            'metrics': None if self.metrics_endpoint is None else self.metrics_endpoint.address,
             'uptime': time.time() - self.started,
         }
 
     async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
+        if self.metrics is None:
+            return await self._handle_request(conn, frame)
+        start = time.perf_counter()
+        reply = await self._handle_request(conn, frame)
+        self.metrics.observe(
+            _OP_NAMES.get(frame.type, 'other'),
+            time.perf_counter() - start,
+            payload_bytes(frame.payloads),
+            0 if reply is None else payload_bytes(reply[2]),
+            error=reply is not None and reply[0] != proto.OK,
+        )
+        return reply
+
+    async def _handle_request(self, conn: Connection, frame: Frame) -> Reply | None:
         self.requests += 1
         self._last = time.monotonic()
         self.peers.add(conn.peer.rpartition(':')[0])
@@ -179,6 +235,12 @@ class NodeServer:
         except BaseException:
             self.table.clear()
             raise
+        try:
+            self.metrics_endpoint = start_endpoint(self.metrics, self.metrics_options)
+        except BaseException:
+            await self.server.close()
+            self.table.clear()
+            raise
         if self.run_dir is not None:
             write_state(self.run_dir, self._state())
         logger.info(
@@ -207,6 +269,8 @@ class NodeServer:
             if self.run_dir is not None:
                 remove_state(self.run_dir, self.name, os.getpid())
             await self.server.close()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.close()
             self.table.clear()
 
     def stop(self) -> None:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import click
 
+from tether._serve.metrics import MetricsOptions
+from tether._serve.metrics import click_options as _metrics_options
+
 __all__ = ['node']
 
 _RUN_DIR_HELP = (
@@ -75,6 +78,7 @@ def node() -> None:
     help='Drop a connection whose request stops arriving for this many seconds (0: never).',
 )
 @click.option('-v', '--verbose', is_flag=True, help='Log every connection.')
+@_metrics_options
 def _start(  # noqa: PLR0917
     name: str,
     bind: str,
@@ -89,6 +93,7 @@ def _start(  # noqa: PLR0917
     max_frame: str,
     frame_timeout: float,
     verbose: bool,
+    metrics: MetricsOptions,
 ) -> None:
     """Run a node server in the foreground until stopped.
 
@@ -152,6 +157,7 @@ def _start(  # noqa: PLR0917
         ssl=context,
         max_frame=frame_limit,
         frame_timeout=frame_timeout or None,
+        metrics=metrics,
     )
     click.echo(
         f'node server {name!r} starting on {bind}:{port or "(any port)"}, '
@@ -160,6 +166,8 @@ def _start(  # noqa: PLR0917
     )
     try:
         run(server.serve())
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
     except OSError as e:
         raise click.ClickException(
             f'node server {name!r} cannot listen on {bind}:{port}: {e.strerror or e}',

@@ -1,0 +1,333 @@
+"""Prometheus metrics of a tether server: one registry per server, an opt-in HTTP endpoint.
+
+Each server makes one :class:`ServerMetrics` (its own ``CollectorRegistry``, never the
+process-wide default: several servers may share a process) and records every request
+with :meth:`ServerMetrics.observe`; state it already keeps (objects, memory, peers,
+queue depths ...) is read at scrape time through :meth:`ServerMetrics.gauge` callbacks,
+so the hot path only bumps a counter and a histogram.
+
+:class:`MetricsEndpoint` serves the registry over HTTP. It is off unless a port is given
+(:class:`MetricsOptions`), binds to loopback by default, and refuses any other address
+unless a bearer token is configured; with a token, every scrape must carry
+``Authorization: Bearer <token>`` (anything else: 401).
+
+Label values are bounded: operations come from a fixed set per server (anything else is
+counted as ``other``); no label ever holds a key, object id, user or task id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hmac
+import ipaddress
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from tether.exceptions import ConfigError
+
+__all__ = [
+    'MetricsEndpoint',
+    'MetricsOptions',
+    'ServerMetrics',
+    'click_options',
+    'payload_bytes',
+    'start_endpoint',
+]
+
+# Seconds: from a loopback round trip to a slow multi-GB transfer.
+_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, float('inf'))
+
+GaugeValues = Callable[[], float | Mapping[tuple[str, ...], float]]
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+    except ImportError as e:  # pragma: no cover - the extra is missing
+        raise ConfigError(
+            'metrics need the prometheus_client package: pip install "tether[metrics]"',
+        ) from e
+    return prometheus_client
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsOptions:
+    """Where a server's metrics endpoint listens (``port=None``: no endpoint, the default).
+
+    Args:
+        port: TCP port of the HTTP endpoint (0: any free port; ``None``: off).
+        bind: Address to listen on; anything but loopback needs ``token_file``.
+        token_file: File holding the bearer token every scrape must present.
+    """
+
+    port: int | None = None
+    bind: str = '127.0.0.1'
+    token_file: Path | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether an endpoint is asked for."""
+        return self.port is not None
+
+    def token(self) -> str | None:
+        """The bearer token (read from ``token_file`` now), or ``None``."""
+        if self.token_file is None:
+            return None
+        try:
+            token = Path(self.token_file).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f'cannot read the metrics token file {self.token_file}: {e}') from e
+        if not token:
+            raise ConfigError(f'the metrics token file {self.token_file} is empty')
+        return token
+
+
+def payload_bytes(payloads: Iterable[Any]) -> int:
+    """Bytes in a frame's payloads (a buffer, or a list or tuple of buffers, each).
+
+    Anything else (a generator streamed out) counts as 0: it must not be consumed here.
+    """
+    total = 0
+    for p in payloads:
+        if isinstance(p, list | tuple):
+            total += sum(memoryview(b).nbytes for b in p)
+        else:
+            with contextlib.suppress(TypeError):
+                total += memoryview(p).nbytes
+    return total
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this host only (``localhost`` or a loopback address)."""
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ServerMetrics:
+    """The metrics of one server, in a registry of its own.
+
+    Args:
+        kind: What the server is (``node``, ``endpoint``, ``relay``, ``faas``, ...).
+        name: The server's name (a label of ``tether_server_info`` only).
+        ops: The operation names :meth:`observe` accepts as labels; others count as ``other``.
+    """
+
+    def __init__(self, kind: str, name: str, ops: Iterable[str]) -> None:
+        pc = _client()
+        self.kind = kind
+        self.registry = pc.CollectorRegistry(auto_describe=True)
+        self._ops = frozenset(ops) | {'other'}
+        pc.Info(
+            'tether_server', 'The tether server behind this endpoint', registry=self.registry
+        ).info({'kind': kind, 'name': name})
+        self.requests = pc.Counter(
+            'tether_requests', 'Requests handled, by operation', ['op'], registry=self.registry
+        )
+        self.errors = pc.Counter(
+            'tether_request_errors',
+            'Requests answered with an error, by operation',
+            ['op'],
+            registry=self.registry,
+        )
+        self.bytes = pc.Counter(
+            'tether_request_bytes',
+            'Payload bytes received (in) and sent (out), by operation',
+            ['op', 'direction'],
+            registry=self.registry,
+        )
+        self.latency = pc.Histogram(
+            'tether_request_seconds',
+            'Seconds to handle a request, by operation',
+            ['op'],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self._gauges: list[tuple[str, str, tuple[str, ...], GaugeValues]] = []
+        self.registry.register(_Callbacks(self._gauges))
+
+    def op(self, name: str) -> str:
+        """The label value for operation ``name`` (``other`` if not a known one)."""
+        return name if name in self._ops else 'other'
+
+    def observe(
+        self,
+        op: str,
+        seconds: float,
+        nbytes_in: int = 0,
+        nbytes_out: int = 0,
+        *,
+        error: bool = False,
+    ) -> None:
+        """Record one request of operation ``op``."""
+        op = self.op(op)
+        self.requests.labels(op).inc()
+        self.latency.labels(op).observe(seconds)
+        if nbytes_in:
+            self.bytes.labels(op, 'in').inc(nbytes_in)
+        if nbytes_out:
+            self.bytes.labels(op, 'out').inc(nbytes_out)
+        if error:
+            self.errors.labels(op).inc()
+
+    def timer(self) -> float:
+        """A start time for :meth:`observe` (``time.perf_counter``)."""
+        return time.perf_counter()
+
+    def gauge(
+        self, name: str, doc: str, values: GaugeValues, labels: tuple[str, ...] = ()
+    ) -> None:
+        """Export a gauge read at scrape time.
+
+        ``values`` returns a number, or (with ``labels``) a mapping from label values to
+        numbers; label values must come from a bounded set (states, paths, directions).
+        """
+        self._gauges.append((name, doc, labels, values))
+
+
+class _Callbacks:
+    """A collector reading the gauges of a server when scraped."""
+
+    def __init__(self, gauges: list[tuple[str, str, tuple[str, ...], GaugeValues]]) -> None:
+        self._gauges = gauges
+
+    def describe(self) -> list[Any]:
+        return []  # the gauges are added after registration; describe nothing up front
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        for name, doc, labels, values in list(self._gauges):
+            got = values()
+            family = GaugeMetricFamily(name, doc, labels=list(labels) if labels else None)
+            if isinstance(got, Mapping):
+                for key, value in got.items():
+                    family.add_metric(list(key), float(value))
+            else:
+                family.add_metric([], float(got))
+            yield family
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # scrapes are not worth a log line each
+
+
+class MetricsEndpoint:
+    """An HTTP endpoint serving one registry at ``/metrics`` (in a thread of its own).
+
+    Args:
+        registry: The registry to serve.
+        options: Where to listen, and the token.
+
+    Raises:
+        ConfigError: if the address is not loopback and no token is configured, or the
+            token file cannot be read.
+    """
+
+    def __init__(self, registry: Any, options: MetricsOptions) -> None:
+        if options.port is None:
+            raise ConfigError('the metrics endpoint is off (no port given)')
+        self._token = options.token()
+        if self._token is None and not is_loopback(options.bind):
+            raise ConfigError(
+                f'the metrics endpoint may listen on {options.bind} (not loopback) only with '
+                'a bearer token: give --metrics-token-file, or bind to 127.0.0.1',
+            )
+        self._app = _client().make_wsgi_app(registry)
+        self._server: WSGIServer = make_server(
+            options.bind, options.port, self._wsgi, handler_class=_Quiet
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name='tether-metrics', daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port)."""
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if self._token is not None:
+            given = environ.get('HTTP_AUTHORIZATION', '')
+            expected = f'Bearer {self._token}'
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                start_response(
+                    '401 Unauthorized',
+                    [('Content-Type', 'text/plain'), ('WWW-Authenticate', 'Bearer')],
+                )
+                return [b'a valid bearer token is required\n']
+        return self._app(environ, start_response)
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def start_endpoint(
+    metrics: ServerMetrics | None, options: MetricsOptions
+) -> MetricsEndpoint | None:
+    """Serve ``metrics`` if ``options`` asks for an endpoint, else return ``None``."""
+    if metrics is None or not options.enabled:
+        return None
+    return MetricsEndpoint(metrics.registry, options)
+
+
+def click_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--metrics-port``, ``--metrics-bind`` and ``--metrics-token-file`` to a command.
+
+    The command receives them as one ``metrics`` argument (a :class:`MetricsOptions`).
+    """
+    import functools
+
+    import click
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        metrics_port: int | None,
+        metrics_bind: str,
+        metrics_token_file: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        options = MetricsOptions(
+            metrics_port, metrics_bind, Path(metrics_token_file) if metrics_token_file else None
+        )
+        return command(*args, metrics=options, **kwargs)
+
+    for option in reversed(
+        (
+            click.option(
+                '--metrics-port',
+                type=int,
+                default=None,
+                help='Serve Prometheus metrics over HTTP on this port (0: any free port; '
+                'default: no metrics).',
+            ),
+            click.option(
+                '--metrics-bind',
+                default='127.0.0.1',
+                show_default=True,
+                help='Address of the metrics endpoint (not loopback: needs --metrics-token-file).',
+            ),
+            click.option(
+                '--metrics-token-file',
+                default=None,
+                help='File holding the bearer token every scrape must present.',
+            ),
+        )
+    ):
+        wrapper = option(wrapper)
+    return wrapper
