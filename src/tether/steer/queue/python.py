@@ -5,15 +5,31 @@ from __future__ import annotations
 import multiprocessing
 import queue as _queue
 import uuid
+import weakref
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from tether.exceptions import SteerTimeoutError
+from tether.exceptions import SteerQueueError, SteerTimeoutError
 from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['PipeQueues']
 
 _FLUSH_QUIET = 0.05
+
+# The PipeQueues made in this process, or inherited by fork, by id: a pickled PipeQueues
+# is its id, and unpickles as the queues of that id this process holds.
+_live: weakref.WeakValueDictionary[str, PipeQueues] = weakref.WeakValueDictionary()
+
+
+def _inherited(queue_id: str) -> PipeQueues:
+    queues = _live.get(queue_id)
+    if queues is None:
+        raise SteerQueueError(
+            f'PipeQueues {queue_id} were unpickled in a process that did not inherit them: '
+            'they travel only to processes forked after they were made (a forked '
+            'Process, Pool or task server); use RedisQueues across other processes'
+        )
+    return queues
 
 
 class PipeQueues(BaseQueues):
@@ -21,6 +37,11 @@ class PipeQueues(BaseQueues):
 
     Create them before starting the task server. Arguments as for
     :class:`~tether.steer.queue.base.BaseQueues`.
+
+    They pickle as their id: unpickled in a process forked after they were made (a
+    ``multiprocessing`` ``Pool`` task or ``Process`` argument, under the fork start
+    method), they are the queues that process inherited; anywhere else unpickling
+    raises :class:`~tether.exceptions.SteerQueueError`.
     """
 
     def __init__(
@@ -47,6 +68,10 @@ class PipeQueues(BaseQueues):
         ctx = multiprocessing.get_context('fork')
         self._requests: Any = ctx.Queue()
         self._results: dict[str, Any] = {t: ctx.Queue() for t in self.topics}
+        _live[self._queue_id] = self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_inherited, (self._queue_id,))
 
     @staticmethod
     def _get(q: Any, timeout: float | None, what: str) -> bytes:
