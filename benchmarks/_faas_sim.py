@@ -40,6 +40,21 @@ __all__ = ['Fleet', 'rss_kb', 'service_stack', 'sim_endpoint']
 NONE_RESULT = pack_result(None, 'tether')
 
 
+def _answers(frame: Any) -> tuple[list[str], list[tuple[dict[str, Any], bytes]]]:
+    """The ids of a ``TASKS`` message's tasks and a no-op result of each."""
+    ids = []
+    results = []
+    for task, _ in _frames.decode_tasks(frame):
+        ids.append(task.task_id)
+        header = {
+            'task_id': task.task_id,
+            'status': 'success',
+            'result_serializer': task.data_serializer,
+        }
+        results.append((header, NONE_RESULT))
+    return ids, results
+
+
 async def sim_endpoint(  # noqa: PLR0917
     url: str,
     token: str,
@@ -91,16 +106,7 @@ async def sim_endpoint(  # noqa: PLR0917
                 if frame.type == _frames.WELCOME and welcomed is not None:
                     welcomed.set()
                 elif frame.type == _frames.TASKS:
-                    ids = []
-                    results = []
-                    for task, _ in _frames.decode_tasks(frame):
-                        ids.append(task.task_id)
-                        header = {
-                            'task_id': task.task_id,
-                            'status': 'success',
-                            'result_serializer': task.data_serializer,
-                        }
-                        results.append((header, NONE_RESULT))
+                    ids, results = _answers(frame)
                     await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
                     if kind == 'noop':  # all at once, one message
                         job = asyncio.ensure_future(run(results))
