@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tether.faas._config import ComputeEndpointConfig, EndpointConfig, ServiceConfig
     from tether.faas._executor import Executor
     from tether.faas._future import ComputeFuture, TaskFuture
+    from tether.faas._home import ensure_compute_dir, get_compute_dir
     from tether.faas._serde import (
         AllowlistWildcard,
         ComputeSerializer,
@@ -91,6 +92,8 @@ __all__ = [
     'VersionMismatch',
     'as_optional_uuid',
     'compare_versions',
+    'ensure_compute_dir',
+    'get_compute_dir',
     'validate_strategylike',
 ]
 
@@ -130,6 +133,8 @@ _HOMES = {
     'VersionMismatch': 'tether.faas._version',
     'as_optional_uuid': 'tether.faas._batch',
     'compare_versions': 'tether.faas._version',
+    'ensure_compute_dir': 'tether.faas._home',
+    'get_compute_dir': 'tether.faas._home',
     'validate_strategylike': 'tether.faas._serde',
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -118,6 +119,75 @@ def _add_user(config_path: str, name: str, rotate: bool) -> None:
             await repo.close()
 
     click.echo(asyncio.run(main()))
+
+
+@faas.command('diagnostic')
+@click.option(
+    '-o',
+    '--output',
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help='Write the report to this file (gzip-compressed when it ends in .gz); default: print it.',
+)
+@click.option(
+    '--recent-endpoints',
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help='Include the configs and logs of this many most recently active endpoints.',
+)
+@click.option(
+    '-e',
+    '--endpoint',
+    'endpoints',
+    multiple=True,
+    help='Only this endpoint (repeatable).',
+)
+@click.option(
+    '--log-kb',
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help='The tail of each log to include, in KiB.',
+)
+@click.option(
+    '--home',
+    type=click.Path(file_okay=False),
+    default=None,
+    help='The faas home folder (default: $TETHER_FAAS_HOME or its default).',
+)
+@one_line_errors
+def _diagnostic(
+    output: str | None,
+    recent_endpoints: int,
+    endpoints: tuple[str, ...],
+    log_kb: int,
+    home: str | None,
+) -> None:
+    """Gather what to send when reporting a problem: host, memory, disk, endpoint
+    configs (secrets REDACTED) and log tails."""
+    import gzip
+    import io
+
+    from tether.faas._diagnostic import diagnostic_report, write_report
+
+    sections = diagnostic_report(
+        home=home,
+        recent_endpoints=recent_endpoints,
+        endpoint_names=endpoints,
+        log_bytes=log_kb * 1024,
+    )
+    if output is None:
+        write_report(sections, sys.stdout)
+        return
+    buffer = io.StringIO()
+    write_report(sections, buffer)
+    data = buffer.getvalue().encode()
+    # readable by its owner only: a report names hosts, paths and users
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, 'wb') as f:
+        f.write(gzip.compress(data) if output.endswith('.gz') else data)
+    click.echo(f'diagnostic report written to {output}')
 
 
 faas.add_command(endpoint)
