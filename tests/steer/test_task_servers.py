@@ -13,6 +13,7 @@ from tests.parsl_env import parsl_environment
 from tests.steer import _tasks
 from tether.proxy import Proxy, is_resolved
 from tether.steer import LocalTaskServer, ParslTaskServer, PipeQueues, RedisQueues
+from tether.store.utils import get_key
 from tether.testing.steer import serving
 
 METHODS = [
@@ -244,7 +245,11 @@ def test_over_threshold_travels_by_proxy(
     # The big input travelled by reference: the task server saw a small message.
     assert by_proxy.value == 1_000_000
     assert by_proxy.message_sizes['inputs'] < 10_000
-    assert by_proxy.time.proxy.get('store.proxy', 0) > 0
+    # Timings by proxy key, as Colmena's: stored by the Thinker, fetched by the worker.
+    times = by_proxy.time.proxy[str(get_key(by_proxy.args[0]))]['times']
+    assert times['store.proxy']['count'] == 1
+    assert times['store.proxy']['seconds'] > 0
+    assert times['resolve_async']['count'] == 1
     assert isinstance(by_proxy.args[0], Proxy)
     # A big result also came back by reference, and resolves on the Thinker.
     assert value_proxy.message_sizes['value'] < 10_000

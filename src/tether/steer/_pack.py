@@ -23,8 +23,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from tether.exceptions import NotAStoreProxyError
 from tether.proxy import Proxy, resolve_async
 from tether.serialize import deserialize, serialize_parts
+from tether.store.utils import get_key
 
 __all__ = ['Packed', 'pack_inputs', 'pack_value']
 
@@ -72,10 +74,16 @@ class Packed:
         """The items that travel by reference."""
         return [i for i in self.items if type(i) is not bytes]
 
-    def resolve_async(self) -> None:
-        """Start fetching every proxied item in the background."""
+    def resolve_async(self, timings: ProxyTimes | None = None) -> None:
+        """Start fetching every proxied item in the background.
+
+        The seconds each start took go to ``timings`` (``resolve_async`` of its key).
+        """
         for p in self.proxies():
+            start = time.perf_counter()
             resolve_async(p)
+            if timings is not None:
+                record_proxy_time(timings, p, 'resolve_async', time.perf_counter() - start)
 
     def _objects(self) -> list[Any]:
         load = json.loads if self.fmt == 'json' else deserialize
@@ -90,12 +98,32 @@ class Packed:
         return tuple(objs[:n]), dict(zip(self.kwnames, objs[n:], strict=True))
 
 
+ProxyTimes = dict[str, dict[str, Any]]
+"""Timings by proxy, as Colmena keeps them: ``{str(key): {'times': {op: stats}}}``."""
+
+
+def record_proxy_time(timings: ProxyTimes, proxy: Any, op: str, seconds: float) -> None:
+    """Add one ``op`` of ``seconds`` on ``proxy`` (a store proxy) to ``timings``.
+
+    ``stats`` are ``{'count': n, 'seconds': total}``. A proxy not made by a store has no
+    key and is not recorded.
+    """
+    try:
+        key = str(get_key(proxy))
+    except NotAStoreProxyError:
+        return
+    entry = timings.setdefault(key, {'times': {}})
+    stats = entry['times'].setdefault(op, {'count': 0, 'seconds': 0.0})
+    stats['count'] += 1
+    stats['seconds'] += seconds
+
+
 def _pack(
     values: Iterable[Any],
     store: Any,
     threshold: int | None,
     evict: bool,
-    timings: dict[str, float],
+    timings: ProxyTimes,
     *,
     fmt: str = 'pickle',
 ) -> tuple[list[Any], tuple[int, ...]]:
@@ -112,9 +140,7 @@ def _pack(
             if store is not None and threshold is not None and len(text) > threshold:
                 start = time.perf_counter()
                 items.append(store.proxy(json.loads(text), evict=evict))
-                timings['store.proxy'] = (
-                    timings.get('store.proxy', 0.0) + time.perf_counter() - start
-                )
+                record_proxy_time(timings, items[-1], 'store.proxy', time.perf_counter() - start)
                 proxied.append(len(items) - 1)
             else:
                 items.append(text)
@@ -129,7 +155,7 @@ def _pack(
             start = time.perf_counter()
             # No hash of the value for the proxy (hashing 10 MB of bytes costs ms).
             items.append(store.proxy_serialized(value, parts, evict=evict, hash_target=False))
-            timings['store.proxy'] = timings.get('store.proxy', 0.0) + time.perf_counter() - start
+            record_proxy_time(timings, items[-1], 'store.proxy', time.perf_counter() - start)
             proxied.append(len(items) - 1)
         else:
             one = len(parts) == 1 and type(parts[0]) is bytes
@@ -155,7 +181,7 @@ def pack_inputs(
     kwargs: dict[str, Any],
     store: Any = None,
     threshold: int | None = None,
-    timings: dict[str, float] | None = None,
+    timings: ProxyTimes | None = None,
     *,
     fmt: str = 'pickle',
 ) -> Packed:
@@ -180,7 +206,7 @@ def pack_value(
     value: Any,
     store: Any = None,
     threshold: int | None = None,
-    timings: dict[str, float] | None = None,
+    timings: ProxyTimes | None = None,
     *,
     fmt: str = 'pickle',
 ) -> Packed:

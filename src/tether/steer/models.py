@@ -98,8 +98,10 @@ class Timestamps:
 class TimeSpans:
     """Durations (seconds) of the stages of a task's life cycle.
 
-    ``proxy`` maps a store operation (``store.proxy``: storing values over the threshold,
-    on the Thinker for inputs and on the worker for values) to its seconds; fetching
+    ``proxy`` maps each proxy's key (``str(key)``) to its timings, as Colmena's does:
+    ``{'times': {op: {'count': n, 'seconds': total}}}``, where ``op`` is ``store.proxy``
+    (storing a value over the threshold, on the Thinker for inputs and on the worker for
+    values) or ``resolve_async`` (the worker starting to fetch a proxied input); fetching
     proxied inputs overlaps the method (``async_resolve_proxies`` is the time to start
     it). ``additional`` is free for the task server and user code.
     """
@@ -110,7 +112,7 @@ class TimeSpans:
     serialize_results: float | None = None
     deserialize_results: float | None = None
     async_resolve_proxies: float | None = None
-    proxy: dict[str, float] = dataclasses.field(default_factory=dict)
+    proxy: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     additional: dict[str, float] = dataclasses.field(default_factory=dict)
 
 

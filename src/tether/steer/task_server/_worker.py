@@ -80,7 +80,7 @@ def run_task(method: Callable[..., Any], result: Result, options: Any = None) ->
     try:
         start = time.perf_counter()
         if isinstance(packed, _pack.Packed):
-            packed.resolve_async()
+            packed.resolve_async(result.time.proxy)
             result.time.async_resolve_proxies = time.perf_counter() - start
             start = time.perf_counter()
             args, kwargs = packed.unpack()
