@@ -57,6 +57,7 @@ __all__ = [
     'UnknownTopicError',
     'UntrustedStoreError',
     'UntrustedTypeError',
+    'WalltimeError',
     'WireConnectionError',
     'WireError',
 ]
@@ -333,6 +334,13 @@ class InvalidArgumentError(TetherError, ValueError):
 
     For example ``store.proxy(obj, evict=True, lifetime=lt)``, or a sampling filter's
     probability outside ``[0, 1]``.
+    """
+
+
+class WalltimeError(InvalidArgumentError, AssertionError):
+    """A negative walltime (a :class:`~tether.faas.ShellFunction`'s): also a
+    :class:`ValueError` and, as the Globus Compute SDK's check is, an
+    :class:`AssertionError`.
     """
 
 

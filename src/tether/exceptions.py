@@ -40,6 +40,7 @@ TetherError
  |    +-- MissingCapabilityError         the connector lacks what the call needs (also a
  |                                       NotImplementedError)
  +-- InvalidArgumentError                arguments that cannot go together (also ValueError)
+ |    +-- WalltimeError                  a negative walltime (also an AssertionError)
  +-- ConfigError                         a configuration is invalid or cannot be read
  |    +-- ConnectorConfigError           a connector config has unknown fields or wrong
  |    |                                  types (also a TypeError)
@@ -170,6 +171,7 @@ from tether._errors_data import (
     UnknownTopicError,
     UntrustedStoreError,
     UntrustedTypeError,
+    WalltimeError,
     WireConnectionError,
     WireError,
 )
@@ -309,6 +311,7 @@ __all__ = [
     'UnknownTopicError',
     'UntrustedStoreError',
     'UntrustedTypeError',
+    'WalltimeError',
     'WireConnectionError',
     'WireError',
     'WorkerLostError',
