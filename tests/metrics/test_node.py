@@ -73,8 +73,11 @@ def test_non_loopback_bind_without_token_is_refused() -> None:
     from tether.exceptions import ConfigError
 
     m = ServerMetrics('node', 'x', ['put'])
+    with pytest.raises(ValueError, match='bearer token'):
+        MetricsOptions(port=0, bind='0.0.0.0')
+    unchecked = MetricsOptions.model_construct(port=0, bind='0.0.0.0', token_file=None)
     with pytest.raises(ConfigError, match='bearer token'):
-        MetricsEndpoint(m.registry, MetricsOptions(port=0, bind='0.0.0.0'))
+        MetricsEndpoint(m.registry, unchecked)
 
 
 def test_unknown_operation_is_counted_as_other() -> None:

@@ -18,7 +18,6 @@ counted as ``other``); no label ever holds a key, object id, user or task id.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import ipaddress
 import threading
@@ -27,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tether.exceptions import ConfigError
 
@@ -55,19 +56,32 @@ def _client() -> Any:
     return prometheus_client
 
 
-@dataclasses.dataclass(frozen=True)
-class MetricsOptions:
+class MetricsOptions(BaseModel):
     """Where a server's metrics endpoint listens (``port=None``: no endpoint, the default).
 
-    Args:
+    The ``[metrics]`` table of a server's TOML configuration, and the ``--metrics-*``
+    options of its command.
+
+    Attributes:
         port: TCP port of the HTTP endpoint (0: any free port; ``None``: off).
         bind: Address to listen on; anything but loopback needs ``token_file``.
         token_file: File holding the bearer token every scrape must present.
     """
 
-    port: int | None = None
+    model_config = ConfigDict(extra='forbid', frozen=True)
+
+    port: int | None = Field(default=None, ge=0, le=65535)
     bind: str = '127.0.0.1'
-    token_file: Path | None = None
+    token_file: str | None = None
+
+    @model_validator(mode='after')
+    def _token_unless_loopback(self) -> MetricsOptions:
+        if self.port is not None and self.token_file is None and not is_loopback(self.bind):
+            raise ValueError(
+                f'the metrics endpoint may listen on {self.bind} (not loopback) only with a '
+                'bearer token: set token_file (--metrics-token-file), or bind to 127.0.0.1',
+            )
+        return self
 
     @property
     def enabled(self) -> bool:
@@ -151,7 +165,7 @@ class ServerMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
-        self._gauges: list[tuple[str, str, tuple[str, ...], GaugeValues]] = []
+        self._gauges: list[tuple[str, str, tuple[str, ...], GaugeValues, bool]] = []
         self.registry.register(_Callbacks(self._gauges))
 
     def op(self, name: str) -> str:
@@ -183,31 +197,39 @@ class ServerMetrics:
         return time.perf_counter()
 
     def gauge(
-        self, name: str, doc: str, values: GaugeValues, labels: tuple[str, ...] = ()
+        self,
+        name: str,
+        doc: str,
+        values: GaugeValues,
+        labels: tuple[str, ...] = (),
+        *,
+        counter: bool = False,
     ) -> None:
-        """Export a gauge read at scrape time.
+        """Export a value read at scrape time (a gauge, or with ``counter`` a counter).
 
         ``values`` returns a number, or (with ``labels``) a mapping from label values to
         numbers; label values must come from a bounded set (states, paths, directions).
+        A counter's ``name`` gets ``_total`` appended in the exposition.
         """
-        self._gauges.append((name, doc, labels, values))
+        self._gauges.append((name, doc, labels, values, counter))
 
 
 class _Callbacks:
     """A collector reading the gauges of a server when scraped."""
 
-    def __init__(self, gauges: list[tuple[str, str, tuple[str, ...], GaugeValues]]) -> None:
+    def __init__(self, gauges: list[tuple[str, str, tuple[str, ...], GaugeValues, bool]]) -> None:
         self._gauges = gauges
 
     def describe(self) -> list[Any]:
         return []  # the gauges are added after registration; describe nothing up front
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        for name, doc, labels, values in list(self._gauges):
+        for name, doc, labels, values, counter in list(self._gauges):
             got = values()
-            family = GaugeMetricFamily(name, doc, labels=list(labels) if labels else None)
+            kind = CounterMetricFamily if counter else GaugeMetricFamily
+            family = kind(name, doc, labels=list(labels) if labels else None)
             if isinstance(got, Mapping):
                 for key, value in got.items():
                     family.add_metric(list(key), float(value))
@@ -302,9 +324,15 @@ def click_options(command: Callable[..., Any]) -> Callable[..., Any]:
         metrics_token_file: str | None,
         **kwargs: Any,
     ) -> Any:
-        options = MetricsOptions(
-            metrics_port, metrics_bind, Path(metrics_token_file) if metrics_token_file else None
-        )
+        from pydantic import ValidationError
+
+        token_file = str(Path(metrics_token_file).resolve()) if metrics_token_file else None
+        try:
+            options = MetricsOptions(port=metrics_port, bind=metrics_bind, token_file=token_file)
+        except ValidationError as e:
+            raise click.UsageError(
+                '; '.join(str(err['msg']) for err in e.errors()),
+            ) from e
         return command(*args, metrics=options, **kwargs)
 
     for option in reversed(

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tether._serve.metrics import MetricsOptions
 from tether._serve.tls import make_self_signed, write_private
 from tether.exceptions import ConfigError, EndpointError
 
@@ -190,6 +191,7 @@ class SiteConfig(BaseModel):
     relay: RelaySettings = Field(default_factory=RelaySettings)
     peering: PeeringSettings = Field(default_factory=PeeringSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
 
     @field_validator('name')
     @classmethod

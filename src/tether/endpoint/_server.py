@@ -49,6 +49,7 @@ from tether.endpoint._forwarding import (
 )
 from tether.endpoint._link import LinkPipe
 from tether.endpoint._memory import EndpointMemory, in_memory
+from tether.endpoint._metrics import EndpointMetrics
 from tether.endpoint._peers import PeerManager, zeros
 from tether.endpoint._pipe import Pipe, pipe_of
 from tether.endpoint._relay_link import RelayLink
@@ -95,8 +96,9 @@ class Endpoint(Lifecycle):
         # One budget for both servers: what a frame's head claims counts against it before
         # any byte arrives (a client's, a peer's, or a client's spliced onto a peer channel).
         self.memory = EndpointMemory(self.table, self.pool)
+        self.metrics = EndpointMetrics(self)
         self.clients = Server(
-            self._handle_client,
+            self.metrics.observed(self._handle_client),
             host=config.host,
             port=config.port,
             secret=config.client_token(home),
@@ -191,6 +193,7 @@ class Endpoint(Lifecycle):
             'relay': self.relay_state(),
             'nat': self.peers.nat,
             'peers': self.peers.info(),
+            'metrics': self.metrics.address(),
             'uptime': time.time() - self.started,
         }
 
@@ -524,6 +527,7 @@ class Endpoint(Lifecycle):
         await self.clients.start()
         await self.peer_server.start()
         self._expire()
+        self.metrics.open()
         if self.relay is not None:
             await self.relay.start()
             if self.relay.info is not None:
@@ -587,6 +591,7 @@ class Endpoint(Lifecycle):
             await self.relay.close()
         await self.peer_server.close()
         await self.clients.close()
+        self.metrics.close()
         for name in ('state.json', 'endpoint.pid'):
             with contextlib.suppress(FileNotFoundError):
                 (self.folder / name).unlink()

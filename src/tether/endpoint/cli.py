@@ -11,6 +11,9 @@ from typing import Any
 
 import click
 
+from tether._serve.metrics import MetricsOptions
+from tether._serve.metrics import click_options as _metrics_options
+
 __all__ = ['endpoint']
 
 _HOME_HELP = 'Configuration root (default: $TETHER_HOME, else the XDG data directory).'
@@ -103,6 +106,7 @@ def endpoint() -> None:
 @click.option('--persist', is_flag=True, help='Keep objects on disk across restarts.')
 @click.option('--home', default=None, help=_HOME_HELP)
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON for scripts.')
+@_metrics_options
 def _configure(  # noqa: PLR0917
     name: str,
     host: str,
@@ -124,6 +128,7 @@ def _configure(  # noqa: PLR0917
     persist: bool,
     home: str | None,
     as_json: bool,
+    metrics: MetricsOptions,
 ) -> None:
     """Configure a new endpoint NAME (a UUID, a client token and a peer identity)."""
     from tether._serve.site import SiteConfig
@@ -154,6 +159,7 @@ def _configure(  # noqa: PLR0917
                 'keepalive': keepalive,
             },
             storage={'memory': memory, 'persist': persist},
+            metrics=metrics.model_dump(),
         )
     except TetherError as e:
         raise _fail(e) from e
