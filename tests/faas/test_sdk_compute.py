@@ -13,7 +13,7 @@ import pytest
 
 from tests.faas import _tasks
 from tests.faas.conftest import AgentThread, new_user, wait_for
-from tether.exceptions import ConfigError, FaasNotFoundError
+from tether.exceptions import ConfigError, FaasNotFoundError, WalltimeError
 from tether.faas import (
     Client,
     ComputeFuture,
@@ -132,13 +132,16 @@ def test_shell_function_snippets_and_files(tmp_path: object) -> None:
     out = pathlib.Path(str(tmp_path)) / 'out.txt'
     fn = ShellFunction('seq 1 50', stdout=out, snippet_lines=3)
     result = fn()
+    assert isinstance(result, ShellResult)
     assert result.stdout == '48\n49\n50'
     assert out.read_text().splitlines()[0] == '1'
-    assert fn().stdout == '48\n49\n50'  # appended, the snippet is this call's
+    again = fn()
+    assert isinstance(again, ShellResult)
+    assert again.stdout == '48\n49\n50'  # appended, the snippet is this call's
     assert len(out.read_text().splitlines()) == 100
     with pytest.raises(TypeError, match='cmd must be a string'):
         ShellFunction(['ls'])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match='walltime'):
+    with pytest.raises(WalltimeError, match='walltime must be a number of seconds >= 0'):
         ShellFunction('ls', walltime=-1)
 
 

@@ -46,7 +46,7 @@ from tether.faas import _frames
 from tether.faas._client import Client, check_timeout, outcome
 from tether.faas._future import TaskFuture, cancel_local
 from tether.faas._http import error_from, ws_url
-from tether.faas._options import ComputeOptions, ExecutorOptions
+from tether.faas._options import ComputeOptions, ExecutorOptions, check_keywords
 from tether.faas._payload import pack_args
 
 __all__ = ['Executor', 'TaskFuture']
@@ -103,6 +103,10 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         user_endpoint_config: Recorded and validated (a dict); see ``docs/porting.md``.
         label: A label for this executor (in its ``repr``).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Executor:
+        check_keywords(cls, kwargs)  # a clear TypeError before __init__'s own
+        return super().__new__(cls)
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from tether.faas._strategies import DillCodeSource, JSONData
 if TYPE_CHECKING:
     from tether.faas._client import Client
 
-__all__ = ['ComputeOptions', 'ExecutorOptions', 'check_dict']
+__all__ = ['ComputeOptions', 'ExecutorOptions', 'check_dict', 'check_keywords']
 
 
 def check_dict(value: Any, what: str) -> dict[str, Any] | None:
@@ -22,6 +22,22 @@ def check_dict(value: Any, what: str) -> dict[str, Any] | None:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise TypeError(f'{what} must be a dict with string keys, or None, not {value!r}')
     return value
+
+
+def check_keywords(cls: type, kwargs: dict[str, Any]) -> None:
+    """``TypeError`` naming a keyword ``cls()`` does not take, and those it takes."""
+    import inspect
+
+    params = inspect.signature(getattr(cls, '__init__')).parameters  # noqa: B009 (mypy)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return  # a subclass taking any keyword checks its own
+    known = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n == 'endpoint_id']
+    unknown = sorted(set(kwargs) - set(known))
+    if unknown:
+        raise TypeError(
+            f'{cls.__name__}() got an invalid argument {unknown[0]!r} '
+            f'(it takes {", ".join(known)})'
+        )
 
 
 class ExecutorOptions:

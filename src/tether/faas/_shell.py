@@ -98,7 +98,9 @@ class ShellFunction:
             :class:`ShellResult`.
 
     Raises:
-        ValueError: a negative ``walltime`` or an invalid ``name``.
+        tether.exceptions.WalltimeError: a negative ``walltime`` (a ``ValueError``, and
+            an ``AssertionError`` as in the Globus Compute SDK).
+        ValueError: an invalid ``name``.
     """
 
     def __init__(  # noqa: PLR0917 (the SDK's positional order)
@@ -116,7 +118,9 @@ class ShellFunction:
         if not isinstance(cmd, str):
             raise TypeError(f'cmd must be a string, not {type(cmd).__name__}')
         if walltime is not None and (isinstance(walltime, bool) or not walltime >= 0):
-            raise ValueError(f'walltime must be a number of seconds >= 0, not {walltime!r}')
+            from tether.exceptions import WalltimeError
+
+            raise WalltimeError(f'walltime must be a number of seconds >= 0, not {walltime!r}')
         self.cmd = cmd
         self.stdout = None if stdout is None else os.fspath(stdout)
         self.stderr = None if stderr is None else os.fspath(stderr)
