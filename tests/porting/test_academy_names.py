@@ -129,8 +129,13 @@ def test_ids() -> None:
     assert (aid.role, aid.name) == ('agent', 'counter')
     assert isinstance(aid.uid, uuid.UUID)
     assert aid.uid.hex in aid
-    assert aid == str(aid)
-    assert hash(aid) == hash(str(aid))
+    assert aid == aid.mailbox_id == f'{aid}'
+    assert aid.mailbox_id.startswith('agent-')
+    assert hash(aid) == hash(aid.mailbox_id)
+    assert str(aid) == 'AgentId<counter>'  # printed as academy-py prints it
+    assert str(AgentId[Any](uid=aid.uid)) == f'AgentId<{aid.uid.hex[:8]}>'
+    assert AgentId[Any](aid) == aid
+    assert AgentId[Any](uid=aid.uid, name='other') == aid  # the name is not the id
     again = pickle.loads(pickle.dumps(aid))
     assert type(again) is AgentId
     assert again.name == 'counter'
@@ -138,8 +143,8 @@ def test_ids() -> None:
     uid = UserId.new()
     assert uid.role == 'user'
     assert uid.startswith('client-')
-    assert isinstance(entity_id(str(uid)), UserId)
-    assert isinstance(entity_id(str(aid)), AgentId)
+    assert isinstance(entity_id(uid.mailbox_id), UserId)
+    assert isinstance(entity_id(aid.mailbox_id), AgentId)
     with pytest.raises(InvalidArgumentError):
         AgentId('client-123')
     assert AgentId[Any](uid=aid.uid, name='other') == aid  # academy-py's keyword form
@@ -350,7 +355,7 @@ def test_handle_without_exchange_uses_the_context() -> None:
     asyncio.run(main())
 
 
-class Mixed(Agent):
+class Mixed(Behavior):
     def __init__(self) -> None:
         self.value = 1
 
@@ -437,11 +442,15 @@ def test_behavior_repr_and_str_name_the_type() -> None:
 def test_user_client_sets_the_handle_context() -> None:
     async def main() -> None:
         factory = LocalExchangeFactory()
-        async with await factory.create_user_client() as client:
-            registration = await client.register_agent(Counter)
-            assert Handle(registration.agent_id).exchange is factory.exchange()
+        client = await factory.create_user_client()
+        registration = await client.register_agent(Counter)
+        handle: Handle[Counter] = Handle(registration.agent_id)
+        with pytest.raises(ExchangeClientNotFoundError):  # made, not entered: no context
+            _ = handle.exchange
+        async with client:
+            assert handle.exchange is client  # the client, as academy-py's handles
         with pytest.raises(ExchangeClientNotFoundError):
-            _ = Handle(registration.agent_id).exchange
+            _ = handle.exchange
 
     asyncio.run(main())
 
@@ -488,7 +497,7 @@ def test_unknown_action_is_an_attribute_error() -> None:
         assert isinstance(info.value, MessageRejectedError)
 
 
-class Gated(Agent):
+class Gated(Behavior):
     max_concurrency = 1
 
     def __init__(self) -> None:

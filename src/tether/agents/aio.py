@@ -208,7 +208,7 @@ class Manager:
         return f'Manager<{self.user_id}, {self._client.exchange!r}>'
 
     async def __aenter__(self) -> Self:
-        self._context_token = exchange_context.set(self._client.exchange)
+        self._context_token = exchange_context.set(self._client)
         return self
 
     async def __aexit__(

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     'ActionInfo',
     'Agent',
+    'AgentDescription',
     'Behavior',
     'RESERVED_ACTION_NAMES',
     'action',
@@ -304,7 +305,7 @@ def mro_of(cls: type) -> list[str]:
     return [
         f'{k.__module__}.{k.__qualname__}'
         for k in cls.__mro__
-        if issubclass(k, Behavior) and k is not Behavior
+        if issubclass(k, Behavior) and k is not Behavior and k is not Agent
     ]
 
 
@@ -344,7 +345,7 @@ class Behavior:
     # Introspection --------------------------------------------------------------------
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        if cls is Behavior:
+        if cls in (Behavior, Agent):
             raise BehaviorDefinitionError(
                 'The Agent type cannot be instantiated directly: define a subclass '
                 '(class MyAgent(Behavior): ...) and launch an instance of it',
@@ -446,8 +447,52 @@ class Behavior:
         self.__dict__.update(state)
 
 
-Agent = Behavior
-"""academy-py 1.0's name for :class:`Behavior`."""
+@dataclasses.dataclass(frozen=True)
+class AgentDescription:
+    """An agent's answer to ``agent_describe`` (academy-py 1.0).
+
+    Attributes:
+        description: The agent class's docstring (empty when there is none).
+        actions: Its actions by name (``agent_describe`` among them).
+    """
+
+    description: str
+    actions: dict[str, ActionInfo]
+
+
+class Agent(Behavior):
+    """academy-py 1.0's agent base: a :class:`Behavior` held to academy-py's rules.
+
+    Its actions and ``agent_on_startup``/``agent_on_shutdown`` must be ``async``
+    (a synchronous one is refused when the class is defined, with
+    :class:`~tether.exceptions.BehaviorDefinitionError`, a ``TypeError``), and it has an
+    ``agent_describe`` action. Subclass :class:`Behavior` for synchronous actions.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, fn in actions_of(cls).items():
+            if not _is_async(fn):
+                raise BehaviorDefinitionError(
+                    f'Action method "{name}" is not a coroutine: an academy-py Agent\'s '
+                    'actions are async (subclass tether.agents.Behavior for synchronous '
+                    'actions)',
+                )
+        for callback in ('agent_on_startup', 'agent_on_shutdown'):
+            fn = getattr(cls, callback)
+            if not _is_async(fn):
+                raise BehaviorDefinitionError(
+                    f'"{cls.__name__}.{callback}" is not a coroutine: define it with '
+                    'async def (or subclass tether.agents.Behavior)',
+                )
+
+    @action
+    async def agent_describe(self) -> AgentDescription:
+        """Describe this agent: its docstring and its actions."""
+        return AgentDescription(
+            description=inspect.cleandoc(type(self).__doc__ or ''),
+            actions=describe_actions(type(self)),
+        )
 
 
 def _wait_thread_event(ev: threading.Event, shutdown: threading.Event, step: float) -> bool:

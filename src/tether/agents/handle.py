@@ -47,6 +47,7 @@ from tether.agents.message import (
 from tether.exceptions import (
     ActionTimeoutError,
     AgentError,
+    InvalidArgumentError,
     MailboxClosedError,
     MailboxLostError,
     TetherError,
@@ -352,6 +353,12 @@ def _context_exchange() -> Exchange:
     return getattr(value, 'exchange', value)  # type: ignore[no-any-return]
 
 
+def _context_value() -> Any:
+    """What the context holds (an exchange, or a client with an ``exchange``)."""
+    _context_exchange()  # raises where none is set
+    return exchange_context.get()
+
+
 class Handle(Generic[B]):
     """A reference to an agent: calling one of its actions returns an :class:`ActionFuture`.
 
@@ -365,37 +372,57 @@ class Handle(Generic[B]):
             in (:data:`exchange_context`).
     """
 
-    def __init__(self, agent_id: str, exchange: Exchange | None = None) -> None:
+    def __init__(
+        self, agent_id: str, exchange: Any = None, *, ignore_context: bool = False
+    ) -> None:
+        if ignore_context and exchange is None:
+            raise InvalidArgumentError(
+                'Cannot make a handle with ignore_context=True and no explicit exchange: '
+                'pass Handle(agent_id, exchange, ignore_context=True)'
+            )
         self.agent_id = agent_id
-        self._exchange = exchange
+        self.ignore_context = ignore_context
+        self._given = exchange  # as given: an exchange or a UserExchangeClient
+        self._exchange: Exchange | None = getattr(exchange, 'exchange', exchange)
 
     @property
-    def exchange(self) -> Exchange:
-        """The exchange the agent is reached through.
+    def exchange(self) -> Any:
+        """The exchange the agent is reached through: the one given, else what the
+        context holds (:data:`exchange_context`: inside ``async with`` a manager or a
+        :class:`~tether.agents.exchange.UserExchangeClient`, that client, as academy-py).
 
         Raises:
             ExchangeClientNotFoundError: for a handle made without an exchange, used
                 where no exchange is set (see :data:`exchange_context`).
         """
+        return self._given if self._given is not None else _context_value()
+
+    def _bound(self) -> Exchange:
+        """The tether exchange this handle sends through now."""
         exchange = self._exchange
         return exchange if exchange is not None else _context_exchange()
 
     def __repr__(self) -> str:
-        return f'Handle({self.agent_id!r}, {self._exchange!r})'
+        return f'Handle({self.agent_id!r}, {self._given!r})'
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Handle)
             and other.agent_id == self.agent_id
-            and other.exchange.key() == self.exchange.key()
+            and other._bound().key() == self._bound().key()
         )
 
     def __hash__(self) -> int:
         return hash(self.agent_id)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self.ignore_context:
+            raise pickle.PicklingError(
+                f'a handle of {self.agent_id} made with ignore_context=True does not '
+                'pickle (academy-py 1.0): make it without ignore_context'
+            )
         try:
-            exchange = self.exchange
+            exchange = self._bound()
         except AgentError as e:
             raise pickle.PicklingError(
                 f'cannot pickle an unbound handle of {self.agent_id}: {e}'
@@ -413,7 +440,7 @@ class Handle(Generic[B]):
         cached = self.__dict__.get('_cached')
         if cached is not None and not cached.closed and cached.pid == os.getpid():
             return cached  # type: ignore[no-any-return]
-        mailbox = self.exchange.transport().client()
+        mailbox = self._bound().transport().client()
         self.__dict__['_cached'] = mailbox
         return mailbox
 
@@ -464,7 +491,7 @@ class Handle(Generic[B]):
 
     def status(self) -> MailboxStatus:
         """The state of the agent's mailbox."""
-        return self.exchange.status(self.agent_id)
+        return self._bound().status(self.agent_id)
 
 
 class ProxyHandle(Handle[B]):

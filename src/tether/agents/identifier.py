@@ -42,7 +42,7 @@ class _EntityId(str):
                 f'{cls.__name__} needs a mailbox id starting with {cls._prefix()!r}-, '
                 f'got {value!r:.80}',
             )
-        self = super().__new__(cls, value)
+        self = super().__new__(cls, str.__str__(value))  # not __str__: the display form
         self.name = name
         return self
 
@@ -63,13 +63,27 @@ class _EntityId(str):
         try:
             return uuid.UUID(hex=tail)
         except ValueError:
-            return uuid.uuid5(uuid.NAMESPACE_URL, str(self))
+            return uuid.uuid5(uuid.NAMESPACE_URL, self.mailbox_id)
+
+    @property
+    def mailbox_id(self) -> str:
+        """The mailbox id as a plain ``str`` (``agent-<hex>``; also what f-strings,
+        ``format()``, ``==`` and encoding see)."""
+        return str.__str__(self)
+
+    def __str__(self) -> str:
+        # academy-py 1.0 prints ids as AgentId<name> (or the uid's first 8 hex digits)
+        name = self.name if self.name is not None else self.uid.hex[:8]
+        return f'{type(self).__name__}<{name}>'
+
+    def __format__(self, spec: str) -> str:
+        return format(self.mailbox_id, spec)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.name))
+        return (type(self), (self.mailbox_id, self.name))
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}({str(self)!r})'
+        return f'{type(self).__name__}({self.mailbox_id!r})'
 
 
 class AgentId(_EntityId, Generic[A]):

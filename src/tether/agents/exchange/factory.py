@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import uuid
 from types import TracebackType
@@ -201,14 +202,15 @@ class UserExchangeClient:
         self.exchange = exchange
         self.client_id = client_id
         self.closed = False
-        # Handle(agent_id) made while this client is open uses its exchange (academy-py).
-        self._context_token = exchange_context.set(exchange)
+        self._context_token: contextvars.Token[Any] | None = None
 
     def factory(self) -> ExchangeFactory:
         """The factory this client came from."""
         return self._factory
 
     async def __aenter__(self) -> Self:
+        # Handle(agent_id) used inside `async with` this client uses it (academy-py).
+        self._context_token = exchange_context.set(self)
         return self
 
     async def __aexit__(
@@ -224,8 +226,10 @@ class UserExchangeClient:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(ValueError):  # closed in another context than made in
-            exchange_context.reset(self._context_token)
+        token, self._context_token = self._context_token, None
+        if token is not None:
+            with contextlib.suppress(ValueError):  # closed in another context than entered
+                exchange_context.reset(token)
         await asyncio.to_thread(self.exchange.terminate, self.client_id)
 
     async def register_agent(
