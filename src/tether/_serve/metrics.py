@@ -22,7 +22,7 @@ import hmac
 import ipaddress
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -34,6 +34,7 @@ from tether.exceptions import ConfigError
 __all__ = [
     'MetricsEndpoint',
     'MetricsOptions',
+    'Served',
     'ServerMetrics',
     'click_options',
     'payload_bytes',
@@ -359,3 +360,61 @@ def click_options(command: Callable[..., Any]) -> Callable[..., Any]:
     ):
         wrapper = option(wrapper)
     return wrapper
+
+
+class Served:
+    """A server's metrics (``None`` when off) and their HTTP endpoint, opened and closed
+    with the server.
+
+    Args:
+        metrics: The server's metrics, or ``None`` (metrics off: nothing is recorded).
+        options: Where to serve them.
+    """
+
+    def __init__(self, metrics: ServerMetrics | None, options: MetricsOptions) -> None:
+        self.metrics = metrics
+        self.endpoint: MetricsEndpoint | None = None
+        self._options = options
+
+    def observed(
+        self, handler: Callable[[Any, Any], Awaitable[Any]], ops: Mapping[int, str]
+    ) -> Callable[[Any, Any], Awaitable[Any]]:
+        """An async frame handler recording each request (``handler`` itself when off).
+
+        ``ops`` names the operation of each message type; a reply ``(type, header,
+        payloads)`` whose type is not ``ok`` counts as an error.
+        """
+        m = self.metrics
+        if m is None:
+            return handler
+        ok = self.ok_type
+
+        async def handle(conn: Any, frame: Any) -> Any:
+            start = time.perf_counter()
+            reply = await handler(conn, frame)
+            out = 0 if not isinstance(reply, tuple) else payload_bytes(reply[2])
+            error = isinstance(reply, tuple) and ok is not None and reply[0] != ok
+            op = ops.get(frame.type, 'other')
+            m.observe(
+                op, time.perf_counter() - start, payload_bytes(frame.payloads), out, error=error
+            )
+            return reply
+
+        return handle
+
+    ok_type: int | None = None
+    """The message type of a successful reply (``None``: no reply counts as an error)."""
+
+    def open(self) -> None:
+        """Start the HTTP endpoint, if configured."""
+        self.endpoint = start_endpoint(self.metrics, self._options)
+
+    def close(self) -> None:
+        """Stop the HTTP endpoint."""
+        if self.endpoint is not None:
+            self.endpoint.close()
+            self.endpoint = None
+
+    def address(self) -> tuple[str, int] | None:
+        """Where the metrics are served (``None``: nowhere)."""
+        return None if self.endpoint is None else self.endpoint.address

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tether._serve.metrics import MetricsOptions
 from tether.exceptions import ConfigError
 
 __all__ = ['RelayConfig', 'RelayUser', 'hash_token', 'load_owners', 'save_owners']
@@ -67,6 +68,8 @@ class RelayConfig(BaseModel):
             are relative to ``relay.toml``'s folder; default ``owners.json`` beside it
             (``None`` when the configuration is built in code: kept in memory only).
         max_uuids_per_user: Endpoint UUIDs one user may own (kept in ``owners_file``).
+        metrics: The ``[metrics]`` table: where Prometheus metrics are served (default:
+            nowhere); a relative ``token_file`` is relative to ``relay.toml``'s folder.
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -89,6 +92,7 @@ class RelayConfig(BaseModel):
     max_early_bytes: int = Field(default=256 * 1024, ge=0)
     owners_file: str | None = None
     max_uuids_per_user: int = Field(default=1024, ge=1)
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
 
     @field_validator('users')
     @classmethod
@@ -128,6 +132,11 @@ class RelayConfig(BaseModel):
             value = getattr(config, field)
             if value is not None and not Path(value).is_absolute():
                 setattr(config, field, str(path.parent / value))
+        token = config.metrics.token_file
+        if token is not None and not Path(token).is_absolute():
+            config.metrics = config.metrics.model_copy(
+                update={'token_file': str(path.parent / token)}
+            )
         if not config.insecure and not (config.tls_cert and config.tls_key):
             raise ConfigError(
                 f'{path}: the relay needs tls_cert and tls_key (or insecure = true on a '

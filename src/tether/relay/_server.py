@@ -25,6 +25,7 @@ from tether._wire import (
 )
 from tether.exceptions import ProtocolError
 from tether.relay._config import RelayConfig, load_owners, save_owners
+from tether.relay._metrics import OPS, relay_metrics
 from tether.relay._tunnel import Probe, Ticket, TunnelSide
 
 __all__ = ['RelayServer']
@@ -79,8 +80,9 @@ class RelayServer(Lifecycle):
         # then a connection may send only small frames, and must register in time. The
         # claims of registered endpoints' messages count against one memory budget.
         self.memory = MemoryBudget(config.memory_budget, name='tether relay')
+        self.metrics = relay_metrics(self)
         self.server = Server(
-            self._handle,
+            self.metrics.observed(self._handle, OPS),
             host=config.host,
             port=config.port,
             ssl=ssl,
@@ -136,6 +138,7 @@ class RelayServer(Lifecycle):
         """Bind every port."""
         loop = asyncio.get_running_loop()
         await self.server.start()
+        self.metrics.open()
         self._data = await loop.create_server(
             lambda: TunnelSide(self), self.config.host, self.config.data_port
         )
@@ -157,6 +160,7 @@ class RelayServer(Lifecycle):
         for task in list(self._tasks):
             task.cancel()
         await self.server.close()
+        self.metrics.close()
         for side in list(self._sides):
             side.close()
         if self._data is not None:
@@ -184,6 +188,7 @@ class RelayServer(Lifecycle):
                 'early_peak': self.early_peak,
                 'early_refused': self.early_refused,
             },
+            'metrics': self.metrics.address(),
             'memory': {
                 'budget': self.memory.limit,
                 'reserved': self.memory.reserved,
