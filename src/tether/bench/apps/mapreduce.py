@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import glob
 import logging
+import os
 import pathlib
 import random
 import re
@@ -20,6 +21,7 @@ import pydantic
 
 from tether.bench.apps import AppConfig
 from tether.bench.registry import register
+from tether.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from tether.bench.engine import Engine
@@ -28,7 +30,9 @@ __all__ = [
     'MapReduceApp',
     'MapReduceAppConfig',
     'MapreduceApp',
+    'generate_files',
     'generate_text',
+    'generate_word',
     'map_task',
     'reduce_task',
 ]
@@ -49,12 +53,61 @@ def generate_text(words: int, vocabulary: int, seed: int) -> str:
     return ' '.join(rng.choices(vocab, weights=weights, k=words))
 
 
-def map_task(text: str | None = None, paths: list[str] | None = None) -> collections.Counter[str]:
-    """Count the words of ``text`` and of the files ``paths``."""
+def generate_word(min_length: int, max_length: int) -> str:
+    """One random lower-case word of ``min_length`` to ``max_length`` letters."""
+    return ''.join(
+        random.choices(string.ascii_lowercase, k=random.randint(min_length, max_length))
+    )
+
+
+def generate_files(
+    data_dir: pathlib.Path | str,
+    file_count: int,
+    words_per_file: int,
+    *,
+    vocabulary: int = 1000,
+    seed: int = 0,
+) -> list[pathlib.Path]:
+    """Write ``file_count`` text files of ``words_per_file`` words into an empty ``data_dir``.
+
+    Raises:
+        InvalidArgumentError: ``data_dir`` exists and is not empty (a ``ValueError``).
+    """
+    directory = pathlib.Path(data_dir)
+    if directory.is_dir() and any(directory.iterdir()):
+        raise InvalidArgumentError(
+            f'Directory {directory} is not empty: generate_files writes only into an empty '
+            'or new directory'
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i in range(file_count):
+        path = directory / f'text-{i}.txt'
+        path.write_text(generate_text(words_per_file, vocabulary, seed + i) + '\n')
+        files.append(path)
+    return files
+
+
+def map_task(
+    *sources: str | os.PathLike[str],
+    text: str | None = None,
+    paths: list[str] | None = None,
+) -> collections.Counter[str]:
+    """Count the words of ``text`` and of the files ``paths``.
+
+    A positional ``str`` is text to count; a positional path object (``pathlib.Path``) is a
+    file to read (TaPS's ``map_task(*paths)``).
+    """
     counts: collections.Counter[str] = collections.Counter()
+    files = list(paths or [])
+    for source in sources:
+        if isinstance(source, str):
+            counts.update(_WORD.findall(source.lower()))
+        else:
+            files.append(os.fspath(source))
     if text:
         counts.update(_WORD.findall(text.lower()))
-    for path in paths or []:
+    for path in files:
         with open(path, encoding='utf-8', errors='replace') as f:
             for line in f:
                 counts.update(_WORD.findall(line.lower()))
@@ -83,9 +136,19 @@ class MapReduceApp:
         most_common: int = 10,
         output_file: str = 'mapreduce.txt',
         seed: int = 0,
+        data_dir: pathlib.Path | str | None = None,
+        generate: bool = False,
+        generated_files: int = 10,
+        generated_words: int = 10_000,
     ) -> None:
+        self.data_dir = pathlib.Path(data_dir).absolute() if data_dir is not None else None
+        self.generate = generate
+        self.generated_files = generated_files
+        self.generated_words = generated_words
+        if self.data_dir is not None:
+            mode, files = 'files', str(self.data_dir / '*')
         if mode == 'files' and not files:
-            raise ValueError("mode 'files' needs a glob pattern in files")
+            raise InvalidArgumentError("mode 'files' needs a glob pattern in files (or data_dir)")
         self.mode = mode
         self.map_tasks = map_tasks
         self.words_per_task = words_per_task
@@ -100,6 +163,14 @@ class MapReduceApp:
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Count, then write the most common words."""
+        if self.generate and self.data_dir is not None:
+            generate_files(
+                self.data_dir,
+                self.generated_files,
+                self.generated_words,
+                vocabulary=self.vocabulary,
+                seed=self.seed,
+            )
         if self.mode == 'random':
             futures = [
                 engine.submit(
@@ -144,6 +215,20 @@ class MapReduceAppConfig(AppConfig):
     most_common: int = pydantic.Field(default=10, ge=1, description='words written to the output')
     output_file: str = pydantic.Field(default='mapreduce.txt', description='output in the run dir')
     seed: int = pydantic.Field(default=0, description='random seed')
+    data_dir: pathlib.Path | None = pydantic.Field(
+        default=None,
+        description='directory of text files to count (sets mode files; TaPS option)',
+    )
+    generate: bool = pydantic.Field(
+        default=False, description='data_dir: first write generated files into it'
+    )
+    generated_files: int = pydantic.Field(default=10, ge=0, description='generate: files')
+    generated_words: int = pydantic.Field(default=10_000, ge=0, description='generate: words each')
+
+    @pydantic.field_validator('data_dir')
+    @classmethod
+    def _absolute(cls, path: pathlib.Path | None) -> pathlib.Path | None:
+        return path.absolute() if path is not None else None
 
     def get_app(self) -> MapReduceApp:
         """Build the app."""
@@ -156,6 +241,10 @@ class MapReduceAppConfig(AppConfig):
             most_common=self.most_common,
             output_file=self.output_file,
             seed=self.seed,
+            data_dir=self.data_dir,
+            generate=self.generate,
+            generated_files=self.generated_files,
+            generated_words=self.generated_words,
         )
 
 

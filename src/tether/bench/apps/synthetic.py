@@ -27,7 +27,18 @@ from tether.bench.registry import register
 if TYPE_CHECKING:
     from tether.bench.engine import Engine, TaskFuture
 
-__all__ = ['SyntheticApp', 'SyntheticAppConfig', 'WorkflowStructure', 'noop_task']
+__all__ = [
+    'Data',
+    'SyntheticApp',
+    'SyntheticAppConfig',
+    'WorkflowStructure',
+    'generate_data',
+    'noop_task',
+    'run_bag_of_tasks',
+    'run_diamond',
+    'run_reduce',
+    'run_sequential',
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +52,73 @@ class WorkflowStructure(enum.Enum):
     SEQUENTIAL = 'sequential'
 
 
-def noop_task(*data: Any, output_size: int = 0, sleep: float = 0.0) -> bytes:
+class Data(bytes):
+    """A task's payload: bytes of a distinct type (so a transformer filter can pick it)."""
+
+
+def generate_data(size: int) -> Data:
+    """``size`` random bytes as :class:`Data`."""
+    return Data(os.urandom(size) if size else b'')
+
+
+def noop_task(*data: Any, output_size: int = 0, sleep: float = 0.0) -> Data:
     """Sleep ``sleep`` seconds; return ``output_size`` random bytes (inputs are ignored)."""
     del data
     if sleep > 0:
         time.sleep(sleep)
-    return os.urandom(output_size) if output_size else b''
+    return generate_data(output_size)
+
+
+def _submit(engine: Engine, data_bytes: int, sleep: float, *inputs: Any) -> TaskFuture[Data]:
+    return engine.submit(noop_task, *inputs, output_size=data_bytes, sleep=sleep)
+
+
+def run_sequential(
+    engine: Engine, task_count: int, task_data_bytes: int, task_sleep: float
+) -> None:
+    """A chain of ``task_count`` tasks, each taking the previous one's output."""
+    future = _submit(engine, task_data_bytes, task_sleep, generate_data(task_data_bytes))
+    for _ in range(task_count - 1):
+        future = _submit(engine, task_data_bytes, task_sleep, future)
+    future.result()
+
+
+def run_reduce(engine: Engine, task_count: int, task_data_bytes: int, task_sleep: float) -> None:
+    """``task_count`` independent tasks, then one task taking all their outputs."""
+    futures = [
+        _submit(engine, task_data_bytes, task_sleep, generate_data(task_data_bytes))
+        for _ in range(task_count)
+    ]
+    _submit(engine, task_data_bytes, task_sleep, *futures).result()
+
+
+def run_diamond(engine: Engine, task_count: int, task_data_bytes: int, task_sleep: float) -> None:
+    """One task, ``task_count`` tasks after it, one task after all of them."""
+    first = _submit(engine, task_data_bytes, task_sleep, generate_data(task_data_bytes))
+    middle = [_submit(engine, task_data_bytes, task_sleep, first) for _ in range(task_count)]
+    _submit(engine, task_data_bytes, task_sleep, *middle).result()
+
+
+def run_bag_of_tasks(
+    engine: Engine,
+    task_count: int,
+    task_data_bytes: int,
+    task_sleep: float,
+    max_running_tasks: int,
+) -> None:
+    """``task_count`` independent tasks, at most ``max_running_tasks`` in flight at once."""
+    from tether.bench.engine import wait
+
+    submitted = 0
+    running: set[Any] = set()
+    while submitted < task_count or running:
+        while submitted < task_count and len(running) < max_running_tasks:
+            data = generate_data(task_data_bytes)
+            running.add(_submit(engine, task_data_bytes, task_sleep, data))
+            submitted += 1
+        done, running = wait(running, return_when='FIRST_COMPLETED')
+        for f in done:
+            f.result()
 
 
 class SyntheticApp:
@@ -72,37 +144,21 @@ class SyntheticApp:
     def close(self) -> None:
         """Nothing to release."""
 
-    def _submit(self, engine: Engine, *inputs: Any) -> TaskFuture[bytes]:
-        return engine.submit(
-            noop_task,
-            *inputs,
-            output_size=self.task_data_bytes,
-            sleep=self.task_sleep,
-        )
-
-    def _data(self) -> bytes:
-        return os.urandom(self.task_data_bytes)
-
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the workflow."""
         for _ in range(self.warmup_tasks):
             engine.submit(noop_task).result()
         start = time.perf_counter()
         shape = self.structure
+        args = (engine, self.task_count, self.task_data_bytes, self.task_sleep)
         if shape is WorkflowStructure.SEQUENTIAL:
-            future = self._submit(engine, self._data())
-            for _ in range(self.task_count - 1):
-                future = self._submit(engine, future)
-            future.result()
+            run_sequential(*args)
         elif shape is WorkflowStructure.REDUCE:
-            futures = [self._submit(engine, self._data()) for _ in range(self.task_count)]
-            self._submit(engine, *futures).result()
+            run_reduce(*args)
         elif shape is WorkflowStructure.DIAMOND:
-            first = self._submit(engine, self._data())
-            middle = [self._submit(engine, first) for _ in range(self.task_count)]
-            self._submit(engine, *middle).result()
+            run_diamond(*args)
         else:
-            self._bag(engine)
+            run_bag_of_tasks(*args, self.bag_max_running)
         elapsed = time.perf_counter() - start
         logger.info(
             'synthetic %s: %d tasks in %.3f s (%.1f tasks/s)',
@@ -111,19 +167,6 @@ class SyntheticApp:
             elapsed,
             self.task_count / elapsed if elapsed else float('inf'),
         )
-
-    def _bag(self, engine: Engine) -> None:
-        from tether.bench.engine import wait
-
-        submitted = 0
-        running: set[Any] = set()
-        while submitted < self.task_count or running:
-            while submitted < self.task_count and len(running) < self.bag_max_running:
-                running.add(self._submit(engine, self._data()))
-                submitted += 1
-            done, running = wait(running, return_when='FIRST_COMPLETED')
-            for f in done:
-                f.result()
 
 
 @register('app')
