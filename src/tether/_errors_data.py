@@ -44,6 +44,7 @@ __all__ = [
     'SerializationError',
     'SerializerNotAllowedError',
     'SerializerOutputError',
+    'SourceNotFoundError',
     'StoreError',
     'StoreExistsError',
     'StoreNotFoundError',
@@ -354,6 +355,13 @@ class MissingCapabilityError(StoreError, NotImplementedError):
 
 class SerializerOutputError(SerializationError, TypeError):
     """A custom serializer returned something other than bytes (also a :class:`TypeError`)."""
+
+
+class SourceNotFoundError(SerializationError, TypeError):
+    """A function without Python source (a builtin such as ``max``) was given to a
+    serializer that sends source text (also a :class:`TypeError`, as the Globus Compute
+    SDK raises).
+    """
 
 
 class SerializerNotAllowedError(SerializationError):

@@ -12,6 +12,7 @@ TetherError
  +-- SerializationError                  bytes could not become an object, or back
  |    +-- SerializerOutputError          a serializer returned no bytes (also a TypeError)
  |    +-- SerializerNotAllowedError      a payload's serializer is not on the allowlist
+ |    +-- SourceNotFoundError            a builtin given to a source serializer (also a TypeError)
  |    +-- UnknownStrategyError           not a strategy tether.faas knows (also a ValueError)
  +-- ConnectorError                      a mediated channel failed (server down, I/O)
  |    +-- ConnectorClosedError           the connector was used after close()
@@ -158,6 +159,7 @@ from tether._errors_data import (
     SerializationError,
     SerializerNotAllowedError,
     SerializerOutputError,
+    SourceNotFoundError,
     StoreError,
     StoreExistsError,
     StoreNotFoundError,
@@ -287,6 +289,7 @@ __all__ = [
     'SerializerNotAllowedError',
     'SerializerOutputError',
     'ServerStartError',
+    'SourceNotFoundError',
     'SteerAuthenticationError',
     'SteerError',
     'SteerQueueError',
