@@ -18,13 +18,17 @@ from typing import Any
 
 from tether.exceptions import AgentError
 
-__all__ = ['RedisReplyError', 'RespClient', 'RespConnection', 'Script']
+__all__ = ['RedisConnectError', 'RedisReplyError', 'RespClient', 'RespConnection', 'Script']
 
 _CRLF = b'\r\n'
 
 
 class RedisReplyError(AgentError):
     """Redis answered a command with an error."""
+
+
+class RedisConnectError(AgentError):
+    """No connection to the server could be made (so no command was sent)."""
 
 
 def _encode(args: Sequence[Any]) -> list[bytes]:
@@ -68,7 +72,7 @@ class RespConnection:
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
-            raise AgentError(f'cannot connect to {self.where}: {e}') from e
+            raise RedisConnectError(f'cannot connect to {self.where}: {e}') from e
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.file = self.sock.makefile('rb')
         self.broken = False
@@ -157,7 +161,7 @@ class RespConnection:
 class Script:
     """A Lua script run by SHA (loaded with ``EVAL`` the first time a server lacks it)."""
 
-    def __init__(self, client: RespClient, source: str) -> None:
+    def __init__(self, client: Any, source: str) -> None:
         self.client = client
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
@@ -201,8 +205,8 @@ class RespClient:
         self._lock = threading.Lock()
         self._closed = False
 
-    def connect(self, timeout: float | None = None) -> RespConnection:
-        """A new connection of its own (for blocking commands)."""
+    def connect(self, timeout: float | None = None, *, key: Any = '') -> RespConnection:
+        """A new connection of its own (for blocking commands; ``key``: on a cluster)."""
         return RespConnection(
             self.host,
             self.port,
@@ -241,6 +245,9 @@ class RespClient:
         if isinstance(reply, RedisReplyError):
             raise reply
         return reply
+
+    def refresh_quietly(self) -> None:
+        """Nothing to do on one server (on a cluster: read the slot map again)."""
 
     def script(self, source: str) -> Script:
         """A callable that runs a Lua script."""

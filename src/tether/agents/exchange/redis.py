@@ -34,9 +34,10 @@ from typing import Any
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
 from tether.agents.exchange._base import Deliver, Exchange, Listener, MailboxStatus, Transport
-from tether.agents.exchange._resp import RespClient
+from tether.agents.exchange._resp import RedisReplyError, RespClient
+from tether.agents.exchange._resp_cluster import ClusterRespClient
 from tether.agents.message import Message, decode, encode
-from tether.exceptions import AgentError, MailboxClosedError, UnknownMailboxError
+from tether.exceptions import AgentError, ConfigError, MailboxClosedError, UnknownMailboxError
 
 __all__ = ['RedisExchange']
 
@@ -66,7 +67,7 @@ _TERMINATE = """
 local queued = redis.call('LRANGE', KEYS[3], 0, -1)
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[1])
+if KEYS[2] ~= KEYS[1] then redis.call('HDEL', KEYS[2], ARGV[1]) end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 for _, v in ipairs(queued) do table.insert(taken, v) end
 return taken
@@ -79,7 +80,7 @@ _RESTORE = """
 local st = redis.call('GET', KEYS[1])
 if st == 'active' then
   if ARGV[2] ~= '' then
-    redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+    if KEYS[2] ~= KEYS[1] then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
     redis.call('PERSIST', KEYS[1])
   end
   return 0
@@ -89,7 +90,7 @@ if ARGV[2] == '' then
   redis.call('SET', KEYS[1], 'active', 'EX', ARGV[3])
 else
   redis.call('SET', KEYS[1], 'active')
-  redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+  if KEYS[2] ~= KEYS[1] then redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) end
 end
 return 1
 """
@@ -128,7 +129,7 @@ class _RedisListener(Listener):
         # Client mailboxes (no discovery record) expire unless their listener refreshes
         # them; agents' mailboxes stay while they are active.
         self.next_keep_alive = float('inf') if self.mro else time.monotonic() + _CLIENT_REFRESH
-        self.conn = transport.redis.connect(timeout=_BLOCK + 10)
+        self.conn = transport.redis.connect(timeout=_BLOCK + 10, key=self.key)
         self.thread = threading.Thread(
             target=self._run, name=f'tether-agents-redis-{mailbox_id[:14]}', daemon=True
         )
@@ -176,8 +177,14 @@ class _RedisListener(Listener):
             return list(self.transport._take(keys=[self.key, self.taken], args=[_BATCH]))
         if self.conn.broken:
             self.conn.close()
-            self.conn = self.transport.redis.connect(timeout=_BLOCK + 10)
-        item = self.conn.execute('BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK)
+            self.conn = self.transport.redis.connect(timeout=_BLOCK + 10, key=self.key)
+        try:
+            item = self.conn.execute('BLMOVE', self.key, self.taken, 'LEFT', 'RIGHT', _BLOCK)
+        except RedisReplyError:
+            # On a cluster: the slot moved (MOVED), or the cluster is failing over.
+            self.conn.broken = True
+            self.transport.redis.refresh_quietly()
+            raise
         if item is None:
             # Idle for _BLOCK seconds: a cheap check that the mailbox still exists (Redis
             # may have lost it without the connection failing).
@@ -231,10 +238,7 @@ class _RedisListener(Listener):
             return
         if self.on_check is not None:
             self.on_check()
-        restored = self.transport._restore(
-            keys=[self.transport.k('st', self.mailbox_id), self.transport.k('beh')],
-            args=[self.mailbox_id, self.mro, _CLIENT_TTL],
-        )
+        restored = self.transport.restore_raw(self.mailbox_id, self.mro)
         if restored == -1:
             # Terminated under this listener: once its tombstone expires, the mailbox
             # must not come back.
@@ -282,13 +286,23 @@ class _RedisTransport(Transport):
         super().__init__(exchange._codec())
         self.exchange = exchange
         self.prefix = exchange.prefix
-        self.redis = RespClient(
-            exchange.hostname,
-            exchange.port,
-            db=exchange.db,
-            password=exchange._password(),
-            timeout=exchange.timeout,
-        )
+        self.cluster: bool = getattr(exchange, 'cluster', False)
+        self.redis: Any
+        if self.cluster:
+            self.redis = ClusterRespClient(
+                exchange.hostname,
+                exchange.port,
+                password=exchange._password(),
+                timeout=exchange.timeout,
+            )
+        else:
+            self.redis = RespClient(
+                exchange.hostname,
+                exchange.port,
+                db=exchange.db,
+                password=exchange._password(),
+                timeout=exchange.timeout,
+            )
         self._send_script = self.redis.script(_SEND)
         self._recover = self.redis.script(_RECOVER)
         self._take = self.redis.script(_TAKE)
@@ -297,7 +311,26 @@ class _RedisTransport(Transport):
         self._listeners: set[_RedisListener] = set()
 
     def k(self, kind: str, mailbox_id: str = '') -> str:
-        return f'{self.prefix}{kind}:{mailbox_id}' if mailbox_id else f'{self.prefix}{kind}'
+        if not mailbox_id:
+            return f'{self.prefix}{kind}'
+        if self.cluster:  # a mailbox's keys share its hash slot: {id} is their hash tag
+            return f'{self.prefix}{kind}:{{{mailbox_id}}}'
+        return f'{self.prefix}{kind}:{mailbox_id}'
+
+    def _beh_key(self, mailbox_id: str) -> str:
+        # A script's KEYS[2]. On a cluster the discovery hash is on another shard: the
+        # script gets the state key again (and skips the hash), a command writes the hash.
+        return self.k('st', mailbox_id) if self.cluster else self.k('beh')
+
+    def restore_raw(self, mailbox_id: str, mro: bytes | str) -> Any:
+        """Run the restore script: 1 made again, 0 active, -1 terminated."""
+        restored = self._restore(
+            keys=[self.k('st', mailbox_id), self._beh_key(mailbox_id)],
+            args=[mailbox_id, mro, _CLIENT_TTL],
+        )
+        if self.cluster and mro and restored in (0, 1):
+            self.redis.execute('HSETNX', self.k('beh'), mailbox_id, mro)
+        return restored
 
     _next_refresh = float('inf')  # keys this transport keeps alive: none (see the hybrid)
 
@@ -309,10 +342,7 @@ class _RedisTransport(Transport):
 
     def restore(self, mailbox_id: str, mro: list[str] | None) -> bool:
         """Make a mailbox again if it vanished (never one that was terminated)."""
-        restored = self._restore(
-            keys=[self.k('st', mailbox_id), self.k('beh')],
-            args=[mailbox_id, json.dumps(mro) if mro is not None else '', _CLIENT_TTL],
-        )
+        restored = self.restore_raw(mailbox_id, json.dumps(mro) if mro is not None else '')
         return bool(restored == 1)
 
     def register(self, mailbox_id: str, mro: list[str] | None) -> None:
@@ -331,7 +361,7 @@ class _RedisTransport(Transport):
         dropped = self._terminate(
             keys=[
                 self.k('st', mailbox_id),
-                self.k('beh'),
+                self._beh_key(mailbox_id),
                 self.k('mb', mailbox_id),
                 self.k('taken', mailbox_id),
                 self.k('addr', mailbox_id),
@@ -342,6 +372,8 @@ class _RedisTransport(Transport):
                 _tombstone(self._why.get(mailbox_id)),
             ],
         )
+        if self.cluster:
+            self.redis.execute('HDEL', self.k('beh'), mailbox_id)
         self.answer_dropped(
             mailbox_id,
             [decode(d, self.codec) for d in dropped if not d.startswith(_WAKE)],
@@ -436,6 +468,12 @@ class RedisExchange(Exchange):
             (UnknownMailboxError). Nothing else of a terminated mailbox stays in Redis.
         clock: The clock of this process's handle timeouts and thread agents' timers
             (not pickled: a copy in another process uses the system clock).
+        cluster: The server is a node of a Redis Cluster: each mailbox's keys share a
+            hash slot (``{id}`` is their hash tag), commands go to their slot's master,
+            and a failed-over master is waited for (up to ``timeout``).
+
+    Raises:
+        ConfigError: ``cluster`` with ``db`` other than 0, or a ``prefix`` with ``{``.
     """
 
     def __init__(
@@ -453,8 +491,15 @@ class RedisExchange(Exchange):
         threshold: int | None = _DEFAULT_THRESHOLD,
         terminated_ttl: float = 86400.0,
         clock: Clock = SYSTEM_CLOCK,
+        cluster: bool = False,
     ) -> None:
         super().__init__(allow_pickle=allow_pickle, clock=clock)
+        if cluster and (db or '{' in prefix):
+            raise ConfigError(
+                f'a RedisExchange on a cluster needs db=0 and a prefix without "{{" '
+                f'(got db={db}, prefix={prefix!r})'
+            )
+        self.cluster = cluster
         self.hostname = hostname
         self.port = port
         self.prefix = prefix
@@ -497,6 +542,7 @@ class RedisExchange(Exchange):
                 self.port,
                 db=self.db,
                 prefix=f'{self.prefix}obj:',
+                cluster=self.cluster,
                 password=password,  # kept in this process, never in the store's config
                 password_env=self.password_env if password is not None else None,
             )
@@ -541,6 +587,7 @@ class RedisExchange(Exchange):
             'allow_pickle': self.allow_pickle,
             'threshold': self.threshold,
             'terminated_ttl': self.terminated_ttl,
+            'cluster': self.cluster,
         }
 
     def __getstate__(self) -> dict[str, Any]:
