@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 from tether._clock import SYSTEM_CLOCK, Clock
-from tether.exceptions import SteerQueueError, SteerTimeoutError
+from tether.exceptions import ConfigError, SteerQueueError, SteerTimeoutError
 from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
 
 __all__ = ['RedisQueues']
@@ -74,6 +74,11 @@ class RedisQueues(BaseQueues):
             to come back before it raises :class:`~tether.exceptions.SteerQueueError`.
         clock: The clock of the reconnection waits and read deadlines (tests pass a
             ``tether.testing.FakeClock``).
+        cluster: The server is a node of a Redis Cluster. Every key of the queues has the
+            hash tag ``{prefix}`` (one slot, so the push script runs on one shard), and the
+            restart check becomes a count check on each new connection to the master
+            that holds the queues (a restart or a failover to a replica that missed
+            messages this process pushed raises, as above).
     """
 
     def __init__(  # noqa: PLR0917 (Colmena's positional order)
@@ -92,7 +97,10 @@ class RedisQueues(BaseQueues):
         max_age: float | None = _DEFAULT_MAX_AGE,
         reconnect_timeout: float = 60.0,
         clock: Clock = SYSTEM_CLOCK,
+        cluster: bool = False,
     ) -> None:
+        if cluster and '{' in prefix:
+            raise ConfigError(f'queues on a Redis Cluster need a prefix without "{{": {prefix!r}')
         super().__init__(
             topics,
             serialization_method,
@@ -108,6 +116,7 @@ class RedisQueues(BaseQueues):
         self.prefix = prefix
         self.reconnect_timeout = reconnect_timeout
         self.clock = clock
+        self.cluster = cluster
         self._password = password
         self._run_id: str | None = None
         self._broken: str | None = None
@@ -139,6 +148,9 @@ class RedisQueues(BaseQueues):
 
     def _on_connect(self, connection: Any) -> None:
         connection.on_connect()
+        if self.cluster:
+            self._check_shard(connection)
+            return
         connection.send_command('INFO', 'server')
         info = connection.read_response()
         text = info.decode() if isinstance(info, bytes) else str(info)
@@ -151,6 +163,39 @@ class RedisQueues(BaseQueues):
             # Before the first push of this process; HSETNX keeps a count already there.
             connection.send_command('HSETNX', self._key('writers'), self._writer, 0)
             connection.read_response()
+            self._registered = True
+            if self._anchor is None:
+                self._anchor = self._writer
+
+    def _check_shard(self, connection: Any) -> None:
+        """On a cluster: whether the master holding the queues has every message this
+        process pushed (any node's run_id tells nothing: a failover changes the node)."""
+        import redis
+
+        self._run_id = self._run_id or 'cluster'  # reached: a lost node is waited for
+        field = self._writer if self._registered else self._anchor
+        if field is not None:
+            connection.send_command('HGET', self._key('writers'), field)
+            try:
+                reply = connection.read_response()
+            except redis.ResponseError:
+                return  # MOVED: this node does not hold the queues (a replica, a seed)
+            kept = 0 if reply is None else int(reply)
+            if self._registered and kept < self._written:
+                self._broken = (
+                    f'the Redis Cluster master holding queues {self.prefix!r} (at '
+                    f'{connection.host}:{connection.port}) has {kept} of the '
+                    f'{self._written} messages this process sent (restarted or failed '
+                    'over without them)'
+                )
+                connection.disconnect()
+                raise SteerQueueError(self._lost_message())
+        if not self._registered:
+            connection.send_command('HSETNX', self._key('writers'), self._writer, 0)
+            try:
+                connection.read_response()
+            except redis.ResponseError:
+                return  # not the queues' master: registered on the connection that is
             self._registered = True
             if self._anchor is None:
                 self._anchor = self._writer
@@ -214,10 +259,12 @@ class RedisQueues(BaseQueues):
                     self._registered = False
                     self._new_readers()
                 self._pid = os.getpid()
-                # (one server: the restart check reads this server's run_id)
+                # (one server: the restart check reads this server's run_id; a cluster:
+                # each new connection to the queues' master checks the count)
                 self._client = make_client(
                     self.hostname,
                     self.port,
+                    cluster=self.cluster,
                     password=self._password,
                     retry=Retry(NoBackoff(), 0),
                     socket_timeout=None,
@@ -245,7 +292,12 @@ class RedisQueues(BaseQueues):
                 return fn(client, retried)
             except SteerQueueError:
                 raise
-            except (redis.ConnectionError, redis.TimeoutError) as e:
+            except (
+                redis.ConnectionError,
+                redis.TimeoutError,
+                redis.exceptions.ClusterDownError,
+                redis.exceptions.TryAgainError,
+            ) as e:
                 now = self.clock.monotonic()
                 if deadline is None:
                     deadline = now + self.reconnect_timeout
@@ -291,6 +343,8 @@ class RedisQueues(BaseQueues):
             self._written += 1
 
     def _key(self, name: str) -> str:
+        if self.cluster:  # one hash slot for every key of the queues
+            return f'{{{self.prefix}}}_{name}'
         return f'{self.prefix}_{name}'
 
     def _pop(self, key: str, timeout: float | None, what: str) -> bytes:
