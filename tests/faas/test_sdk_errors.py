@@ -38,3 +38,27 @@ def test_a_subclass_taking_any_keyword_checks_its_own() -> None:
             self.extra = kwargs  # no super().__init__: no service is contacted
 
     assert Labelled(anything=1).extra == {'anything': 1}
+
+
+@pytest.mark.parametrize('builtin', [max, len, str.join])
+def test_a_builtin_has_no_source(builtin: Any) -> None:
+    from tether.exceptions import SerializationError, SourceNotFoundError
+    from tether.faas import CombinedCode, DillCodeSource, PureSourceTextInspect
+
+    for strategy in (DillCodeSource(), PureSourceTextInspect()):
+        with pytest.raises(SourceNotFoundError, match='has no Python source') as e:
+            strategy.serialize(builtin)
+        assert isinstance(e.value, TypeError)  # what the SDK raises
+        assert isinstance(e.value, SerializationError)
+    combined = CombinedCode()  # falls back to sending it by value
+    assert combined.deserialize(combined.serialize(builtin)) is builtin
+
+
+def test_a_plain_function_still_serializes_as_source() -> None:
+    from tether.faas import DillCodeSource
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    strategy = DillCodeSource()
+    assert strategy.deserialize(strategy.serialize(add))(2, 3) == 5

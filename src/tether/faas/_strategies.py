@@ -23,10 +23,11 @@ strategy                                                   tether id
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from typing import Any, ClassVar
 
-from tether.exceptions import SerializationError, UnknownStrategyError
+from tether.exceptions import SerializationError, SourceNotFoundError, UnknownStrategyError
 from tether.faas._payload import load_function, pack_function, pack_result, unpack_result
 
 __all__ = [
@@ -122,6 +123,15 @@ class DillCodeSource(SerializationStrategy):
 
     for_code = True
     tether_id = 'source'
+
+    def dump(self, obj: Any) -> bytes:
+        """``obj``'s source; a routine without Python source (a builtin) is refused."""
+        if inspect.isroutine(obj) and not hasattr(obj, '__code__'):
+            raise SourceNotFoundError(
+                f'{obj!r} has no Python source (a builtin): send it by value '
+                '(DillCode, or CombinedCode, which falls back to it)'
+            )
+        return super().dump(obj)
 
 
 class DillCodeTextInspect(DillCodeSource):
