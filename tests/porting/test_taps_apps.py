@@ -90,3 +90,37 @@ def test_mapreduce_config_data_dir_is_absolute(tmp_path: pathlib.Path) -> None:
     assert config.data_dir.is_absolute()
     app = config.get_app()
     assert app.mode == 'files'
+
+
+def test_failure_types_enum_and_functions() -> None:
+    from tether.bench.apps.failures import FAILURE_TYPES
+    from tether.bench.apps.failures.app import FailureInjectionApp, FailuresApp
+    from tether.bench.apps.failures.types import FAILURE_FUNCTIONS, FailureType
+
+    assert FailureInjectionApp is FailuresApp
+    for _ in range(20):
+        assert FailureType.random() is not FailureType.RANDOM
+    assert {kind.value for kind in FailureType} >= set(FAILURE_TYPES)
+    expected = {
+        FailureType.FAILURE: Exception,
+        FailureType.IMPORT: ImportError,
+        FailureType.MEMORY: MemoryError,
+        FailureType.ULIMIT: OSError,
+        FailureType.ZERO_DIVISION: ZeroDivisionError,
+    }
+    for kind, exc_type in expected.items():
+        with pytest.raises(exc_type, match='Failure injection error'):
+            FAILURE_FUNCTIONS[kind]()
+    with pytest.raises(OSError, match='too many open files') as info:
+        FAILURE_FUNCTIONS[FailureType.ULIMIT]()
+    assert info.value.errno == 24
+
+
+def test_failures_config_refuses_an_unknown_base_when_validated() -> None:
+    import pydantic
+
+    from tether.bench.apps.configs.failures import FailureInjectionConfig
+
+    with pytest.raises(pydantic.ValidationError, match='Base app named "no-such-app" is unknown'):
+        FailureInjectionConfig(base='no-such-app')
+    assert FailureInjectionConfig(base='synthetic').base == 'synthetic'

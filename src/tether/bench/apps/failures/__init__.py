@@ -32,7 +32,7 @@ import pydantic
 
 from tether.bench.apps import AppConfig
 from tether.bench.registry import get_plugin, register
-from tether.exceptions import TaskDependencyError
+from tether.exceptions import PluginNotFoundError, TaskDependencyError
 
 if TYPE_CHECKING:
     from tether.bench.apps import App
@@ -286,6 +286,10 @@ class FailuresAppConfig(AppConfig):
     def _not_self(cls, base: str) -> str:
         if base == 'failures':
             raise ValueError('the failures app cannot inject into itself')
+        try:
+            get_plugin('app', base)
+        except PluginNotFoundError as exc:
+            raise ValueError(f'Base app named "{base}" is unknown: {exc}') from None
         return base
 
     def get_app(self) -> FailuresApp:
