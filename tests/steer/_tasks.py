@@ -118,3 +118,8 @@ def start_sleeper(pidfile: str) -> int:
     child = subprocess.Popen(['sleep', '600'])
     pathlib.Path(pidfile).write_text(str(child.pid))
     return child.wait()
+
+
+def first_item_resolving(items: Any) -> bool:
+    """``is_proxy_resolving`` of the first item of a list or of a dict's ``'x'``."""
+    return is_proxy_resolving(items['x'] if isinstance(items, dict) else items[0])

@@ -163,6 +163,33 @@ def _pack(
     return items, tuple(proxied)
 
 
+# Containers longer than this are not scanned for proxies (the scan would cost more than
+# the overlap it buys).
+_SCAN_LIMIT = 1000
+
+
+def resolve_nested_async(
+    args: tuple[Any, ...], kwargs: dict[str, Any], timings: ProxyTimes | None = None
+) -> None:
+    """Start fetching the proxies one level down in list, tuple and dict arguments.
+
+    Proxies given as arguments themselves travel as items of :class:`Packed` (see
+    :meth:`Packed.resolve_async`); a proxy inside a list argument (``[proxy]``) is found
+    here, as Colmena's workers find it. Containers of more than ``_SCAN_LIMIT`` items
+    are skipped.
+    """
+    for value in (*args, *kwargs.values()):
+        kind = type(value)
+        if kind not in (list, tuple, dict) or len(value) > _SCAN_LIMIT:
+            continue
+        for item in value.values() if kind is dict else value:
+            if _is_proxy(item):
+                start = time.perf_counter()
+                resolve_async(item)
+                if timings is not None:
+                    record_proxy_time(timings, item, 'resolve_async', time.perf_counter() - start)
+
+
 # Never proxied: a proxy of them cannot pass for them (``is None``), and they are tiny.
 _INLINE = (type(None), bool, type(NotImplemented), type(Ellipsis))
 

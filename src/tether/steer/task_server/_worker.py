@@ -84,6 +84,7 @@ def run_task(method: Callable[..., Any], result: Result, options: Any = None) ->
             result.time.async_resolve_proxies = time.perf_counter() - start
             start = time.perf_counter()
             args, kwargs = packed.unpack()
+            _pack.resolve_nested_async(args, kwargs, result.time.proxy)
         else:
             args, kwargs = packed
         result.time.deserialize_inputs = time.perf_counter() - start
