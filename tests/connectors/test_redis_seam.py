@@ -115,3 +115,26 @@ def test_evict_and_exists_use_the_raw_path_at_interpreter_exit(
     assert done.returncode == 0, done.stderr
     assert 'Exception ignored' not in done.stderr, done.stderr
     assert list(redis_connector.client.scan_iter(match=f'{prefix}*')) == []
+
+
+def test_replies_are_matched_by_count_and_a_connection_out_of_step_is_dropped(
+    redis_available: None,
+) -> None:
+    # (no ECHO per request: a connection goes back to the pool only once as many whole
+    # replies as commands were read, with no byte left over)
+    from tether.connectors._redis_io import Packer
+
+    c = RedisConnector('127.0.0.1', 6379, prefix=f'seam-{uuid.uuid4().hex}:')
+    try:
+        key = c.put(b'value')
+        pool = c._router.pool_for(key.redis_key)
+        packer = Packer()
+        packer.command('PING')
+        packer.command('PING')
+        with pytest.raises(ConnectorError, match='1 replies read for 2 commands'):
+            c._raw.round_trip(pool, packer, lambda reader: reader.simple())
+        assert not pool._idle  # dropped, never pooled with a reply unread
+        assert bytes(c.get(key) or b'') == b'value'
+        assert len(pool._idle) == 1  # a request read whole goes back to the pool
+    finally:
+        c.close(clear=True)

@@ -39,6 +39,7 @@ class Packer:
     def __init__(self) -> None:
         self._out: list[BytesLike] = []
         self._small = bytearray()
+        self.commands = 0  # how many replies the request expects (see ReplyReader.replies)
 
     def raw(self, data: bytes) -> None:
         """Append protocol bytes as they are."""
@@ -46,6 +47,7 @@ class Packer:
 
     def array(self, count: int) -> None:
         """Start a command of ``count`` arguments (its name included)."""
+        self.commands += 1
         self._small += b'*%d\r\n' % count
 
     def arg(self, arg: bytes | str) -> None:
@@ -146,6 +148,9 @@ class ReplyReader:
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
+        # Whole replies read since the caller last reset it (each reply-reading method
+        # reads exactly one): the requester matches it against the commands it sent.
+        self.replies = 0
 
     def clean(self) -> bool:
         """Whether every byte read from the socket has been consumed (the reader is
@@ -206,6 +211,7 @@ class ReplyReader:
         With ``decode``, a value serialized as ``bytes`` is read straight into that
         ``bytes`` object, returned as :class:`Decoded` (see :class:`_Value`).
         """
+        self.replies += 1
         marker, size = self._header('GET')
         if not isinstance(size, int):
             return size
@@ -216,15 +222,9 @@ class ReplyReader:
         self._crlf()
         return value.finish()
 
-    def echo(self, nonce: bytes) -> bool:
-        """Read the reply to ``ECHO nonce``; whether it is that (reading no more of a
-        reply that is not: a stale one may be large)."""
-        if self._line() != b'$%d' % len(nonce):
-            return False
-        return self._line() == nonce
-
     def simple(self) -> bytes | int | Exception | None:
         """Read a small reply (status, integer, error or short bulk string)."""
+        self.replies += 1
         line = self._line()
         marker = line[:1]
         if marker == b'-':
@@ -253,6 +253,7 @@ class ReplyReader:
         (the longest, as :func:`split` writes them) and grown if a later one does not fit.
         ``decode`` as for :meth:`bulk`.
         """
+        self.replies += 1
         marker, count = self._header('LRANGE')
         if not isinstance(count, int):
             return count
