@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from tether._serve.metrics import MetricsOptions
 from tether._serve.state import pid_alive
 from tether.exceptions import ConfigError
 from tether.faas.endpoint.providers import ProviderConfig
@@ -74,6 +75,8 @@ class ServiceConfig(pydantic.BaseModel):
         http_header_timeout_s: A request's head (request line and headers) must be
             complete this long after its first byte (slow-header clients are dropped).
         http_idle_timeout_s: A request body that pauses this long is dropped.
+        metrics: The ``[service.metrics]`` table: where Prometheus metrics are served
+            (default: nowhere; see ``docs/observability.md``).
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -99,6 +102,7 @@ class ServiceConfig(pydantic.BaseModel):
     http_keep_alive_timeout_s: float = pydantic.Field(default=5.0, gt=0)
     http_header_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     http_idle_timeout_s: float = pydantic.Field(default=30.0, gt=0)
+    metrics: MetricsOptions = pydantic.Field(default_factory=MetricsOptions)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> ServiceConfig:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tether._serve.loop import new_event_loop
+from tether._serve.metrics import Served
 from tether.exceptions import ConfigError, FaasConnectionError, TetherError
 from tether.faas._amqp import _redact
 from tether.faas._app import build_app
@@ -23,6 +24,7 @@ from tether.faas._conn import ConnectionGate, protocols
 from tether.faas._core import Service
 from tether.faas._db import Repository
 from tether.faas._drivers import Driver, open_driver
+from tether.faas._metrics import MetricsMiddleware, service_metrics
 from tether.faas._open_broker import open_broker
 from tether.faas._replicas import Control, SessionTable
 
@@ -118,12 +120,20 @@ async def serve(
     config: ServiceConfig,
     stop: asyncio.Event,
     ready: Callable[[str, Service], Any] | None = None,
+    on_metrics: Callable[[Served], Any] | None = None,
 ) -> None:
-    """Serve until ``stop`` is set; call ``ready(url, service)`` once listening."""
+    """Serve until ``stop`` is set; call ``ready(url, service)`` once listening.
+
+    With ``config.metrics`` on, the metrics are served on their own port and
+    ``on_metrics`` gets where (before ``ready``).
+    """
     import uvicorn
 
     async with open_service(config) as service:
-        app = build_app(service)
+        app: Any = build_app(service)
+        served = service_metrics(service, config.metrics, app.routes)
+        if served.metrics is not None:
+            app = MetricsMiddleware(app, served.metrics)
         sock = _bind(config.host, config.port)
         port = sock.getsockname()[1]
         tls = config.tls_certfile is not None
@@ -160,6 +170,9 @@ async def serve(
         host = f'[{config.host}]' if ':' in config.host else config.host
         url = f'{"https" if tls else "http"}://{host}:{port}'
         logger.info('tether faas service listening on %s', url)
+        served.open()
+        if on_metrics is not None:
+            on_metrics(served)
         if ready is not None:
             ready(url, service)
         stopper = asyncio.ensure_future(stop.wait())
@@ -171,6 +184,7 @@ async def serve(
         server.force_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        served.close()
         sock.close()
 
 
@@ -186,6 +200,7 @@ class ServiceThread:
         self.config = config
         self.url = ''
         self.service: Service | None = None
+        self.metrics: Served | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -211,7 +226,7 @@ class ServiceThread:
 
         async def main() -> None:
             self._stop = asyncio.Event()
-            await serve(self.config, self._stop, ready)
+            await serve(self.config, self._stop, ready, on_metrics=self._metrics_served)
 
         try:
             loop.run_until_complete(main())
@@ -222,6 +237,9 @@ class ServiceThread:
             self._ready.set()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+    def _metrics_served(self, served: Served) -> None:
+        self.metrics = served
 
     def call(self, coro: Any, timeout: float = 60.0) -> Any:
         """Run a coroutine on the service's loop (e.g. ``service.repo.create_user``)."""
