@@ -69,3 +69,27 @@ def test_service_metrics_off_by_default() -> None:
         assert st.metrics.address() is None
         with urllib.request.urlopen(f'{st.url}/health', timeout=30) as r:
             json.loads(r.read())
+
+
+def test_endpoint_agent_metrics_count_tasks_and_workers(
+    start_endpoint: Callable[..., AgentThread],  # noqa: F811
+) -> None:
+    with ServiceThread(ServiceConfig(port=0, database='sqlite://', broker='memory://')) as st:
+        user_id, user_token = new_user(st)
+        agent = start_endpoint(st, user_id, metrics=MetricsOptions(port=0))
+        address = agent.agent.metrics.address()
+        assert address is not None
+        before = scrape(address)
+        assert value(before, 'tether_faas_connected') == 1
+        with Executor(agent.config.endpoint_id, service_url=st.url, token=user_token) as ex:
+            assert [f.result(timeout=120) for f in [ex.submit(_double, i) for i in range(4)]] == [
+                0,
+                2,
+                4,
+                6,
+            ]
+        after = scrape(address)
+    assert value(after, 'tether_server_info', kind='faas-endpoint', name='ep') == 1.0
+    assert value(after, 'tether_faas_results_total') == 4
+    assert value(after, 'tether_faas_workers', state='workers') >= 1
+    assert value(after, 'tether_faas_tasks', state='running') == 0

@@ -166,6 +166,8 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             ...): :mod:`tether.faas.endpoint.providers`; ``engine`` defaults to
             ``'parsl'`` with one. Unset: one block of ``max_workers`` workers on this
             host.
+        metrics: The ``[metrics]`` table: where this agent's Prometheus metrics are
+            served (default: nowhere; see ``docs/observability.md``).
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -188,6 +190,7 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     managers: int = pydantic.Field(default=1, ge=1)
     routing: Literal['warm', 'random'] = 'warm'
     provider: ProviderConfig | None = None
+    metrics: MetricsOptions = pydantic.Field(default_factory=MetricsOptions)
 
     @pydantic.model_validator(mode='before')
     @classmethod

@@ -35,6 +35,7 @@ from tether.faas import _frames
 from tether.faas._allow import check_task
 from tether.faas._config import ComputeEndpointConfig
 from tether.faas._http import error_from, split_urls, ws_url
+from tether.faas.endpoint._metrics import agent_metrics
 from tether.faas.endpoint._worker import result_too_large
 from tether.faas.endpoint.engine import (
     Engine,
@@ -93,6 +94,8 @@ class Agent:
         # Results above this fail (the endpoint's max_result_bytes, lowered to the
         # service's max_payload_bytes once the service said it).
         self._max_result = config.max_result_bytes
+        self.results_made = 0
+        self.metrics = agent_metrics(self)
 
     @property
     def engine(self) -> Engine:
@@ -148,6 +151,7 @@ class Agent:
         self._holding.pop(task_id, None)
         header['t'] = {**self._timings.pop(task_id, {}), **header.get('t', {})}
         self._unconfirmed[task_id] = (header, payload)
+        self.results_made += 1
         self._outbox.append(task_id)
         self._schedule_flush()
 
@@ -203,6 +207,7 @@ class Agent:
             self._engine.on_handoff = self._on_handoff
             self._engine.on_result = self._on_result
         await asyncio.get_running_loop().run_in_executor(None, self.engine.start)
+        self.metrics.open()
         verify: bool | str = self.config.ca_file or True
         urls = split_urls(self.config.service_url)  # replicas: tried in turn
         self._url = urls[0]
@@ -239,6 +244,7 @@ class Agent:
                 delay = min(delay * 2, 2.0)
         finally:
             stopper.cancel()
+            self.metrics.close()
             await http.aclose()
             await asyncio.get_running_loop().run_in_executor(None, self.engine.stop)
 
