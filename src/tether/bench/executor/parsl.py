@@ -20,47 +20,41 @@ from typing import Any
 import pydantic
 
 from tether.bench.executor import ExecutorConfig
+from tether.bench.executor._parsl_parts import (
+    ADDRESSES,
+    LAUNCHERS,
+    MANAGER_SELECTORS,
+    PROVIDERS,
+    AddressConfig,
+    HTExConfig,
+    LauncherConfig,
+    ManagerSelectorConfig,
+    MonitoringConfig,
+    ProviderConfig,
+)
 from tether.bench.registry import register
 from tether.plugins.parsl import (
-    interchange_command,
     local_config,
     make_app,
     start_kernel,
     stop_kernel,
-    worker_init,
 )
-from tether.store.config import import_from_path
 
 __all__ = [
+    'ADDRESSES',
+    'AddressConfig',
+    'HTExConfig',
     'LAUNCHERS',
+    'LauncherConfig',
+    'MANAGER_SELECTORS',
+    'ManagerSelectorConfig',
+    'MonitoringConfig',
     'PROVIDERS',
     'ParslExecutor',
     'ParslHTExConfig',
     'ParslLocalConfig',
     'ProviderConfig',
 ]
-
-PROVIDERS: dict[str, str] = {
-    'condor': 'parsl.providers.CondorProvider',
-    'gridengine': 'parsl.providers.GridEngineProvider',
-    'local': 'parsl.providers.LocalProvider',
-    'lsf': 'parsl.providers.LSFProvider',
-    'pbspro': 'parsl.providers.PBSProProvider',
-    'slurm': 'parsl.providers.SlurmProvider',
-    'torque': 'parsl.providers.TorqueProvider',
-}
-"""Provider kinds: kind -> class."""
-
-LAUNCHERS: dict[str, str] = {
-    'aprun': 'parsl.launchers.AprunLauncher',
-    'jsrun': 'parsl.launchers.JsrunLauncher',
-    'mpiexec': 'parsl.launchers.MpiExecLauncher',
-    'mpirun': 'parsl.launchers.MpiRunLauncher',
-    'simple': 'parsl.launchers.SimpleLauncher',
-    'single-node': 'parsl.launchers.SingleNodeLauncher',
-    'srun': 'parsl.launchers.SrunLauncher',
-}
-"""Launcher kinds: kind -> class."""
 
 
 def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -97,46 +91,13 @@ class ParslExecutor(concurrent.futures.Executor):
         stop_kernel(self.dfk)
 
 
-class ProviderConfig(pydantic.BaseModel):
-    """A Parsl provider: a kind of :data:`PROVIDERS`, its options, and a launcher."""
+def _memoizer(app_cache: bool) -> Any:
+    # Parsl's app_cache option became a memoizer object (BasicMemoizer(memoize=...)).
+    if app_cache:
+        return None
+    from parsl.dataflow.memoization import BasicMemoizer
 
-    model_config = pydantic.ConfigDict(extra='forbid')
-
-    kind: str = pydantic.Field(
-        default='local', description=f'one of {", ".join(sorted(PROVIDERS))}'
-    )
-    options: dict[str, Any] = pydantic.Field(
-        default_factory=dict,
-        description='keyword arguments of the provider (a JSON object on the CLI)',
-    )
-    launcher: str | None = pydantic.Field(
-        default=None,
-        description=f"one of {', '.join(sorted(LAUNCHERS))} (default: the provider's)",
-    )
-
-    @pydantic.field_validator('kind')
-    @classmethod
-    def _known_kind(cls, kind: str) -> str:
-        if kind not in PROVIDERS:
-            raise ValueError(f'unknown provider {kind!r}; kinds: {", ".join(sorted(PROVIDERS))}')
-        return kind
-
-    @pydantic.field_validator('launcher')
-    @classmethod
-    def _known_launcher(cls, launcher: str | None) -> str | None:
-        if launcher is not None and launcher not in LAUNCHERS:
-            raise ValueError(
-                f'unknown launcher {launcher!r}; kinds: {", ".join(sorted(LAUNCHERS))}',
-            )
-        return launcher
-
-    def get_provider(self) -> Any:
-        """Build the provider."""
-        options = dict(self.options)
-        options['worker_init'] = worker_init(options.get('worker_init'))
-        if self.launcher is not None:
-            options['launcher'] = import_from_path(LAUNCHERS[self.launcher])()
-        return import_from_path(PROVIDERS[self.kind])(**options)
+    return BasicMemoizer(memoize=False)
 
 
 _RUN_DIR_PREFIX = 'tether-bench-parsl-'
@@ -176,48 +137,69 @@ class ParslLocalConfig(ExecutorConfig):
 
 @register('executor')
 class ParslHTExConfig(ExecutorConfig):
-    """Parsl with a general HighThroughputExecutor configuration (any provider)."""
+    """Parsl with a general HighThroughputExecutor configuration (any provider).
+
+    ``htex`` is either a table of HighThroughputExecutor options with the provider in
+    ``provider``, or (TaPS's shape) an :class:`HTExConfig` holding its own ``provider``,
+    ``address`` and ``manager_selector`` tables; a table that has any of those three keys
+    is read as the latter.
+    """
 
     name: str = 'parsl-htex'
-    htex: dict[str, Any] = pydantic.Field(
+    htex: dict[str, Any] | HTExConfig = pydantic.Field(
         default_factory=dict,
         description='keyword arguments of HighThroughputExecutor (a JSON object on the CLI)',
     )
-    provider: ProviderConfig = ProviderConfig()
+    provider: ProviderConfig | None = pydantic.Field(
+        default=None, description='the provider (when htex has none)'
+    )
     retries: int = pydantic.Field(default=0, ge=0, description='Parsl retries of each failed task')
     run_dir: str | None = pydantic.Field(default=None, description='Parsl run directory')
     strategy: str = pydantic.Field(
         default='simple', description="Parsl scaling strategy ('none' ...)"
     )
+    app_cache: bool = pydantic.Field(default=True, description="Parsl's app cache")
+    monitoring: MonitoringConfig | None = pydantic.Field(
+        default=None, description="Parsl's monitoring hub"
+    )
 
-    @pydantic.field_validator('htex')
+    @pydantic.field_validator('htex', mode='before')
     @classmethod
-    def _no_provider(cls, htex: dict[str, Any]) -> dict[str, Any]:
-        if 'provider' in htex:
-            raise ValueError('set the provider in [engine.executor.provider], not in htex')
+    def _shape(cls, htex: Any) -> Any:
+        if isinstance(htex, dict) and {'provider', 'address', 'manager_selector'} & set(htex):
+            return HTExConfig.model_validate(htex)
         return htex
+
+    @pydantic.model_validator(mode='after')
+    def _one_provider(self) -> ParslHTExConfig:
+        if isinstance(self.htex, HTExConfig) and self.provider is not None:
+            raise ValueError('set the provider in htex.provider or in provider, not in both')
+        return self
+
+    def _htex(self) -> HTExConfig:
+        if isinstance(self.htex, HTExConfig):
+            return self.htex
+        return HTExConfig.model_validate(
+            {**self.htex, 'provider': self.provider or ProviderConfig()}
+        )
 
     def get_executor(self) -> ParslExecutor:
         """Start the DataFlowKernel and its provider's blocks."""
         from parsl.config import Config
-        from parsl.executors import HighThroughputExecutor
 
-        options = {
-            'label': 'tether-bench-htex',
-            'interchange_launch_cmd': interchange_command(),
-            **self.htex,
-        }
-        htex = HighThroughputExecutor(provider=self.provider.get_provider(), **options)
         config = Config(
-            executors=[htex],
+            executors=[self._htex().get_executor()],
             run_dir=self.run_dir or tempfile.mkdtemp(prefix=_RUN_DIR_PREFIX),
             retries=self.retries,
             strategy=self.strategy,
+            memoizer=_memoizer(self.app_cache),
+            monitoring=self.monitoring.get_monitoring() if self.monitoring else None,
             initialize_logging=False,
         )
         return ParslExecutor(config)
 
     def get_workers(self) -> int | None:
         """``max_workers_per_node`` if set."""
-        value = self.htex.get('max_workers_per_node')
+        htex = self._htex()
+        value = (htex.model_extra or {}).get('max_workers_per_node')
         return int(value) if value is not None else None
