@@ -531,7 +531,12 @@ def test_agent_stats_counts_requests() -> None:
             behavior.release.set()
             await first
             assert await second == 1
-            stats = await client.agent_stats(gated.agent_id, timeout=30)
+            # an action counts as completed once its slot is freed, just after its
+            # reply is sent: ask again until the agent has freed the second slot
+            for _ in range(10_000):
+                stats = await client.agent_stats(gated.agent_id, timeout=30)
+                if stats.completed == 2:
+                    break
             assert stats == AgentStats(
                 incoming=2, outgoing=1, completed=2, in_progress=0, queued=0
             )
