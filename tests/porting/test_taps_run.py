@@ -77,3 +77,16 @@ def test_environment_collect_format_write(tmp_path: pathlib.Path) -> None:
     env.write_json(path)
     assert json.loads(path.read_text())['python'] == env.data['python']
     assert env == Environment(dict(env.data))
+
+
+def test_config_defaults_the_engine_and_reads_toml(tmp_path: pathlib.Path) -> None:
+    from tether.bench.apps.synthetic import SyntheticAppConfig
+    from tether.bench.executor.python import ProcessPoolConfig
+    from tether.bench.run.config import Config
+
+    config = Config(app=SyntheticAppConfig(task_count=2))
+    assert isinstance(config.engine.executor, ProcessPoolConfig)
+    path = tmp_path / 'config.toml'
+    config.write_toml(path)
+    assert Config.from_toml(path) == config
+    assert "[engine.executor]\nname = 'process-pool'" in path.read_text().replace('"', "'")

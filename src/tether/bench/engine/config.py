@@ -16,12 +16,21 @@ from tether.exceptions import ConfigError
 __all__ = ['EngineConfig']
 
 
+def _default_executor() -> ExecutorConfig:
+    from tether.bench.executor.python import ProcessPoolConfig
+
+    return ProcessPoolConfig()
+
+
 class EngineConfig(pydantic.BaseModel):
     """``[engine]``: the executor, the optional transformer and filter, the record file."""
 
     model_config = pydantic.ConfigDict(extra='forbid')
 
-    executor: pydantic.SerializeAsAny[ExecutorConfig]
+    executor: pydantic.SerializeAsAny[ExecutorConfig] = pydantic.Field(
+        default_factory=_default_executor,
+        description='the executor (default: a process pool of one worker per CPU)',
+    )
     transformer: pydantic.SerializeAsAny[TransformerConfig] | None = None
     filter: pydantic.SerializeAsAny[FilterConfig] | None = None
     task_record_file_name: str | None = pydantic.Field(

@@ -85,7 +85,7 @@ class BenchmarkConfig(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra='forbid')
 
     app: pydantic.SerializeAsAny[AppConfig]
-    engine: EngineConfig
+    engine: EngineConfig = pydantic.Field(default_factory=EngineConfig)
     logging: LoggingConfig = LoggingConfig()
     run: RunConfig = RunConfig()
 
@@ -129,6 +129,11 @@ class BenchmarkConfig(pydantic.BaseModel):
             logging=_validate(LoggingConfig, _section(data, 'logging'), 'logging'),
             run=_validate(RunConfig, _section(data, 'run'), 'run'),
         )
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> BenchmarkConfig:
+        """Read and validate one TOML configuration file (see :meth:`from_dict`)."""
+        return cls.from_dict(load_toml(path))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the configuration as plain data (enums as values, ``None`` left out)."""
