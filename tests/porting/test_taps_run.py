@@ -90,3 +90,43 @@ def test_config_defaults_the_engine_and_reads_toml(tmp_path: pathlib.Path) -> No
     config.write_toml(path)
     assert Config.from_toml(path) == config
     assert "[engine.executor]\nname = 'process-pool'" in path.read_text().replace('"', "'")
+
+
+def test_parse_args_to_config_takes_taps_spellings(tmp_path: pathlib.Path) -> None:
+    from tether.bench.executor.python import ThreadPoolConfig
+    from tether.bench.run.parse import normalize_args, parse_args_to_config
+    from tether.bench.transformer import PickleFileTransformerConfig
+
+    assert normalize_args(['--engine.executor=thread-pool', '--app.task-count', 'a-b']) == [
+        '--executor=thread-pool',
+        '--app.task_count',
+        'a-b',
+    ]
+    config = parse_args_to_config(
+        [
+            '--app',
+            'synthetic',
+            '--app.task-count',
+            '3',
+            '--engine.executor',
+            'thread-pool',
+            '--engine.transformer',
+            'file',
+            '--engine.transformer.file-dir',
+            str(tmp_path),
+        ]
+    )
+    assert isinstance(config.engine.executor, ThreadPoolConfig)
+    assert isinstance(config.engine.transformer, PickleFileTransformerConfig)
+    assert config.engine.transformer.file_dir == str(tmp_path)
+    assert config.app.task_count == 3  # type: ignore[attr-defined]
+
+
+def test_parse_args_to_config_help_and_missing_app(capsys: pytest.CaptureFixture[str]) -> None:
+    from tether.bench.run.parse import parse_args_to_config
+
+    with pytest.raises(SystemExit):
+        parse_args_to_config([])
+    assert '--help' in capsys.readouterr().out
+    with pytest.raises(ValueError, match='App name option is required'):
+        parse_args_to_config(['--engine.executor', 'thread-pool'])
