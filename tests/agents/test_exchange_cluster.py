@@ -16,7 +16,7 @@ import pytest
 
 from tests.agents._behaviors import Echo
 from tether.agents import Manager
-from tether.agents.exchange import MailboxStatus, RedisExchange
+from tether.agents.exchange import HybridExchange, MailboxStatus, RedisExchange
 from tether.agents.exchange._resp_cluster import key_slot
 from tether.agents.launcher import ProcessLauncher, ThreadLauncher
 from tether.exceptions import ConfigError
@@ -79,6 +79,8 @@ def test_a_cluster_exchange_refuses_other_databases_and_braces(
         RedisExchange(cluster.host, cluster.port, cluster=True, db=1)
     with pytest.raises(ConfigError):
         RedisExchange(cluster.host, cluster.port, cluster=True, prefix='{p}:')
+    with pytest.raises(ConfigError, match='HybridExchange'):
+        HybridExchange(cluster.host, cluster.port, cluster=True)  # one server only
     assert _exchange(cluster).config()['cluster'] is True
 
 

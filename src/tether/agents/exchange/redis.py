@@ -494,10 +494,11 @@ class RedisExchange(Exchange):
         cluster: bool = False,
     ) -> None:
         super().__init__(allow_pickle=allow_pickle, clock=clock)
-        if cluster and (db or '{' in prefix):
+        hybrid = type(self).make_transport is not RedisExchange.make_transport
+        if cluster and (db or '{' in prefix or hybrid):
             raise ConfigError(
-                f'a RedisExchange on a cluster needs db=0 and a prefix without "{{" '
-                f'(got db={db}, prefix={prefix!r})'
+                f'only a RedisExchange runs on a cluster, with db=0 and a prefix without '
+                f'"{{" (got {type(self).__name__}, db={db}, prefix={prefix!r})'
             )
         self.cluster = cluster
         self.hostname = hostname
