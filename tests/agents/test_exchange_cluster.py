@@ -56,6 +56,8 @@ def test_agents_answer_with_mailboxes_on_several_shards(cluster: RedisClusterSer
             handles = [manager.launch(Echo()) for _ in range(8)]
             for i, handle in enumerate(handles):
                 assert handle.echo(i).result(60) == i
+            big = bytes(range(256)) * 1000  # over the threshold: through the cluster store
+            assert handles[0].echo(big).result(60) == big
             transport: Any = exchange.transport()
             shards = {cluster.master_of(transport.k('mb', h.agent_id)) for h in handles}
             assert len(shards) > 1  # 8 random ids on one of 3 shards: 1 in 3**7
