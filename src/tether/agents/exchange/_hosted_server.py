@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from typing import Any
 
 from tether._clock import Clock
+from tether._serve.metrics import ServerMetrics
 from tether.agents.exchange._hosted_users import UserRecord
 from tether.agents.exchange._hosted_wire import OVERHEAD, pack, unpack
 from tether.exceptions import ProtocolError
@@ -89,6 +91,7 @@ class HostedState:
         self.boxes: dict[str, _Box] = {}
         self.throttled = 0  # sends that waited for their user's rate
         self.connections: dict[str, int] = {}  # open connections per user
+        self.metrics: ServerMetrics | None = None  # set when metrics are on
 
     def user(self, name: str) -> _User:
         user = self.users.get(name)
@@ -135,13 +138,19 @@ class HostedState:
                     await conn.ws.close(1002, str(e)[:100])
                     return
                 rid = header.get('id')
+                start = time.perf_counter() if self.metrics is not None else 0.0
+                refused = False
                 try:
                     reply, rbody = await self.request(conn, header, body)
                 except Refused as e:
                     reply, rbody = {'error': e.kind, 'message': str(e)}, b''
-                else:
-                    if header.get('noack'):
-                        continue  # the sender does not wait (errors only are answered)
+                    refused = True
+                if self.metrics is not None:
+                    seconds = time.perf_counter() - start
+                    op = str(header.get('op'))
+                    self.metrics.observe(op, seconds, len(body), len(rbody), error=refused)
+                if not refused and header.get('noack'):
+                    continue  # the sender does not wait (errors only are answered)
                 reply['id'] = rid
                 await conn.ws.send(pack(reply, rbody))
         finally:

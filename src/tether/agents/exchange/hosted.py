@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tether._clock import SYSTEM_CLOCK, Clock
+from tether._serve.metrics import MetricsOptions
+from tether.agents.exchange._hosted_metrics import hosted_metrics
 from tether.agents.exchange._hosted_server import Conn, HostedState, frame_limit
 from tether.agents.exchange._hosted_users import (
     UserLimits,
@@ -36,6 +38,7 @@ from tether.exceptions import InvalidArgumentError
 
 __all__ = [
     'HostedExchangeServer',
+    'MetricsOptions',
     'UserLimits',
     'UserRecord',
     'add_user',
@@ -56,6 +59,8 @@ class HostedExchangeServer:
         cert_file: TLS certificate (PEM); with it the server speaks ``wss://``.
         key_file: Its private key (``None``: in ``cert_file``).
         clock: The clock of the rate limits (tests pass a FakeClock).
+        metrics: Where to serve Prometheus metrics (default: nowhere; see
+            ``docs/observability.md``); :attr:`metrics_address` once started.
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class HostedExchangeServer:
         cert_file: str | Path | None = None,
         key_file: str | Path | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        metrics: MetricsOptions | None = None,
     ) -> None:
         if not isinstance(users, dict):
             users = load_users(users)
@@ -77,6 +83,7 @@ class HostedExchangeServer:
         self.cert_file = cert_file
         self.key_file = key_file
         self.state = HostedState(users, clock)
+        self._metrics = hosted_metrics(self.state, metrics or MetricsOptions())
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -87,6 +94,11 @@ class HostedExchangeServer:
         """What clients connect to."""
         scheme = 'wss' if self.cert_file else 'ws'
         return f'{scheme}://{self.host}:{self.port}'
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where the metrics are served (``None``: nowhere)."""
+        return self._metrics.address()
 
     @property
     def throttled(self) -> int:
@@ -135,9 +147,13 @@ class HostedExchangeServer:
         ) as server:
             self._server = server
             self.port = server.sockets[0].getsockname()[1]
-            if ready is not None:
-                ready.set()
-            await self._stopped.wait()
+            self._metrics.open()
+            try:
+                if ready is not None:
+                    ready.set()
+                await self._stopped.wait()
+            finally:
+                self._metrics.close()
 
     def start(self) -> HostedExchangeServer:
         """Serve in a thread of this process; return once listening."""
