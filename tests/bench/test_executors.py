@@ -69,6 +69,27 @@ def test_faas_executor_on_a_running_service(
     assert 'ZeroDivisionError' in failed['exception']['traceback']  # the worker's traceback
 
 
+def test_globus_compute_config_is_faas_at_an_endpoint(
+    faas_local: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TaPS's GlobusComputeConfig(endpoint=...) runs on tether's function service."""
+    from tether.bench.executor.faas import GlobusComputeConfig
+
+    assert get_plugin('executor', 'globus') is GlobusComputeConfig
+    monkeypatch.setenv('TETHER_FAAS_TOKEN', faas_local.token)
+    config = GlobusComputeConfig(endpoint=faas_local.endpoint_id, service_url=faas_local.url)
+    assert config.mode == 'service'
+    assert config.endpoint_id == faas_local.endpoint_id
+    executor = config.get_executor()
+    try:
+        assert executor.submit(add, 2, 3).result(timeout=60) == 5
+    finally:
+        executor.shutdown()
+    with pytest.raises(pydantic.ValidationError, match='different endpoints'):
+        GlobusComputeConfig(endpoint='a', endpoint_id='b')
+
+
 def test_faas_tasks_with_large_inputs_and_results(
     make_executor: Callable[[str], concurrent.futures.Executor],
 ) -> None:

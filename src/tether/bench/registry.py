@@ -65,6 +65,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     'executor': {
         'dask': _EX + 'dask',
         'faas': _EX + 'faas',
+        'globus': _EX + 'faas',
         'parsl-htex': _EX + 'parsl',
         'parsl-local': _EX + 'parsl',
         'process-pool': _EX + 'python',

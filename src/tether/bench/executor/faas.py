@@ -34,7 +34,7 @@ from tether.bench.executor import ExecutorConfig
 from tether.bench.registry import register
 from tether.exceptions import BenchError
 
-__all__ = ['FaasConfig', 'FaasExecutor', 'InProcessFaas']
+__all__ = ['FaasConfig', 'FaasExecutor', 'GlobusComputeConfig', 'InProcessFaas']
 
 logger = logging.getLogger(__name__)
 
@@ -216,3 +216,30 @@ class FaasConfig(ExecutorConfig):
     def get_workers(self) -> int | None:
         """The in-process endpoint's workers (``None`` for a running service)."""
         return self.workers if self.mode == 'in-process' else None
+
+
+@register('executor')
+class GlobusComputeConfig(FaasConfig):
+    """TaPS's ``globus`` executor on tether's function service: a running service's endpoint.
+
+    ``endpoint`` is the endpoint's id (TaPS's field); the service is ``service_url`` (default:
+    the running ``tether faas dev``). Tasks go through :class:`tether.faas.Executor`, not
+    Globus Compute's SDK.
+    """
+
+    name: str = 'globus'
+    mode: Literal['in-process', 'service'] = pydantic.Field(
+        default='service', description="'service' (default) or 'in-process'"
+    )
+    endpoint: str | None = pydantic.Field(
+        default=None, description="the endpoint's id (TaPS's name of endpoint_id)"
+    )
+
+    @pydantic.model_validator(mode='before')
+    @classmethod
+    def _endpoint_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get('endpoint') is not None:
+            if data.get('endpoint_id') not in (None, data['endpoint']):
+                raise ValueError('endpoint and endpoint_id name different endpoints')
+            return {**data, 'endpoint_id': data['endpoint']}
+        return data
