@@ -230,6 +230,8 @@ def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, 
         f.write(
             f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
             f'queue_prefix = "{prefix}"\nendpoint_prefetch = {prefetch}\n'
+            # one user owns every simulated endpoint: lift the per-user WebSocket limit
+            'max_websockets_per_user = 5000\nmax_connections = 5000\n'
         )
     procs: list[subprocess.Popen[str]] = []
     try:
