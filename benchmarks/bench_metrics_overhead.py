@@ -1,0 +1,118 @@
+"""Overhead of Prometheus metrics on a node server's hot path (small put + get).
+
+Two node servers run as processes, one with ``--metrics-port 0`` and one without; one
+client times round trips to each in alternating rounds (A, B, A, B ...) so the machine's
+load hits both alike. Prints a table and writes JSON.
+
+    .venv/bin/python benchmarks/bench_metrics_overhead.py --rounds 10 --ops 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tether.connectors.node import NodeConnector
+from tether.node import read_state
+
+SECRET = 'bench-metrics-secret'
+
+
+def _start(run_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    name = f'bench-{uuid.uuid4().hex[:8]}'
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'tether.node',
+            'start',
+            '--name',
+            name,
+            '--run-dir',
+            str(run_dir),
+            '--bind',
+            '127.0.0.1',
+            '--memory',
+            '256MiB',
+            *args,
+        ],
+        env={**os.environ, 'TETHER_NODE_SECRET': SECRET},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while read_state(run_dir, name) is None:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit(f'node server {name} did not start')
+        time.sleep(0.05)
+    return proc, name
+
+
+def _round(conn: NodeConnector, ops: int, payload: bytes) -> float:
+    start = time.perf_counter()
+    for _ in range(ops):
+        key = conn.put(payload)
+        conn.get(key)
+        conn.evict(key)
+    return (time.perf_counter() - start) / ops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument('--rounds', type=int, default=10)
+    parser.add_argument('--ops', type=int, default=2000)
+    parser.add_argument('--size', type=int, default=1000)
+    parser.add_argument('--json', default='benchmarks/results/metrics_overhead.json')
+    args = parser.parse_args()
+    payload = os.urandom(args.size)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        off_proc, off = _start(run_dir)
+        on_proc, on = _start(run_dir, '--metrics-port', '0')
+        try:
+            conns = {
+                n: NodeConnector(n, address='127.0.0.1', run_dir=str(run_dir), secret=SECRET)
+                for n in (off, on)
+            }
+            for c in conns.values():
+                _round(c, 200, payload)  # warm up
+            times: dict[str, list[float]] = {'off': [], 'on': []}
+            for _ in range(args.rounds):
+                times['off'].append(_round(conns[off], args.ops, payload))
+                times['on'].append(_round(conns[on], args.ops, payload))
+            for c in conns.values():
+                c.close()
+        finally:
+            for p in (off_proc, on_proc):
+                p.terminate()
+                p.wait(10)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ratio = med['on'] / med['off']
+    spread = {k: (min(v) / med[k], max(v) / med[k]) for k, v in times.items()}
+    print(f'node server, put+get+evict of {args.size} B, {args.rounds} alternating rounds')
+    print(f'{"metrics":8} {"median us/op":>13} {"min/median":>11} {"max/median":>11}')
+    for k in ('off', 'on'):
+        lo, hi = spread[k]
+        print(f'{k:8} {med[k] * 1e6:13.1f} {lo:11.3f} {hi:11.3f}')
+    print(f'on/off ratio of medians: {ratio:.3f}')
+    result: dict[str, Any] = {
+        'args': vars(args),
+        'seconds_per_op': times,
+        'median': med,
+        'ratio_on_off': ratio,
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == '__main__':
+    main()
