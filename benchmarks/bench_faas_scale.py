@@ -189,7 +189,7 @@ def main() -> None:
     counts = [int(x) for x in args.endpoints.split(',')]
     load_before = os.getloadavg()
     results: dict[str, Any] = {'tasks': n, 'rows': []}
-    for r in (int(x) for x in args.replicas.split(',')):
+    for r in (int(x) for x in args.replicas.split(',') if x):
         results['rows'].extend(scale_rows(r, counts, n))
     md = print_table(
         f'Simulated endpoints: {n:,} no-op tasks in flight (PostgreSQL + RabbitMQ)',
