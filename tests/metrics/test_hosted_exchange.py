@@ -52,3 +52,37 @@ def test_hosted_exchange_metrics_off_by_default() -> None:
     with HostedExchangeServer(users) as server:
         assert server.metrics_address is None
         assert server.state.metrics is None
+
+
+def test_cli_serve_with_metrics(tmp_path: Path) -> None:
+    import sys
+    import time
+    import urllib.error
+
+    from tether.agents.exchange.hosted import add_user
+    from tether.testing import ServerProcess, free_port
+
+    users = tmp_path / 'users.toml'
+    user_token = add_user(users, 'alice')
+    metrics_token = tmp_path / 'm.token'
+    metrics_token.write_text('cli-metrics')
+    port, mport = free_port(), free_port()
+    args = [sys.executable, '-c', 'from tether.cli import main; main()']
+    args += ['agents', 'exchange', 'serve', '--users', str(users), '--port', str(port)]
+    args += ['--metrics-port', str(mport), '--metrics-token-file', str(metrics_token)]
+    with ServerProcess(args, port):
+        exchange = HttpExchange(f'ws://127.0.0.1:{port}', token=user_token)
+        try:
+            exchange.register_agent(Echo)
+        finally:
+            exchange.close()
+        deadline = time.monotonic() + 30  # the metrics port opens just after the exchange's
+        while True:
+            try:
+                text = scrape(('127.0.0.1', mport), 'cli-metrics')
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, 'the metrics endpoint never opened'
+                time.sleep(0.05)
+        assert status_of(('127.0.0.1', mport), 'wrong') == 401
+    assert value(text, 'tether_requests_total', op='register') == 1

@@ -6,6 +6,9 @@ import contextlib
 
 import click
 
+from tether._serve.metrics import MetricsOptions
+from tether._serve.metrics import click_options as _metrics_options
+
 __all__ = ['exchange']
 
 
@@ -20,8 +23,14 @@ def exchange() -> None:
 @click.option('--port', default=8700, show_default=True, help='Port (0: a free one).')
 @click.option('--cert', default=None, help='TLS certificate (PEM): serve wss://.')
 @click.option('--key', default=None, help="The certificate's private key (PEM).")
-def serve_command(
-    users_file: str, host: str, port: int, cert: str | None, key: str | None
+@_metrics_options
+def serve_command(  # noqa: PLR0917 - click passes options by position
+    users_file: str,
+    host: str,
+    port: int,
+    cert: str | None,
+    key: str | None,
+    metrics: MetricsOptions,
 ) -> None:
     """Serve a hosted exchange until interrupted (prints its URL once listening)."""
     import threading
@@ -29,12 +38,16 @@ def serve_command(
     from tether._serve.loop import run
     from tether.agents.exchange.hosted import HostedExchangeServer
 
-    server = HostedExchangeServer(users_file, host=host, port=port, cert_file=cert, key_file=key)
+    server = HostedExchangeServer(
+        users_file, host=host, port=port, cert_file=cert, key_file=key, metrics=metrics
+    )
     ready = threading.Event()
 
     def announce() -> None:
         ready.wait()
         click.echo(f'hosted exchange listening on {server.url}', nl=True)
+        if server.metrics_address is not None:
+            click.echo('metrics on http://{}:{}/metrics'.format(*server.metrics_address))
 
     threading.Thread(target=announce, daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):
