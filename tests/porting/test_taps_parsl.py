@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import operator
+import pathlib
+
 import pydantic
 import pytest
 from parsl.executors import HighThroughputExecutor
@@ -95,3 +98,25 @@ def test_plain_htex_table_keeps_the_provider_beside_it() -> None:
     assert config.get_workers() == 2
     with pytest.raises(pydantic.ValidationError, match='not in both'):
         ParslHTExConfig(htex={'provider': {'kind': 'local'}}, provider=ProviderConfig())
+
+
+@pytest.mark.slow
+def test_taps_shaped_htex_runs_a_task(tmp_path: pathlib.Path) -> None:
+    """The TaPS-shaped table builds a working executor (local provider, one worker)."""
+    config = ParslHTExConfig.model_validate(
+        {
+            'run_dir': str(tmp_path / 'parsl'),
+            'strategy': 'none',
+            'app_cache': False,
+            'htex': {
+                'max_workers_per_node': 1,
+                'provider': {'kind': 'LocalProvider', 'init_blocks': 1, 'max_blocks': 1},
+                'address': {'kind': 'address_by_hostname'},
+            },
+        }
+    )
+    executor = config.get_executor()
+    try:
+        assert executor.submit(operator.mul, 6, 7).result(timeout=100) == 42  # workers import it
+    finally:
+        executor.shutdown()
