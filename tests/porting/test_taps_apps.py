@@ -124,3 +124,12 @@ def test_failures_config_refuses_an_unknown_base_when_validated() -> None:
     with pytest.raises(pydantic.ValidationError, match='Base app named "no-such-app" is unknown'):
         FailureInjectionConfig(base='no-such-app')
     assert FailureInjectionConfig(base='synthetic').base == 'synthetic'
+
+
+def test_physics_total_time_sets_the_steps() -> None:
+    from tether.bench.apps.configs.physics import PhysicsConfig
+
+    assert PhysicsConfig(total_time=2).get_app().steps == 480
+    assert PhysicsConfig(steps=7).get_app().steps == 7
+    with pytest.raises(ValueError, match='total_time'):
+        PhysicsConfig(total_time=0)

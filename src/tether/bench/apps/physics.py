@@ -151,13 +151,19 @@ class PhysicsAppConfig(AppConfig):
     steps: int = pydantic.Field(default=1000, ge=1, description='steps per simulation (240/s)')
     terrain_size: int = pydantic.Field(default=32, ge=2, description='heightfield points per side')
     seed: int = pydantic.Field(default=0, description='random seed')
+    total_time: float | None = pydantic.Field(
+        default=None,
+        gt=0,
+        description='simulated seconds (TaPS option; sets steps to 240 per second)',
+    )
 
     def get_app(self) -> PhysicsApp:
         """Build the app."""
+        steps = self.steps if self.total_time is None else max(1, round(self.total_time * 240))
         return PhysicsApp(
             simulations=self.simulations,
             ball_count=self.ball_count,
-            steps=self.steps,
+            steps=steps,
             terrain_size=self.terrain_size,
             seed=self.seed,
         )
