@@ -133,3 +133,17 @@ def test_physics_total_time_sets_the_steps() -> None:
     assert PhysicsConfig(steps=7).get_app().steps == 7
     with pytest.raises(ValueError, match='total_time'):
         PhysicsConfig(total_time=0)
+
+
+def test_moldesign_dataset_is_the_search_space(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip('rdkit')
+    from tether.bench.apps.configs.moldesign import MoldesignConfig
+    from tether.bench.apps.moldesign import _tasks
+
+    smi = tmp_path / 'space.smi'
+    smi.write_text('OCC name1\nCCN name2\n[Na+].[Cl-] salt\nC\nCCCCCCCCCCCC too-big\n')
+    config = MoldesignConfig(dataset=smi)
+    app = config.get_app()
+    assert app.dataset == smi.absolute()
+    assert _tasks.search_space(9, 10, 0, app.dataset) == ['CCN', 'CCO']
+    assert MoldesignConfig().get_app().dataset is None

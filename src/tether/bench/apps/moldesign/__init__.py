@@ -50,6 +50,7 @@ class MolDesignApp:
         infer_chunks: int = 4,
         max_heavy_atoms: int = 9,
         seed: int = 0,
+        dataset: str | pathlib.Path | None = None,
     ) -> None:
         if initial_count > search_count:
             raise ValueError('initial_count must not exceed search_count')
@@ -60,6 +61,7 @@ class MolDesignApp:
         self.infer_chunks = infer_chunks
         self.max_heavy_atoms = max_heavy_atoms
         self.seed = seed
+        self.dataset = pathlib.Path(dataset).absolute() if dataset is not None else None
 
     def close(self) -> None:
         """Nothing to release."""
@@ -68,7 +70,9 @@ class MolDesignApp:
         """Run the campaign; write ``moldesign.csv``."""
         from tether.bench.apps.moldesign import _tasks
 
-        space = _tasks.search_space(self.max_heavy_atoms, self.search_size, self.seed)
+        space = _tasks.search_space(
+            self.max_heavy_atoms, self.search_size, self.seed, self.dataset
+        )
         if len(space) < self.search_count:
             raise ValueError(
                 f'the search space has {len(space)} molecules, fewer than search_count',
@@ -144,6 +148,15 @@ class MolDesignAppConfig(AppConfig):
         default=9, ge=1, description='largest molecule (heavy atoms)'
     )
     seed: int = pydantic.Field(default=0, description='random seed')
+    dataset: pathlib.Path | None = pydantic.Field(
+        default=None,
+        description="SMILES file of the search space (default: RDKit's NCI list)",
+    )
+
+    @pydantic.field_validator('dataset')
+    @classmethod
+    def _absolute(cls, path: pathlib.Path | None) -> pathlib.Path | None:
+        return path.absolute() if path is not None else None
 
     def get_app(self) -> MolDesignApp:
         """Build the app."""

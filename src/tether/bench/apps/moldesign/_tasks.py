@@ -15,12 +15,24 @@ _BOHR_ANGSTROM = 0.529177210903
 _ELEMENTS = frozenset({'C', 'H', 'N', 'O', 'F'})
 
 
-def search_space(max_heavy_atoms: int, size: int, seed: int) -> list[str]:
-    """Small neutral C/H/N/O/F molecules from RDKit's bundled NCI list (canonical SMILES)."""
+def search_space(
+    max_heavy_atoms: int,
+    size: int,
+    seed: int,
+    dataset: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """Small neutral C/H/N/O/F molecules (canonical SMILES) of a SMILES file.
+
+    The file (first column of each line a SMILES) is ``dataset``, by default RDKit's
+    bundled NCI list.
+    """
     from rdkit import Chem, RDConfig, RDLogger
 
     RDLogger.DisableLog('rdApp.*')  # type: ignore[attr-defined]
-    path = pathlib.Path(RDConfig.RDDataDir) / 'NCI' / 'first_5K.smi'
+    if dataset is None:
+        path = pathlib.Path(RDConfig.RDDataDir) / 'NCI' / 'first_5K.smi'
+    else:
+        path = pathlib.Path(dataset)
     found: set[str] = set()
     with open(path, encoding='utf-8') as f:
         for line in f:
