@@ -47,6 +47,9 @@ def relay(config_path: str | None, new_user: str | None, verbose: bool) -> None:
       [[users]]
       name = "alice"
       token_sha256 = "..."   # from: tether relay --new-user alice
+      [metrics]              # optional: Prometheus metrics (docs/observability.md)
+      port = 9103
+      token_file = "metrics.token"  # needed unless bind = "127.0.0.1" (the default)
 
     \b
     Examples:
