@@ -51,3 +51,30 @@ def test_endpoint_cli_refuses_open_metrics_without_token(site: Site) -> None:  #
     )
     assert out.exit_code != 0
     assert 'bearer token' in out.output
+
+
+def test_endpoint_cli_writes_the_metrics_table(site: Site) -> None:  # noqa: F811
+    from tether._serve.site import SiteConfig
+
+    token = site.home / 'm.token'
+    token.write_text('t')
+    out = CliRunner().invoke(
+        cli,
+        [
+            'endpoint',
+            'configure',
+            'm-cli',
+            '--metrics-port',
+            '9102',
+            '--metrics-bind',
+            '0.0.0.0',
+            '--metrics-token-file',
+            str(token),
+        ],
+        env={'TETHER_HOME': str(site.home)},
+    )
+    assert out.exit_code == 0, out.output
+    config = SiteConfig.read(site.home / 'endpoints' / 'm-cli')
+    assert config.metrics.port == 9102
+    assert config.metrics.bind == '0.0.0.0'
+    assert config.metrics.token_file == str(token.resolve())
