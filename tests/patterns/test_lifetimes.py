@@ -136,3 +136,30 @@ def test_static_lifetime_evicts_at_interpreter_exit(
     left = list(redis_client.scan_iter(match=f'{unique_prefix}*'))
     assert len(left) == 1  # "y" had no lifetime; "x" was evicted at exit
     redis_client.delete(*left)
+
+
+def test_done_only_once_the_objects_are_evicted() -> None:
+    """A lifetime reports done after its eviction, never while it is still under way."""
+    import threading
+
+    from tether.connectors.local import LocalConnector
+
+    evicting, release = threading.Event(), threading.Event()
+
+    class SlowEvict(LocalConnector):
+        def evict(self, key: Any) -> None:
+            evicting.set()
+            assert release.wait(30)
+            super().evict(key)
+
+    with Store('slow-evict', SlowEvict()) as slow:
+        lifetime = ContextLifetime(slow)
+        key = slow.put('value', lifetime=lifetime)
+        closer = threading.Thread(target=lifetime.close)
+        closer.start()
+        assert evicting.wait(30)
+        assert not lifetime.done()  # ending has begun, the object is still there
+        release.set()
+        closer.join(30)
+        assert lifetime.done()
+        assert not slow.exists(key)

@@ -83,7 +83,8 @@ class ContextLifetime(ClosingContext):
         self.store = store
         self.name = name or f'lifetime-{uuid.uuid4().hex[:8]}'
         self._keys: list[tuple[Store[Any], Any]] = []
-        self._done = False
+        self._done = False  # ending has begun: no more keys, no extension
+        self._ended = threading.Event()  # set once its objects are evicted
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -129,8 +130,8 @@ class ContextLifetime(ClosingContext):
             self.add_key(factory.key, store=factory.get_store())
 
     def done(self) -> bool:
-        """Return whether the lifetime has ended."""
-        return self._done
+        """Return whether the lifetime has ended: its objects have been evicted."""
+        return self._ended.is_set()
 
     def remove_key(self, *keys: Any) -> None:
         """Stop tracking ``keys``: they are not evicted when the lifetime ends."""
@@ -148,7 +149,10 @@ class ContextLifetime(ClosingContext):
                 return
             self._done = True
             keys, self._keys = self._keys, []
-        _evict_all(keys, self)
+        try:
+            _evict_all(keys, self)
+        finally:
+            self._ended.set()
         logger.debug('%r ended, evicted %d objects', self, len(keys))
         if close_stores:
             _close_stores(store for store, _ in keys)
