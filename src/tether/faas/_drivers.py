@@ -7,6 +7,12 @@ dictionaries in both. A list of ids is one parameter in both (:meth:`Driver.in_l
 over a JSON array in SQLite), so a statement about a whole batch is one statement, not
 one per id. The few bulk statements whose rows differ (inserting tasks, storing results)
 have one form per :attr:`Driver.dialect`.
+
+Two statements about the same tasks from two connections (a replica handing tasks to a
+worker while another stores their results) may lock the rows in different orders, and
+PostgreSQL then aborts one of them as a deadlock. Each driver call is one atomic unit (a
+statement, or one transaction), so the PostgreSQL driver runs an aborted unit again, a few
+times, after a short random pause.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import random
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -24,6 +31,20 @@ from tether.exceptions import ConfigError
 __all__ = ['Driver', 'PostgresDriver', 'SqliteDriver', 'open_driver']
 
 _PLACEHOLDER = re.compile(r'\$(\d+)')
+_RETRIED_STATES = frozenset({'40P01', '40001'})  # deadlock detected, serialization failure
+_ATTEMPTS = 5
+
+
+async def _again(run: Any) -> Any:
+    """Await ``run()``; run it again if PostgreSQL aborted it as a deadlock."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            return await run()
+        except Exception as e:
+            if getattr(e, 'sqlstate', None) not in _RETRIED_STATES or attempt == _ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
+    raise AssertionError('unreachable')  # pragma: no cover
 
 
 class Driver(Protocol):
@@ -81,23 +102,27 @@ class PostgresDriver:
         return cls(pool)
 
     async def execute(self, sql: str, *args: Any) -> int:
-        status: str = await self._pool.execute(sql, *args)
+        status: str = await _again(lambda: self._pool.execute(sql, *args))
         tail = status.rsplit(' ', 1)[-1]
         return int(tail) if tail.isdigit() else 0
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            await self._pool.executemany(sql, rows)
+            await _again(lambda: self._pool.executemany(sql, rows))
 
     async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._pool.fetch(sql, *args)]
+        return [dict(r) for r in await _again(lambda: self._pool.fetch(sql, *args))]
 
     async def fetch_each(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        async with self._pool.acquire() as conn, conn.transaction():
-            for r in rows:
-                out.extend(dict(x) for x in await conn.fetch(sql, *r))
-        return out
+        async def once() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            async with self._pool.acquire() as conn, conn.transaction():
+                for r in rows:
+                    out.extend(dict(x) for x in await conn.fetch(sql, *r))
+            return out
+
+        result: list[dict[str, Any]] = await _again(once)
+        return result
 
     async def script(self, sql: str) -> None:
         async with self._pool.acquire() as conn:
