@@ -14,6 +14,7 @@ from tether._proxy_slots import (
     set_class,
     set_slot,
     slot_class,
+    slot_factory,
     slot_hash,
     slot_target,
 )
@@ -105,7 +106,7 @@ def preset_target(proxy: Any, target: Any, cache_defaults: bool) -> None:
 def pickled_metadata(proxy: Any) -> tuple[type | None, int | str | None]:
     """The class and hash a pickled proxy carries (``'u'`` for a known unhashable)."""
     cls = slot_class(proxy)
-    if cls is None:
+    if cls is None and not getattr(slot_factory(proxy), 'target_differs', False):
         target = slot_target(proxy)
         if target is not MISSING_TARGET:
             cls = type(target)

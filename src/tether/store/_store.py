@@ -387,10 +387,14 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         )
         proxy = proxy_type(factory)
         populate = self.populate_target if populate_target is None else populate_target
-        if not populate and (deserializer is not None or self.deserializer is not None):
+        if deserializer is not None or self.deserializer is not None:
             # A custom deserializer may return anything: the target's class, hash and
             # value are not known until it runs, so the proxy takes none from ``obj``.
-            # (Populated, as in ProxyStore, the proxy's target is ``obj`` itself.)
+            # Populated, as in ProxyStore, the proxy's target here is ``obj`` itself, but
+            # a pickled copy claims nothing from it (it resolves through the deserializer).
+            if populate:
+                factory.target_differs = True
+                set_target(proxy, obj)
             return proxy
         set_metadata(proxy, metadata_of(obj) if hash_target else ProxyMetadata(type(obj)))
         if populate:

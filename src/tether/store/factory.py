@@ -39,7 +39,7 @@ class StoreFactory(Generic[T]):
         deserializer: Deserializer to use instead of the store's.
     """
 
-    __slots__ = ('_store', 'deserializer', 'evict', 'key', 'store_config')
+    __slots__ = ('_store', 'deserializer', 'evict', 'key', 'store_config', 'target_differs')
 
     def __class_getitem__(cls, params: Any) -> Any:
         # ProxyStore's factories take two type parameters, StoreFactory[ConnectorT, T]:
@@ -62,6 +62,9 @@ class StoreFactory(Generic[T]):
         self.store_config = store_config
         self.evict = evict
         self.deserializer = deserializer
+        # True when a proxy's local target is the object given, not what this factory
+        # resolves to (a custom deserializer): its class must not travel as the target's.
+        self.target_differs = False
         self._store: weakref.ref[Store[Any]] | None = None if store is None else weakref.ref(store)
 
     def __repr__(self) -> str:
