@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import RUN_ID, service_up
-from tether.faas import EndpointConfig, ServiceConfig
+from tether.exceptions import TaskPending
+from tether.faas import Client, EndpointConfig, ServiceConfig
 from tether.faas._server import ServiceThread
 from tether.faas.endpoint import Agent
 
@@ -177,3 +178,15 @@ def faas_home(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     import shutil
 
     shutil.rmtree(home, ignore_errors=True)
+
+
+def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
+    """The result of ``task_id``, asked for until it is there (or ``timeout`` passes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.get_result(task_id)
+        except TaskPending:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

@@ -9,10 +9,8 @@ import concurrent.futures
 import contextlib
 import pathlib
 import threading
-import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -23,6 +21,7 @@ from tests.faas.conftest import (
     delete_queues,
     new_endpoint,
     new_user,
+    result_of,
     wait_for,
 )
 from tether.exceptions import (
@@ -32,7 +31,6 @@ from tether.exceptions import (
     FaasNotFoundError,
     TaskCancelledError,
     TaskExecutionFailed,
-    TaskPending,
     TaskTimeoutError,
 )
 from tether.faas import Client, EndpointConfig, Executor, ServiceConfig, _frames
@@ -40,17 +38,6 @@ from tether.faas._config import pid_alive
 from tether.faas._payload import pack_result
 from tether.faas._server import ServiceThread
 from tether.testing import free_port
-
-
-def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return client.get_result(task_id)
-        except TaskPending:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def _binary(message: str | bytes) -> bytes:

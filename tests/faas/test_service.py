@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from tests.faas import _tasks
-from tests.faas.conftest import AgentThread, new_endpoint, new_user, wait_for
+from tests.faas.conftest import AgentThread, new_endpoint, new_user, result_of, wait_for
 from tether._clock import SYSTEM_CLOCK
 from tether.exceptions import (
     FaasAuthenticationError,
@@ -25,17 +23,6 @@ from tether.exceptions import (
 from tether.faas import Client, EndpointConfig, Executor, _frames
 from tether.faas._server import ServiceThread
 from tether.testing import FakeClock
-
-
-def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return client.get_result(task_id)
-        except TaskPending:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def test_function_registered_once_runs_on_two_endpoints(

@@ -4,28 +4,15 @@ everything not shared stays private (404, as another user's objects always were)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from tests.faas import _tasks
-from tests.faas.conftest import AgentThread, new_user
-from tether.exceptions import FaasBadRequestError, FaasNotFoundError, TaskPending
+from tests.faas.conftest import AgentThread, new_user, result_of
+from tether.exceptions import FaasBadRequestError, FaasNotFoundError
 from tether.faas import Client
 from tether.faas._server import ServiceThread
-
-
-def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return client.get_result(task_id)
-        except TaskPending:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def user(st: ServiceThread) -> tuple[str, Client]:
