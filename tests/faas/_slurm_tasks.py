@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
-import time
 
 
 def job_id() -> str:
@@ -31,4 +31,4 @@ def end_own_job(how: str, log: str, times: int) -> str:
     else:
         subprocess.run(['scontrol', 'update', f'jobid={job}', 'timelimit=0'], check=True)
     while True:  # until Slurm ends the job, and this worker with it
-        time.sleep(0.2)
+        signal.pause()
