@@ -93,3 +93,17 @@ def test_get_batch_uses_and_fills_the_cache(redis_connector: Any) -> None:
         assert len(sent) == 1
         assert get_batch(store, keys) == [b'a' * 10, b'b' * 10]
         assert len(sent) == 1  # served by the cache
+
+
+def test_store_get_batch_records_one_batch_in_the_metrics() -> None:
+    with Store(f'getbatch-{uuid.uuid4().hex[:6]}', LocalConnector(), metrics=True) as store:
+        keys = [store.put(i) for i in range(3)]
+        gone = store.put('gone')
+        store.evict(gone)
+        assert store.get_batch([*keys, gone], default=-1) == [0, 1, 2, -1]
+        assert store.metrics is not None
+        totals = store.metrics.aggregate_times()
+        assert totals['store.get_batch'].count == 1
+        assert totals['store.get_batch'].nbytes > 0
+        assert store.get_batch(keys) == [0, 1, 2]  # from the cache: no second batch
+        assert store.metrics.aggregate_times()['store.get_batch'].count == 1

@@ -346,6 +346,35 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         self._record('store.get', key, start, nbytes, 'store.get.object_size')
         return obj
 
+    def get_batch(
+        self,
+        keys: Sequence[Any],
+        *,
+        deserializer: Deserializer | None = None,
+        default: Any = None,
+    ) -> list[Any]:
+        """The objects under ``keys`` (``default`` for a missing one): those in this
+        process's cache from it, the others with one ``get_batch`` of the connector (one
+        round trip per Redis server)."""
+        self._check_open()
+        start = time.perf_counter_ns()
+        out: list[Any] = [self.cache.get(key, _MISSING) for key in keys]
+        todo = [i for i, obj in enumerate(out) if obj is _MISSING]
+        if not todo:
+            return out
+        generation = self.cache.generation
+        nbytes = 0
+        for i, data in zip(todo, self.connector.get_batch([keys[i] for i in todo]), strict=True):
+            if data is None:
+                out[i] = default
+                continue
+            nbytes += memoryview(data).nbytes
+            out[i] = obj = self.deserialize(data, deserializer)
+            # Not cached if an evict ran meanwhile: it would serve an evicted object again.
+            self.cache.set(keys[i], obj, generation=generation)
+        self._record('store.get_batch', tuple(keys[i] for i in todo), start, nbytes)
+        return out
+
     def exists(self, key: Any) -> bool:
         """Return whether an object is stored under ``key``."""
         self._check_open()

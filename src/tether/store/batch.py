@@ -45,22 +45,10 @@ def get_batch(
     deserializer: Deserializer | None = None,
     default: Any = None,
 ) -> list[Any]:
-    """The objects under ``keys`` (``default`` for a missing one), cached ones from the
-    store's cache, the others in one ``get_batch`` of its connector."""
-    out: list[Any] = [store.cache.get(key, MISSING) for key in keys]
-    todo = [i for i, obj in enumerate(out) if obj is MISSING]
-    if not todo:
-        return out
-    generation = store.cache.generation
-    datas = store.connector.get_batch([keys[i] for i in todo])
-    for i, data in zip(todo, datas, strict=True):
-        if data is None:
-            out[i] = default
-            continue
-        out[i] = obj = store.deserialize(data, deserializer)
-        # Not cached if an evict ran meanwhile: it would serve an evicted object again.
-        store.cache.set(keys[i], obj, generation=generation)
-    return out
+    """The objects under ``keys`` (``default`` for a missing one): :meth:`Store.get_batch
+    <tether.store.Store.get_batch>` (cached ones from the store's cache, the others in one
+    ``get_batch`` of its connector)."""
+    return store.get_batch(keys, deserializer=deserializer, default=default)
 
 
 def resolve_batch(proxies: Iterable[Any]) -> None:
