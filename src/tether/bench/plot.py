@@ -1,5 +1,9 @@
 """Figures from run directories (the seed's figures 2.8, 2.9 and 2.10).
 
+Runs are averaged together only when they were run with the same parameters (app options,
+executor and its options, transformer and its store, filter, workers): the legend names
+each parameter that differs (see :mod:`tether.bench._plot_groups`).
+
 * ``makespan``: mean makespan (error bars: standard deviation over runs) of each app on
   each executor, as grouped bars (figure 2.8).
 * ``scaling``: task throughput (tasks/s, from the records: tasks over the time from the
@@ -19,10 +23,10 @@ import json
 import os
 import pathlib
 import statistics
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from tether.bench._plot_groups import Figure, build_figure
 from tether.bench.record import read_records
 from tether.bench.run.config import load_toml
 from tether.exceptions import ConfigError
@@ -80,11 +84,6 @@ def find_runs(paths: Iterable[str | os.PathLike[str]]) -> list[RunInfo]:
     return found
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 def _throughput(run: RunInfo) -> float | None:
     records = [r for r in run.records() if r['success']]
     if not records:
@@ -99,49 +98,47 @@ def _round_trip(run: RunInfo) -> float | None:
 
 
 def table(runs: list[RunInfo], kind: str) -> list[dict[str, Any]]:
-    """The numbers a figure plots, one row per group of runs."""
-    groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
-    for run in runs:
-        if not run.summary.get('success'):
-            continue
-        if kind == 'makespan':
-            groups[(run.app, run.executor, run.transformer)].append(run.summary['makespan'])
-        elif kind == 'scaling':
-            workers = run.summary.get('workers')
-            value = _throughput(run)
-            if run.app == 'synthetic' and workers and value is not None:
-                groups[(run.executor, run.transformer, int(workers))].append(value)
-        elif kind == 'data':
-            size = run.config.get('app', {}).get('task_data_bytes')
-            value = _round_trip(run)
-            if run.app == 'synthetic' and size is not None and value is not None:
-                groups[(run.executor, run.transformer, int(size))].append(value)
-        else:
-            raise ConfigError(f'unknown figure kind {kind!r}: makespan, scaling or data')
-    names = {
-        'makespan': ('app', 'executor', 'transformer'),
-        'scaling': ('executor', 'transformer', 'workers'),
-        'data': ('executor', 'transformer', 'bytes'),
-    }[kind]
-    value_name = {'makespan': 'makespan_s', 'scaling': 'tasks_per_s', 'data': 'round_trip_s'}[kind]
-    rows = []
-    for key, values in sorted(groups.items()):
-        mean, std = _mean_std(values)
-        rows.append(
-            {
-                **dict(zip(names, key, strict=True)),
-                value_name: mean,
-                'std': std,
-                'runs': len(values),
-            }
-        )
-    if not rows:
-        raise ConfigError(f'no successful runs fit a {kind} figure')
-    return rows
+    """The numbers a figure plots, one row per group of runs with equal parameters.
+
+    Each row has the basic names (``app``, ``executor``, ``transformer``, ``workers``),
+    the figure's x value, every parameter that tells its group apart from the others
+    (see :mod:`tether.bench._plot_groups`), the mean value and its ``std`` over ``runs``
+    runs, and ``failed_runs`` (with their ``errors``): a group whose runs all failed has
+    the value ``None``.
+    """
+    return _figure(runs, kind).rows
 
 
-def _label(executor: str, transformer: str) -> str:
-    return executor if transformer == 'none' else f'{executor} + {transformer}'
+def _figure(runs: list[RunInfo], kind: str) -> Figure:
+    value_of: dict[str, Callable[[RunInfo], float | None]] = {
+        'makespan': lambda run: float(run.summary['makespan']),
+        'scaling': _throughput,
+        'data': _round_trip,
+    }
+    if kind not in value_of:
+        raise ConfigError(f'unknown figure kind {kind!r}: makespan, scaling or data')
+    return build_figure(runs, kind, value_of[kind])
+
+
+def _label(row: dict[str, Any], names: list[str]) -> str:
+    parts = [f'{_short(name)}={row[name]}' for name in names if row.get(name) is not None]
+    return ', '.join(parts) or 'all runs'
+
+
+def _short(name: str) -> str:
+    return name.removeprefix('app.')
+
+
+def _plain(value: float, _pos: object = None) -> str:
+    """A tick label without powers of ten or offsets."""
+    return f'{value:,.6g}'
+
+
+def _bytes_label(value: float, _pos: object = None) -> str:
+    for unit, size in (('GB', 1e9), ('MB', 1e6), ('kB', 1e3)):
+        if value >= size:
+            return f'{value / size:g} {unit}'
+    return f'{value:g} B'
 
 
 def plot(
@@ -153,66 +150,114 @@ def plot(
 ) -> list[dict[str, Any]]:
     """Draw figure ``kind`` from the runs under ``paths`` to ``output``.png and .svg.
 
-    Returns the plotted numbers (:func:`table`).
+    Runs are averaged only when every parameter is equal; the legend names the
+    parameters that differ (its title lists them), and the default title what every run
+    shares. Returns the numbers (:func:`table`), failed runs included; raises
+    :class:`~tether.exceptions.ConfigError` (and writes nothing) when no run has data
+    for the figure.
     """
     import matplotlib
 
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    rows = table(find_runs(paths), kind)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    figure = _figure(find_runs(paths), kind)
+    rows = [r for r in figure.rows if r[figure.value_name] is not None]
+    names = figure.varying
+    series = sorted({_label(r, names) for r in rows})
+    fig, ax = plt.subplots(figsize=(11, 4.5))
     if kind == 'makespan':
-        apps = sorted({r['app'] for r in rows})
-        series = sorted({(r['executor'], r['transformer']) for r in rows})
-        width = 0.8 / len(series)
-        for i, (executor, transformer) in enumerate(series):
-            xs, ys, errs = [], [], []
-            for j, app in enumerate(apps):
-                for r in rows:
-                    if (r['app'], r['executor'], r['transformer']) == (app, executor, transformer):
-                        xs.append(j + (i - (len(series) - 1) / 2) * width)
-                        ys.append(r['makespan_s'])
-                        errs.append(r['std'])
-            ax.bar(xs, ys, width, yerr=errs, capsize=2, label=_label(executor, transformer))
-        ax.set_xticks(range(len(apps)), apps)
-        ax.set_ylabel('makespan (s)')
+        _draw_bars(ax, rows, series, names)
     else:
-        x_name, y_name = (
-            ('workers', 'tasks_per_s') if kind == 'scaling' else ('bytes', 'round_trip_s')
-        )
-        series = sorted({(r['executor'], r['transformer']) for r in rows})
-        for executor, transformer in series:
-            points = sorted(
-                (r[x_name], r[y_name], r['std'])
-                for r in rows
-                if (r['executor'], r['transformer']) == (executor, transformer)
-            )
-            ax.errorbar(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                yerr=[p[2] for p in points],
-                marker='o',
-                capsize=2,
-                label=_label(executor, transformer),
-            )
-        if kind == 'scaling':
-            ax.set_xlabel('workers')
-            ax.set_ylabel('throughput (tasks/s)')
-            ax.set_xticks(sorted({r['workers'] for r in rows}))
-        else:
-            ax.set_xscale('log')
-            ax.set_xlabel('task input and output size (bytes)')
-            ax.set_ylabel('mean round-trip time (s)')
+        _draw_lines(ax, rows, series, names, figure)
         ax.set_yscale('log')
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize='small')
+        ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ''))
+    ax.set_title(title or figure.default_title(), fontsize='medium')
+    legend_title = ('runs differ in: ' + ', '.join(_short(n) for n in names)) if names else None
+    # Beside the axes, so that it never hides a bar or a point.
+    ax.legend(
+        fontsize='small',
+        title=legend_title,
+        title_fontsize='small',
+        loc='upper left',
+        bbox_to_anchor=(1.01, 1.0),
+        alignment='left',
+    )
     ax.grid(True, which='major', alpha=0.3)
     fig.tight_layout()
     out = pathlib.Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out.with_name(out.name + '.png'), dpi=120)
-    fig.savefig(out.with_name(out.name + '.svg'))
+    # Text stays text in the SVG (searchable, editable), not outlines.
+    with matplotlib.rc_context({'svg.fonttype': 'none'}):
+        fig.savefig(out.with_name(out.name + '.svg'))
     plt.close(fig)
-    return rows
+    return figure.rows
+
+
+def _draw_bars(ax: Any, rows: list[dict[str, Any]], series: list[str], names: list[str]) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    apps = sorted({r['app'] for r in rows})
+    colours = {label: f'C{i % 10}' for i, label in enumerate(series)}
+    per_app = {app: [r for r in rows if r['app'] == app] for app in apps}
+    width = 0.8 / max(len(group) for group in per_app.values())
+    shown: set[str] = set()
+    for j, app in enumerate(apps):
+        # The bars of one app sit side by side, centred on its tick.
+        group = sorted(per_app[app], key=lambda r: series.index(_label(r, names)))
+        for i, r in enumerate(group):
+            label = _label(r, names)
+            bars = ax.bar(
+                [j + (i - (len(group) - 1) / 2) * width],
+                [r['makespan_s']],
+                width,
+                yerr=[r['std']],
+                capsize=2,
+                color=colours[label],
+                label=None if label in shown else label,
+            )
+            shown.add(label)
+            # Each bar says its value, so a small bar beside a large one is still read.
+            ax.bar_label(bars, labels=[f'{r["makespan_s"]:.3g}'], fontsize='x-small', padding=2)
+    values = [r['makespan_s'] for r in rows if r['makespan_s'] > 0]
+    if values and max(values) / min(values) > 50:
+        ax.set_yscale('log')
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax.set_xticks(range(len(apps)), apps)
+    ax.set_ylabel('makespan (s)')
+
+
+def _draw_lines(
+    ax: Any, rows: list[dict[str, Any]], series: list[str], names: list[str], figure: Figure
+) -> None:
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    x_name, y_name = figure.x_name, figure.value_name
+    for label in series:
+        points = sorted(
+            (r[x_name], r[y_name], r['std']) for r in rows if _label(r, names) == label
+        )
+        ax.errorbar(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            yerr=[p[2] for p in points],
+            marker='o',
+            capsize=2,
+            label=label,
+        )
+    xs = sorted({r[x_name] for r in rows})
+    if figure.kind == 'scaling':
+        ax.set_xlabel('workers')
+        ax.set_ylabel('throughput (tasks/s)')
+        ax.set_xticks(xs)
+        ax.xaxis.set_major_formatter(FuncFormatter(_plain))
+    else:
+        ax.set_xscale('log')
+        ax.xaxis.set_major_locator(FixedLocator([x for x in xs if x > 0]))
+        ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ''))
+        ax.set_xlabel('task input and output size')
+        ax.set_ylabel('mean round-trip time (s)')
