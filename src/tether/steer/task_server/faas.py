@@ -12,8 +12,9 @@ from tether.exceptions import ConfigError
 from tether.steer.models import Result
 from tether.steer.task_server._worker import run_task
 from tether.steer.task_server.base import BaseTaskServer, method_name
+from tether.steer.thinker import KindResourceCounter
 
-__all__ = ['FaaSTaskServer', 'GlobusComputeTaskServer', 'run_method']
+__all__ = ['FaaSTaskServer', 'GlobusComputeTaskServer', 'endpoint_slots', 'run_method']
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +66,59 @@ class FaaSTaskServer(BaseTaskServer):
         self._executors: dict[str | None, Any] = {}
         self._pickled: dict[str, bytes] = {}
 
-    def start_executor(self) -> None:
-        from tether.faas import Client, Executor
+    def resource_counter(
+        self,
+        task_types: Mapping[str, Callable[..., Any] | str] | None = None,
+        slots: Mapping[str, int] | None = None,
+    ) -> KindResourceCounter:
+        """A resource counter for the Thinker with one worker kind per endpoint.
 
-        client = Client(self._service_url, self._token)
+        Each endpoint's slots are what it advertises to the service (its
+        ``max_workers``, see :func:`endpoint_slots`) unless ``slots`` gives them; a
+        pool draws only on the slots of the endpoint its method runs on, so a Thinker
+        can never hand a simulation a slot of the training site. The kinds are named
+        by endpoint id; all slots start unallocated (``rec.reallocate(None, pool, n)``).
+
+        Args:
+            task_types: Pool name to the method (or method name) whose endpoint it
+                uses (default: one pool per method, named after it).
+            slots: Slots of an endpoint id, overriding what it advertises (needed for
+                an endpoint that has not connected yet, and where ``max_workers``
+                counts workers per node or manager: ``provider`` or ``managers``).
+        """
+        pools = task_types if task_types is not None else {n: n for n in self.endpoints}
+        client = self._client()
+        endpoint_of: dict[str, str] = {}
+        for pool, method in pools.items():
+            name = method if isinstance(method, str) else method_name(method)
+            if name not in self.endpoints:
+                raise ConfigError(
+                    f'pool {pool!r}: method {name!r} is not one of this task server '
+                    f'({sorted(self.endpoints)})'
+                )
+            endpoint_of[pool] = self._endpoint_id(self.endpoints[name], client)
+        wanted = sorted(set(endpoint_of.values()) - set(slots or {}))
+        kinds = {**endpoint_slots(wanted, client=client), **(slots or {})}
+        return KindResourceCounter(kinds, endpoint_of)
+
+    def _client(self) -> Any:
+        from tether.faas import Client
+
+        return Client(self._service_url, self._token)
+
+    @staticmethod
+    def _endpoint_id(endpoint: str | None, client: Any) -> str:
+        eid = endpoint or client.dev_endpoint_id
+        if not eid:
+            raise ConfigError('FaaSTaskServer needs an endpoint id (or `tether faas dev`)')
+        return str(eid)
+
+    def start_executor(self) -> None:
+        from tether.faas import Executor
+
+        client = self._client()
         for endpoint in set(self.endpoints.values()):
-            eid = endpoint or client.dev_endpoint_id
-            if not eid:
-                raise ConfigError('FaaSTaskServer needs an endpoint id (or `tether faas dev`)')
+            eid = self._endpoint_id(endpoint, client)
             self._executors[endpoint] = Executor(eid, client=client)
             logger.info('methods on endpoint %s', eid)
 
@@ -114,6 +160,37 @@ class FaaSTaskServer(BaseTaskServer):
 
 
 GlobusComputeTaskServer = FaaSTaskServer
+
+
+def endpoint_slots(
+    endpoint_ids: Iterable[str],
+    *,
+    client: Any = None,
+    service_url: str | None = None,
+    token: str | None = None,
+) -> dict[str, int]:
+    """The slots of each endpoint as it advertised them to the function service: the
+    ``max_workers`` it said it runs when it last connected.
+
+    Raises:
+        ConfigError: An endpoint never connected (so advertised nothing): start it, or
+            give its slots yourself.
+    """
+    if client is None:
+        from tether.faas import Client
+
+        client = Client(service_url, token)
+    found: dict[str, int] = {}
+    for eid in endpoint_ids:
+        info = client.get_endpoint_metadata(eid)
+        workers = info.get('max_workers')
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigError(
+                f'endpoint {eid} ({info.get("name")}) has not told the service how many '
+                'workers it runs (it never connected): start it, or give its slots'
+            )
+        found[eid] = workers
+    return found
 
 
 def _pickle_method(method: Any) -> bytes:

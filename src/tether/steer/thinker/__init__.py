@@ -1,4 +1,5 @@
-"""Steering policies as agents: :class:`BaseThinker`, its decorators, :class:`ResourceCounter`."""
+"""Steering policies as agents: :class:`BaseThinker`, its decorators, :class:`ResourceCounter`,
+:class:`KindResourceCounter`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from tether.steer.thinker._base import (
     result_processor,
     task_submitter,
 )
+from tether.steer.thinker._kinds import KindResourceCounter
 from tether.steer.thinker.resources import ResourceCounter
 
 __all__ = [
     'BaseThinker',
+    'KindResourceCounter',
     'ResourceCounter',
     'agent',
     'event_responder',
