@@ -107,7 +107,7 @@ def test_runs_that_differ_are_not_averaged(tmp_path: pathlib.Path) -> None:
     assert 'runs differ in: task_sleep' in svg
     assert 'task_sleep=0.05' in svg
     # The default title names what every run shares.
-    assert 'Makespan (app=synthetic, executor=thread-pool' in svg
+    assert 'Makespan (app=synthetic, workers=2, executor=thread-pool' in svg
 
 
 def test_workers_and_stores_are_series_not_averages(tmp_path: pathlib.Path) -> None:
