@@ -12,11 +12,10 @@ from tests.node.conftest import RunningNode
 from tether._serve.spawn import verify_server
 
 
-def _metrics_address(node: RunningNode) -> list[object]:
+def _metrics_address(node: RunningNode) -> tuple[str, int] | None:
     info = verify_server(node.state, node.secret)
     assert info is not None
-    address: list[object] = info['metrics']
-    return address
+    return info.metrics
 
 
 def test_node_metrics_move_with_traffic(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ _PRODUCER = """
     config = eval(sys.argv[1])
     store = Store('shared', NodeConnector(**config))
     proxy = store.proxy({'payload': list(range(1000))})
-    print(store.connector.status()['pid'])
+    print(store.connector.status().pid)
     print(pickle.dumps(proxy).hex())
 """
 
@@ -90,7 +90,7 @@ def test_one_server_per_host_shared_and_outliving_its_starter(
         proxy = pickle.loads(bytes.fromhex(out.split()[1]))
         assert proxy['payload'][-1] == 999
     c = NodeConnector(**node_config)
-    assert c.status()['objects'] == 3
+    assert c.status().objects == 3
     c.close()
 
 
@@ -123,7 +123,7 @@ def test_keys_name_the_holder(node_config: dict[str, Any]) -> None:
 def test_idle_server_stops_by_itself(node_config: dict[str, Any]) -> None:
     c = NodeConnector(**{**node_config, 'idle_timeout': 0.5})
     c.put(b'x')
-    pid = c.status()['pid']
+    pid = c.status().pid
     c.close()
     assert wait_gone(pid)
     assert read_state(Path(node_config['run_dir']), node_config['name']) is None
@@ -132,7 +132,7 @@ def test_idle_server_stops_by_itself(node_config: dict[str, Any]) -> None:
 def test_dead_server_gives_connector_error_and_is_replaced(node_config: dict[str, Any]) -> None:
     c = NodeConnector(**node_config)
     key = c.put(b'lost')
-    pid = c.status()['pid']
+    pid = c.status().pid
     os.kill(pid, signal.SIGKILL)
     assert wait_gone(pid)
     start = time.monotonic()
@@ -143,14 +143,14 @@ def test_dead_server_gives_connector_error_and_is_replaced(node_config: dict[str
         c.exists(key)
     # The same connector's next put starts a fresh server on this host.
     again = c.put(b'again')
-    assert c.status()['pid'] != pid
+    assert c.status().pid != pid
     assert bytes(c.get(again)) == b'again'
     c.stop_server()
     c.close()
     # A new connector finds the stale discovery file and starts a fresh server.
     fresh = NodeConnector(**node_config)
     new_key = fresh.put(b'new')
-    assert fresh.status()['pid'] != pid
+    assert fresh.status().pid != pid
     assert bytes(fresh.get(new_key)) == b'new'
     fresh.close()
 
@@ -171,7 +171,7 @@ def test_server_failing_to_start_is_reported(tmp_path: Path) -> None:
         secret=SECRET,
     )
     taken.put(b'x')
-    port = taken.status()['port']
+    port = taken.status().port
     clash = NodeConnector(
         f'test-{uuid.uuid4().hex[:8]}',
         address='127.0.0.1',

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -77,3 +78,40 @@ def test_replies_are_checked_before_any_payload_is_used() -> None:
         messages.decode_reply({'ids': ['a', 'b'], 'found': [True]}, ['a', 'b'], 1)
     with pytest.raises(ProtocolError, match='list of 1 booleans'):
         messages.decode_reply({'ids': ['a'], 'exists': ['yes']}, ['a'], 0)
+
+
+_STATUS = messages.NodeStatus(
+    name='n', pid=7, address='10.0.0.1', bind='0.0.0.0', all_interfaces=True, tls=False,
+    port=4000, objects=3, memory_used=30, memory_limit=100, spilled_objects=1, disk_used=10,
+    spills=2, spill_dir='/tmp/x', inflight=0, disk_inflight=0, frame_timeouts=0,
+    pool_bytes=0, pool_hits=0, clients=1, refused=0, requests=9, peers=['10.0.0.2'],
+    metrics=('127.0.0.1', 9100), uptime=1.5,
+)  # fmt: skip
+
+
+def test_node_status_round_trips_through_json() -> None:
+    header = json.loads(json.dumps(_STATUS._asdict()))
+    assert messages.decode_status(header) == _STATUS
+    none = _STATUS._replace(metrics=None, uptime=2)
+    assert messages.decode_status(json.loads(json.dumps(none._asdict()))) == none
+
+
+@pytest.mark.parametrize(
+    ('change', 'error'),
+    [
+        ({'pid': None}, "field 'pid'"),
+        ({'pid': '7'}, "field 'pid' must be int"),
+        ({'tls': 1}, "field 'tls' must be bool"),
+        ({'objects': True}, "field 'objects' must be int"),
+        ({'peers': 'a'}, "field 'peers' must be list"),
+        ({'peers': [1]}, "'peers' must be a list of strings"),
+        ({'metrics': ['h']}, "'metrics' must be \\[host, port\\]"),
+        ({'metrics': [1, 'h']}, "'metrics' must be \\[host, port\\]"),
+    ],
+)
+def test_malformed_node_status_is_a_protocol_error(change: dict[str, Any], error: str) -> None:
+    header = {**json.loads(json.dumps(_STATUS._asdict())), **change}
+    if change.get('pid', 0) is None:
+        del header['pid']
+    with pytest.raises(ProtocolError, match=error):
+        messages.decode_status(header)

@@ -130,7 +130,7 @@ _PRODUCE = """
         data = os.urandom(size)
         out['proxies'].append(pickle.dumps(store.proxy(data)).hex())
         out['sha'].append(hashlib.sha256(data).hexdigest())
-    out['pid'] = store.connector.status()['pid']
+    out['pid'] = store.connector.status().pid
     print(json.dumps(out))
 """
 
@@ -148,7 +148,7 @@ _CONSUME = """
 _STATUS = """
     import json
     from tether.connectors.node import NodeConnector
-    print(json.dumps(NodeConnector('cluster').status()))
+    print(json.dumps(NodeConnector('cluster').status()._asdict()))
 """
 
 

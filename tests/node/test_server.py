@@ -39,15 +39,15 @@ def test_memory_budget_spills_to_disk_and_still_serves(
     huge = os.urandom(3_000_000)  # larger than the whole budget: straight to disk
     huge_key = c.put(huge)
     status = c.status()
-    assert status['memory_used'] <= 1_000_000
+    assert status.memory_used <= 1_000_000
     # 3 objects fit in the budget, the 7 least recently used and the huge one spilled.
-    assert status['memory_used'] == 900_000
-    assert status['spilled_objects'] == 8
-    assert status['disk_used'] == 7 * 300_000 + 3_000_000
+    assert status.memory_used == 900_000
+    assert status.spilled_objects == 8
+    assert status.disk_used == 7 * 300_000 + 3_000_000
     # Spilled files live in the server's private subdirectory of the spill directory.
     (private,) = spill.iterdir()
-    assert Path(status['spill_dir']) == private
-    assert len(list(private.iterdir())) == status['spilled_objects']
+    assert Path(status.spill_dir) == private
+    assert len(list(private.iterdir())) == status.spilled_objects
     # Every object is still served, spilled or not, in any order.
     for key, data in reversed(list(zip(keys, datas, strict=True))):
         assert bytes(c.get(key)) == data
@@ -57,7 +57,7 @@ def test_memory_budget_spills_to_disk_and_still_serves(
     c.evict(huge_key)
     assert not c.exists(huge_key)
     assert c.get(huge_key) is None
-    assert len(list(private.iterdir())) == c.status()['spilled_objects']
+    assert len(list(private.iterdir())) == c.status().spilled_objects
     c.close()
 
 
@@ -69,8 +69,8 @@ def test_least_recently_used_spills_first(start_node: StartNode) -> None:
     c.get(a)  # a is now more recently used than b
     c.put(b'c' * 400_000)  # one must go: b
     status = c.status()
-    assert status['spilled_objects'] == 1
-    assert status['memory_used'] == 800_000
+    assert status.spilled_objects == 1
+    assert status.memory_used == 800_000
     assert bytes(c.get(b)) == b'b' * 400_000
     c.close()
 
@@ -101,7 +101,7 @@ def test_refusals_leave_the_server_serving(start_node: StartNode) -> None:
 
     assert bytes(c.get(key)) == b'precious'
     status = c.status()
-    assert status['refused'] >= 7
+    assert status.refused >= 7
     assert node.proc.poll() is None
     c.close()
 
@@ -131,7 +131,7 @@ _CLIENT = textwrap.dedent(
         assert bytes(c.get(key)) == data
         assert c.get_batch([key, key]) == [data, data]
         c.evict(key)
-    print(c.status()['pid'])
+    print(c.status().pid)
     c.close()
     """,
 )
@@ -153,8 +153,8 @@ def test_many_client_processes_at_once(start_node: StartNode) -> None:
     assert {int(out) for out, _ in outs} == {node.state.pid}
     c = node.connector()
     status = c.status()
-    assert status['objects'] == 0
-    assert status['requests'] >= 4 * 30 * 4
+    assert status.objects == 0
+    assert status.requests >= 4 * 30 * 4
     c.close()
 
 

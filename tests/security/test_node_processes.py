@@ -142,7 +142,7 @@ def test_stale_discovery_file_leads_to_a_new_server(
         key = connector.put(b'works')
         assert bytes(connector.get(key)) == b'works'  # type: ignore[arg-type]
         status = connector.status()
-        assert status['pid'] != pid
+        assert status.pid != pid
         assert bystander.poll() is None
     finally:
         assert connector.stop_server()
@@ -239,7 +239,7 @@ def test_node_connector_speaks_tls(tmp_path: Path) -> None:
     try:
         k = connector.put(b'over tls')
         assert bytes(connector.get(k)) == b'over tls'  # type: ignore[arg-type]
-        assert connector.status()['tls'] is True
+        assert connector.status().tls is True
         # Another connector rebuilt from the config speaks TLS too.
         clone = NodeConnector.from_config(connector.config())
         assert bytes(clone.get(k)) == b'over tls'  # type: ignore[arg-type]

@@ -23,12 +23,14 @@ __all__ = [
     'ChannelRequest',
     'Empty',
     'Message',
+    'NodeStatus',
     'ObjectReply',
     'ObjectRequest',
     'PeersRequest',
     'decode',
     'decode_object',
     'decode_reply',
+    'decode_status',
     'encode',
 ]
 
@@ -84,6 +86,93 @@ class ChannelReply(NamedTuple):
     """The ``OK`` that answers ``CHANNEL``: the path of the channel."""
 
     path: str
+
+
+class NodeStatus(NamedTuple):
+    """The ``OK`` that answers a node server's ``STATUS`` (``tether node status``).
+
+    Attributes:
+        name: The server's name.
+        pid: Its process id.
+        address: The address written into its keys.
+        bind: The address it listens on.
+        all_interfaces: Whether ``bind`` is every interface.
+        tls: Whether it speaks TLS.
+        port: The port it listens on.
+        objects: Objects held (in memory and spilled).
+        memory_used: Bytes of objects in memory.
+        memory_limit: Its memory budget for objects.
+        spilled_objects: Objects spilled to disk now.
+        disk_used: Bytes of spilled objects.
+        spills: Objects spilled so far.
+        spill_dir: Its private spill folder.
+        inflight: Bytes of requests being received into memory.
+        disk_inflight: Bytes of requests being received into spill files.
+        frame_timeouts: Connections dropped for a stalled request.
+        pool_bytes: Bytes held by its buffer pool.
+        pool_hits: Buffers taken from the pool so far.
+        clients: Clients connected now.
+        refused: Connections refused so far.
+        requests: Requests answered so far.
+        peers: The distinct client hosts seen.
+        metrics: The address of its Prometheus endpoint (``None``: none).
+        uptime: Seconds since it started.
+    """
+
+    name: str
+    pid: int
+    address: str
+    bind: str
+    all_interfaces: bool
+    tls: bool
+    port: int
+    objects: int
+    memory_used: int
+    memory_limit: int
+    spilled_objects: int
+    disk_used: int
+    spills: int
+    spill_dir: str
+    inflight: int
+    disk_inflight: int
+    frame_timeouts: int
+    pool_bytes: int
+    pool_hits: int
+    clients: int
+    refused: int
+    requests: int
+    peers: list[str]
+    metrics: tuple[str, int] | None
+    uptime: float
+
+
+# The type of each field of a STATUS reply, in the record's order (None: the address).
+_STATUS_KINDS: tuple[type | tuple[type, ...] | None, ...] = (
+    str, int, str, str, bool, bool, int, int, int, int, int, int, int, str,
+    int, int, int, int, int, int, int, int, list, None, (int, float),
+)  # fmt: skip
+
+
+def decode_status(header: Mapping[str, Any]) -> NodeStatus:
+    """The record of a node server's ``STATUS`` reply (the inverse of ``_asdict()``).
+
+    Raises:
+        ProtocolError: a field is missing or of another type.
+    """
+    values: list[Any] = []
+    for name, kind in zip(NodeStatus._fields, _STATUS_KINDS, strict=True):
+        if kind is not None:
+            values.append(field(header, name, kind, 'STATUS reply'))
+            continue
+        address = optional(header, name, list, 'STATUS reply')
+        if address is not None:
+            if len(address) != 2 or type(address[0]) is not str or type(address[1]) is not int:
+                raise ProtocolError(f'STATUS reply: field {name!r} must be [host, port]')
+            address = (address[0], address[1])
+        values.append(address)
+    if not all(type(p) is str for p in values[NodeStatus._fields.index('peers')]):
+        raise ProtocolError("STATUS reply: field 'peers' must be a list of strings")
+    return NodeStatus(*values)
 
 
 _BAD_IDS = 'ids must be a list of object ids'

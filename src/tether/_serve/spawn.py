@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tether._serve.state import (
     ALL_INTERFACES,
@@ -27,6 +27,9 @@ from tether._serve.state import (
 )
 from tether._serve.tls import client_context
 from tether.exceptions import ConnectorError
+
+if TYPE_CHECKING:
+    from tether._serve.messages import NodeStatus
 
 __all__ = [
     'detect_address',
@@ -173,7 +176,7 @@ def wait_gone(pid: int, timeout: float, same: Callable[[], bool] = lambda: True)
 
 def verify_server(
     state: NodeState, secret: str | None = None, timeout: float = 5.0
-) -> dict[str, Any] | None:
+) -> NodeStatus | None:
     """Ask the server a discovery file names for its status; ``None`` unless it is ours.
 
     The server must answer an authenticated ``STATUS`` request (with ``secret``, else the
@@ -182,6 +185,7 @@ def verify_server(
     not pass.
     """
     from tether._serve import codes as proto
+    from tether._serve.messages import decode_status
     from tether._wire import SyncConnection
     from tether.exceptions import WireError
 
@@ -197,7 +201,7 @@ def verify_server(
             client='tether node control',
         )
         try:
-            info: dict[str, Any] = conn.request(proto.STATUS).header
+            info = decode_status(conn.request(proto.STATUS).header)
         finally:
             conn.close()
     except (WireError, OSError) as e:
@@ -205,13 +209,13 @@ def verify_server(
             'discovery file of %r (pid %d) does not lead to it: %s', state.name, state.pid, e
         )
         return None
-    if info.get('pid') != state.pid or info.get('name') != state.name:
+    if info.pid != state.pid or info.name != state.name:
         logger.info(
             'discovery file of %r names pid %d, the server there is %r (pid %s)',
             state.name,
             state.pid,
-            info.get('name'),
-            info.get('pid'),
+            info.name,
+            info.pid,
         )
         return None
     return info

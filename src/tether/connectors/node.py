@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether._serve import codes as proto
-from tether._serve.messages import ObjectReply, decode_reply
+from tether._serve.messages import NodeStatus, ObjectReply, decode_reply, decode_status
 from tether._serve.spawn import detect_address, ensure_server, resolve_secret, stop_server
 from tether._serve.state import NodeState, check_name, default_run_dir
 from tether._serve.tls import client_context
@@ -414,13 +414,16 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
         """Store ``data`` under ``key`` (in the server the key names)."""
         self._request('set', (key.host, key.port), proto.PUT, [key.object_id], [data])
 
-    def status(self) -> dict[str, Any]:
-        """Statistics of this host's server (objects, memory, spills, clients)."""
+    def status(self) -> NodeStatus:
+        """Statistics of this host's server (objects, memory, spills, clients).
+
+        Raises:
+            ConnectorError: the server does not answer, or its reply is malformed.
+        """
         host, port = self._local_server()
         with self._errors('status', host, port):
             frame = self._client(host, port).request(proto.STATUS)
-        info: dict[str, Any] = frame.header
-        return info
+            return decode_status(frame.header)
 
 
 _CONNECTORS: weakref.WeakSet[NodeConnector] = weakref.WeakSet()

@@ -9,7 +9,6 @@ import ssl as _ssl
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from tether._serve import codes as proto
 from tether._serve import messages
@@ -150,36 +149,37 @@ class NodeServer:
         """The bound port."""
         return self.server.address[1]
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> messages.NodeStatus:
         """Statistics reported by ``tether node status``."""
         t = self.table
-        return {
-            'name': self.name,
-            'pid': os.getpid(),
-            'address': self.address,
-            'bind': self.bind,
-            'all_interfaces': self.bind in ALL_INTERFACES,
-            'tls': self.tls,
-            'port': self.port,
-            'objects': len(t),
-            'memory_used': t.memory_used,
-            'memory_limit': t.memory_limit,
-            'spilled_objects': t.spilled,
-            'disk_used': t.disk_used,
-            'spills': t.spills,
-            'spill_dir': str(t.spill_dir),
-            'inflight': self.memory.inflight,
-            'disk_inflight': self.memory.disk_inflight,
-            'frame_timeouts': self.server.frame_timeouts,
-            'pool_bytes': self.pool.size,
-            'pool_hits': self.pool.hits,
-            'clients': len(self.server.connections),
-            'refused': self.server.refused,
-            'requests': self.requests,
-            'peers': sorted(self.peers),
-            'metrics': None if self.metrics_endpoint is None else self.metrics_endpoint.address,
-            'uptime': time.time() - self.started,
-        }
+        endpoint = self.metrics_endpoint
+        return messages.NodeStatus(
+            name=self.name,
+            pid=os.getpid(),
+            address=self.address,
+            bind=self.bind,
+            all_interfaces=self.bind in ALL_INTERFACES,
+            tls=self.tls,
+            port=self.port,
+            objects=len(t),
+            memory_used=t.memory_used,
+            memory_limit=t.memory_limit,
+            spilled_objects=t.spilled,
+            disk_used=t.disk_used,
+            spills=t.spills,
+            spill_dir=str(t.spill_dir),
+            inflight=self.memory.inflight,
+            disk_inflight=self.memory.disk_inflight,
+            frame_timeouts=self.server.frame_timeouts,
+            pool_bytes=self.pool.size,
+            pool_hits=self.pool.hits,
+            clients=len(self.server.connections),
+            refused=self.server.refused,
+            requests=self.requests,
+            peers=sorted(self.peers),
+            metrics=None if endpoint is None else endpoint.address,
+            uptime=time.time() - self.started,
+        )
 
     async def _handle(self, conn: Connection, frame: Frame) -> Reply | None:
         if self.metrics is None:
@@ -208,7 +208,7 @@ class NodeServer:
         except ProtocolError as e:
             return error_reply('bad-request', str(e))
         if t == proto.STATUS:
-            return proto.OK, self.status(), ()
+            return proto.OK, self.status()._asdict(), ()
         if t == proto.SHUTDOWN:
             logger.info('node server %r: shutdown requested by %s', self.name, conn.peer)
             if self._stop is not None:

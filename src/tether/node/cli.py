@@ -209,21 +209,20 @@ def _status(name: str, run_dir: str | None, as_json: bool) -> None:
             'discovery file is stale, or the server is hung (see its log)',
         )
     if as_json:
-        click.echo(json.dumps(info, indent=2))
+        click.echo(json.dumps(info._asdict(), indent=2))
         return
-    bind = info.get('bind', '?')
-    where = 'every interface' if info.get('all_interfaces') else 'this interface only'
+    where = 'every interface' if info.all_interfaces else 'this interface only'
     click.echo(
-        f'node server {name!r}: pid {info["pid"]}, {info["address"]}:{info["port"]}, '
-        f'up {info["uptime"]:.0f} s\n'
-        f'  listens  {bind}:{info["port"]} ({where}), '
-        f'{"TLS" if info.get("tls") else "no TLS"}\n'
-        f'  objects  {info["objects"]} ({info["spilled_objects"]} spilled to disk)\n'
-        f'  memory   {format_size(info["memory_used"])} of {format_size(info["memory_limit"])}'
-        f' ({format_size(info.get("inflight", 0))} in flight)\n'
-        f'  disk     {format_size(info["disk_used"])}\n'
-        f'  clients  {info["clients"]} connected, {info["requests"]} requests, '
-        f'{info["refused"]} refused',
+        f'node server {name!r}: pid {info.pid}, {info.address}:{info.port}, '
+        f'up {info.uptime:.0f} s\n'
+        f'  listens  {info.bind}:{info.port} ({where}), '
+        f'{"TLS" if info.tls else "no TLS"}\n'
+        f'  objects  {info.objects} ({info.spilled_objects} spilled to disk)\n'
+        f'  memory   {format_size(info.memory_used)} of {format_size(info.memory_limit)}'
+        f' ({format_size(info.inflight)} in flight)\n'
+        f'  disk     {format_size(info.disk_used)}\n'
+        f'  clients  {info.clients} connected, {info.requests} requests, '
+        f'{info.refused} refused',
     )
 
 
