@@ -94,7 +94,15 @@ class _HttpListener(Listener):
 
 class _HttpTransport(Transport):
     def __init__(self, exchange: HttpExchange) -> None:
-        super().__init__(Codec(allow_pickle=exchange.allow_pickle, exchange=exchange))
+        by_store = exchange.threshold is not None and exchange._store_config is not None
+        super().__init__(
+            Codec(
+                allow_pickle=exchange.allow_pickle,
+                store_getter=exchange.store if by_store else None,
+                threshold=exchange.threshold,
+                exchange=exchange,
+            )
+        )
         self.exchange = exchange
         self._ids = itertools.count(1)
         self._slots: dict[int, _Slot] = {}
@@ -374,6 +382,11 @@ class HttpExchange(Exchange):
         timeout: Seconds to wait for the connection to open.
         allow_pickle: Accept pickled values in messages this process receives.
         clock: The clock of this process's handle timeouts.
+        store: Values larger than ``threshold`` bytes travel through this store, as a
+            reference in the message (``None``: every value goes inline, within the
+            server's ``max_message_bytes``). Every process gets its own store of the
+            same configuration (built there on first use).
+        threshold: Size in bytes above which values go through ``store``.
     """
 
     def __init__(
@@ -387,8 +400,13 @@ class HttpExchange(Exchange):
         timeout: float = 30.0,
         allow_pickle: bool = False,
         clock: Clock = SYSTEM_CLOCK,
+        store: Any = None,
+        threshold: int | None = 100_000,
     ) -> None:
         super().__init__(allow_pickle=allow_pickle, clock=clock)
+        self.threshold = threshold
+        self._store = store
+        self._store_config = store.config() if store is not None else None
         for http, ws in (('http://', 'ws://'), ('https://', 'wss://')):
             if url.startswith(http):
                 url = ws + url[len(http) :]
@@ -419,6 +437,17 @@ class HttpExchange(Exchange):
                 f'${self.token_env}'
             )
         return token
+
+    def store(self) -> Any:
+        """The store large values travel through (``None``: values go inline)."""
+        if self.threshold is None or self._store_config is None:
+            return None
+        if self._store is not None and not self._store.closed:
+            return self._store
+        from tether.store import get_or_create_store
+
+        self._store = get_or_create_store(self._store_config)
+        return self._store
 
     def key(self) -> str:
         # One transport per user and server: two users in one process stay apart.
@@ -463,6 +492,7 @@ class HttpExchange(Exchange):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state['_token_value'] = None
+        state['_store'] = None
         state['clock'] = SYSTEM_CLOCK
         return state
 
@@ -482,6 +512,9 @@ class HttpExchangeFactory(ExchangeFactory):
         token: The bearer token (this process only), else ``$token_env``.
         token_env: The variable agents in other processes read the token from.
         ca_file: Certificate (authority) to trust for ``wss://``.
+        store: Store that values above ``threshold`` bytes travel through (see
+            :class:`HttpExchange`).
+        threshold: Size in bytes above which values go through ``store``.
     """
 
     def __init__(  # noqa: PLR0917 - academy-py 1.0's signature
@@ -496,6 +529,8 @@ class HttpExchangeFactory(ExchangeFactory):
         token: str | None = None,
         token_env: str = DEFAULT_TOKEN_ENV,
         ca_file: str | Path | None = None,
+        store: Any = None,
+        threshold: int | None = 100_000,
     ) -> None:
         del client_timeout
         if auth_method is not None:
@@ -521,6 +556,8 @@ class HttpExchangeFactory(ExchangeFactory):
             ca_file=ca_file,
             verify=ssl_verify is not False,
             timeout=request_timeout_s,
+            store=store,
+            threshold=threshold,
         )
 
     def exchange(self) -> Exchange:
