@@ -8,51 +8,6 @@ from __future__ import annotations
 
 from tether._errors_data import ConfigError, TetherError
 
-__all__ = [
-    'ActionError',
-    'ActionTimeoutError',
-    'AgentConfigError',
-    'AgentCrashedError',
-    'AgentError',
-    'AgentLaunchError',
-    'AgentStateError',
-    'BehaviorDefinitionError',
-    'BenchError',
-    'EndpointDeletedError',
-    'EndpointError',
-    'ExecutableMethodError',
-    'FaasAuthenticationError',
-    'FaasBadRequestError',
-    'FaasConnectionError',
-    'FaasError',
-    'FaasNotFoundError',
-    'FaasPayloadTooLargeError',
-    'FaasRateLimitError',
-    'FunctionNotAllowedError',
-    'HammerError',
-    'HarnessError',
-    'KillSignalError',
-    'MailboxClosedError',
-    'MailboxLostError',
-    'MessageRejectedError',
-    'PeeringError',
-    'PluginNotFoundError',
-    'ServerStartError',
-    'SteerAuthenticationError',
-    'SteerError',
-    'SteerQueueError',
-    'SteerReplayError',
-    'SteerTimeoutError',
-    'TaskCancelledError',
-    'TaskDependencyError',
-    'TaskExecutionFailed',
-    'TaskPending',
-    'TaskTimeoutError',
-    'UnknownMailboxError',
-    'WorkerLostError',
-]
-
-
 # Agents (tether.agents, issue 11) -------------------------------------------------------
 
 

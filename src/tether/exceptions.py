@@ -119,7 +119,6 @@ Every message says what failed (the store, key or address) and, where it can, wh
 
 from __future__ import annotations
 
-from tether import _errors_data, _errors_services
 from tether._errors_data import (
     AlreadyOwnedError,
     AuthenticationError,
@@ -322,7 +321,6 @@ __all__ = [
 
 # The classes live in small private modules; they are tether.exceptions' own (pickles,
 # tracebacks and reprs name tether.exceptions.X).
-for _module in (_errors_data, _errors_services):
-    for _name in _module.__all__:
-        getattr(_module, _name).__module__ = __name__
-del _module, _name
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name
