@@ -190,6 +190,10 @@ def task_view(row: dict[str, Any]) -> dict[str, Any]:
         view['retries'] = header['retries']
     if 'block' in header:  # where it ran: Parsl block, host, batch job (SLURM_JOB_ID ...)
         view['block'] = header['block']
+    output = header.get('output')
+    if isinstance(output, dict):  # what it wrote (the endpoint's max_output_bytes of each)
+        view['stdout'] = str(output.get('stdout', ''))
+        view['stderr'] = str(output.get('stderr', ''))
     return view
 
 

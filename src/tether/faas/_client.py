@@ -456,7 +456,9 @@ class Client:
         return self._limit
 
     def get_task(self, task_id: str) -> dict[str, Any]:
-        """A task's status: ``status``, ``pending``, ``error``, ``timings`` ..."""
+        """A task's record: ``status``, ``pending``, ``error``, ``timings`` ... and, when the
+        finished task wrote to them, its ``stdout`` and ``stderr`` (the endpoint's
+        ``max_output_bytes`` of each: ``docs/faas.md``)."""
         data: dict[str, Any] = self._request(
             'GET', f'/v1/tasks/{task_id}', f'task {task_id}'
         ).json()

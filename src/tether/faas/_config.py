@@ -143,6 +143,10 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             service's ``max_payload_bytes``); a larger one fails the task with advice to
             return it by reference (a ``result_store``). The service's own limit applies
             too: the smaller one wins.
+        max_output_bytes: Bytes of a task's stdout, and of its stderr, kept and sent
+            back with its result (64 KiB; at most 128 KiB; 0: not captured): a longer
+            stream keeps its first and last halves around a ``[... N bytes cut ...]``
+            line.
         allowed_functions: Function ids this endpoint runs (``None``: every function of
             its owner). Others fail with
             :class:`~tether.exceptions.FunctionNotAllowedError`.
@@ -182,6 +186,7 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     max_retries: int = pydantic.Field(default=2, ge=0)
     worker_prefetch: int = pydantic.Field(default=1, ge=0)
     max_result_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
+    max_output_bytes: int = pydantic.Field(default=64 * 1024, ge=0, le=128 * 1024)
     allowed_functions: list[str] | None = None
     allowed_serializers: list[str] | None = None
     redis_url: str = 'redis://127.0.0.1:6379/0'

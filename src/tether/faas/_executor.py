@@ -530,6 +530,8 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
             if future is None or future.done():
                 continue  # a duplicate, or a future cancelled here
             future.timings = {**header.get('t', {}), 'client_received': received}
+            output = header.get('output')
+            future.output = output if isinstance(output, dict) else {}
             if header.get('status') == 'cancelled':  # cancelled elsewhere (Client.cancel)
                 cancel_local(future)
                 continue

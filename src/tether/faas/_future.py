@@ -23,13 +23,29 @@ class TaskFuture(concurrent.futures.Future[Any]):
             ``service_dispatched``, ``endpoint_received``, ``worker_start``,
             ``worker_end``, ``endpoint_sent``, ``service_result``,
             ``service_published``, ``service_sent``, ``client_received``.
+        output: What the task wrote, by stream (``'stdout'``, ``'stderr'``: only those
+            it wrote to), once it has finished: see :attr:`stdout`.
     """
 
     def __init__(self, task_id: str = '', executor: Executor | None = None) -> None:
         super().__init__()
         self.task_id = task_id
         self.timings: dict[str, float] = {}
+        self.output: dict[str, str] = {}
         self._executor = executor
+
+    @property
+    def stdout(self) -> str:
+        """What the task wrote to its standard output (``''``: nothing, or it has not
+        finished): at most the endpoint's ``max_output_bytes`` (64 KiB by default), a
+        longer output cut in its middle (``[... N bytes cut ...]``). Failed tasks have
+        theirs too."""
+        return self.output.get('stdout', '')
+
+    @property
+    def stderr(self) -> str:
+        """What the task wrote to its standard error, like :attr:`stdout`."""
+        return self.output.get('stderr', '')
 
     def cancel(self) -> bool:
         """Cancel the task: removed from its queue if it has not started, stopped on its

@@ -258,8 +258,8 @@ class ParslEngine(EngineBase):
         error = future.exception()
         payload = b''
         if error is None:
-            (task_id, status, ser, payload, err, start, end), where = future.result()
-            header = result_header(task_id, status, ser, err, start, end)
+            (task_id, status, ser, payload, err, start, end, out), where = future.result()
+            header = result_header(task_id, status, ser, err, start, end, out)
             header['block'] = where
         else:
             kind = type(error).__name__

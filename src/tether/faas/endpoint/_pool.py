@@ -203,7 +203,7 @@ class ProcessPoolEngine(EngineBase):
             if w.conn in ready:
                 try:
                     while w.conn.poll():
-                        task_id, status, ser, data, error, start, end = w.conn.recv()
+                        task_id, status, ser, data, error, start, end, out = w.conn.recv()
                         task = w.inflight.pop(task_id, None)
                         w.started = time.monotonic()  # the next one starts now
                         if not w.inflight:
@@ -211,7 +211,7 @@ class ProcessPoolEngine(EngineBase):
                         if task_id in w.skipping:
                             w.skipping.discard(task_id)  # cancelled: reported then
                             continue
-                        header = result_header(task_id, status, ser, error, start, end)
+                        header = result_header(task_id, status, ser, error, start, end, out)
                         if task is not None:
                             w.warm.add(task.function_id)
                             if task.retries:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    'Result',
     'TaskMessage',
     'max_result_bytes',
     'result_too_large',
@@ -30,7 +32,33 @@ TaskMessage = tuple[str, str, str, bytes | None, str, bytes, Any, Any]
 data_serializer, payload, result_store config or None, result_threshold or None)``."""
 
 
-def run_task(
+Result = tuple[str, str, str, bytes, dict[str, str] | None, float, float, dict[str, str] | None]
+"""``(task_id, status, serializer, payload, error, start, end, output)``: ``output`` has
+the task's ``stdout`` and ``stderr`` (only those it wrote to; ``None``: neither)."""
+
+
+def run_task(message: TaskMessage, functions: dict[str, Callable[..., Any]]) -> Result:
+    """Run one task, its stdout and stderr captured (:mod:`._output`)."""
+    global _capture
+    if _capture is None:
+        from tether.faas.endpoint._output import DEFAULT_MAX_OUTPUT, OutputCapture
+
+        limit = os.environ.get('TETHER_FAAS_MAX_OUTPUT_BYTES')
+        _capture = OutputCapture(DEFAULT_MAX_OUTPUT if limit is None else int(limit))
+    if threading.current_thread() is not threading.main_thread():
+        return (*_run_task(message, functions), None)  # descriptors are the process's
+    _capture.start()
+    try:
+        result = _run_task(message, functions)
+    finally:
+        output = _capture.stop()
+    return (*result, output)
+
+
+_capture: Any = None
+
+
+def _run_task(
     message: TaskMessage, functions: dict[str, Callable[..., Any]]
 ) -> tuple[str, str, str, bytes, dict[str, str] | None, float, float]:
     """Run one task; return ``(task_id, status, serializer, payload, error, start, end)``."""
@@ -150,7 +178,7 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
                     functions[message[1]] = load_function(message[2], message[3])
             now = time.time()
             error = {'type': 'TaskCancelledError', 'message': 'cancelled', 'traceback': ''}
-            reply: Any = (message[0], 'cancelled', message[4], b'', error, now, now)
+            reply: Any = (message[0], 'cancelled', message[4], b'', error, now, now, None)
         else:
             reply = run_task(message, functions)
         try:
@@ -162,9 +190,7 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
 _WARM: dict[str, Callable[..., Any]] = {}
 
 
-def run_parsl_task(
-    message: TaskMessage, timeout: float | None = None
-) -> tuple[str, str, str, bytes, dict[str, str] | None, float, float]:
+def run_parsl_task(message: TaskMessage, timeout: float | None = None) -> Result:
     """:func:`run_task` with this process's warm functions (the Parsl engine's app).
 
     With ``timeout``, a timer signal interrupts the function past it (Parsl cannot stop
@@ -191,7 +217,7 @@ def run_parsl_task(
     try:
         result = run_task(message, _WARM)
     except _Expired:  # between the function's end and the timer's reset
-        result = (message[0], 'failed', message[4], b'', None, 0.0, 0.0)
+        result = (message[0], 'failed', message[4], b'', None, 0.0, 0.0, None)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -203,7 +229,7 @@ def run_parsl_task(
             '(task_timeout): it was interrupted',
             'traceback': '',
         }
-        result = (result[0], 'failed', result[2], b'', error, result[5], result[6])
+        result = (result[0], 'failed', result[2], b'', error, result[5], result[6], result[7])
     return result
 
 

@@ -238,6 +238,7 @@ def create_engine(
         'TETHER_FAAS_REDIS_URL': config.redis_url,
         'TETHER_FAAS_ENDPOINT_ID': config.endpoint_id,
         'TETHER_FAAS_MAX_RESULT_BYTES': str(config.max_result_bytes),
+        'TETHER_FAAS_MAX_OUTPUT_BYTES': str(config.max_output_bytes),
         **(env or {}),
     }
     return _factory(config.engine)(config, on_handoff, on_result, workers_env)
@@ -259,8 +260,10 @@ def result_header(  # noqa: PLR0917
     error: dict[str, str] | None,
     start: float,
     end: float,
+    output: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The header of a result message (what :attr:`Engine.on_result` is told)."""
+    """The header of a result message (what :attr:`Engine.on_result` is told); ``output``:
+    the task's captured ``stdout`` and ``stderr``."""
     header: dict[str, Any] = {
         'task_id': task_id,
         'status': status,
@@ -269,6 +272,8 @@ def result_header(  # noqa: PLR0917
     }
     if error is not None:
         header['error'] = error
+    if output:
+        header['output'] = output
     return header
 
 
