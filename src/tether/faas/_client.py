@@ -24,6 +24,12 @@ from tether.exceptions import (
 )
 from tether.faas import _frames
 from tether.faas._batch import Batch, check_timeout
+from tether.faas._functions_env import (
+    SubmissionChecks,
+    check_environment_name,
+    function_meta,
+    wrap,
+)
 from tether.faas._http import locate, request_with_retry, split_urls
 from tether.faas._payload import pack_function, unpack_result
 from tether.faas._serde import code_serializer_of, data_serializer_of
@@ -130,6 +136,7 @@ class Client:
         self._task_group: str | None = None
         self._limit: int | None = None
         self._functions: dict[Any, str] = {}
+        self.environment_checks = SubmissionChecks(self.get_endpoint_status)
 
     def __repr__(self) -> str:
         return f'Client({self.service_url!r})'
@@ -178,12 +185,25 @@ class Client:
         function_name: str | None = None,
         *,
         function_serializer: str | None = None,
+        environment: str | None = None,
         **_: Any,
     ) -> str:
         """Register ``function``; return its id (a UUID string). The same function
-        registered again, here or by ``Executor.submit``, has the same id."""
+        registered again, here or by ``Executor.submit``, has the same id.
+
+        ``environment`` names the Python environment the function needs on the endpoint:
+        a name its ``[environments]`` table declares, or an absolute path of an
+        interpreter or virtual environment there (``None``: the endpoint's own). The
+        Python and tether versions serializing it are recorded with it, so that an
+        environment that cannot read it refuses it (``VersionMismatch``) instead of
+        losing workers; see ``docs/faas.md``.
+
+        Raises:
+            ConfigError: ``environment`` is neither a plain name nor an absolute path.
+        """
         method = function_serializer or self.function_serializer
-        body = pack_function(function, method)
+        meta = function_meta(check_environment_name(environment), method)
+        body = wrap(pack_function(function, method), meta)
         name = function_name or getattr(function, '__name__', 'function')
         frame = _frames.encode(_frames.FUNCTION, {'name': name, 'serializer': method}, [body])
         response = self._request(
@@ -193,17 +213,23 @@ class Client:
             content=frame,
             headers={'content-type': _frames.CONTENT_TYPE},
         )
-        return str(response.json()['function_id'])
+        function_id = str(response.json()['function_id'])
+        self.environment_checks.meta[function_id] = meta
+        return function_id
 
-    def function_id_for(self, function: Callable[..., Any]) -> str:
-        """The id of ``function``, registering it the first time (cached per client)."""
+    def function_id_for(self, function: Callable[..., Any], environment: str | None = None) -> str:
+        """The id of ``function`` (asking for ``environment``), registering it the first
+        time (cached per client)."""
         try:
-            key: Any = function
+            key: Any = function if environment is None else (function, environment)
             found = self._functions.get(key)
         except TypeError:  # unhashable callable
-            key, found = id(function), self._functions.get(id(function))
+            key = id(function) if environment is None else (id(function), environment)
+            found = self._functions.get(key)
         if found is None:
-            found = self._functions[key] = self.register_function(function)
+            found = self._functions[key] = self.register_function(
+                function, environment=environment
+            )
         return found
 
     def register_endpoint(self, name: str) -> tuple[str, str]:
@@ -429,7 +455,15 @@ class Client:
     def submit_raw(
         self, tasks: list[dict[str, Any]], payloads: Sequence[bytes], task_group_id: str
     ) -> dict[str, Any]:
-        """Send prepared tasks (used by the Executor)."""
+        """Send prepared tasks (used by the Executor).
+
+        Raises:
+            VersionMismatch: a task's function cannot be read by the environment it asks
+                for on its endpoint (as the endpoint reported it).
+        """
+        for fid, eid in {(t.get('function_id'), t.get('endpoint_id')) for t in tasks}:
+            if fid and eid:
+                self.environment_checks.check(str(fid), str(eid))
         for i, payload in enumerate(payloads):
             if len(payload) > self._payload_limit():
                 raise FaasPayloadTooLargeError(

@@ -18,6 +18,7 @@ import pydantic
 from tether._serve.metrics import MetricsOptions
 from tether._serve.state import pid_alive
 from tether.exceptions import ConfigError
+from tether.faas.endpoint._environments import EnvironmentConfig, check_names
 from tether.faas.endpoint.providers import ProviderConfig
 
 __all__ = [
@@ -172,6 +173,8 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             host.
         metrics: The ``[metrics]`` table: where this agent's Prometheus metrics are
             served (default: nowhere; see ``docs/observability.md``).
+        environments: The ``[environments.NAME]`` tables: Python environments that
+            functions may ask for by name (:mod:`tether.faas.endpoint._environments`).
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -196,6 +199,14 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     routing: Literal['warm', 'random'] = 'warm'
     provider: ProviderConfig | None = None
     metrics: MetricsOptions = pydantic.Field(default_factory=MetricsOptions)
+    environments: dict[str, EnvironmentConfig] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator('environments')
+    @classmethod
+    def _check_environments(
+        cls, value: dict[str, EnvironmentConfig]
+    ) -> dict[str, EnvironmentConfig]:
+        return check_names(value)
 
     @pydantic.model_validator(mode='before')
     @classmethod

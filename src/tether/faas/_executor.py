@@ -102,6 +102,7 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         resource_specification: Recorded and validated (a dict); see ``docs/porting.md``.
         user_endpoint_config: Recorded and validated (a dict); see ``docs/porting.md``.
         label: A label for this executor (in its ``repr``).
+        environment: The Python environment its functions ask for (``register_function``).
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Executor:
@@ -126,6 +127,7 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         resource_specification: dict[str, Any] | None = None,
         user_endpoint_config: dict[str, Any] | None = None,
         label: str = '',
+        environment: str | None = None,
     ) -> None:
         self._own_client = client is None
         self.clock = clock
@@ -135,6 +137,7 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         self.resource_specification = resource_specification
         self.user_endpoint_config = user_endpoint_config
         self.label = label
+        self.environment = environment
         self.endpoint_id = endpoint_id or self.client.dev_endpoint_id
         self.store = store
         self.proxy_threshold = proxy_threshold
@@ -199,6 +202,7 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         self._check_open()
         if self._endpoint_id is None:
             raise ConfigError(_NO_ENDPOINT)
+        self.client.environment_checks.check(function_id, self._endpoint_id)
         task_id = str(uuid.uuid4())
         args, kwargs, keys = self._proxy_args(tuple(args), dict(kwargs or {}))
         data_serializer = self._options.data_serializer

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether.faas._functions_env import check_environment_name
 from tether.faas._serde import ComputeSerializer
 from tether.faas._strategies import DillCodeSource, JSONData
 
@@ -47,6 +48,7 @@ class ExecutorOptions:
         self.client = client
         self.resource_specification: dict[str, Any] | None = None
         self.user_endpoint_config: dict[str, Any] | None = None
+        self.environment: str | None = None  # what functions registered here ask for
         self._functions: dict[Any, str] = {}
         self.set_serializer(serializer)
 
@@ -83,11 +85,17 @@ class ExecutorOptions:
             if method == self.client.function_serializer:
                 # The client's cache: a function it registered already is not registered
                 # again (that would need the service, which may be down for a while).
-                function_id = self.client.function_id_for(fn)
+                function_id = self.client.function_id_for(fn, self.environment)
             else:
-                function_id = self.client.register_function(fn, function_serializer=method)
+                function_id = self.client.register_function(
+                    fn, function_serializer=method, environment=self.environment
+                )
         self._functions[key] = str(function_id)
         return str(function_id)
+
+    def forget_functions(self) -> None:
+        """Register functions again on their next use (their environment changed)."""
+        self._functions.clear()
 
     def function_id(self, fn: Callable[..., Any]) -> str:
         """The id of ``fn``, registering it on first use."""
@@ -115,6 +123,19 @@ class ComputeOptions:
     @user_endpoint_config.setter
     def user_endpoint_config(self, value: dict[str, Any] | None) -> None:
         self._options.user_endpoint_config = check_dict(value, 'user_endpoint_config')
+
+    @property
+    def environment(self) -> str | None:
+        """The Python environment on the endpoint that functions registered from now on
+        ask for (settable; ``None``: the endpoint's own): see ``docs/faas.md``."""
+        return self._options.environment
+
+    @environment.setter
+    def environment(self, value: str | None) -> None:
+        value = check_environment_name(value)
+        if value != self._options.environment:
+            self._options.environment = value
+            self._options.forget_functions()
 
     @property
     def serializer(self) -> Any:

@@ -280,5 +280,6 @@ def _info(header: dict[str, Any]) -> dict[str, Any]:
         'pending',
         'allowed_functions',
         'warm',
+        'environments',
     )
     return {k: header[k] for k in keys if k in header}

@@ -5,7 +5,9 @@ endpoint's token; TLS when the URL is ``https``), says which tasks it still hold
 then:
 
 * receives batches of tasks, checks each against the allowlist, fetches (once) and caches
-  each function body, and gives the tasks to its engine;
+  each function body, checks that the environment the function asks for can read it
+  (:mod:`._environments`: refused with ``VersionMismatch`` or ``ConfigError`` before
+  anything runs), and gives the tasks to its engine;
 * reports tasks handed to workers (``ACK``: only then does the service acknowledge them
   to the broker);
 * sends results in batches and keeps each until the service confirms it stored it
@@ -34,7 +36,9 @@ from tether.exceptions import FaasAuthenticationError, FaasNotFoundError
 from tether.faas import _frames
 from tether.faas._allow import check_task
 from tether.faas._config import ComputeEndpointConfig
+from tether.faas._functions_env import open_envelope
 from tether.faas._http import error_from, split_urls, ws_url
+from tether.faas.endpoint._environments import Environments
 from tether.faas.endpoint._metrics import agent_metrics
 from tether.faas.endpoint._worker import result_too_large
 from tether.faas.endpoint.engine import (
@@ -82,6 +86,9 @@ class Agent:
         self._outbox: list[str] = []
         self._handed: list[str] = []
         self._functions: dict[str, tuple[str, bytes]] = {}
+        # The environment of each function (its key, or why it cannot run here).
+        self._function_envs: dict[str, str | Exception] = {}
+        self.environments = Environments(config.environments, config.engine)
         self._timings: dict[str, dict[str, float]] = {}
         self._flush_task: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
@@ -206,6 +213,7 @@ class Agent:
         else:
             self._engine.on_handoff = self._on_handoff
             self._engine.on_result = self._on_result
+        await asyncio.get_running_loop().run_in_executor(None, self.environments.probe_declared)
         await asyncio.get_running_loop().run_in_executor(None, self.engine.start)
         self.metrics.open()
         verify: bool | str = self.config.ca_file or True
@@ -307,6 +315,7 @@ class Agent:
     def _stats(self) -> dict[str, Any]:
         stats = self.engine.stats()
         stats['warm'] = len(stats.get('warm', {}))
+        stats['environments'] = self.environments.summary()
         return stats
 
     async def _heartbeat(self, ws: Any) -> None:
@@ -353,10 +362,12 @@ class Agent:
             stamps['endpoint_received'] = received
             refusal = self._refuse(message)
             function = None
+            environment = ''
             if refusal is None:
                 try:
                     function = await self._function(http, fid)
                     check_task(self.config, function[0], serializer)
+                    environment = await self._environment(fid)
                 except Exception as e:
                     refusal = {'type': type(e).__name__, 'message': str(e), 'traceback': ''}
             if self._cancelled and self._cancelled.pop(task_id, 0) is None:
@@ -381,6 +392,7 @@ class Agent:
                     result_store=store,
                     result_threshold=threshold,
                     timeout=timeout,
+                    environment=environment,
                 ),
             )
             self._timings[task_id] = stamps
@@ -415,5 +427,30 @@ class Agent:
             if response.status_code != 200:
                 raise error_from(response.status_code, response.content, f'function {fid}')
             serializer = response.headers.get('x-tether-serializer', 'pickle')
-            found = self._functions[fid] = (serializer, bytes(response.content))
+            meta, body = open_envelope(bytes(response.content))
+            found = self._functions[fid] = (serializer, body)
+            if meta is not None:
+                meta.setdefault('serializer', serializer)
+            self._function_envs[fid] = await self._check_environment(meta)
         return found
+
+    async def _environment(self, fid: str) -> str:
+        """The environment function ``fid`` runs in (checked when it was fetched)."""
+        found = self._function_envs.get(fid, '')
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    async def _check_environment(self, meta: dict[str, Any] | None) -> str | Exception:
+        """The environment a function's envelope asks for, or why it cannot run there."""
+        if meta is None:
+            return ''  # no envelope (an older client): the default, unchecked
+        envs = self.environments
+        try:
+            key = envs.key_of(meta)
+            if envs.must_probe(key):
+                await asyncio.get_running_loop().run_in_executor(None, envs.probe_path, key)
+            envs.check(meta, key)
+        except Exception as e:
+            return e
+        return key

@@ -13,7 +13,11 @@ sockets and pidfds at once:
   ``timeout``, is stopped by killing its worker, which a new one replaces (the worker's
   other tasks, not started, go back to the queue);
 * **elasticity**: workers are started while tasks wait and fewer than ``max_workers``
-  run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``.
+  run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``;
+* **environments**: a task whose function asks for another Python environment
+  (:mod:`._environments`) waits in that environment's queue and runs on workers started
+  with its interpreter: a pool of its own, with its own ``max_workers`` and
+  ``min_workers``, idle workers stopped the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ import threading
 import time
 from typing import Any
 
+from tether.exceptions import ConfigError
 from tether.faas._config import ComputeEndpointConfig
+from tether.faas.endpoint._environments import argv_of, worker_sys_path
 from tether.faas.endpoint.engine import (
     EngineBase,
     OnHandoff,
@@ -57,15 +63,36 @@ class _Worker:
     spawn and forkserver do. A pidfd signals the worker's death.
     """
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], environment: str = '', argv: list[str] | None = None
+    ) -> None:
         parent, child = socket.socketpair()
-        self.process = subprocess.Popen(
-            [sys.executable, '-m', 'tether.faas.endpoint._worker', str(child.fileno())],
-            pass_fds=[child.fileno()],
-            env={**os.environ, **env, 'TETHER_FAAS_SYS_PATH': json.dumps(sys.path)},
-            stdin=subprocess.DEVNULL,
-        )
-        child.close()
+        if environment:  # another interpreter: its own site-packages come first
+            env = {
+                **env,
+                'TETHER_FAAS_ENVIRONMENT': environment,
+                'TETHER_FAAS_SYS_PATH': json.dumps(worker_sys_path()),
+            }
+        else:
+            env = {**env, 'TETHER_FAAS_SYS_PATH': json.dumps(sys.path)}
+        self.environment = environment
+        try:
+            self.process = subprocess.Popen(
+                [
+                    *(argv or [sys.executable]),
+                    '-m',
+                    'tether.faas.endpoint._worker',
+                    str(child.fileno()),
+                ],
+                pass_fds=[child.fileno()],
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         self.conn = multiprocessing.connection.Connection(parent.detach())
         self.sentinel = os.pidfd_open(self.process.pid)
         # In the order the worker runs them: the first is running (since ``started``).
@@ -101,7 +128,8 @@ class ProcessPoolEngine(EngineBase):
         env: dict[str, str] | None = None,
     ) -> None:
         super().__init__(config, on_handoff, on_result, env)
-        self._pending: collections.deque[Task] = collections.deque()
+        # Waiting tasks by environment ('': the default one, always first).
+        self._queues: dict[str, collections.deque[Task]] = {'': collections.deque()}
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
         self._wake_r, self._wake_w = os.pipe()
@@ -115,12 +143,32 @@ class ProcessPoolEngine(EngineBase):
     def start(self) -> None:
         for _ in range(self.config.min_workers):
             self._spawn()
+        for name, env in self.config.environments.items():
+            for _ in range(env.min_workers):
+                self._spawn(name)
         self._thread.start()
 
     def submit(self, tasks: list[Task]) -> None:
         with self._lock:
-            self._pending.extend(tasks)
+            for task in tasks:
+                self._queue(task.environment).append(task)
         self._wake()
+
+    def _queue(self, environment: str) -> collections.deque[Task]:
+        """The waiting tasks of ``environment`` (created on first use; under the lock)."""
+        found = self._queues.get(environment)
+        if found is None:
+            found = self._queues[environment] = collections.deque()
+        return found
+
+    def _limits(self, environment: str) -> tuple[int, int]:
+        """``(min_workers, max_workers)`` of ``environment``'s pool."""
+        if not environment:
+            return self.config.min_workers, self.config.max_workers
+        env = self.config.environments.get(environment)
+        if env is None:  # an interpreter named by its path
+            return 0, self.config.max_workers
+        return env.min_workers, env.max_workers or self.config.max_workers
 
     def cancel(self, task_ids: list[str]) -> None:
         with self._lock:
@@ -140,7 +188,7 @@ class ProcessPoolEngine(EngineBase):
             return {
                 'workers': len(self._workers),
                 'idle': sum(1 for w in self._workers if not w.inflight),
-                'pending': len(self._pending),
+                'pending': sum(len(q) for q in self._queues.values()),
                 'warm': warm,
             }
 
@@ -157,8 +205,12 @@ class ProcessPoolEngine(EngineBase):
 
     # Manager thread --------------------------------------------------------------------
 
-    def _spawn(self) -> _Worker:
-        worker = _Worker(self.env)
+    def _spawn(self, environment: str = '') -> _Worker:
+        if environment:
+            argv = argv_of(environment, self.config.environments)
+            worker = _Worker(self.env, environment, argv)
+        else:
+            worker = _Worker(self.env)
         with self._lock:
             self._workers.append(worker)
         self.started_workers += 1
@@ -259,7 +311,7 @@ class ProcessPoolEngine(EngineBase):
             else:
                 again.append(task)
         with self._lock:
-            self._pending.extendleft(reversed(again))
+            self._queue(worker.environment).extendleft(reversed(again))
 
     # Cancellation and time limits ----------------------------------------------------
 
@@ -288,9 +340,12 @@ class ProcessPoolEngine(EngineBase):
                 return
             ids = set(self._cancels)
             self._cancels.clear()
-            dropped = [t for t in self._pending if t.task_id in ids]
-            if dropped:
-                self._pending = collections.deque(t for t in self._pending if t.task_id not in ids)
+            dropped = []
+            for env, queue in self._queues.items():
+                gone = [t for t in queue if t.task_id in ids]
+                if gone:
+                    dropped += gone
+                    self._queues[env] = collections.deque(t for t in queue if t.task_id not in ids)
         for task in dropped:
             self._report(task, 'cancelled', cancelled_error())
         for w in list(self._workers):
@@ -342,25 +397,37 @@ class ProcessPoolEngine(EngineBase):
         self._report(tasks[0], status, error)
         again = [t for t in tasks[1:] if t.task_id not in worker.skipping]
         with self._lock:
-            self._pending.extendleft(reversed(again))
+            self._queue(worker.environment).extendleft(reversed(again))
         logger.info('task %s %s: its worker %s was stopped', tasks[0].task_id, status, worker.pid)
         if not self._stopping:
-            self._spawn()
+            self._spawn_or_fail(worker.environment)
 
     def _dispatch(self) -> None:
-        capacity = 1 + self.config.worker_prefetch
         handed: list[str] = []
+        for environment in list(self._queues):
+            self._dispatch_queue(environment, handed)
+        if handed:
+            self.on_handoff(handed)
+
+    def _dispatch_queue(self, environment: str, handed: list[str]) -> None:
+        """Hand ``environment``'s waiting tasks to its workers with room."""
+        capacity = 1 + self.config.worker_prefetch
         while True:
             with self._lock:
-                if not self._pending:
+                pending = self._queues[environment]
+                if not pending:
                     break
-                task = self._pending[0]
-                free = [w for w in self._workers if not w.dead and len(w.inflight) < capacity]
+                task = pending[0]
+                free = [
+                    w
+                    for w in self._workers
+                    if w.environment == environment and not w.dead and len(w.inflight) < capacity
+                ]
                 if not free:
                     break
                 warm = [w for w in free if task.function_id in w.warm]
                 worker = min(warm or free, key=lambda w: len(w.inflight))
-                self._pending.popleft()
+                pending.popleft()
             cold = task.function_id not in worker.warm
             if cold:
                 self.cold_starts += 1
@@ -379,7 +446,7 @@ class ProcessPoolEngine(EngineBase):
             except (OSError, ValueError):
                 worker.dead = True
                 with self._lock:
-                    self._pending.appendleft(task)
+                    self._queues[environment].appendleft(task)
                 continue
             if not worker.inflight:
                 worker.started = time.monotonic()
@@ -387,22 +454,49 @@ class ProcessPoolEngine(EngineBase):
             worker.warm.add(task.function_id)
             if task.attempts == 0:
                 handed.append(task.task_id)
-        if handed:
-            self.on_handoff(handed)
 
     def _scale(self) -> None:
+        for environment in list(self._queues):
+            self._scale_pool(environment)
+
+    def _scale_pool(self, environment: str) -> None:
+        """Start workers of ``environment`` while its tasks wait (up to its
+        ``max_workers``); stop those idle past ``idle_timeout_s`` (down to its
+        ``min_workers``)."""
         capacity = 1 + self.config.worker_prefetch
+        low, high = self._limits(environment)
         with self._lock:
-            pending = len(self._pending)
-            n = len(self._workers)
-            room = sum(capacity - len(w.inflight) for w in self._workers)
-        if pending > room and n < self.config.max_workers:
-            want = min(self.config.max_workers - n, math.ceil((pending - room) / capacity))
+            pending = len(self._queues[environment])
+            mine = [w for w in self._workers if w.environment == environment]
+            room = sum(capacity - len(w.inflight) for w in mine)
+        n = len(mine)
+        if pending > room and n < high:
+            want = min(high - n, math.ceil((pending - room) / capacity))
             for _ in range(want):
-                self._spawn()
+                if self._spawn_or_fail(environment) is None:
+                    return
         now = time.monotonic()
-        for w in list(self._workers):
-            if len(self._workers) <= self.config.min_workers:
+        for w in mine:
+            if n <= low:
                 break
             if not w.inflight and now - w.idle_since > self.config.idle_timeout_s and not pending:
                 self._retire(w)
+                n -= 1
+
+    def _spawn_or_fail(self, environment: str) -> _Worker | None:
+        """A new worker of ``environment``; if its interpreter cannot be started, its
+        waiting tasks fail with the reason (rather than waiting for ever)."""
+        if not environment:
+            return self._spawn()
+        try:
+            return self._spawn(environment)
+        except (ConfigError, OSError) as e:
+            with self._lock:
+                failed = list(self._queues[environment])
+                self._queues[environment].clear()
+            message = f'the workers of environment {environment!r} cannot start: {e}'
+            logger.error('%s (%d task(s) fail)', message, len(failed))
+            error = {'type': 'tether.exceptions.ConfigError', 'message': message, 'traceback': ''}
+            for task in failed:
+                self._report(task, 'failed', error)
+            return None

@@ -88,10 +88,29 @@ def _run_task(
     except BaseException as e:
         error = {
             'type': f'{type(e).__module__}.{type(e).__qualname__}'.removeprefix('builtins.'),
-            'message': _clip(str(e), head=True),
+            'message': _clip(_import_hint(e) or str(e), head=True),
             'traceback': _clip(traceback.format_exc(), head=False),
         }
         return task_id, 'failed', dser, b'', error, start, time.time()
+
+
+def _import_hint(error: BaseException) -> str | None:
+    """For a module that does not import here (raised, or the cause of a function that
+    does not unpickle): which module, in which environment, and what to do."""
+    import sys
+
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ImportError):
+        cause = cause.__cause__
+    if cause is None:
+        return None
+    module = getattr(cause, 'name', None) or 'a module'
+    where = os.environ.get('TETHER_FAAS_ENVIRONMENT') or 'default'
+    return (
+        f'{error}: module {module!r} cannot be imported in environment {where!r} '
+        f'({sys.executable}, Python {sys.version.split()[0]}): install it there, or '
+        'register the function with environment= naming one that has it'
+    )
 
 
 DEFAULT_MAX_RESULT = 10 * 2**20
@@ -239,7 +258,11 @@ def _extend_sys_path() -> None:
     import json
     import sys
 
-    for entry in reversed(json.loads(os.environ.get('TETHER_FAAS_SYS_PATH', '[]'))):
+    entries = json.loads(os.environ.get('TETHER_FAAS_SYS_PATH', '[]'))
+    if os.environ.get('TETHER_FAAS_ENVIRONMENT'):  # another environment: its own first
+        sys.path.extend(e for e in entries if e not in sys.path)
+        return
+    for entry in reversed(entries):
         if entry not in sys.path:
             sys.path.insert(0, entry)
 

@@ -71,6 +71,9 @@ class Task:
     # Each time a worker running the task was lost: {'reason', 'exit_code', 'at'}. The
     # result's header carries it (the task's record says why it ran more than once).
     retries: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # The Python environment to run it in ('': the endpoint's own interpreter; else a
+    # name of the endpoint's [environments] table or an interpreter's absolute path).
+    environment: str = ''
 
 
 OnHandoff = Callable[[list[str]], None]

@@ -1,0 +1,321 @@
+"""Per-function Python environments: a second virtual environment with a package the
+default one lacks, a command template, interpreters named by path, and functions refused
+before they run when their environment cannot read them (another Python, an older
+tether, an unknown name, a missing interpreter)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+import sysconfig
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.faas.conftest import AgentThread, new_user, result_of, wait_for
+from tether.exceptions import ConfigError, TaskExecutionFailed
+from tether.faas import Client, EndpointConfig, Executor
+from tether.faas._functions_env import check_readable, open_envelope
+from tether.faas._server import ServiceThread
+from tether.faas._version import VersionMismatch
+from tether.faas.endpoint._environments import Environments, probe
+from tether.faas.endpoint._pool import ProcessPoolEngine
+from tether.faas.endpoint.engine import make_task, task_value
+
+PACKAGE = 'tether_envtest_pkg'
+
+
+def uses_package() -> tuple[str, str]:
+    """Needs the package only the second environment has."""
+    import tether_envtest_pkg  # type: ignore[import-not-found]
+
+    return str(tether_envtest_pkg.VALUE), sys.executable
+
+
+def where_am_i() -> tuple[str, str | None]:
+    return sys.executable, os.environ.get('TETHER_ENVTEST_MARK')
+
+
+def touch(path: str) -> str:
+    pathlib.Path(path).write_text('ran')
+    return path
+
+
+@pytest.fixture(scope='session')
+def second_venv(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A virtual environment (no network) that has tether (this checkout's environment,
+    added by a ``.pth`` file) and a package the default environment lacks."""
+    root = tmp_path_factory.mktemp('envs')
+    venv = root / 'second'
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(venv)], check=True)
+    package = root / 'extra' / PACKAGE
+    package.mkdir(parents=True)
+    (package / '__init__.py').write_text("VALUE = 'from the second environment'\n")
+    python = venv / 'bin' / 'python'
+    purelib = subprocess.run(
+        [str(python), '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()['purelib']  # tether and its dependencies
+    (pathlib.Path(purelib) / 'tether_envtest.pth').write_text(
+        f'{root / "extra"}\nimport site; site.addsitedir({ours!r})\n'
+    )
+    return venv
+
+
+def fake_interpreter(
+    directory: pathlib.Path, python: pathlib.Path, reports: dict[str, str]
+) -> pathlib.Path:
+    """An interpreter that runs ``python`` but, asked for its versions (the endpoint's
+    probe, ``-c``), reports ``reports`` instead (another Python, another tether)."""
+    edits = ' '.join(f'-e \'s/"{k}": "[^"]*"/"{k}": "{v}"/\'' for k, v in reports.items())
+    script = directory / f'python-{uuid.uuid4().hex[:6]}'
+    script.write_text(
+        '#!/bin/sh\n'
+        f'if [ "$1" = "-c" ]; then "{python}" "$@" | sed {edits}; exit 0; fi\n'
+        f'exec "{python}" "$@"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.fixture
+def endpoint_with(
+    prod_service: ServiceThread, start_endpoint: Callable[..., AgentThread]
+) -> Callable[..., tuple[AgentThread, Client]]:
+    """An endpoint of a new user with ``environments``, and that user's client."""
+    clients: list[Client] = []
+
+    def make(**options: Any) -> tuple[AgentThread, Client]:
+        user, token = new_user(prod_service)
+        ep = start_endpoint(prod_service, user, **options)
+        client = Client(prod_service.url, token)
+        clients.append(client)
+        return ep, client
+
+    yield make  # type: ignore[misc]
+    for client in clients:
+        client.close()
+
+
+def test_function_runs_in_the_environment_it_names(
+    second_venv: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
+) -> None:
+    ep, client = endpoint_with(environments={'extra': {'python': str(second_venv)}})
+    eid = ep.config.endpoint_id
+    with Executor(eid, client=client, environment='extra') as ex:
+        value, executable = ex.submit(uses_package).result(60)
+    assert value == 'from the second environment'
+    assert executable == str(second_venv / 'bin' / 'python')
+    with Executor(eid, client=client) as ex:  # the default environment, unchanged
+        assert ex.submit(where_am_i).result(60)[0] == sys.executable
+        with pytest.raises(TaskExecutionFailed) as info:
+            ex.submit(uses_package).result(60)
+    message = str(info.value)
+    assert info.value.remote_type == 'ModuleNotFoundError'
+    assert f"module '{PACKAGE}'" in message
+    assert "environment 'default'" in message
+    # What each environment reported, as the service keeps it.
+    reported = client.get_endpoint_metadata(eid)['environments']
+    assert set(reported) == {'default', 'extra'}
+    assert reported['extra']['python'] == '.'.join(map(str, sys.version_info[:3]))
+    assert 'pickle' in reported['extra']['serializers']
+
+
+def test_one_function_in_two_environments_has_two_ids(
+    second_venv: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
+) -> None:
+    _, client = endpoint_with(environments={'extra': {'python': str(second_venv)}})
+    default = client.register_function(uses_package)
+    extra = client.register_function(uses_package, environment='extra')
+    assert default != extra
+    assert client.register_function(uses_package, environment='extra') == extra
+    with pytest.raises(ConfigError, match='neither a name'):
+        client.register_function(uses_package, environment='no spaces allowed')
+
+
+def test_interpreter_named_by_path_and_command_template(
+    second_venv: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
+) -> None:
+    python = second_venv / 'bin' / 'python'
+    # No container runtime on this machine: `env` stands in for `apptainer exec {image}`.
+    template = {'command': 'env TETHER_ENVTEST_MARK={image} {python}', 'image': 'boxed'}
+    ep, client = endpoint_with(environments={'boxed': {**template, 'python': str(python)}})
+    eid = ep.config.endpoint_id
+    with Executor(eid, client=client, environment='boxed') as ex:
+        assert ex.submit(where_am_i).result(60) == (str(python), 'boxed')
+        ex.environment = str(second_venv)  # a path: probed when first asked for
+        assert ex.submit(uses_package).result(60)[1] == str(python)
+    reported = client.get_endpoint_metadata(eid)['environments']
+    assert str(second_venv) in reported
+
+
+def test_unknown_environment_refused_at_submission_and_at_the_endpoint(
+    endpoint_with: Callable[..., tuple[AgentThread, Client]],
+) -> None:
+    ep, client = endpoint_with()
+    eid = ep.config.endpoint_id
+    with (
+        Executor(eid, client=client, environment='gpu') as ex,
+        pytest.raises(ConfigError, match=f"endpoint {eid} has no environment 'gpu'"),
+    ):
+        ex.submit(where_am_i)
+    fid = client.register_function(where_am_i, environment='gpu')
+    # A client that did not register it cannot check it: the endpoint refuses it.
+    with Client(client.service_url, client.token) as other:
+        tid = other.run(fid, eid)
+        with pytest.raises(TaskExecutionFailed, match="no environment 'gpu'") as info:
+            result_of(other, tid)
+    assert info.value.remote_type == 'ConfigError'
+
+
+@pytest.mark.parametrize(
+    ('reports', 'expected'),
+    [
+        ({'python': '3.99.0'}, 'serialized by Python 3'),
+        ({'tether': '0.0.1'}, 'has tether 0.0.1, older than'),
+    ],
+)
+def test_environment_that_cannot_read_the_function_refuses_it_before_it_runs(
+    second_venv: pathlib.Path,
+    endpoint_with: Callable[..., tuple[AgentThread, Client]],
+    tmp_path: pathlib.Path,
+    reports: dict[str, str],
+    expected: str,
+) -> None:
+    fake = fake_interpreter(tmp_path, second_venv / 'bin' / 'python', reports)
+    ep, client = endpoint_with(environments={'old': {'python': str(fake)}})
+    eid = ep.config.endpoint_id
+    marker = tmp_path / 'ran'
+    with (
+        Executor(eid, client=client, environment='old') as ex,
+        pytest.raises(VersionMismatch, match=expected),
+    ):
+        ex.submit(touch, str(marker))
+    fid = client.register_function(touch, environment='old')
+    with Client(client.service_url, client.token) as other:  # unchecked here: the endpoint
+        tid = other.run(fid, eid, str(marker))
+        with pytest.raises(TaskExecutionFailed, match=expected) as info:
+            result_of(other, tid)
+    assert info.value.remote_type == 'VersionMismatch'
+    assert not marker.exists()
+    assert ep.agent.engine.stats()['workers'] == 0  # no worker was started for it
+
+
+def test_missing_interpreter_is_reported_and_refused(
+    tmp_path: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
+) -> None:
+    missing = tmp_path / 'nowhere' / 'bin' / 'python'
+    ep, client = endpoint_with(environments={'gone': {'python': str(missing)}})
+    eid = ep.config.endpoint_id
+    assert 'is not a Python interpreter' in ep.agent.environments.summary()['gone']['error']
+    with (
+        Executor(eid, client=client, environment='gone') as ex,
+        pytest.raises(ConfigError, match='is not a Python interpreter'),
+    ):
+        ex.submit(where_am_i)
+
+
+def test_environment_without_tether_is_reported(tmp_path: pathlib.Path) -> None:
+    bare = tmp_path / 'bare'
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(bare)], check=True)
+    info = probe(str(bare), {})
+    assert info['python'] == '.'.join(map(str, sys.version_info[:3]))
+    assert 'cannot import tether' in info['error']
+    assert 'install tether there' in info['error']
+
+
+@pytest.mark.parametrize(
+    ('table', 'message'),
+    [
+        ({'python': 'bin/python'}, 'must be an absolute path'),
+        ({}, 'set python'),
+        ({'command': 'apptainer exec {image}', 'image': 'x.sif'}, 'must contain {python}'),
+        ({'command': 'apptainer exec {image} {python}'}, 'image is not set'),
+        ({'command': 'run {python} {other}'}, 'not a valid template'),
+        ({'python': '/usr/bin/python3', 'min_workers': 3, 'max_workers': 1}, 'min_workers'),
+        ({'python': '/usr/bin/python3', 'pyhton': 'x'}, 'not a setting here'),
+    ],
+)
+def test_environment_tables_are_validated(
+    tmp_path: pathlib.Path, table: dict[str, Any], message: str
+) -> None:
+    import tomli_w
+
+    path = tmp_path / 'config.toml'
+    data = {'name': 'ep', 'endpoint_id': 'x', 'service_url': 'http://127.0.0.1:1'}
+    path.write_text(tomli_w.dumps({**data, 'environments': {'env': table}}))
+    with pytest.raises(ConfigError, match=message):
+        EndpointConfig.from_toml(path)
+    path.write_text(tomli_w.dumps({**data, 'environments': {'default': {'python': '/x'}}}))
+    with pytest.raises(ConfigError, match='the default one'):
+        EndpointConfig.from_toml(path)
+
+
+def test_parsl_engine_refuses_other_environments() -> None:
+    envs = Environments({}, 'parsl')
+    envs.probe_declared()
+    assert envs.summary() == {}
+    assert envs.key_of({'environment': None}) == ''
+    with pytest.raises(ConfigError, match='needs engine "process" or "managers"'):
+        envs.key_of({'environment': 'gpu'})
+
+
+def test_version_rules() -> None:
+    info = {'python': '3.11.2', 'tether': '0.1.0', 'serializers': ['json', 'source', 'tether']}
+    check_readable({'python': '3.11.9', 'tether': '0.1.5', 'serializer': 'source'}, info, 'e')
+    with pytest.raises(VersionMismatch, match=r'same Python MAJOR\.MINOR'):
+        check_readable({'python': '3.12.0', 'serializer': 'pickle'}, info, 'e')
+    check_readable({'python': '3.12.0', 'serializer': 'source'}, info, 'e')  # source: any
+    with pytest.raises(ConfigError, match='install cloudpickle there'):
+        check_readable({'python': '3.11.0', 'serializer': 'pickle'}, info, 'e')
+    with pytest.raises(VersionMismatch, match=r'older than the 0\.2'):
+        check_readable({'tether': '0.2.0-dev', 'serializer': 'source'}, info, 'e')
+    assert open_envelope(b'\x80plain pickle') == (None, b'\x80plain pickle')
+
+
+def test_pool_keeps_a_bounded_pool_per_environment(second_venv: pathlib.Path) -> None:
+    config = EndpointConfig(
+        name='ep',
+        endpoint_id='e',
+        service_url='http://127.0.0.1:1',
+        max_workers=2,
+        idle_timeout_s=0.5,
+        worker_prefetch=0,
+        environments={'extra': {'python': str(second_venv), 'max_workers': 1}},
+    )
+    results: dict[str, Any] = {}
+    engine = ProcessPoolEngine(
+        config, lambda ids: None, lambda h, p: results.update({h['task_id']: (h, p)})
+    )
+    engine.start()
+    try:
+        extra = [make_task(where_am_i) for _ in range(3)]
+        for task in extra:
+            task.environment = 'extra'
+        default = [make_task(where_am_i) for _ in range(2)]
+        peak: list[int] = []
+
+        def extra_workers() -> int:
+            n = sum(1 for w in list(engine._workers) if w.environment == 'extra')
+            peak.append(n)
+            return n
+
+        engine.submit(extra + default)
+        wait_for(lambda: extra_workers() >= 0 and len(results) == 5, 60, 'five results')
+        python = str(second_venv / 'bin' / 'python')
+        for task in extra:
+            assert task_value(*results[task.task_id])[0] == python
+        for task in default:
+            assert task_value(*results[task.task_id])[0] == sys.executable
+        assert max(peak) <= 1
+        wait_for(lambda: extra_workers() == 0, 60, 'the idle worker of extra to stop')
+    finally:
+        engine.stop()
