@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import socket
 import uuid
 
 import pytest
 
-from tether.connectors.redis import RedisConnector
+from tether.connectors.redis import RedisConnector, RedisKey
 from tether.exceptions import ConnectorError
 from tether.serialize import BYTES_HEAD, direct_target, serialize
 from tether.testing import RedisServer
@@ -138,3 +139,90 @@ def test_replies_are_matched_by_count_and_a_connection_out_of_step_is_dropped(
         assert len(pool._idle) == 1  # a request read whole goes back to the pool
     finally:
         c.close(clear=True)
+
+
+def test_a_get_is_one_command_and_a_value_in_chunks_one_more() -> None:
+    import redis
+
+    with RedisServer() as server, redis.Redis(server.host, server.port) as watcher:
+        c = RedisConnector(server.host, server.port, prefix='one:', chunk_size=1000)
+        try:
+            small, chunked = c.put(b's' * 100), c.put(os.urandom(3500))
+            watcher.config_resetstat()
+            for _ in range(5):
+                assert bytes(c.get(small) or b'') == b's' * 100
+            stats = watcher.info('commandstats')
+            assert stats['cmdstat_get']['calls'] == 5
+            assert 'cmdstat_lrange' not in stats  # (it used to go with every GET)
+            assert c.get(c.new_key()) is None
+            value = c.get(chunked)
+            assert value is not None
+            assert len(value) == 3500
+            stats = watcher.info('commandstats')
+            assert stats['cmdstat_lrange']['calls'] == 1
+        finally:
+            c.close(clear=True)
+
+
+def _silent_server() -> socket.socket:
+    # Listens and never accepts: the kernel completes each connection, and nothing ever
+    # answers (nor reads).
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(16)
+    return listener
+
+
+@pytest.mark.parametrize('retries', [0, 1])
+def test_a_server_that_never_answers_is_a_timeout_not_a_hang(retries: int) -> None:
+    with _silent_server() as listener:
+        port = listener.getsockname()[1]
+        c = RedisConnector('127.0.0.1', port, socket_timeout=0.2, retries=retries)
+        try:
+            with pytest.raises(ConnectorError, match='timed out reading a reply'):
+                c.get(RedisKey('x'))
+            with pytest.raises(ConnectorError, match='unreachable during put'):
+                c.put(b'x')
+            # Nothing reads: a value larger than the socket buffers times out sending.
+            with pytest.raises(ConnectorError, match='timed out sending a request'):
+                c.put(bytes(64 << 20))
+        finally:
+            c.close()
+
+
+def test_own_connections_block_in_the_kernel_with_kernel_timeouts(
+    redis_connector: RedisConnector,
+) -> None:
+    # (settimeout would make CPython poll before every send and receive)
+    import struct
+
+    key = redis_connector.put(b'x')
+    pool = redis_connector._router.pool_for(key.redis_key)
+    conn = pool.get()
+    try:
+        assert conn.sock.gettimeout() is None
+        raw = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
+        seconds, micros = struct.unpack('ll', raw)
+        assert seconds + micros / 1e6 == pytest.approx(redis_connector.socket_timeout)
+    finally:
+        pool.release(conn)
+
+
+def test_a_pooled_connection_with_bytes_waiting_is_never_lent(
+    redis_connector: RedisConnector,
+) -> None:
+    import select
+
+    from tether.connectors._redis_conn import send_all
+
+    key = redis_connector.put(b'mine')
+    pool = redis_connector._router.pool_for(key.redis_key)
+    stale = pool.get()
+    send_all(stale.sock, [b'*1\r\n$4\r\nPING\r\n'], None)  # a reply nobody will read
+    assert select.select([stale.sock], [], [], 10)[0]  # (it has arrived)
+    pool.release(stale)
+    conn = pool.get()
+    assert conn is not stale
+    assert stale.sock.fileno() == -1
+    pool.release(conn)
+    assert bytes(redis_connector.get(key) or b'') == b'mine'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -136,10 +137,12 @@ def test_redis_connection_with_an_unread_reply_is_never_reused() -> None:
         conn = pool.get()
         name = first.redis_key.encode()
         send_all(conn.sock, [b'*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n' % (len(name), name)], None)
+        # Once the stale reply has arrived, the pool never lends the connection (bytes
+        # waiting); the connector itself releases a connection only after reading every
+        # reply it asked for (a GET is one command: a reply still in flight would not be
+        # told apart from its own).
+        assert select.select([conn.sock], [], [], 10)[0]
         pool.release(conn)
-        # Depending on whether the stale reply has arrived when the pool lends the
-        # connection, the pool reconnects or our check sees the reply out of step: either
-        # way, never another request's data.
         try:
             got: Any = connector.get(second)
         except ConnectorError as e:

@@ -112,7 +112,7 @@ def split(parts: Sequence[BytesLike], count: int) -> Iterator[list[memoryview]]:
 def _recv_into(sock: Any, view: memoryview, redis: Any) -> int:
     try:
         n: int = sock.recv_into(view)
-    except TimeoutError as e:
+    except (TimeoutError, BlockingIOError) as e:  # (BlockingIOError: SO_RCVTIMEO)
         raise redis.TimeoutError(f'timed out reading a reply: {e}') from e
     except OSError as e:
         raise redis.ConnectionError(f'error reading a reply: {e}') from e
@@ -176,17 +176,24 @@ class ReplyReader:
             self._end += _recv_into(self._sock, self._view[self._end :], self._redis)
 
     def _into(self, view: memoryview) -> None:
-        have = min(self._end - self._start, view.nbytes)
-        view[:have] = self._view[self._start : self._start + have]
-        self._start += have
+        start = self._start
+        have = min(self._end - start, view.nbytes)
+        view[:have] = self._view[start : start + have]
+        self._start = start + have
         got = have
         while got < view.nbytes:
             got += _recv_into(self._sock, view[got:], self._redis)
 
     def _crlf(self) -> None:
-        end = bytearray(2)
-        self._into(memoryview(end))
-        if end != b'\r\n':
+        start = self._start
+        if self._end - start >= 2:  # (usually read with the value)
+            ok = self._buf[start] == 13 and self._buf[start + 1] == 10
+            self._start = start + 2
+        else:
+            end = bytearray(2)
+            self._into(memoryview(end))
+            ok = end == b'\r\n'
+        if not ok:
             raise self._redis.ConnectionError('bulk reply not followed by CRLF')
 
     def _header(self, what: str) -> tuple[bytes, int | Exception | None]:
@@ -217,10 +224,15 @@ class ReplyReader:
             return size
         if marker != b'$':
             raise self._redis.ConnectionError('expected a bulk string reply, got an array')
-        value = _Value(self, decode, size)
-        value.read(size, 0)
+        if decode and size >= BYTES_HEAD:
+            value = _Value(self, decode, size)
+            value.read(size, 0)
+            self._crlf()
+            return value.finish()
+        out = new_buffer(size)  # (the common case, without a _Value)
+        self._into(out)
         self._crlf()
-        return value.finish()
+        return out
 
     def simple(self) -> bytes | int | Exception | None:
         """Read a small reply (status, integer, error or short bulk string)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from tether.connectors._redis_conn import RawPool, send_all
@@ -29,7 +30,7 @@ from tether.connectors._redis_io import Packer, ReplyReader
 from tether.connectors._redis_route import Router, redirect
 from tether.exceptions import ConnectorError
 
-__all__ = ['Requester']
+__all__ = ['Errors', 'Requester']
 
 _R = TypeVar('_R')
 # Request ids: unique per process (with its pid), so per connection.
@@ -56,6 +57,8 @@ class Requester:
         """One request about key ``name`` to the server that holds it, following a
         cluster's redirections (``MOVED``: the slot map is read again; ``ASK``: the
         named shard is asked once, after ``ASKING``)."""
+        if not self.cluster:  # (one server: no redirections)
+            return self.round_trip(self.router.pool_for(name), packer, read)
         redis = self.redis
         pool = self.router.pool_for(name)
         asking = False
@@ -102,8 +105,9 @@ class Requester:
         timeout, an interrupt mid-send) drops it.
         """
         redis = self.redis
-        head = b'*1\r\n$6\r\nASKING\r\n' if asking else b''
-        command = [head, *packer.finish()] if asking else packer.finish()
+        command = packer.finish()
+        if asking:
+            command = [b'*1\r\n$6\r\nASKING\r\n', *command]
         expected = packer.commands + (1 if asking else 0)
         attempts = 1 if self.cluster else self.retries + 1
         for attempt in range(attempts):
@@ -209,6 +213,53 @@ class Requester:
                 f'{expected} commands, or bytes left over (the connection was out of '
                 'step); it was dropped and nothing was returned',
             )
+
+
+class Errors:
+    """A context that raises redis-py's errors as :class:`~tether.exceptions.ConnectorError`
+    saying what failed (a class, not a generator: it wraps every request).
+
+    Args:
+        redis: The ``redis`` module.
+        label: How the message names the server (``Redis at host:port``).
+        what: The operation (``get``, ``put`` ...).
+        retries: The retries made before giving up, for the message.
+    """
+
+    __slots__ = ('label', 'redis', 'retries', 'what')
+
+    def __init__(self, redis: Any, label: str, what: str, retries: int) -> None:
+        self.redis = redis
+        self.label = label
+        self.what = what
+        self.retries = retries
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if e is None:
+            return
+        redis, label, what = self.redis, self.label, self.what
+        if isinstance(e, redis.AuthenticationError):
+            raise ConnectorError(
+                f'{label} refused the credentials during {what}: {e}. '
+                'Check the username and password',
+            ) from e
+        if isinstance(e, redis.ConnectionError | redis.TimeoutError):
+            raise ConnectorError(
+                f'{label} unreachable during {what} after {self.retries} retries: {e}. '
+                'Is the server running?',
+            ) from e
+        if isinstance(e, redis.RedisError):
+            raise ConnectorError(f'{label} failed during {what}: {e}') from e
+        if isinstance(e, OSError):
+            raise ConnectorError(f'I/O error talking to {label} ({what}): {e}') from e
 
 
 def _retry_in_cluster(reply: Any, redis: Any) -> bool:

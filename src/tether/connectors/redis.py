@@ -38,7 +38,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
@@ -49,13 +48,13 @@ from tether.connectors._redis_auth import (
 )
 from tether.connectors._redis_conn import RawPool
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, raise_first, split
-from tether.connectors._redis_request import Requester
+from tether.connectors._redis_request import Errors, Requester
 from tether.connectors._redis_route import Router
 from tether.connectors._util import glob_escape, new_id, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.connectors.redis_client import import_redis, make_client
-from tether.exceptions import ConfigError, ConnectorClosedError, ConnectorError
+from tether.exceptions import ConfigError, ConnectorClosedError
 from tether.serialize import BytesLike, deserialize
 
 __all__ = ['RedisConnector', 'RedisConnectorConfig', 'RedisKey']
@@ -283,31 +282,10 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             options['ssl'] = True
         return cls(**(options | kwargs))
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def _errors(self, what: str) -> Errors:
         if self._closed:
             raise ConnectorClosedError(f'{self!r} is closed')
-        redis = self._redis_mod
-        try:
-            yield
-        except redis.AuthenticationError as e:
-            raise ConnectorError(
-                f'Redis at {self.hostname}:{self.port} refused the credentials during '
-                f'{what}: {e}. Check the username and password',
-            ) from e
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            raise ConnectorError(
-                f'Redis at {self.hostname}:{self.port} unreachable during {what} after '
-                f'{self.retries} retries: {e}. Is the server running?',
-            ) from e
-        except redis.RedisError as e:
-            raise ConnectorError(
-                f'Redis at {self.hostname}:{self.port} failed during {what}: {e}',
-            ) from e
-        except OSError as e:
-            raise ConnectorError(
-                f'I/O error talking to Redis at {self.hostname}:{self.port} ({what}): {e}',
-            ) from e
+        return Errors(self._redis_mod, f'Redis at {self.hostname}:{self.port}', what, self.retries)
 
     def close(self, clear: bool | None = None) -> None:
         """Disconnect the pool; delete this prefix's keys first if ``clear``.
@@ -401,28 +379,30 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         return super().get_object(key, decode, own_format)
 
     def _get_direct(self, name: str, *, decode: bool = False) -> Any:
-        # GET and LRANGE (for a value stored in chunks) in one round trip, each reply
-        # read straight from the socket into one preallocated buffer. One of the two
-        # answers WRONGTYPE, cheaply.
-        packer = Packer()
-        packer.command(b'GET', name)
-        packer.command(b'LRANGE', name, b'0', b'-1')
+        # One GET, its reply read straight from the socket into one preallocated buffer.
+        # A value stored in chunks is a list: GET answers WRONGTYPE and the chunks are
+        # read with LRANGE, one round trip more for values over chunk_size only. (A key
+        # that changed type in between is asked once more; then WRONGTYPE is raised.)
+        value: Any = None
+        for i in range(3):
+            packer = Packer()
+            if i % 2:
+                packer.command(b'LRANGE', name, b'0', b'-1')
+            else:
+                packer.command(b'GET', name)
 
-        def read(reader: ReplyReader) -> memoryview | Decoded | None:
-            value = reader.bulk(decode=decode)
-            chunks = reader.array_joined(decode=decode)
-            # Each command sees the key at its own moment: whichever found the value
-            # answers (a value written or evicted between them reads as present or
-            # missing, as it was at one of those moments).
-            if isinstance(value, memoryview | Decoded):
+            def read(reader: ReplyReader, chunks: bool = bool(i % 2)) -> Any:
+                value = (
+                    reader.array_joined(decode=decode) if chunks else reader.bulk(decode=decode)
+                )
+                if isinstance(value, Exception) and not str(value).startswith('WRONGTYPE'):
+                    raise value  # (a cluster's redirection is followed by request)
                 return value
-            if isinstance(chunks, memoryview | Decoded):
-                return chunks
-            if isinstance(value, Exception) and isinstance(chunks, Exception):
-                raise value  # neither a string nor a list: WRONGTYPE (or a redirection)
-            return None
 
-        return self._raw.request(name, packer, read)
+            value = self._raw.request(name, packer, read)
+            if not isinstance(value, Exception):
+                return value
+        raise value  # neither a string nor a list
 
     def get_batch(self, keys: Sequence[RedisKey]) -> list[BytesLike | None]:
         """Return the bytes under each key: one round trip per server (in parallel on a
