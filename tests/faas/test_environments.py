@@ -319,3 +319,27 @@ def test_pool_keeps_a_bounded_pool_per_environment(second_venv: pathlib.Path) ->
         wait_for(lambda: extra_workers() == 0, 60, 'the idle worker of extra to stop')
     finally:
         engine.stop()
+
+
+def test_the_example_of_the_docs_is_valid(tmp_path: pathlib.Path) -> None:
+    import re
+
+    page = pathlib.Path(__file__).resolve().parents[2] / 'docs' / 'faas.md'
+    blocks = re.findall(r'^```toml\n(.*?)^```', page.read_text(), re.MULTILINE | re.DOTALL)
+    (example,) = [b for b in blocks if '[environments.' in b]
+    path = tmp_path / 'config.toml'
+    head = 'name = "ep"\nendpoint_id = "x"\nservice_url = "http://127.0.0.1:1"\n'
+    path.write_text(head + example)
+    config = EndpointConfig.from_toml(path)
+    assert set(config.environments) == {'ml', 'gpu'}
+    gpu = config.environments['gpu']
+    assert gpu.image == '/images/pytorch.sif'
+    from tether.faas.endpoint._environments import argv_of
+
+    assert argv_of('gpu', config.environments) == [
+        'apptainer',
+        'exec',
+        '--nv',
+        '/images/pytorch.sif',
+        'python3',
+    ]
