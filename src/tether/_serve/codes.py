@@ -41,6 +41,7 @@ __all__ = [
     'ID',
     'OBJECT_TYPES',
     'OK',
+    'OP_NAMES',
     'PEERS',
     'PUT',
     'SHUTDOWN',
@@ -62,6 +63,15 @@ WARM_UP = FIRST_APP_TYPE + 17
 CHANNEL = FIRST_APP_TYPE + 18
 WARM_UP_MAX = 64 << 20
 OBJECT_TYPES = frozenset({PUT, GET, EXISTS, EVICT})
+OP_NAMES = {
+    PUT: 'put',
+    GET: 'get',
+    EXISTS: 'exists',
+    EVICT: 'evict',
+    STATUS: 'status',
+    SHUTDOWN: 'shutdown',
+}
+"""The operation each node request is counted as in a server's metrics."""
 
 ID = re.compile(r'[A-Za-z0-9_-]{1,128}')
 """What an object id is made of (see :func:`valid_id`)."""

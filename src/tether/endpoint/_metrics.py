@@ -15,23 +15,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tether._serve import codes as proto
-from tether._serve.metrics import MetricsEndpoint, ServerMetrics, payload_bytes, start_endpoint
+from tether._serve.metrics import Served, ServerMetrics, payload_bytes
 
 if TYPE_CHECKING:
     from tether.endpoint._server import Endpoint
 
 __all__ = ['EndpointMetrics']
 
-_OPS = {
-    proto.PUT: 'put',
-    proto.GET: 'get',
-    proto.EXISTS: 'exists',
-    proto.EVICT: 'evict',
-    proto.STATUS: 'status',
-    proto.SHUTDOWN: 'shutdown',
-    proto.PEERS: 'peers',
-    proto.CHANNEL: 'channel',
-}
+_OPS = {**proto.OP_NAMES, proto.PEERS: 'peers', proto.CHANNEL: 'channel'}
 
 
 def _piped(ep: Endpoint) -> dict[tuple[str, ...], float]:
@@ -46,16 +37,16 @@ def _by_path(ep: Endpoint, field: str | None) -> dict[tuple[str, ...], float]:
     return {(path,): n for path, n in out.items()}
 
 
-class EndpointMetrics:
+class EndpointMetrics(Served):
     """An endpoint's metrics and their HTTP endpoint (both ``None`` when off)."""
 
     def __init__(self, ep: Endpoint) -> None:
-        self.metrics = _server_metrics(ep) if ep.config.metrics.enabled else None
-        self.endpoint: MetricsEndpoint | None = None
-        self._options = ep.config.metrics
+        options = ep.config.metrics
+        super().__init__(_server_metrics(ep) if options.enabled else None, options)
 
-    def observed(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """``handler`` recording each client request (itself, when metrics are off)."""
+    def observed_sync(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """A synchronous ``handler`` (which may answer later) recording each client
+        request (``handler`` itself when metrics are off)."""
         m = self.metrics
         if m is None:
             return handler
@@ -77,20 +68,6 @@ class EndpointMetrics:
             return reply
 
         return handle
-
-    def open(self) -> None:
-        """Start the HTTP endpoint, if configured."""
-        self.endpoint = start_endpoint(self.metrics, self._options)
-
-    def close(self) -> None:
-        """Stop the HTTP endpoint."""
-        if self.endpoint is not None:
-            self.endpoint.close()
-            self.endpoint = None
-
-    def address(self) -> tuple[str, int] | None:
-        """Where the metrics are served (``None``: nowhere)."""
-        return None if self.endpoint is None else self.endpoint.address
 
 
 def _server_metrics(ep: Endpoint) -> ServerMetrics:

@@ -98,7 +98,7 @@ class Endpoint(Lifecycle):
         self.memory = EndpointMemory(self.table, self.pool)
         self.metrics = EndpointMetrics(self)
         self.clients = Server(
-            self.metrics.observed(self._handle_client),
+            self.metrics.observed_sync(self._handle_client),
             host=config.host,
             port=config.port,
             secret=config.client_token(home),

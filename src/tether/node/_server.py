@@ -32,14 +32,7 @@ __all__ = ['NodeServer']
 logger = logging.getLogger(__name__)
 
 _OBJECT_TYPES = proto.OBJECT_TYPES
-_OP_NAMES = {
-    proto.PUT: 'put',
-    proto.GET: 'get',
-    proto.EXISTS: 'exists',
-    proto.EVICT: 'evict',
-    proto.STATUS: 'status',
-    proto.SHUTDOWN: 'shutdown',
-}
+_OP_NAMES = proto.OP_NAMES
 
 
 class NodeServer:
