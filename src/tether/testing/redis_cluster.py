@@ -30,9 +30,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from types import TracebackType
-from typing import Self
 
+from tether._closing import StartStopContext
 from tether.exceptions import ServerStartError
 from tether.testing.servers import LOOPBACK, RedisServer, free_port
 
@@ -67,7 +66,7 @@ def command(port: int, *args: str, host: str = LOOPBACK, timeout: float = 5.0) -
     return data.decode().strip()
 
 
-class RedisClusterServers:
+class RedisClusterServers(StartStopContext):
     """A Redis Cluster on loopback (see the module's documentation).
 
     Args:
@@ -157,18 +156,6 @@ class RedisClusterServers:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # The cluster's state --------------------------------------------------------------
 

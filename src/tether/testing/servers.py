@@ -28,9 +28,9 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import IO, Any, Literal, Self
+from typing import IO, Any, Literal
 
+from tether._closing import StartStopContext
 from tether.exceptions import ServerStartError
 
 __all__ = [
@@ -64,7 +64,7 @@ def port_open(port: int, host: str = LOOPBACK, timeout: float = 1.0) -> bool:
         return False
 
 
-class ServerProcess:
+class ServerProcess(StartStopContext):
     """A server program of the test's own, listening on a loopback port.
 
     The program runs in a process group of its own, so :meth:`stop` kills it together
@@ -179,18 +179,6 @@ class ServerProcess:
         size = self._output.tell()
         self._output.seek(max(0, size - _TAIL))
         return self._output.read().decode(errors='replace')
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 class RedisServer(ServerProcess):
