@@ -17,6 +17,7 @@ __all__ = ['cli', 'main']
 _SUBCOMMANDS: dict[str, str] = {
     'agents': 'tether.agents.cli:agents',
     'bench': 'tether.bench.run.cli:bench',
+    'dashboard': 'tether.dashboard.cli:dashboard',
     'demo': 'tether.demo:demo_command',
     'endpoint': 'tether.endpoint.cli:endpoint',
     'faas': 'tether.faas.cli:faas',
