@@ -31,6 +31,10 @@ __all__ = ['Decoded', 'Packer', 'ReplyReader', 'raise_first', 'split']
 # are sent from the caller's memory.
 _INLINE_MAX = 16 * 1024
 _BUFFER = 64 * 1024
+# The first read of a request's replies takes at most this much into the reader's buffer:
+# a small reply whole, and no more than this of a large value to copy from there (the
+# rest is read straight into the value's own buffer).
+_FIRST = 16 * 1024
 
 
 class Packer:
@@ -57,9 +61,12 @@ class Packer:
 
     def command(self, *args: bytes | str) -> None:
         """Append a command whose arguments are all small."""
-        self.array(len(args))
+        self.commands += 1
+        small = self._small  # (in place: one call per command, not one per argument)
+        small += b'*%d\r\n' % len(args)
         for arg in args:
-            self.arg(arg)
+            data = arg.encode() if isinstance(arg, str) else arg
+            small += b'$%d\r\n%s\r\n' % (len(data), data)
 
     def bulk(self, pieces: Sequence[memoryview]) -> None:
         """Append one bulk-string argument made of ``pieces``, sent without joining."""
@@ -173,7 +180,8 @@ class ReplyReader:
                 self._start, self._end = 0, pending
             if self._end == _BUFFER:
                 raise self._redis.ConnectionError('reply line longer than 64 KB')
-            self._end += _recv_into(self._sock, self._view[self._end :], self._redis)
+            view = self._view[self._end :] if self._end else self._view[:_FIRST]
+            self._end += _recv_into(self._sock, view, self._redis)
 
     def _into(self, view: memoryview) -> None:
         start = self._start
@@ -229,10 +237,12 @@ class ReplyReader:
             value.read(size, 0)
             self._crlf()
             return value.finish()
-        out = new_buffer(size)  # (the common case, without a _Value)
+        # (the common case, without a _Value: the value and its CRLF read together)
+        out = new_buffer(size + 2)
         self._into(out)
-        self._crlf()
-        return out
+        if out[size] != 13 or out[size + 1] != 10:
+            raise self._redis.ConnectionError('bulk reply not followed by CRLF')
+        return out[:size]
 
     def simple(self) -> bytes | int | Exception | None:
         """Read a small reply (status, integer, error or short bulk string)."""

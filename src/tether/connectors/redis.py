@@ -34,6 +34,7 @@ connector works again without being rebuilt.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import urllib.parse
@@ -50,7 +51,7 @@ from tether.connectors._redis_conn import RawPool
 from tether.connectors._redis_io import Decoded, Packer, ReplyReader, raise_first, split
 from tether.connectors._redis_request import Errors, Requester
 from tether.connectors._redis_route import Router
-from tether.connectors._util import glob_escape, new_id, total_size
+from tether.connectors._util import glob_escape, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.connectors.redis_client import import_redis, make_client
@@ -324,8 +325,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         if self.cluster:
             # A hash tag: the key, its chunks' temporary key and its readiness token
             # share one slot (the scripts and renames that use them together need it).
-            return RedisKey(f'{self.prefix}{{{new_id()}}}')
-        return RedisKey(f'{self.prefix}{new_id()}')
+            return RedisKey(f'{self.prefix}{{{os.urandom(16).hex()}}}')
+        return RedisKey(f'{self.prefix}{os.urandom(16).hex()}')  # (as new_id, no UUID)
 
     def evict(self, key: RedisKey) -> None:
         """Delete the object under ``key`` (and its readiness token, see :meth:`wait`)."""
