@@ -9,14 +9,13 @@ named ``.tmp-*`` and removed by :meth:`FileConnector.close` with ``clear=True`` 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from tether.connectors._keyed import KeyedWrites
-from tether.connectors._util import new_id
+from tether.connectors._util import new_id, write_and_replace
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike
@@ -144,21 +143,8 @@ class FileConnector(KeyedWrites[FileKey]):
         tmp = os.path.join(self.store_dir, f'{_TMP_PREFIX}{key.filename}.{new_id()[:12]}')
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            write_and_replace(fd, tmp, final, parts)
         except OSError as e:
-            raise self._missing_dir(e) from e
-        try:
-            try:
-                for part in parts:
-                    view = memoryview(part).cast('B')
-                    while view.nbytes:
-                        n = os.write(fd, view)
-                        view = view[n:]
-            finally:
-                os.close(fd)
-            os.replace(tmp, final)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
             raise self._missing_dir(e) from e
 
 

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
-from tether.connectors._util import new_id, total_size
+from tether.connectors._util import new_id, total_size, write_and_replace
 from tether.connectors.base import Decode, lent_object
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
@@ -207,7 +207,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
             done: Future[None] = Future()
             done.set_result(None)
             return key, done
-        finish = self._begin_pooled(key, ident, parts)
+        finish = self._pooled(_shm_pool.begin_write, key, ident, parts)
         try:
             future = _writer().submit(finish)
         except RuntimeError:  # the interpreter is shutting down: no new threads
@@ -373,7 +373,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
     def _write(self, key: SharedMemoryKey, parts: Sequence[BytesLike]) -> None:
         ident = _shm_pool.key_id(key.name)
         if ident is not None:
-            self._write_pooled(key, ident, parts)
+            self._pooled(_shm_pool.write, key, ident, parts)
             return
         final = self._path(key)
         tmp = f'{final}{_TMP}'
@@ -383,59 +383,35 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         except OSError as e:
             raise ConnectorError(f'cannot create shared memory {key.name!r}: {e}') from e
         try:
-            try:
-                # write() rather than a copy into a mapping: the kernel allocates the
-                # segment's pages as it copies, instead of one page fault per 4 KB page
-                # (10 MB: about 5 ms against 9-10 ms on a VM).
-                for part in parts:
-                    view = memoryview(part).cast('B')
-                    while view.nbytes:
-                        view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            os.replace(tmp, final)
+            write_and_replace(fd, tmp, final, parts)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise ConnectorError(
-                f'cannot write {size} bytes to shared memory {key.name!r}: {e} '
-                f'(is {SHM_DIR} full?)',
-            ) from e
+            raise _write_error(key, size, e) from e
 
-    def _begin_pooled(
-        self, key: SharedMemoryKey, ident: bytes, parts: Sequence[BytesLike]
-    ) -> Callable[[], None]:
+    def _pooled(
+        self,
+        write: Callable[[str, str, bytes, Sequence[BytesLike]], R],
+        key: SharedMemoryKey,
+        ident: bytes,
+        parts: Sequence[BytesLike],
+    ) -> R:
+        """``write`` (:func:`_shm_pool.write` or ``begin_write``) into the pool's segment."""
         path = self._path(key)
         try:
             try:
-                return _shm_pool.begin_write(path, self._pool, ident, parts)
-            except OSError as e:
-                if not _shm_pool.is_full(e) or not _shm_pool.drain(self._pool):
-                    raise
-                return _shm_pool.begin_write(path, self._pool, ident, parts)
-        except OSError as e:
-            raise ConnectorError(
-                f'cannot write {total_size(parts)} bytes to shared memory {key.name!r}: '
-                f'{e} (is {SHM_DIR} full?)',
-            ) from e
-
-    def _write_pooled(
-        self, key: SharedMemoryKey, ident: bytes, parts: Sequence[BytesLike]
-    ) -> None:
-        path = self._path(key)
-        try:
-            try:
-                _shm_pool.write(path, self._pool, ident, parts)
+                return write(path, self._pool, ident, parts)
             except OSError as e:
                 # Free segments kept for reuse may be what fills /dev/shm: drop, retry.
                 if not _shm_pool.is_full(e) or not _shm_pool.drain(self._pool):
                     raise
-                _shm_pool.write(path, self._pool, ident, parts)
+                return write(path, self._pool, ident, parts)
         except OSError as e:
-            raise ConnectorError(
-                f'cannot write {total_size(parts)} bytes to shared memory {key.name!r}: '
-                f'{e} (is {SHM_DIR} full?)',
-            ) from e
+            raise _write_error(key, total_size(parts), e) from e
+
+
+def _write_error(key: SharedMemoryKey, size: int, e: OSError) -> ConnectorError:
+    return ConnectorError(
+        f'cannot write {size} bytes to shared memory {key.name!r}: {e} (is {SHM_DIR} full?)'
+    )
 
 
 def _immutable(parts: Sequence[BytesLike]) -> bool:
