@@ -136,7 +136,10 @@ class Client:
         self._task_group: str | None = None
         self._limit: int | None = None
         self._functions: dict[Any, str] = {}
-        self.environment_checks = SubmissionChecks(self.get_endpoint_status)
+        # One request, not retried: a check never holds a submission up.
+        self.environment_checks = SubmissionChecks(
+            lambda eid: self._http.get(f'/v1/endpoints/{eid}').raise_for_status().json()
+        )
 
     def __repr__(self) -> str:
         return f'Client({self.service_url!r})'

@@ -160,9 +160,10 @@ class SubmissionChecks:
     endpoint that reported its environments, is refused here (before it is sent) when the
     environment it asks for is unknown there or cannot read it.
 
-    ``endpoint_info(endpoint_id)`` returns what the service knows of an endpoint
-    (``Client.get_endpoint_status``); it is asked once per endpoint, again when a check
-    fails on what it said more than ``stale_s`` seconds ago.
+    ``endpoint_info(endpoint_id)`` returns what the service knows of an endpoint (the
+    answer of ``GET /v1/endpoints/{id}``); it is asked once per endpoint, again when a
+    check fails on what it said more than ``stale_s`` seconds ago. When it cannot be
+    asked, nothing is checked here (the endpoint checks).
     """
 
     def __init__(self, endpoint_info: Any, stale_s: float = 5.0) -> None:

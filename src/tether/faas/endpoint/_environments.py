@@ -52,6 +52,7 @@ __all__ = [
 MAX_ENVIRONMENTS = 16
 """Most environments (declared ones and paths named by functions) an endpoint runs."""
 
+_MAX_ERROR = 2000  # characters of an environment's error the service is told
 _PROBE_TIMEOUT = 120.0  # a container runtime may pull or unpack its image first
 
 # Run by the environment's interpreter: what it can read. Printed on a line of its own
@@ -309,10 +310,13 @@ class Environments:
     def summary(self) -> dict[str, dict[str, Any]]:
         """What each environment reported (``default`` for ``''``), for the service."""
         keys = ('python', 'tether', 'serializers', 'error')
-        return {
-            (name or DEFAULT): {k: info[k] for k in keys if k in info}
-            for name, info in self.infos.items()
-        }
+        summary = {}
+        for name, info in self.infos.items():
+            entry = {k: info[k] for k in keys if k in info}
+            if 'error' in entry:  # an interpreter's output: kept short
+                entry['error'] = str(entry['error'])[:_MAX_ERROR]
+            summary[name or DEFAULT] = entry
+        return summary
 
     def key_of(self, meta: dict[str, Any]) -> str:
         """The environment a function's envelope asks for (``''``: the default).
