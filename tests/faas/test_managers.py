@@ -75,7 +75,7 @@ def routed(engines: list[ManagersEngine], routing: str, seed: int) -> dict[str, 
     engine._managers[1].warm.add(PID)
     engine.submit([make_task(_faas_tasks.pid), make_task(_faas_tasks.square, 2)])
     return {
-        engine._where[t].pool._pending[0].function_id: m.index for t, m in engine._where.items()
+        m.held[t].function_id: m.index for t, m in engine._where.items()
     }
 
 

@@ -11,16 +11,22 @@ with most room (a cold start there: a manager never idles while tasks wait). Wit
 ``routing = "random"``, each task goes to a manager with room chosen at random (the
 baseline of the funcX paper's figure on warming-aware routing).
 
-Here the managers run on the endpoint's host (``managers`` pools of ``max_workers``
-workers); each is a :class:`~tether.faas.endpoint._pool.ProcessPoolEngine`, whose own
-hand-off prefers a worker where the function is warm.
+Without a ``[provider]`` the managers run on the endpoint's host (``managers`` pools of
+``max_workers`` workers); each is a :class:`~tether.faas.endpoint._pool.ProcessPoolEngine`,
+whose own hand-off prefers a worker where the function is warm. With a ``[provider]``
+(Slurm, PBS Pro, ... or local) the managers run in its blocks, one per node, and connect
+back to the endpoint; blocks are asked for while tasks wait and end once idle
+(:mod:`._blocks`), and the tasks of a manager that goes away run again elsewhere, up to
+``max_retries`` times, then fail with ``WorkerLostError``.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import random
 import threading
+import time
 from typing import Any
 
 from tether.faas._config import ComputeEndpointConfig
@@ -43,11 +49,12 @@ _MAX_SKIPS = 64
 class _Manager:
     """One manager as the router sees it: its pool, the tasks it holds, its warmth."""
 
-    def __init__(self, index: int, pool: ProcessPoolEngine, capacity: int) -> None:
+    def __init__(self, index: int, pool: Any, capacity: int) -> None:
         self.index = index
+        # A ProcessPoolEngine on this host, or a RemotePool (a manager in a block).
         self.pool = pool
         self.capacity = capacity
-        self.held: set[str] = set()
+        self.held: dict[str, Task] = {}
         # Functions routed here (warm from the moment the first one arrives) and what
         # the manager advertises (its workers' warm functions).
         self.warm: set[str] = set()
@@ -87,17 +94,26 @@ class ManagersEngine(EngineBase):
         self._lookahead = lookahead
         self._random = random.Random(seed)
         self._where: dict[str, _Manager] = {}
+        self._managers: list[_Manager] = []
+        self._blocks: Any = None
+        if config.provider is not None:
+            from tether.faas.endpoint._blocks import BlockManagers, Callbacks
+
+            self._blocks = BlockManagers(
+                config,
+                self.env,
+                Callbacks(self._joined, self._left, self._idle, self._handed, self._remote_result),
+            )
+            return
         pool_config = config.model_copy(
             update={'min_workers': config.max_workers, 'engine': 'process'}
         )
-        self._managers = [
-            _Manager(
-                i,
-                ProcessPoolEngine(pool_config, self._handed, self._result_of(i), self.env),
-                config.max_workers + config.worker_prefetch,
+        for i in range(config.managers):
+            manager = _Manager(i, None, config.max_workers + config.worker_prefetch)
+            manager.pool = ProcessPoolEngine(
+                pool_config, self._handed, self._result_of(manager), self.env
             )
-            for i in range(config.managers)
-        ]
+            self._managers.append(manager)
 
     @property
     def cold_starts(self) -> int:
@@ -107,22 +123,103 @@ class ManagersEngine(EngineBase):
     def _handed(self, task_ids: list[str]) -> None:
         self.on_handoff(task_ids)  # the callback of now (the agent may replace it)
 
-    def _result_of(self, index: int) -> OnResult:
-        manager = None
-
+    def _result_of(self, manager: _Manager) -> OnResult:
         def on_result(header: dict[str, Any], payload: bytes) -> None:
-            nonlocal manager
-            manager = manager or self._managers[index]
             task_id = str(header.get('task_id'))
             with self._lock:
-                manager.held.discard(task_id)
+                manager.held.pop(task_id, None)
                 self._where.pop(task_id, None)
             self.on_result(header, payload)
             self._dispatch()
 
         return on_result
 
+    # Managers in blocks (see _blocks) ---------------------------------------------------
+
+    def _remote_result(self, pool: Any, header: dict[str, Any], payload: bytes) -> None:
+        manager = next((m for m in list(self._managers) if m.pool is pool), None)
+        if manager is None:
+            return  # a manager already given up: its tasks were queued again
+        self._result_of(manager)(header, payload)
+
+    def _joined(self, pool: Any) -> None:
+        with self._lock:
+            index = max((m.index for m in self._managers), default=-1) + 1
+            self._managers.append(_Manager(index, pool, pool.capacity))
+        self._dispatch()
+
+    def _left(self, pool: Any) -> None:
+        """A manager's link closed: its tasks run again elsewhere, or fail."""
+        with self._lock:
+            manager = next((m for m in self._managers if m.pool is pool), None)
+            if manager is None:
+                return
+            self._managers.remove(manager)
+            lost = list(manager.held.values())
+            for task in lost:
+                self._where.pop(task.task_id, None)
+        where = ', '.join(f'{k}={v}' for k, v in sorted(pool.block.items()))
+        again: list[Task] = []
+        for task in lost:
+            task.attempts += 1
+            task.retries.append(
+                {
+                    'reason': f'ManagerLost: the manager at {where} went away',
+                    'exit_code': None,
+                    'at': time.time(),
+                }
+            )
+            if task.attempts > self.config.max_retries:
+                error = {
+                    'type': 'WorkerLostError',
+                    'message': (
+                        f'its manager was lost {task.attempts} times (the block ended: '
+                        f'cancelled, past its walltime, or its node failed); max_retries = '
+                        f'{self.config.max_retries}'
+                    ),
+                    'traceback': '',
+                }
+                now = time.time()
+                header = result_header(
+                    task.task_id, 'failed', task.data_serializer, error, now, now
+                )
+                header['retries'] = task.retries
+                header['block'] = dict(pool.block)
+                self.on_result(header, b'')
+            else:
+                again.append(task)
+        with self._lock:
+            self._queue.extendleft(reversed(again))
+        self._dispatch()
+
+    def _idle(self, pool: Any) -> bool:
+        """Whether an idle manager may end (it holds nothing): it is forgotten if so."""
+        with self._lock:
+            manager = next((m for m in self._managers if m.pool is pool), None)
+            if manager is None or manager.held or self._queue:
+                return False
+            self._managers.remove(manager)
+        return True
+
+    def blocks(self) -> dict[str, int]:
+        """With a ``[provider]``: the blocks by state, as Parsl last polled them."""
+        return {} if self._blocks is None else self._blocks.blocks()
+
+    def _grow(self) -> None:
+        """Ask for managers while waiting tasks exceed what those asked for will take."""
+        if self._blocks is None:
+            return
+        per = self.config.max_workers + self.config.worker_prefetch
+        with self._lock:
+            waiting = len(self._queue)
+            room = sum(m.free for m in self._managers)
+        wanted = math.ceil(max(0, waiting - room) / per)
+        while wanted > self._blocks.launching and self._blocks.launch():
+            pass
+
     def start(self) -> None:
+        if self._blocks is not None:
+            self._blocks.start()
         for manager in self._managers:
             manager.pool.start()
 
@@ -167,16 +264,17 @@ class ManagersEngine(EngineBase):
                 if not free:
                     break
                 manager, task = self._next(free)
-                manager.held.add(task.task_id)
+                manager.held[task.task_id] = task
                 manager.warm.add(task.function_id)
                 self._where[task.task_id] = manager
                 out.append((manager, task))
         for manager, task in out:
             manager.pool.submit([task])
+        self._grow()
 
     def cancel(self, task_ids: list[str]) -> None:
         dropped: list[Task] = []
-        routed: dict[int, list[str]] = {}
+        routed: dict[int, tuple[_Manager, list[str]]] = {}
         with self._lock:
             wanted = set(task_ids)
             for task in list(self._queue):
@@ -186,7 +284,8 @@ class ManagersEngine(EngineBase):
                     dropped.append(task)
             for task_id in wanted:
                 if task_id in self._where:
-                    routed.setdefault(self._where[task_id].index, []).append(task_id)
+                    manager = self._where[task_id]
+                    routed.setdefault(id(manager), (manager, []))[1].append(task_id)
         for task in dropped:
             self.on_result(
                 result_header(
@@ -194,17 +293,17 @@ class ManagersEngine(EngineBase):
                 ),
                 b'',
             )
-        for index, ids in routed.items():
-            self._managers[index].pool.cancel(ids)
+        for manager, ids in routed.values():
+            manager.pool.cancel(ids)
 
     def stats(self) -> dict[str, Any]:
         warm: dict[str, int] = {}
         workers = idle = pending = 0
-        for manager in self._managers:
+        for manager in list(self._managers):
             s = manager.pool.stats()
             workers, idle, pending = (
                 workers + s['workers'],
-                idle + s['idle'],
+                idle + (s['idle'] or 0),
                 pending + s['pending'],
             )
             for fid, n in s['warm'].items():
@@ -219,5 +318,8 @@ class ManagersEngine(EngineBase):
         }
 
     def stop(self) -> None:
+        if self._blocks is not None:
+            self._blocks.stop()
+            return
         for manager in self._managers:
             manager.pool.stop()

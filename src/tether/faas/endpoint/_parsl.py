@@ -212,6 +212,11 @@ class ParslEngine(EngineBase):
         self._dfk = start_kernel(self._parsl_config or self._default_config())
         self._pool = ParslPoolExecutor(dfk=self._dfk)
 
+    def submit_app(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
+        """Run ``fn(*args)`` as a Parsl app in a block (the managers engine's managers)."""
+        future: concurrent.futures.Future[Any] = self._pool.submit(fn, *args)
+        return future
+
     def submit(self, tasks: list[Task]) -> None:
         for task in tasks:
             message = (
