@@ -63,12 +63,11 @@ def esc(value: Any) -> str:
     return '' if value is None else html.escape(str(value))
 
 
-def when(seconds: Any) -> str:
+def when(seconds: Any, fmt: str = '%Y-%m-%d %H:%M:%S') -> str:
     """A UNIX time as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
     if not isinstance(seconds, int | float) or seconds <= 0:
         return ''
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return moment.strftime('%Y-%m-%d %H:%M:%S')
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime(fmt)
 
 
 def table(
@@ -116,8 +115,8 @@ def figure(
     for trace in traces:
         trace.setdefault('type', 'scatter')
         trace.setdefault('mode', 'lines')
-        if time_axis:
-            trace['x'] = [when(x) for x in trace.get('x', [])]
+        if time_axis:  # Plotly's date strings, to the millisecond
+            trace['x'] = [when(x, '%Y-%m-%d %H:%M:%S.%f')[:-3] for x in trace.get('x', [])]
     layout = {
         'title': {'text': title, 'font': {'size': 14}, 'x': 0.01, 'xanchor': 'left'},
         'margin': {'l': 50, 'r': 10, 't': 40, 'b': 40},

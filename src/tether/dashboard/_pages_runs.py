@@ -108,7 +108,8 @@ async def bench_run_page(state: State, request: Request) -> HTMLResponse:
     if run is None:
         return HTMLResponse(page('Bench run', '/bench', f'<p>No run {esc(name)}.</p>'), 404)
     facts = [
-        [k, v if isinstance(v, str | int | float) else str(v)] for k, v in run.summary.items()
+        [k, when(v) if k.endswith('_time') else v if isinstance(v, str | int | float) else str(v)]
+        for k, v in run.summary.items()
     ]
     body = table(['', ''], facts, 'run-summary')
     tasks = run.tasks()
@@ -137,7 +138,15 @@ async def bench_run_page(state: State, request: Request) -> HTMLResponse:
     body += figure(
         'run-trips',
         'Round trip of each task (ms)',
-        [{'type': 'histogram', 'x': [v * 1e3 for v in trips]}] if trips else [],
+        [
+            {
+                'type': 'histogram',
+                'x': [v * 1e3 for v in trips],
+                'marker': {'line': {'width': 1, 'color': 'white'}},
+            }
+        ]
+        if trips
+        else [],
         'ms',
         time_axis=False,
     )
