@@ -35,6 +35,9 @@ _BUFFER = 64 * 1024
 # a small reply whole, and no more than this of a large value to copy from there (the
 # rest is read straight into the value's own buffer).
 _FIRST = 16 * 1024
+# Decoding, a value is read straight into the object it deserializes to from this size
+# (the serializer offers no target below it: there the copy costs less than the fuss).
+_DIRECT_MIN = 256 * 1024
 
 
 class Packer:
@@ -232,7 +235,7 @@ class ReplyReader:
             return size
         if marker != b'$':
             raise self._redis.ConnectionError('expected a bulk string reply, got an array')
-        if decode and size >= BYTES_HEAD:
+        if decode and size >= _DIRECT_MIN:
             value = _Value(self, decode, size)
             value.read(size, 0)
             self._crlf()
