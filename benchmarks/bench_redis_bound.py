@@ -18,10 +18,13 @@ operation on each side:
 
 Each library runs in a worker process of its own environment (the raw socket and
 redis-py in tether's); the driver asks the workers for one cell at a time, the sides in
-a rotated order each round, and keeps the median of the rounds. Keys written by a
-``put`` cell are deleted after it, untimed. Writes ``benchmarks/results/redis_bound.json``.
+a rotated order each round, and keeps the median of the rounds; the ratios are medians of
+the per-round ratios (two sides of one round ran back to back, so a load that comes and
+goes moves both). Keys written by a ``put`` cell are deleted after it, untimed. Writes
+``benchmarks/results/redis_bound.json``.
 
-    .venv/bin/python benchmarks/bench_redis_bound.py [--quick] [--no-peer] [--rounds 7]
+    .venv/bin/python benchmarks/bench_redis_bound.py [--quick] [--no-peer]
+        [--rounds 25] [--count 300]
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ from _common import peer_python, print_table, redis_server, write_json
 SIZES = {'1KB': 10**3, '10KB': 10**4, '100KB': 10**5}
 TETHER_SIDES = ('raw socket', 'redis-py', 'tether connector', 'tether store')
 PEER_SIDES = ('ProxyStore connector', 'ProxyStore store')
+_PAIRS = (
+    ('ProxyStore connector', 'tether connector'),
+    ('ProxyStore store', 'tether store'),
+    ('tether connector', 'raw socket'),
+    ('tether store', 'tether connector'),
+    ('redis-py', 'tether connector'),
+)
 
 # One worker: reads {"side", "op", "size", "count"} lines, answers {"per_op": seconds}.
 _WORKER = textwrap.dedent(
@@ -172,22 +182,37 @@ def _parse() -> argparse.Namespace:
     )
     parser.add_argument('--quick', action='store_true', help='1 round of 200 operations')
     parser.add_argument('--no-peer', action='store_true', help='without ProxyStore')
-    parser.add_argument('--rounds', type=int, default=7)
-    parser.add_argument('--count', type=int, default=1000, help='operations per cell')
+    parser.add_argument('--rounds', type=int, default=25)
+    parser.add_argument('--count', type=int, default=300, help='operations per cell')
     parser.add_argument('--shared-redis', action='store_true')
     return parser.parse_args()
 
 
-def _rows(medians: dict[tuple[str, str, str], float], sides: list[str]) -> list[list[str]]:
+def _paired(
+    samples: dict[tuple[str, str, str], list[float]], key: tuple[str, str], a: str, b: str
+) -> float:
+    """The median over rounds of side ``a``'s time / side ``b``'s in the same round (the
+    two ran back to back: a load that comes and goes moves both)."""
+    size, op = key
+    pairs = zip(samples[(size, a, op)], samples[(size, b, op)], strict=True)
+    return statistics.median(x / y for x, y in pairs)
+
+
+def _rows(
+    medians: dict[tuple[str, str, str], float],
+    samples: dict[tuple[str, str, str], list[float]],
+    sides: list[str],
+) -> list[list[str]]:
     rows = []
     for size in SIZES:
         for op in ('get', 'put'):
             cell = {s: medians[(size, s, op)] for s in sides}
             row = [f'{size} {op}', *(f'{cell[s] * 1e6:.1f} us' for s in sides)]
             if 'ProxyStore connector' in cell:
-                row.append(f'{cell["ProxyStore connector"] / cell["tether connector"]:.2f}x')
-                row.append(f'{cell["ProxyStore store"] / cell["tether store"]:.2f}x')
-            row.append(f'{cell["tether connector"] / cell["raw socket"]:.2f}')
+                for layer in ('connector', 'store'):
+                    ratio = _paired(samples, (size, op), f'ProxyStore {layer}', f'tether {layer}')
+                    row.append(f'{ratio:.2f}x')
+            row.append(f'{_paired(samples, (size, op), "tether connector", "raw socket"):.2f}')
             rows.append(row)
     return rows
 
@@ -230,7 +255,7 @@ def main() -> None:
     md = print_table(
         f'Redis round trips, one at a time (median per op of {rounds} rounds x {count})',
         columns,
-        _rows(medians, shown),
+        _rows(medians, samples, shown),
     )
     write_json(
         'redis_bound',
@@ -239,6 +264,13 @@ def main() -> None:
             'count': count,
             'load_average': os.getloadavg(),
             'per_op_s': {'|'.join(k): v for k, v in medians.items()},
+            'paired_ratios': {
+                f'{size}|{op}|{a} / {b}': _paired(samples, (size, op), a, b)
+                for size in SIZES
+                for op in ('get', 'put')
+                for a, b in _PAIRS
+                if (size, a, op) in samples
+            },
             'samples_s': {'|'.join(k): v for k, v in samples.items()},
         },
         md,
