@@ -56,7 +56,7 @@ from tether.exceptions import (
     FunctionNotAllowedError,
     ProtocolError,
 )
-from tether.faas import _frames
+from tether.faas import _bulk, _frames
 from tether.faas._broker import Broker
 from tether.faas._config import ServiceConfig
 from tether.faas._db import Repository
@@ -114,6 +114,15 @@ class Service:
         # waits on), so that no task is queued to a deleted endpoint's queue.
         self._submitting: dict[str, int] = {}
         self._deleting: dict[str, asyncio.Event] = {}
+        # What the endpoint sessions ask of the database and the broker, merged across
+        # sessions: one statement (or one publish per task group) per turn.
+        self._handed: _bulk.Coalescer[tuple[str, str], None] = _bulk.Coalescer(
+            lambda pairs: _bulk.mark_running(repo.db, pairs)
+        )
+        self._stored: _bulk.Coalescer[_bulk.Result, dict[str, str]] = _bulk.Coalescer(
+            lambda rows: _bulk.store_results(repo.db, rows, time.time())
+        )
+        self._outbox: _bulk.Coalescer[tuple[str, Entry], None] = _bulk.Coalescer(self._publish_now)
 
     def task_queue(self, endpoint_id: str) -> str:
         return f'{self.config.queue_prefix}.tasks.{endpoint_id}'
@@ -215,23 +224,32 @@ class Service:
             queued = _only_new(queued, new)
         if self._precancelled:
             queued = await self._drop_precancelled(user_id, new, queued)
-        published = set()
-        try:
-            for eid, entries in queued.items():
-                await self.broker.publish(
-                    self.task_queue(eid), _frames.pack(_frames.TASKS, 'tasks', entries)
+        # To every endpoint's queue at once (each publish waits for its confirm).
+        targets = list(queued)
+        outcomes = await asyncio.gather(
+            *(
+                self.broker.publish(
+                    self.task_queue(e), _frames.pack(_frames.TASKS, 'tasks', queued[e])
                 )
-                published.add(eid)
-        except Exception:
+                for e in targets
+            ),
+            return_exceptions=True,
+        )
+        failed = [
+            e for e, o in zip(targets, outcomes, strict=True) if isinstance(o, BaseException)
+        ]
+        if failed:
             # Recorded but not queued (the broker is down: 503, which the SDK retries):
             # forgotten again, so that the retry, which only queues new ids, queues them.
-            unqueued = [h['task_id'] for e in queued if e not in published for h, _ in queued[e]]
+            unqueued = [h['task_id'] for e in failed for h, _ in queued[e]]
             with contextlib.suppress(Exception):
                 await self.repo.forget_waiting(unqueued)
-            raise
+            error = next(o for o in outcomes if isinstance(o, BaseException))
+            raise error
         if len(new) < len(rows):
             repeats = [i for i in ids if i not in new]
             owners = await self.repo.task_owners(repeats)
+            _refuse_deleted(tasks, [i for i in repeats if i not in owners], len(new))
             foreign = [i for i in repeats if owners.get(i) != user_id]
             if foreign:
                 raise FaasBadRequestError(
@@ -402,7 +420,8 @@ class Service:
             rows.append((task_id, status, json.dumps(header), payload))
         early = [(t, r) for t, r in zip(ids, results, strict=True) if t in groups]
         stored, _ = await asyncio.gather(
-            self.repo.store_results(endpoint_id, rows), self._publish_results(early, groups)
+            self._stored.run([(endpoint_id, *r) for r in rows]),
+            self._publish_results(early, groups),
         )
         rest = [(t, r) for t, r in zip(ids, results, strict=True) if t not in groups]
         if rest:
@@ -416,17 +435,34 @@ class Service:
     async def _publish_results(
         self, results: list[tuple[str, Entry]], groups: dict[str, str]
     ) -> None:
+        items = []
+        for task_id, entry in results:
+            entry[0]['task_group_id'] = groups[task_id]
+            items.append((groups[task_id], entry))
+        if items:
+            await self._outbox.run(items)
+
+    async def _publish_now(self, items: list[tuple[str, Entry]]) -> None:
+        """Results of any endpoints: one message per task group, all published at once."""
         by_group: dict[str, list[Entry]] = {}
         now = time.time()
-        for task_id, (header, payload) in results:
-            group = groups[task_id]
-            header['task_group_id'] = group
+        for group, (header, payload) in items:
             header['t']['service_published'] = now
             by_group.setdefault(group, []).append((header, payload))
-        for group, entries in by_group.items():
-            await self.broker.publish(
-                self.result_queue(group), _frames.pack(_frames.RESULTS, 'results', entries)
+        await asyncio.gather(
+            *(
+                self.broker.publish(
+                    self.result_queue(g), _frames.pack(_frames.RESULTS, 'results', entries)
+                )
+                for g, entries in by_group.items()
             )
+        )
+
+    async def mark_running(self, endpoint_id: str, task_ids: Sequence[str]) -> None:
+        """Tasks handed to a worker of ``endpoint_id``: stored with those of every
+        endpoint that reported some meanwhile, in one statement."""
+        if task_ids:
+            await self._handed.run([(endpoint_id, t) for t in task_ids])
 
     async def recover_lost(self, endpoint_id: str, held: set[str]) -> None:
         """Queue again the tasks the endpoint was running but no longer holds."""
@@ -500,6 +536,22 @@ def _task_message(task: _frames.SubmittedTask, group: str, received: float) -> d
             )
         header['timeout'] = float(timeout)
     return header
+
+
+def _refuse_deleted(
+    tasks: Sequence[_frames.SubmittedTask], unrecorded: Sequence[str], queued: int
+) -> None:
+    """Tasks not recorded though new: their function was deleted between the check and
+    the insert (through another replica). Said plainly; the rest of the batch is queued."""
+    if not unrecorded:
+        return
+    gone = set(unrecorded)
+    fids = sorted({t.function_id for t in tasks if t.task_id in gone})
+    raise FaasNotFoundError(
+        f'function {fids[0]} was deleted while this batch was being submitted: its '
+        f'{len(gone)} task(s) were not queued (the {queued} new task(s) of other '
+        'functions were)'
+    )
 
 
 def _only_new(queued: dict[str, list[Entry]], new: set[str]) -> dict[str, list[Entry]]:

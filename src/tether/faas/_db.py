@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether._clock import SYSTEM_CLOCK, Clock
+from tether.faas import _bulk
 from tether.faas._drivers import Driver
 from tether.faas._liveness import mark_offline
 from tether.faas._schema import SCHEMA
@@ -323,7 +324,9 @@ class Repository:
     async def insert_tasks(self, rows: Sequence[tuple[Any, ...]]) -> set[str]:
         """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows
         in one statement; ids already present are left as they are (submission is
-        idempotent). Return the ids inserted now: only those may be queued."""
+        idempotent), and so are tasks of a function deleted meanwhile (through another
+        replica: its row is locked until the tasks are in). Return the ids inserted now:
+        only those may be queued."""
         if not rows:
             return set()
         now = time.time()
@@ -334,16 +337,18 @@ class Repository:
                 ' function_id, status, header, payload, created)'
                 " SELECT r.t, r.u, r.g, r.e, r.f, 'waiting-for-ep', r.h, r.p, $8"
                 ' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],'
-                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) ON CONFLICT DO NOTHING'
-                ' RETURNING task_id',
+                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) WHERE r.f IN (SELECT'
+                ' function_id FROM faas_functions WHERE function_id = ANY($5::text[])'
+                ' FOR KEY SHARE) ON CONFLICT DO NOTHING RETURNING task_id',
                 *(list(c) for c in columns),
                 now,
             )
         else:
             found = await self.db.fetch_each(
                 'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
-                ' function_id, status, header, payload, created) VALUES ($1, $2, $3, $4, $5,'
-                " 'waiting-for-ep', $6, $7, $8) ON CONFLICT DO NOTHING RETURNING task_id",
+                ' function_id, status, header, payload, created) SELECT $1, $2, $3, $4, $5,'
+                " 'waiting-for-ep', $6, $7, $8 WHERE EXISTS (SELECT 1 FROM faas_functions"
+                ' WHERE function_id = $5) ON CONFLICT DO NOTHING RETURNING task_id',
                 [(*r, now) for r in rows],
             )
         return {str(r['task_id']) for r in found}
@@ -420,50 +425,17 @@ class Repository:
 
     async def mark_running(self, endpoint_id: str, task_ids: Sequence[str]) -> None:
         """Tasks handed to a worker of ``endpoint_id`` (their broker message is acked)."""
-        if not task_ids:
-            return
-        await self.db.execute(
-            "UPDATE faas_tasks SET status = 'running', attempts = attempts + 1"
-            " WHERE endpoint_id = $1 AND status = 'waiting-for-ep'"
-            f' AND task_id {self.db.in_list(2)}',
-            endpoint_id,
-            list(task_ids),
-        )
+        await _bulk.mark_running(self.db, [(endpoint_id, t) for t in task_ids])
 
     async def store_results(
         self, endpoint_id: str, results: Sequence[tuple[str, str, str, bytes | memoryview]]
     ) -> dict[str, str]:
         """Record ``(task_id, status, result_header, result)`` of tasks of ``endpoint_id``
         (the first result of a task wins) in one statement; return the task group of each
-        task whose result was stored now."""
-        if not results:
-            return {}
-        now = time.time()
-        if self.db.dialect == 'postgresql':
-            ids, statuses, headers, payloads = (list(c) for c in zip(*results, strict=True))
-            rows = await self.db.fetch(
-                'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
-                ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
-                ' finished = $5, payload = NULL'
-                ' FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS r(i, s, h, p)'
-                ' WHERE t.task_id = r.i AND t.endpoint_id = $6 AND t.status IN'
-                " ('waiting-for-ep', 'running') RETURNING t.task_id, t.task_group_id",
-                ids,
-                statuses,
-                headers,
-                payloads,
-                now,
-                endpoint_id,
-            )
-        else:
-            rows = await self.db.fetch_each(
-                'UPDATE faas_tasks SET status = $1, result_header = $2,'
-                ' result = CASE WHEN acknowledged = 1 THEN NULL ELSE $3 END,'
-                ' finished = $4, payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
-                " AND status IN ('waiting-for-ep', 'running') RETURNING task_id, task_group_id",
-                [(s, h, r, now, t, endpoint_id) for t, s, h, r in results],
-            )
-        return {r['task_id']: r['task_group_id'] for r in rows}
+        task whose result was stored now (:func:`tether.faas._bulk.store_results` stores
+        those of many endpoints at once)."""
+        rows = [(endpoint_id, *r) for r in results]
+        return await _bulk.store_results(self.db, rows, time.time())
 
     async def result_targets(self, endpoint_id: str, task_ids: Sequence[str]) -> dict[str, str]:
         """Task group of each task of ``endpoint_id`` among ``task_ids`` whose result the

@@ -161,7 +161,7 @@ class EndpointSession:
             while self._acks:
                 acks, self._acks = self._acks, []
                 self._done(acks)
-                await s.repo.mark_running(self.endpoint_id, acks)
+                await s.mark_running(self.endpoint_id, acks)
                 await self._ack(self.tracker.done(acks))  # only once 'running' is stored
         except Exception as e:
             self._fail(e)

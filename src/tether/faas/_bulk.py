@@ -1,0 +1,121 @@
+"""Work of many endpoint sessions merged into one statement or one publish per turn.
+
+A replica serves many endpoints at once. When each holds few tasks (1,000 endpoints, a
+few tasks each), batching per session collapses to a statement and a broker publish for
+every handful of tasks. :class:`Coalescer` merges what the sessions of a replica ask for
+in the same turn of the event loop (and whatever arrives while one flush is under way)
+into one call: one ``UPDATE`` of the tasks handed to workers of every endpoint, one
+``UPDATE`` storing the results of every endpoint, one publish per task group of the
+results of every endpoint. Nothing waits on a timer: a flush starts as soon as the loop
+turns, and the next one collects what came meanwhile.
+
+The statements here name the endpoint of every row (a row is changed only for the
+endpoint the task was sent to) and take their rows sorted by task id, so that two
+statements about the same tasks lock their rows in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from tether.faas._drivers import Driver
+
+__all__ = ['Coalescer', 'Result', 'mark_running', 'store_results']
+
+T = TypeVar('T')
+R = TypeVar('R')
+
+
+class Coalescer(Generic[T, R]):
+    """Calls of ``flush(items)`` from many callers merged: :meth:`run` adds its items
+    and returns the result of the flush that took them (every caller of one flush gets
+    the same result, or its exception). At most one flush runs at a time."""
+
+    def __init__(self, flush: Callable[[list[T]], Awaitable[R]]) -> None:
+        self._flush = flush
+        self._items: list[T] = []
+        self._waiters: list[asyncio.Future[R]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def run(self, items: Sequence[T]) -> R:
+        waiter: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._items.extend(items)
+        self._waiters.append(waiter)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._drain())
+        return await waiter
+
+    async def _drain(self) -> None:
+        while self._waiters:
+            items, self._items = self._items, []
+            waiters, self._waiters = self._waiters, []
+            try:
+                result = await self._flush(items)
+            except Exception as e:
+                for w in waiters:
+                    if not w.done():
+                        w.set_exception(e)
+            else:
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(result)
+
+
+async def mark_running(db: Driver, pairs: Sequence[tuple[str, str]]) -> None:
+    """``(endpoint_id, task_id)`` pairs: tasks handed to a worker of that endpoint."""
+    if not pairs:
+        return
+    rows = sorted(set(pairs), key=lambda p: p[1])
+    if db.dialect == 'postgresql':
+        await db.execute(
+            "UPDATE faas_tasks AS t SET status = 'running', attempts = t.attempts + 1"
+            ' FROM unnest($1::text[], $2::text[]) AS r(i, e)'
+            " WHERE t.task_id = r.i AND t.endpoint_id = r.e AND t.status = 'waiting-for-ep'",
+            [t for _, t in rows],
+            [e for e, _ in rows],
+        )
+        return
+    await db.executemany(
+        "UPDATE faas_tasks SET status = 'running', attempts = attempts + 1"
+        " WHERE task_id = $1 AND endpoint_id = $2 AND status = 'waiting-for-ep'",
+        [(t, e) for e, t in rows],
+    )
+
+
+Result = tuple[str, str, str, str, Any]
+"""``(endpoint_id, task_id, status, result_header, result)``."""
+
+
+async def store_results(db: Driver, results: Sequence[Result], now: float) -> dict[str, str]:
+    """Record results of tasks sent to their endpoints (the first result of a task wins)
+    in one statement; return the task group of each task whose result was stored now."""
+    if not results:
+        return {}
+    rows = sorted(results, key=lambda r: r[1])
+    if db.dialect == 'postgresql':
+        eids, ids, statuses, headers, payloads = (list(c) for c in zip(*rows, strict=True))
+        found = await db.fetch(
+            'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
+            ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
+            ' finished = $6, payload = NULL FROM unnest($1::text[], $2::text[], $3::text[],'
+            ' $4::text[], $5::bytea[]) AS r(i, e, s, h, p)'
+            ' WHERE t.task_id = r.i AND t.endpoint_id = r.e AND t.status IN'
+            " ('waiting-for-ep', 'running') RETURNING t.task_id, t.task_group_id",
+            ids,
+            eids,
+            statuses,
+            headers,
+            payloads,
+            now,
+        )
+    else:
+        found = await db.fetch_each(
+            'UPDATE faas_tasks SET status = $1, result_header = $2,'
+            ' result = CASE WHEN acknowledged = 1 THEN NULL ELSE $3 END,'
+            ' finished = $4, payload = NULL WHERE task_id = $5 AND endpoint_id = $6'
+            " AND status IN ('waiting-for-ep', 'running') RETURNING task_id, task_group_id",
+            [(s, h, r, now, t, e) for e, t, s, h, r in rows],
+        )
+    return {r['task_id']: r['task_group_id'] for r in found}
