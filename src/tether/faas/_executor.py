@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tether import _tracing
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether._serve.loop import new_event_loop
 from tether._serve.tls import client_context
@@ -534,6 +535,8 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
             if future is None or future.done():
                 continue  # a duplicate, or a future cancelled here
             future.timings = {**header.get('t', {}), 'client_received': received}
+            if _tracing.on:  # the task's lifetime, from the stages' stamps
+                _tracing.task_trace('tether.faas.task', future.timings, {'tether.task': task_id})
             output = header.get('output')
             future.output = output if isinstance(output, dict) else {}
             if header.get('status') == 'cancelled':  # cancelled elsewhere (Client.cancel)

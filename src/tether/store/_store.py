@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar, cast, overload
 
+from tether import _tracing
 from tether._closing import ClosingContext
 from tether._missing import MISSING as _MISSING
 from tether.connectors.base import adapt
@@ -22,6 +23,7 @@ from tether.exceptions import (
 from tether.proxy import (
     Proxy,
     ProxyMetadata,
+    get_factory,
     metadata_of,
     set_metadata,
     set_target,
@@ -207,12 +209,17 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         start: int,
         nbytes: int = 0,
         size_attribute: str | None = None,
-    ) -> None:
+    ) -> Any:
+        """Record operation ``op`` begun at ``start`` (``perf_counter_ns``) in the
+        metrics and, with tracing on, as a span (returned; else ``None``)."""
         if self.metrics is not None:
             self.metrics.add_time(op, key, (time.perf_counter_ns() - start) / 1e6, nbytes)
             if size_attribute is not None:
                 # ProxyStore's names: store.put.object_size, store.put_batch.object_sizes ...
                 self.metrics.add_attribute(size_attribute, key, nbytes)
+        if _tracing.on:
+            return _tracing.record(op, start, {'tether.store': self.name, 'tether.bytes': nbytes})
+        return None
 
     def serialize(self, obj: Any, serializer: Serializer | None = None) -> BytesLike:
         """Serialize ``obj`` with ``serializer``, the store's, or the default."""
@@ -475,7 +482,11 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         proxy = self._make_proxy(obj, key, evict, deserializer, populate_target)
         if lifetime is not None:
             lifetime.add_key(key, store=self)
-        self._record('store.proxy', key, start)
+        span = self._record('store.proxy', key, start)
+        if span is not None:  # its resolution, wherever it happens, joins this trace
+            factory = get_factory(proxy)
+            if isinstance(factory, StoreFactory):
+                factory.trace = _tracing.carrier_of(span)
         return proxy
 
     def proxy_batch(
@@ -521,7 +532,13 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         ]
         if lifetime is not None:
             lifetime.add_key(*keys, store=self)
-        self._record('store.proxy_batch', tuple(keys), start)
+        span = self._record('store.proxy_batch', tuple(keys), start)
+        if span is not None:  # each resolution joins this trace
+            carrier = _tracing.carrier_of(span)
+            for proxy in proxies:
+                factory = get_factory(proxy)
+                if isinstance(factory, StoreFactory):
+                    factory.trace = carrier
         return proxies
 
     def proxy_from_key(

@@ -6,6 +6,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from tether import _tracing
 from tether._missing import MISSING as _MISSING
 from tether.exceptions import InvalidArgumentError, ProxyResolveMissingKeyError
 from tether.store._pickling import config_from_state, config_state
@@ -39,7 +40,15 @@ class StoreFactory(Generic[T]):
         deserializer: Deserializer to use instead of the store's.
     """
 
-    __slots__ = ('_store', 'deserializer', 'evict', 'key', 'store_config', 'target_differs')
+    __slots__ = (
+        '_store',
+        'deserializer',
+        'evict',
+        'key',
+        'store_config',
+        'target_differs',
+        'trace',
+    )
 
     def __class_getitem__(cls, params: Any) -> Any:
         # ProxyStore's factories take two type parameters, StoreFactory[ConnectorT, T]:
@@ -65,16 +74,24 @@ class StoreFactory(Generic[T]):
         # True when a proxy's local target is the object given, not what this factory
         # resolves to (a custom deserializer): its class must not travel as the target's.
         self.target_differs = False
+        # With tracing on: the W3C traceparent of the span that made the proxy (an id),
+        # so that its resolution, wherever it happens, joins that trace.
+        self.trace: dict[str, str] | None = None
         self._store: weakref.ref[Store[Any]] | None = None if store is None else weakref.ref(store)
 
     def __repr__(self) -> str:
-        return f'StoreFactory(store={self.store_config.name!r}, key={self.key!r})'
+        return f'{type(self).__name__}(store={self.store_config.name!r}, key={self.key!r})'
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (self.key, config_state(self.store_config), self.evict, self.deserializer),
-        )
+        base = (self.key, config_state(self.store_config), self.evict, self.deserializer)
+        return (_rebuild, base if self.trace is None else (*base, self.trace))
+
+    def _reduce_with(self, settings: dict[str, Any]) -> tuple[Any, ...]:
+        """A subclass's ``__reduce__``: rebuilt as ``type(self)(..., **settings)``."""
+        base = (self.key, config_state(self.store_config), self.evict, self.deserializer)
+        if self.trace is None:
+            return _rebuild_with, (type(self), base, settings)
+        return _rebuild_with, (type(self), base, settings, self.trace)
 
     def get_store(self) -> Store[Any]:
         """Return the store this factory reads from (building it if needed)."""
@@ -103,6 +120,13 @@ class StoreFactory(Generic[T]):
         return lookup_store(self.store_config)
 
     def __call__(self) -> T:
+        if _tracing.on:
+            attributes = {'tether.store': self.store_config.name, 'tether.key': str(self.key)}
+            with _tracing.resolving('tether.proxy.resolve', self.trace, attributes):
+                return self._resolve()
+        return self._resolve()
+
+    def _resolve(self) -> T:
         start = time.perf_counter_ns()
         store = self.get_store()
         obj = store.get(self.key, deserializer=self.deserializer, default=_MISSING)
@@ -128,8 +152,27 @@ def _rebuild(
     state: tuple[Any, ...],
     evict: bool,
     deserializer: Deserializer | None,
+    trace: dict[str, str] | None = None,
 ) -> StoreFactory[Any]:
-    return StoreFactory(key, config_from_state(state), evict=evict, deserializer=deserializer)
+    factory: StoreFactory[Any] = StoreFactory(
+        key, config_from_state(state), evict=evict, deserializer=deserializer
+    )
+    factory.trace = trace
+    return factory
+
+
+def _rebuild_with(
+    cls: type[StoreFactory[Any]],
+    base: tuple[Any, tuple[Any, ...], bool, Deserializer | None],
+    settings: dict[str, Any],
+    trace: dict[str, str] | None = None,
+) -> StoreFactory[Any]:
+    key, state, evict, deserializer = base
+    factory = cls(
+        key, config_from_state(state), evict=evict, deserializer=deserializer, **settings
+    )
+    factory.trace = trace
+    return factory
 
 
 class PollingStoreFactory(StoreFactory[T]):
@@ -184,27 +227,24 @@ class PollingStoreFactory(StoreFactory[T]):
         self.polling_interval_limit = polling_interval_limit
         self.polling_timeout = polling_timeout
 
-    def __repr__(self) -> str:
-        return f'PollingStoreFactory(store={self.store_config.name!r}, key={self.key!r})'
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_polling,
-            (
-                self.key,
-                config_state(self.store_config),
-                self.evict,
-                self.deserializer,
-                (
-                    self.polling_interval,
-                    self.polling_backoff_factor,
-                    self.polling_interval_limit,
-                    self.polling_timeout,
-                ),
-            ),
+        return self._reduce_with(
+            {
+                'polling_interval': self.polling_interval,
+                'polling_backoff_factor': self.polling_backoff_factor,
+                'polling_interval_limit': self.polling_interval_limit,
+                'polling_timeout': self.polling_timeout,
+            }
         )
 
     def __call__(self) -> T:
+        if _tracing.on:
+            attributes = {'tether.store': self.store_config.name, 'tether.key': str(self.key)}
+            with _tracing.resolving('tether.proxy.resolve', self.trace, attributes):
+                return self._resolve()
+        return self._resolve()
+
+    def _resolve(self) -> T:
         start = time.perf_counter_ns()
         store = self.get_store()
         interval = self.polling_interval
@@ -229,23 +269,3 @@ class PollingStoreFactory(StoreFactory[T]):
             ms = (time.perf_counter_ns() - start) / 1e6
             store.metrics.add_time('factory.polling_resolve', self.key, ms)
         return cast(T, obj)
-
-
-def _rebuild_polling(
-    key: Any,
-    state: tuple[Any, ...],
-    evict: bool,
-    deserializer: Deserializer | None,
-    polling: tuple[float, float, float | None, float | None],
-) -> PollingStoreFactory[Any]:
-    interval, factor, limit, timeout = polling
-    return PollingStoreFactory(
-        key,
-        config_from_state(state),
-        evict=evict,
-        deserializer=deserializer,
-        polling_interval=interval,
-        polling_backoff_factor=factor,
-        polling_interval_limit=limit,
-        polling_timeout=timeout,
-    )

@@ -15,6 +15,7 @@ prefix and the pickle), for queues only trusted parties can write to.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import logging
 import os
@@ -26,6 +27,7 @@ import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from tether import _tracing
 from tether.exceptions import (
     ConfigError,
     KillSignalError,
@@ -387,6 +389,17 @@ class BaseQueues(abc.ABC):
         if isinstance(result.inputs, _pack.Packed):
             result.inputs = result.inputs.unpack()
         result.time.deserialize_results = time.perf_counter() - start
+        if _tracing.on:  # the task's lifetime, from the stages' stamps
+            _tracing.task_trace(
+                'tether.steer.task',
+                dataclasses.asdict(result.timestamp),
+                {
+                    'tether.task_id': result.task_id,
+                    'tether.method': str(result.method),
+                    'tether.topic': topic,
+                    'tether.success': bool(result.success),
+                },
+            )
         made = self._made_proxies.pop(result.task_id, None)
         if made is not None:
             # Not on the worker as it resolves them: an executor that re-runs a task
