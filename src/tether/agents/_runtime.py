@@ -17,6 +17,7 @@ import contextvars
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from tether.agents._context import (
 )
 from tether.agents._journal import Journal, answer_lost
 from tether.agents._loops import ControlLoops
+from tether.agents._metrics import open_for_agent
 from tether.agents._pool import Workers
 from tether.agents.behavior import actions_of, describe_actions
 from tether.agents.exceptions import UnknownActionError
@@ -107,6 +109,8 @@ class AgentRuntime:
         self._idle: asyncio.Event | None = None
         self._pending_stop: tuple[bool, BaseException | None] | None = None
         self._journal: Journal | None = None
+        # A daemon's counters, shared with its supervisor (None: no metrics).
+        self._metrics = open_for_agent(self.agent_id, list(self.actions))
 
     # Control from other threads --------------------------------------------------------
 
@@ -360,6 +364,8 @@ class AgentRuntime:
                 else:
                     ctx.waited = True
                     self._waiting.append(ctx)
+                if self._metrics is not None:
+                    self._metrics.load(self._running, len(self._waiting))
         if stopping:
             self._reply(
                 msg.src, msg.tag, error=AgentError(f'agent {self.agent_id} is shutting down')
@@ -411,6 +417,8 @@ class AgentRuntime:
                 self._running -= 1
                 if self._running == 0 and self._idle is not None:
                     self._call_soon(self._idle.set)
+            if self._metrics is not None:
+                self._metrics.load(self._running, len(self._waiting))
         if nxt is not None:
             self._start(nxt)
 
@@ -442,10 +450,12 @@ class AgentRuntime:
     async def _run_async(self, ctx: ActionContext) -> None:
         msg = ctx.msg
         _current.set(ctx)
+        start, failed = time.perf_counter(), True
         try:
             if self._journal is not None:
                 self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = await ctx.fn.__get__(self.behavior)(*msg.args, **_kwargs(ctx))
+            failed = False
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 self._reply(
@@ -461,16 +471,20 @@ class AgentRuntime:
             if not ctx.cancelled:
                 self._reply(msg.src, msg.tag, result=result)
         finally:
+            if self._metrics is not None:
+                self._metrics.action(ctx.action, time.perf_counter() - start, failed=failed)
             self._finish(ctx)
 
     def _run_sync(self, ctx: ActionContext) -> None:
         msg = ctx.msg
         token = _current.set(ctx)
         exchange_token = exchange_context.set(self.exchange)
+        start, failed = time.perf_counter(), True
         try:
             if self._journal is not None:
                 self._journal.ensure(ctx.journal_line)  # its line first (see _request)
             result = ctx.fn.__get__(self.behavior)(*msg.args, **_kwargs(ctx))
+            failed = False
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
         except BaseException as e:  # SystemExit, KeyboardInterrupt ...
@@ -480,6 +494,8 @@ class AgentRuntime:
         finally:
             _current.reset(token)
             exchange_context.reset(exchange_token)
+            if self._metrics is not None:
+                self._metrics.action(ctx.action, time.perf_counter() - start, failed=failed)
             self._finish(ctx)
 
     def _exit_raised(self, ctx: ActionContext, error: BaseException) -> BaseException:

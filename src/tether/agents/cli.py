@@ -40,7 +40,8 @@ def list_command(home: str | None, as_json: bool) -> None:
         return
     for r in records:
         state = 'running' if r['alive'] else 'dead'
-        click.echo(f'{r["agent_id"]}  pid {r["pid"]}  {state}  {r["behavior"]}')
+        metrics = f'  metrics {r["metrics"]}' if r.get('metrics') else ''
+        click.echo(f'{r["agent_id"]}  pid {r["pid"]}  {state}  {r["behavior"]}{metrics}')
 
 
 @agents.command('stop')

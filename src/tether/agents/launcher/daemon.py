@@ -68,6 +68,8 @@ class DaemonLauncher(Launcher):
             ``~/.local/state/tether/agents``); records go to its ``daemons`` folder.
         restart: The restart policy the daemon's supervisor applies.
         python: Interpreter for the supervisor (default: this one).
+        metrics: Where each daemon's supervisor serves the agent's Prometheus metrics
+            (``None`` or no port: none, the default); its record gives the address.
     """
 
     detached = True
@@ -78,8 +80,10 @@ class DaemonLauncher(Launcher):
         home: str | os.PathLike[str] | None = None,
         restart: RestartPolicy | int | None = None,
         python: str | None = None,
+        metrics: Any = None,
     ) -> None:
         super().__init__(restart=restart)
+        self.metrics = metrics
         self.home = pathlib.Path(home) if home is not None else None
         self.python = python or sys.executable
         self._popens: dict[str, subprocess.Popen[bytes]] = {}
@@ -101,7 +105,9 @@ class DaemonLauncher(Launcher):
         spec_path = folder / f'{spec.agent_id}.spec'
         fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, 'wb') as f:
-            pickle.dump({'spec': spec, 'restart': self.restart, 'kind': kind}, f)
+            pickle.dump(
+                {'spec': spec, 'restart': self.restart, 'kind': kind, 'metrics': self.metrics}, f
+            )
         log = open(folder / f'{spec.agent_id}.log', 'ab')  # noqa: SIM115 - handed to the child
         env = dict(os.environ)
         env['TETHER_AGENTS_HOME'] = str(folder.parent)
