@@ -96,8 +96,10 @@ def test_key_is_required(dash_a: DashboardThread) -> None:
     body = info.value.read().decode()
     assert 'need-key' in body
     assert 'boom from user A' not in body
-    with pytest.raises(urllib.error.HTTPError):
+    info.value.close()
+    with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(f'{dash_a.url}/faas?key=wrong', timeout=30)
+    info.value.close()
 
 
 def test_overview_and_servers_show_live_metrics(
