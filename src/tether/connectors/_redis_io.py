@@ -230,11 +230,23 @@ class ReplyReader:
         ``bytes`` object, returned as :class:`Decoded` (see :class:`_Value`).
         """
         self.replies += 1
-        marker, size = self._header('GET')
-        if not isinstance(size, int):
-            return size
-        if marker != b'$':
-            raise self._redis.ConnectionError('expected a bulk string reply, got an array')
+        if self._start == self._end:  # (nothing buffered: the first read of a request)
+            self._start = 0
+            self._end = _recv_into(self._sock, self._view[:_FIRST], self._redis)
+        buf, start = self._buf, self._start
+        end = buf.find(b'\r\n', start, self._end)
+        size: int
+        if end > start + 1 and buf[start] == 36 and buf[start + 1 : end].isdigit():
+            # (the usual case, '$<length>': parsed here, without _header)
+            size = int(buf[start + 1 : end])
+            self._start = end + 2
+        else:
+            marker, header = self._header('GET')
+            if not isinstance(header, int):
+                return header
+            if marker != b'$':
+                raise self._redis.ConnectionError('expected a bulk string reply, got an array')
+            size = header
         if decode and size >= _DIRECT_MIN:
             value = _Value(self, decode, size)
             value.read(size, 0)

@@ -38,7 +38,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, Self, TypeVar
 
 from tether.connectors._context import ClosingContext
@@ -391,16 +391,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
                 packer.command(b'LRANGE', name, b'0', b'-1')
             else:
                 packer.command(b'GET', name)
-
-            def read(reader: ReplyReader, chunks: bool = bool(i % 2)) -> Any:
-                value = (
-                    reader.array_joined(decode=decode) if chunks else reader.bulk(decode=decode)
-                )
-                if isinstance(value, Exception) and not str(value).startswith('WRONGTYPE'):
-                    raise value  # (a cluster's redirection is followed by request)
-                return value
-
-            value = self._raw.request(name, packer, read)
+            value = self._raw.request(name, packer, _READERS[decode, bool(i % 2)])
             if not isinstance(value, Exception):
                 return value
         raise value  # neither a string nor a list
@@ -561,6 +552,21 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
         """The underlying redis-py client (a ``redis.Redis``, or a
         ``redis.cluster.RedisCluster`` with ``cluster=True``)."""
         return self._client
+
+
+def _value_reader(decode: bool, chunks: bool) -> Callable[[ReplyReader], Any]:
+    # The reply of a GET (or of an LRANGE, ``chunks``): the value, None, or a WRONGTYPE
+    # error returned (not raised: the caller asks again with the other command).
+    def read(reader: ReplyReader) -> Any:
+        value = reader.array_joined(decode=decode) if chunks else reader.bulk(decode=decode)
+        if isinstance(value, Exception) and not str(value).startswith('WRONGTYPE'):
+            raise value  # (a cluster's redirection is followed by request)
+        return value
+
+    return read
+
+
+_READERS = {(d, c): _value_reader(d, c) for d in (False, True) for c in (False, True)}
 
 
 def _batched(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
