@@ -72,7 +72,7 @@ def _enable_from_env(value: str) -> None:
 
     provider = TracerProvider()
     if value.startswith('file:'):
-        from tether.tracing import JSONLinesSpanExporter
+        from tether._trace_export import JSONLinesSpanExporter
 
         exporter: Any = JSONLinesSpanExporter(value[5:])  # a SpanExporter by its methods
         provider.add_span_processor(SimpleSpanProcessor(exporter))
