@@ -28,6 +28,13 @@ EXECUTORS = ('thread-pool', 'process-pool', 'dask', 'parsl', 'ray', 'faas')
 
 SMALL: dict[str, dict[str, Any]] = {
     'cholesky': {'matrix_size': 60, 'block_size': 20},
+    'docking': {
+        'initial_simulations': 4,
+        'num_iterations': 1,
+        'batch_size': 2,
+        'exhaustiveness': 1,
+    },
+    'montage': {'synthetic_rows': 2, 'synthetic_columns': 2, 'synthetic_size': 24},
     'fedlearn': {'clients': 2, 'rounds': 1, 'epochs': 1},
     'mapreduce': {'map_tasks': 3, 'words_per_task': 500},
     'moldesign': {'search_size': 30, 'initial_count': 2, 'batch_size': 1, 'search_count': 3},
@@ -51,6 +58,15 @@ def check_outputs(app: str, run_dir: pathlib.Path) -> None:
     if app == 'cholesky':
         lower = np.load(run_dir / 'cholesky.npy')
         assert np.allclose(np.triu(lower, 1), 0)
+    elif app == 'docking':
+        rows = _csv(run_dir / 'docking.csv')
+        assert [r['iteration'] for r in rows] == ['0'] * 4 + ['1'] * 2
+        assert all(float(r['score']) < 0 for r in rows)
+    elif app == 'montage':
+        from tether.bench.apps.montage import read_fits
+
+        mosaic, _ = read_fits(run_dir / 'data' / 'mosaic.fits')
+        assert np.isfinite(mosaic).mean() > 0.9
     elif app == 'fedlearn':
         rows = _csv(run_dir / 'fedlearn.csv')
         assert len(rows) == 1

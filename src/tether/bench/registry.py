@@ -55,10 +55,12 @@ _EX = 'tether.bench.executor.'
 BUILTIN: dict[str, dict[str, str]] = {
     'app': {
         'cholesky': _APPS + 'cholesky',
+        'docking': _APPS + 'docking',
         'failures': _APPS + 'failures',
         'fedlearn': _APPS + 'fedlearn',
         'mapreduce': _APPS + 'mapreduce',
         'moldesign': _APPS + 'moldesign',
+        'montage': _APPS + 'montage',
         'physics': _APPS + 'physics',
         'synthetic': _APPS + 'synthetic',
     },

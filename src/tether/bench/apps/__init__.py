@@ -16,8 +16,8 @@ An application is two classes (the seed's figure 2.3)::
 
 ``App.run`` may contain any code, provided its tasks go through the engine. The fields
 of the config become command-line options (``--app.count``) and TOML keys (``[app]``).
-Built in: ``cholesky``, ``failures``, ``fedlearn``, ``mapreduce``, ``moldesign``,
-``physics``, ``synthetic`` (see ``docs/bench.md`` for ``docking`` and ``montage``).
+Built in: ``cholesky``, ``docking``, ``failures``, ``fedlearn``, ``mapreduce``,
+``moldesign``, ``montage``, ``physics``, ``synthetic`` (see ``docs/bench.md``).
 """
 
 from __future__ import annotations
