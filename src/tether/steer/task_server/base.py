@@ -23,9 +23,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from tether._serve.metrics import MetricsOptions
 from tether.exceptions import (
     ConfigError,
     KillSignalError,
@@ -34,6 +35,7 @@ from tether.exceptions import (
     SteerTimeoutError,
 )
 from tether.steer.models import Result
+from tether.steer.task_server._metrics import TaskServerMetrics
 
 __all__ = ['BaseTaskServer', 'method_name']
 
@@ -63,6 +65,11 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             waiting for a worker) get to finish; those still unfinished then are stopped
             (:class:`LocalTaskServer` kills their workers) and come back failed.
             ``None``: wait for every one.
+        metrics: Where to serve Prometheus metrics (:class:`~tether._serve.metrics.MetricsOptions`
+            or a dict of its fields: ``port`` (0: any free port), ``bind``,
+            ``token_file``); default: none. The address bound is
+            :attr:`metrics_address` once the server runs. Also settable as
+            :attr:`metrics_options` before :meth:`start`.
 
     Stopping: the kill signal (:meth:`~tether.steer.queue.BaseQueues.send_kill_signal`)
     stops the server within ``kill_timeout`` seconds, even while tasks run.
@@ -77,6 +84,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         timeout: float | None = None,
         *,
         kill_timeout: float | None = 10.0,
+        metrics: MetricsOptions | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(daemon=False)
         self.queues = queues
@@ -91,6 +99,34 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         self._stopping = False  # the kill signal came: no more retries
         self._stop_now = False  # ... and kill_timeout passed: stop what still runs
         self._cond = threading.Condition()
+        # Prometheus metrics (off unless a port is given): served from the server's
+        # process, which tells this object the port it bound.
+        self.metrics_options = TaskServerMetrics.options(metrics)
+        self._metrics_port = _ctx.Value('i', 0)
+        self._telemetry: TaskServerMetrics | None = None
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where the metrics endpoint listens, once the server has started it (``None``:
+        metrics are off, or not started yet)."""
+        port = int(self._metrics_port.value)
+        return (self.metrics_options.bind, port) if port else None
+
+    def _start_metrics(self) -> None:
+        if not self.metrics_options.enabled:
+            return
+
+        def in_flight() -> dict[str, int]:
+            with self._cond:
+                methods = [r.method or '' for r in self._tasks.values()]
+            return {m: methods.count(m) for m in set(methods)}
+
+        name = f'{type(self).__name__}-{os.getpid()}'
+        self._telemetry = TaskServerMetrics(name, self.methods, self.metrics_options, in_flight)
+        address = self._telemetry.address()
+        if address is not None:
+            self._metrics_port.value = address[1]
+            logger.info('metrics at http://%s:%d/metrics', *address)
 
     # Subclasses ------------------------------------------------------------------------
 
@@ -129,6 +165,8 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
     def _finish(self, original: Result, result: Result) -> None:
         result.timestamp.task_received = time.time()
         if not result.success and result.retries < result.max_retries and not self._stopping:
+            if self._telemetry is not None:
+                self._telemetry.retried()
             original.retries += 1
             logger.info(
                 'task %s (%s) failed, retry %d of %d',
@@ -144,6 +182,14 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
         with self._cond:
             if self._tasks.pop(original.task_id, None) is None:
                 return  # already reported as stopped by the kill signal
+        if self._telemetry is not None:
+            received = original.timestamp.input_received or result.timestamp.task_received
+            self._telemetry.finished(
+                original.method,
+                max(0.0, (result.timestamp.task_received or 0.0) - (received or 0.0)),
+                bool(result.success),
+                int(original.message_sizes.get('inputs', 0)),
+            )
         try:
             self.queues.deliver_result(result)
         except SteerError:
@@ -225,6 +271,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
     def _serve(self) -> None:
         if _ctx.current_process() is self and hasattr(self.queues, 'set_role'):
             self.queues.set_role('server')  # in its own process: this copy is the server's
+        self._start_metrics()
         self.start_executor()
         try:
             while True:
@@ -252,6 +299,8 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 with self._cond:
                     self._outstanding += 1
                     self._tasks[result.task_id] = result
+                if self._telemetry is not None:
+                    self._telemetry.received()
                 self._dispatch(result)
             with self._cond:
                 self._stopping = killed
@@ -259,5 +308,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
                 self._stop_now = not done
         finally:
             self.stop_executor()
+            if self._telemetry is not None:
+                self._telemetry.close()
         if self._stop_now:
             self._report_stopped()

@@ -52,13 +52,16 @@ class FaaSTaskServer(BaseTaskServer):
         service_url: str | None = None,
         token: str | None = None,
         kill_timeout: float | None = 10.0,
+        metrics: Any = None,
     ) -> None:
         pairs = (
             list(methods.items())
             if isinstance(methods, Mapping)
             else [(m, endpoint_id) for m in methods]
         )
-        super().__init__(queues, [m for m, _ in pairs], timeout, kill_timeout=kill_timeout)
+        super().__init__(
+            queues, [m for m, _ in pairs], timeout, kill_timeout=kill_timeout, metrics=metrics
+        )
         self.endpoints = {method_name(m): e for m, e in pairs}
         self.endpoint_id = endpoint_id
         self._service_url = service_url

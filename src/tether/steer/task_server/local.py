@@ -38,8 +38,9 @@ class LocalTaskServer(BaseTaskServer):
         timeout: float | None = None,
         *,
         kill_timeout: float | None = 10.0,
+        metrics: Any = None,
     ) -> None:
-        super().__init__(queues, methods, timeout, kill_timeout=kill_timeout)
+        super().__init__(queues, methods, timeout, kill_timeout=kill_timeout, metrics=metrics)
         self.num_workers = num_workers
         self._pool: WorkerPool | None = None
 
