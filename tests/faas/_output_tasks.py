@@ -31,3 +31,11 @@ def lots(n: int) -> int:
 
 def quiet() -> int:
     return 7
+
+
+def print_then_block() -> None:
+    """Print, then wait for a signal (the time limit's): a task that runs too long."""
+    import signal
+
+    print('started, then stuck', flush=True)
+    signal.pause()

@@ -129,3 +129,22 @@ def test_clip_bounds_the_escaped_text() -> None:
     assert text.endswith('\u00e9')
     # Invalid UTF-8 is replaced, never an error.
     assert clip_output(b'\xff\xfeok', 100).endswith('ok')
+
+
+def test_parsl_engine_app_captures_and_keeps_output_past_the_time_limit() -> None:
+    """The Parsl engine's app (run in a worker's main thread, as Parsl's workers do)."""
+    from tether.faas._payload import pack_args, pack_function
+    from tether.faas.endpoint._worker import run_parsl_task
+
+    def message(fn: Callable[..., object], *args: object) -> tuple[object, ...]:
+        body = pack_function(fn)
+        return ('t1', fn.__qualname__, 'pickle', body, 'tether', pack_args(args, {}), None, None)
+
+    result = run_parsl_task(message(tasks.chatty, 1))  # type: ignore[arg-type]
+    assert result[1] == 'success'
+    assert result[7] == {'stdout': 'working on 1\n', 'stderr': 'a warning\n'}
+    result = run_parsl_task(message(tasks.print_then_block), timeout=0.5)  # type: ignore[arg-type]
+    assert result[1] == 'failed'
+    assert result[4] is not None
+    assert result[4]['type'] == 'TaskTimeoutError'
+    assert result[7] == {'stdout': 'started, then stuck\n'}

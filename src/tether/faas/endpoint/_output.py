@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+from typing import Any
 
 __all__ = ['DEFAULT_MAX_OUTPUT', 'MAX_OUTPUT_LIMIT', 'OutputCapture', 'clip_output']
 
@@ -69,6 +70,11 @@ class OutputCapture:
         self.limit = limit
         self._files: list[int] = []
         self._saved: list[int] = []
+        # sys.stdout and sys.stderr while a task runs, when the host replaced them with
+        # streams that do not write to descriptors 1 and 2 (as pytest does): text
+        # streams on descriptors 1 and 2; and the streams they stand in for.
+        self._texts: list[Any] = []
+        self._swapped: list[Any] = []
 
     def start(self) -> None:
         """Point descriptors 1 and 2 at this capture's files."""
@@ -83,6 +89,14 @@ class OutputCapture:
         _flush()
         os.dup2(self._files[0], 1)
         os.dup2(self._files[1], 2)
+        if _fileno(sys.stdout) != 1 or _fileno(sys.stderr) != 2:
+            if not self._texts:  # share the descriptors' offsets: one file each
+                self._texts = [
+                    open(fd, 'w', encoding='utf-8', errors='replace', closefd=False)  # noqa: SIM115
+                    for fd in (1, 2)
+                ]
+            self._swapped = [sys.stdout, sys.stderr]
+            sys.stdout, sys.stderr = self._texts
 
     def stop(self) -> dict[str, str] | None:
         """Put descriptors 1 and 2 back; ``{'stdout': ..., 'stderr': ...}`` with the
@@ -90,6 +104,9 @@ class OutputCapture:
         if self.limit <= 0 or not self._files:
             return None
         _flush()
+        if self._swapped:
+            sys.stdout, sys.stderr = self._swapped
+            self._swapped = []
         os.dup2(self._saved[0], 1)
         os.dup2(self._saved[1], 2)
         output: dict[str, str] | None = None
@@ -113,6 +130,13 @@ def _read(fd: int, size: int, limit: int) -> str:
     head = os.pread(fd, half, 0)
     tail = os.pread(fd, limit - half, size - (limit - half))
     return _clip(head, tail, size - limit, limit)
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except Exception:  # no descriptor (io.StringIO, pytest's capture)
+        return None
 
 
 def _flush() -> None:
