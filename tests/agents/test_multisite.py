@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def _stop(agent: subprocess.Popen[str]) -> int:
 @pytest.fixture(scope='module')
 def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Places]:
     root = tmp_path_factory.mktemp('agents-sites')
-    topo = Topology(root / 'build', delay_ms=2)
+    topo = Topology(root / 'build', delay_ms=0)  # the NATs matter here, not the delay
     sites: dict[str, Site] = {}
     relay: Relay | None = None
     exchange: subprocess.Popen[str] | None = None
@@ -143,7 +144,8 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Places]:
             (home.parent / 'relay.pem').write_text((root / 'relay' / 'relay.pem').read_text())
             sites[place] = Site(home, ns)
             sites[place].configure(f'ep-{place}', relay.address)
-            sites[place].start(f'ep-{place}')
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda place: sites[place].start(f'ep-{place}'), sites))
         yield Places(topo, sites, url, ca, token)
     finally:
         for site in sites.values():
@@ -156,52 +158,54 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Places]:
         topo.down()
 
 
-@pytest.mark.parametrize('place', ['a', 'b', 't'])
-def test_figure_5_6_runs_at_each_place_through_the_hosted_exchange(
-    places: Places, place: str
-) -> None:
-    done = places.run(place, 'fig_5_6')
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {'exchanges': ['HttpExchange']}
+@pytest.fixture(scope='module')
+def agents(places: Places) -> Iterator[dict[str, str]]:
+    """Figure 5.5's ``Example`` served at site A and at site B: ``{site: agent id}``."""
+    with ThreadPoolExecutor(2) as pool:
+        started = dict(zip('ab', pool.map(places.start_agent, 'ab'), strict=True))
+    yield {site: agent_id for site, (_, agent_id) in started.items()}
+    # Each stops when its standard input closes, and exits cleanly.
+    assert [_stop(proc) for proc, _ in started.values()] == [0, 0]
 
 
-def test_agents_at_two_sites_large_values_by_proxy_across_the_nats(places: Places) -> None:
-    agent_a, id_a = places.start_agent('a')
-    agent_b, id_b = places.start_agent('b')
-    try:
-        # 2 MB: over the exchange's 1 MiB message limit, so it can only go by proxy.
-        done = places.run('t', 'thinker', '2000000')
-        assert done.returncode == 0, done.stderr
+def test_figure_5_6_runs_at_each_place_through_the_hosted_exchange(places: Places) -> None:
+    with ThreadPoolExecutor(3) as pool:
+        runs = dict(zip('abt', pool.map(lambda p: places.run(p, 'fig_5_6'), 'abt'), strict=True))
+    for place, done in runs.items():
+        assert done.returncode == 0, (place, done.stderr)
         out = json.loads(done.stdout.strip().splitlines()[-1])
-        assert sorted(out['agents']) == sorted([id_a, id_b])
-        assert out['ok'] is True
-        assert out['nbytes'] == 2_000_000
-        # The first agent's result reached the thinker as an unresolved proxy, and went
-        # on to the second agent as such: the second read it from the first's endpoint.
-        assert out['first_by_proxy'] is True
-        assert out['first_resolved_here'] is False
-        peers = {
-            s: {p['name']: p['path'] for p in places.sites[s].status(f'ep-{s}')['peers']}
-            for s in 'ab'
-        }
-        first, second = ('a', 'b') if out['agents'][0] == id_a else ('b', 'a')
-        # Across the two NATs (cones): a hole punched through them, no tunnel.
-        assert peers[second].get(f'ep-{first}') == 'punched', peers
-    finally:
-        codes = [_stop(proc) for proc in (agent_a, agent_b)]
-    assert codes == [0, 0]
+        assert out == {'exchanges': ['HttpExchange']}, place
 
 
-def test_wrong_token_and_values_too_large_without_a_store(places: Places) -> None:
+def test_agents_at_two_sites_large_values_by_proxy_across_the_nats(
+    places: Places, agents: dict[str, str]
+) -> None:
+    # 2 MB: over the exchange's 1 MiB message limit, so it can only go by proxy.
+    done = places.run('t', 'thinker', '2000000')
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(out['agents']) == sorted(agents.values())
+    assert out['ok'] is True
+    assert out['nbytes'] == 2_000_000
+    # The first agent's result reached the thinker as an unresolved proxy, and went on
+    # to the second agent as such: the second read it from the first's endpoint.
+    assert out['first_by_proxy'] is True
+    assert out['first_resolved_here'] is False
+    peers = {
+        s: {p['name']: p['path'] for p in places.sites[s].status(f'ep-{s}')['peers']} for s in 'ab'
+    }
+    first, second = ('a', 'b') if out['agents'][0] == agents['a'] else ('b', 'a')
+    # Across the two NATs (cones): a hole punched through them, no tunnel.
+    assert peers[second].get(f'ep-{first}') == 'punched', peers
+
+
+def test_wrong_token_and_values_too_large_without_a_store(
+    places: Places, agents: dict[str, str]
+) -> None:
     refused = places.run('a', 'fig_5_6', TETHER_EXCHANGE_TOKEN='not-a-token')
     assert refused.returncode != 0
     assert 'AuthenticationError' in refused.stderr
     # Without endpoints to carry it, a 2 MB value is refused before it is sent.
-    agent_b, _ = places.start_agent('b')
-    agent_a, _ = places.start_agent('a')
-    try:
-        done = places.run('t', 'thinker', '2000000', TETHER_AGENTS_ENDPOINTS='')
-        assert done.returncode != 0
-        assert 'FrameTooLargeError' in done.stderr
-    finally:
-        assert [_stop(proc) for proc in (agent_a, agent_b)] == [0, 0]
+    done = places.run('t', 'thinker', '2000000', TETHER_AGENTS_ENDPOINTS='')
+    assert done.returncode != 0
+    assert 'FrameTooLargeError' in done.stderr
