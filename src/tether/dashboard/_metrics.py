@@ -144,11 +144,13 @@ def rate(scrapes: list[Scrape], name: str, **labels: str) -> tuple[list[float], 
     return xs, ys
 
 
-def mean_latency(scrape: Scrape, name: str = 'tether_request_seconds') -> dict[str, float]:
-    """Mean seconds per ``op`` of a histogram (its ``_sum`` over its ``_count``)."""
-    sums = scrape.by(f'{name}_sum', 'op')
-    counts = scrape.by(f'{name}_count', 'op')
-    return {op: sums[op] / counts[op] for op in sums if counts.get(op)}
+def mean_latency(
+    scrape: Scrape, name: str = 'tether_request_seconds', label: str = 'op'
+) -> dict[str, float]:
+    """Mean seconds by ``label`` of a histogram (its ``_sum`` over its ``_count``)."""
+    sums = scrape.by(f'{name}_sum', label)
+    counts = scrape.by(f'{name}_count', label)
+    return {k: sums[k] / counts[k] for k in sums if counts.get(k)}
 
 
 def summary(scrape: Scrape) -> dict[str, Any]:

@@ -46,6 +46,18 @@ GAUGES: dict[str, list[tuple[str, str, str]]] = {
         ('tether_faas_results_total', '', 'results'),
         ('tether_faas_connected', '', 'connected'),
     ],
+    'agent-daemon': [
+        ('tether_agents', 'status', 'agents'),
+        ('tether_agent_restarts', '', 'restarts'),
+        ('tether_agent_starts', '', 'starts'),
+        ('tether_agent_requests_in_progress', '', 'requests running'),
+        ('tether_agent_requests_queued', '', 'requests queued'),
+        ('tether_agent_mailbox_messages', '', 'mailbox depth'),
+    ],
+    'steer': [
+        ('tether_steer_tasks', 'state', 'tasks'),
+        ('tether_steer_tasks_by_method', 'method', 'in flight by method'),
+    ],
     'hosted-exchange': [
         ('tether_exchange_mailboxes', 'status', 'mailboxes'),
         ('tether_exchange_queued_messages', '', 'queued messages'),
@@ -56,6 +68,8 @@ GAUGES: dict[str, list[tuple[str, str, str]]] = {
 
 
 def _gauge_text(scrape: Scrape, metric: str, label: str) -> str:
+    if scrape.total(metric) is None and scrape.total(f'{metric}_total') is not None:
+        metric = f'{metric}_total'  # exported as a counter
     if label:
         parts = scrape.by(metric, label)
         return ', '.join(f'{k}: {v:,.0f}' for k, v in sorted(parts.items())) or '-'
@@ -134,6 +148,16 @@ async def server_page(state: State, request: Request) -> HTMLResponse:
     ]
     body = table(['', ''], facts, 'server') + '<h2>Operations</h2>'
     body += table(['operation', 'requests', 'errors', 'mean ms'], op_rows, 'ops', 'none yet')
+    if kind == 'agent-daemon':
+        calls = latest.by('tether_agent_actions_total', 'action')
+        failed = latest.by('tether_agent_action_errors_total', 'action')
+        action_ms = mean_latency(latest, 'tether_agent_action_seconds', 'action')
+        rows = [
+            [a, n, failed.get(a, 0), round(action_ms[a] * 1e3, 3) if a in action_ms else '']
+            for a, n in sorted(calls.items())
+        ]
+        body += '<h2>Actions</h2>'
+        body += table(['action', 'calls', 'errors', 'mean ms'], rows, 'actions', 'none yet')
     body += '<div class="charts">'
     x, y = rate(history, 'tether_requests_total')
     body += figure('server-requests', 'Requests per second', [{'x': x, 'y': y, 'name': name}])
