@@ -25,7 +25,6 @@ from tether._clock import SYSTEM_CLOCK, Clock
 from tether._missing import MISSING as _MISSING
 from tether.exceptions import FutureAlreadySetError, FutureTimeoutError
 from tether.proxy import Proxy
-from tether.store._pickling import config_from_state, config_state
 from tether.store.factory import StoreFactory
 
 if TYPE_CHECKING:
@@ -89,19 +88,13 @@ class FutureFactory(StoreFactory[T]):
         except Exception:
             return False
 
-    def __repr__(self) -> str:
-        return f'FutureFactory(store={self.store_config.name!r}, key={self.key!r})'
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (
-                self.key,
-                config_state(self.store_config),
-                self.evict,
-                self.deserializer,
-                (self.timeout, self.poll_interval, self.poll_max),
-            ),
+        return self._reduce_with(
+            {
+                'timeout': self.timeout,
+                'poll_interval': self.poll_interval,
+                'poll_max': self.poll_max,
+            }
         )
 
     def wait(self, timeout: float | None = _MISSING) -> None:
@@ -143,25 +136,6 @@ class FutureFactory(StoreFactory[T]):
     def __call__(self) -> T:
         self.wait()
         return super().__call__()
-
-
-def _rebuild(
-    key: Any,
-    state: tuple[Any, ...],
-    evict: bool,
-    deserializer: Deserializer | None,
-    waiting: tuple[float | None, float, float],
-) -> FutureFactory[Any]:
-    timeout, poll_interval, poll_max = waiting
-    return FutureFactory(
-        key,
-        config_from_state(state),
-        evict=evict,
-        deserializer=deserializer,
-        timeout=timeout,
-        poll_interval=poll_interval,
-        poll_max=poll_max,
-    )
 
 
 class Future(Generic[T]):
