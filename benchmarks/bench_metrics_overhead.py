@@ -1,10 +1,12 @@
-"""Overhead of Prometheus metrics on a node server's hot path (small put + get).
+"""Overhead of Prometheus metrics on a node server's or an endpoint's hot path (small
+put + get + evict).
 
-Two node servers run as processes, one with ``--metrics-port 0`` and one without; one
-client times round trips to each in alternating rounds (A, B, A, B ...) so the machine's
-load hits both alike. Prints a table and writes JSON.
+Two servers run as processes, one with metrics on (port 0) and one without; one client
+times round trips to each in alternating rounds (A, B, A, B ...) so the machine's load
+hits both alike. Prints a table and writes JSON.
 
     .venv/bin/python benchmarks/bench_metrics_overhead.py --rounds 10 --ops 2000
+    .venv/bin/python benchmarks/bench_metrics_overhead.py --server endpoint --rounds 10
 """
 
 from __future__ import annotations
@@ -57,7 +59,20 @@ def _start(run_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     return proc, name
 
 
-def _round(conn: NodeConnector, ops: int, payload: bytes) -> float:
+def _endpoints(home: Path) -> tuple[Any, Any]:
+    """Two endpoints (no relay) in ``home``, metrics off and on, and a connector to each."""
+    from tether.connectors.endpoint import EndpointConnector
+    from tether.endpoint import SiteConfig, start_endpoint
+
+    conns = []
+    for name, metrics in (('off', {}), ('on', {'metrics': {'port': 0}})):
+        SiteConfig.create(name, home, **metrics)
+        start_endpoint(name, home)
+        conns.append(EndpointConnector([name], home=str(home), timeout=60))
+    return conns[0], conns[1]
+
+
+def _round(conn: Any, ops: int, payload: bytes) -> float:
     start = time.perf_counter()
     for _ in range(ops):
         key = conn.put(payload)
@@ -71,44 +86,63 @@ def main() -> None:
     parser.add_argument('--rounds', type=int, default=10)
     parser.add_argument('--ops', type=int, default=2000)
     parser.add_argument('--size', type=int, default=1000)
-    parser.add_argument('--json', default='benchmarks/results/metrics_overhead.json')
+    parser.add_argument('--server', choices=['node', 'endpoint'], default='node')
+    parser.add_argument('--json', default=None, help='default: benchmarks/results/...')
     args = parser.parse_args()
+    if args.json is None:
+        suffix = '' if args.server == 'node' else '_endpoint'
+        args.json = f'benchmarks/results/metrics_overhead{suffix}.json'
     payload = os.urandom(args.size)
+    times: dict[str, list[float]] = {'off': [], 'on': []}
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
-        off_proc, off = _start(run_dir)
-        on_proc, on = _start(run_dir, '--metrics-port', '0')
+        procs: list[subprocess.Popen[bytes]] = []
         try:
-            conns = {
-                n: NodeConnector(n, address='127.0.0.1', run_dir=str(run_dir), secret=SECRET)
-                for n in (off, on)
-            }
+            if args.server == 'node':
+                off_proc, off = _start(run_dir)
+                on_proc, on = _start(run_dir, '--metrics-port', '0')
+                procs = [off_proc, on_proc]
+                conns = {
+                    mode: NodeConnector(
+                        n, address='127.0.0.1', run_dir=str(run_dir), secret=SECRET
+                    )
+                    for mode, n in (('off', off), ('on', on))
+                }
+            else:
+                off_conn, on_conn = _endpoints(run_dir)
+                conns = {'off': off_conn, 'on': on_conn}
             for c in conns.values():
                 _round(c, 200, payload)  # warm up
-            times: dict[str, list[float]] = {'off': [], 'on': []}
             for _ in range(args.rounds):
-                times['off'].append(_round(conns[off], args.ops, payload))
-                times['on'].append(_round(conns[on], args.ops, payload))
+                times['off'].append(_round(conns['off'], args.ops, payload))
+                times['on'].append(_round(conns['on'], args.ops, payload))
             for c in conns.values():
                 c.close()
         finally:
-            for p in (off_proc, on_proc):
+            for p in procs:
                 p.terminate()
                 p.wait(10)
+            if args.server == 'endpoint':
+                from tether.endpoint import stop_endpoint
+
+                for name in ('off', 'on'):
+                    stop_endpoint(name, run_dir)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med['on'] / med['off']
     spread = {k: (min(v) / med[k], max(v) / med[k]) for k, v in times.items()}
-    print(f'node server, put+get+evict of {args.size} B, {args.rounds} alternating rounds')
+    paired = statistics.median(a / b for a, b in zip(times['on'], times['off'], strict=True))
+    print(f'{args.server}, put+get+evict of {args.size} B, {args.rounds} alternating rounds')
     print(f'{"metrics":8} {"median us/op":>13} {"min/median":>11} {"max/median":>11}')
     for k in ('off', 'on'):
         lo, hi = spread[k]
         print(f'{k:8} {med[k] * 1e6:13.1f} {lo:11.3f} {hi:11.3f}')
-    print(f'on/off ratio of medians: {ratio:.3f}')
+    print(f'on/off ratio of medians: {ratio:.3f}, median of paired ratios: {paired:.3f}')
     result: dict[str, Any] = {
         'args': vars(args),
         'seconds_per_op': times,
         'median': med,
         'ratio_on_off': ratio,
+        'paired_ratio_on_off': paired,
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2))
