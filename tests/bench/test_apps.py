@@ -37,7 +37,7 @@ SMALL: dict[str, dict[str, Any]] = {
     'montage': {'synthetic_rows': 2, 'synthetic_columns': 2, 'synthetic_size': 24},
     'fedlearn': {'clients': 2, 'rounds': 1, 'epochs': 1},
     'mapreduce': {'map_tasks': 3, 'words_per_task': 500},
-    'moldesign': {'search_size': 30, 'initial_count': 2, 'batch_size': 1, 'search_count': 3},
+    'moldesign': {'search_size': 30, 'initial_count': 4, 'batch_size': 1, 'search_count': 5},
     'physics': {'simulations': 2, 'ball_count': 2, 'steps': 100},
     'synthetic': {'structure': 'diamond', 'task_count': 3, 'task_data_bytes': 20_000},
     'failures': {
@@ -78,7 +78,7 @@ def check_outputs(app: str, run_dir: pathlib.Path) -> None:
         assert len(lines) == 10
     elif app == 'moldesign':
         rows = _csv(run_dir / 'moldesign.csv')
-        assert len(rows) == 3
+        assert len(rows) == 5
         assert all(5 < float(r['ip']) < 30 for r in rows)  # eV
     elif app == 'physics':
         rows = _csv(run_dir / 'physics.csv')

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
 import pydantic
@@ -56,7 +56,9 @@ class CholeskyApp:
 
     def __init__(self, matrix_size: int, block_size: int, seed: int = 0) -> None:
         if matrix_size < 1 or block_size < 1:
-            raise ValueError('matrix_size and block_size must be positive')
+            raise ValueError('The matrix size and block size must be greater than 0.')
+        if block_size > matrix_size:
+            raise ValueError('The matrix size must be greater than or equal to the block size.')
         self.matrix_size = matrix_size
         self.block_size = block_size
         self.seed = seed
@@ -104,9 +106,24 @@ class CholeskyAppConfig(AppConfig):
     """Tiled Cholesky factorisation (linear algebra; a DAG that grows with the tiles)."""
 
     name: str = 'cholesky'
-    matrix_size: int = pydantic.Field(default=100, ge=1, description='side of the matrix')
-    block_size: int = pydantic.Field(default=25, ge=1, description='side of a tile')
+    matrix_size: int = pydantic.Field(default=100, description='side of the matrix')
+    block_size: int = pydantic.Field(
+        default=25, description='side of a tile (at most matrix_size)'
+    )
     seed: int = pydantic.Field(default=0, description='random seed')
+
+    @pydantic.field_validator('matrix_size', 'block_size')
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError('The matrix size and block size must be greater than 0.')
+        return value
+
+    @pydantic.model_validator(mode='after')
+    def _block_fits(self) -> Self:
+        if self.block_size > self.matrix_size:
+            raise ValueError('The matrix size must be greater than or equal to the block size.')
+        return self
 
     def get_app(self) -> CholeskyApp:
         """Build the app."""

@@ -273,13 +273,20 @@ class FailuresAppConfig(AppConfig):
     failure_type: FailureType = pydantic.Field(
         default='zero-division', description='failure to inject'
     )
-    failure_rate: float = pydantic.Field(default=0.1, ge=0, le=1, description='chance per task')
+    failure_rate: float = pydantic.Field(default=0.1, description='chance per task, in [0, 1]')
     transient: bool = pydantic.Field(
         default=True,
         description='fail only the first attempt (retrying executors recover)',
     )
     walltime: float = pydantic.Field(default=1.0, ge=0, description='walltime failures: seconds')
     seed: int = pydantic.Field(default=0, description='random seed of the choice of tasks')
+
+    @pydantic.field_validator('failure_rate')
+    @classmethod
+    def _rate_in_range(cls, rate: float) -> float:
+        if not 0 <= rate <= 1:
+            raise ValueError(f'Failure rate must be in the range [0, 1]. Got {rate}.')
+        return rate
 
     @pydantic.field_validator('base')
     @classmethod

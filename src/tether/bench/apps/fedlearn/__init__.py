@@ -22,11 +22,15 @@ import pydantic
 
 from tether.bench.apps import AppConfig
 from tether.bench.registry import register
+from tether.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from tether.bench.engine import Engine
 
 __all__ = ['FedLearnApp', 'FedLearnAppConfig']
+
+# 'digits' runs; the others are TaPS's torchvision data sets, accepted by name only.
+_DATASETS = ('digits', 'mnist', 'fmnist', 'cifar10', 'cifar100')
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +124,29 @@ class FedLearnAppConfig(AppConfig):
     participation: float = pydantic.Field(default=1.0, gt=0, le=1, description='clients per round')
     test_fraction: float = pydantic.Field(default=0.2, gt=0, lt=1, description='held-out samples')
     seed: int = pydantic.Field(default=0, description='random seed')
+    dataset: str = pydantic.Field(
+        default='digits',
+        description="'digits' (scikit-learn's, bundled); TaPS's names are accepted, not run",
+    )
+    data_dir: pathlib.Path = pydantic.Field(
+        default=pathlib.Path('data/fedlearn'),
+        description="TaPS's download directory of torchvision data sets (unused)",
+    )
+
+    @pydantic.field_validator('dataset', mode='before')
+    @classmethod
+    def _known_dataset(cls, value: Any) -> Any:
+        name = value.lower() if isinstance(value, str) else value
+        if name not in _DATASETS:
+            raise ValueError(f'dataset must be one of {", ".join(_DATASETS)}, not {value!r}')
+        return name
 
     def get_app(self) -> FedLearnApp:
-        """Build the app."""
-        return FedLearnApp(**self.model_dump(exclude={'name'}))
+        """Build the app (on ``digits``: TaPS's torchvision data sets are refused here)."""
+        if self.dataset != 'digits':
+            raise ConfigError(
+                f'fedlearn dataset {self.dataset!r} is a torchvision data set, which tether '
+                'does not load (torchvision is not a dependency and nothing is downloaded): '
+                "use dataset = 'digits'",
+            )
+        return FedLearnApp(**self.model_dump(exclude={'name', 'dataset', 'data_dir'}))

@@ -137,7 +137,7 @@ class MolDesignAppConfig(AppConfig):
         default=200, ge=1, description='molecules in the search space'
     )
     initial_count: int = pydantic.Field(
-        default=8, ge=1, description='random molecules simulated first'
+        default=8, description='random molecules simulated first (at least 4)'
     )
     batch_size: int = pydantic.Field(default=4, ge=1, description='molecules simulated per round')
     search_count: int = pydantic.Field(
@@ -148,6 +148,15 @@ class MolDesignAppConfig(AppConfig):
         default=9, ge=1, description='largest molecule (heavy atoms)'
     )
     seed: int = pydantic.Field(default=0, description='random seed')
+
+    @pydantic.field_validator('initial_count')
+    @classmethod
+    def _at_least_four(cls, value: int) -> int:
+        # The model is a 4-nearest-neighbours regression: four results before the first.
+        if value < 4:
+            raise ValueError('Number of initial calculations must be at least four.')
+        return value
+
     dataset: pathlib.Path | None = pydantic.Field(
         default=None,
         description="SMILES file of the search space (default: RDKit's NCI list)",
