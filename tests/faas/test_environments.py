@@ -213,7 +213,8 @@ def test_missing_interpreter_is_reported_and_refused(
     tmp_path: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
 ) -> None:
     missing = tmp_path / 'nowhere' / 'bin' / 'python'
-    ep, client = endpoint_with(environments={'gone': {'python': str(missing)}})
+    # min_workers: the endpoint starts all the same (the workers cannot, and it says so).
+    ep, client = endpoint_with(environments={'gone': {'python': str(missing), 'min_workers': 1}})
     eid = ep.config.endpoint_id
     assert 'is not a Python interpreter' in ep.agent.environments.summary()['gone']['error']
     with (
@@ -343,3 +344,33 @@ def test_the_example_of_the_docs_is_valid(tmp_path: pathlib.Path) -> None:
         '/images/pytorch.sif',
         'python3',
     ]
+
+
+def test_pool_fails_the_tasks_of_an_environment_that_cannot_start(
+    tmp_path: pathlib.Path,
+) -> None:
+    gone = tmp_path / 'removed' / 'bin' / 'python'  # probed fine once, removed since
+    config = EndpointConfig(
+        name='ep',
+        endpoint_id='e',
+        service_url='http://127.0.0.1:1',
+        environments={'gone': {'python': str(gone)}},
+    )
+    results: dict[str, Any] = {}
+    engine = ProcessPoolEngine(
+        config, lambda ids: None, lambda h, p: results.update({h['task_id']: h})
+    )
+    engine.start()
+    try:
+        tasks = [make_task(where_am_i) for _ in range(2)]
+        for task in tasks:
+            task.environment = 'gone'
+        engine.submit(tasks)
+        wait_for(lambda: len(results) == 2, 60, 'both tasks to fail')
+        for task in tasks:
+            error = results[task.task_id]['error']
+            assert results[task.task_id]['status'] == 'failed'
+            assert "the workers of environment 'gone' cannot start" in error['message']
+        assert engine.stats()['workers'] == 0
+    finally:
+        engine.stop()

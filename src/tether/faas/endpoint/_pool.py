@@ -145,7 +145,8 @@ class ProcessPoolEngine(EngineBase):
             self._spawn()
         for name, env in self.config.environments.items():
             for _ in range(env.min_workers):
-                self._spawn(name)
+                if self._spawn_or_fail(name) is None:  # logged; its tasks will say why
+                    break
         self._thread.start()
 
     def submit(self, tasks: list[Task]) -> None:
@@ -492,8 +493,9 @@ class ProcessPoolEngine(EngineBase):
             return self._spawn(environment)
         except (ConfigError, OSError) as e:
             with self._lock:
-                failed = list(self._queues[environment])
-                self._queues[environment].clear()
+                queue = self._queue(environment)
+                failed = list(queue)
+                queue.clear()
             message = f'the workers of environment {environment!r} cannot start: {e}'
             logger.error('%s (%d task(s) fail)', message, len(failed))
             error = {'type': 'tether.exceptions.ConfigError', 'message': message, 'traceback': ''}
