@@ -19,6 +19,8 @@ import pytest
 
 from tests.faas import _slurm_tasks
 from tests.faas.conftest import AgentThread, new_endpoint, new_user, wait_for
+from tests.metrics._scrape import scrape, value
+from tether._serve.metrics import MetricsOptions
 from tether.exceptions import WorkerLostError
 from tether.faas import Client, EndpointConfig, Executor
 from tether.faas._server import ServiceThread
@@ -80,6 +82,7 @@ def slurm(
         endpoint_id=endpoint_id,
         service_url=prod_service.url,
         heartbeat_s=0.5,
+        metrics=MetricsOptions(port=0),
         max_workers=1,
         max_retries=1,
         idle_timeout_s=IDLE_S,
@@ -120,11 +123,17 @@ def test_tasks_run_inside_slurm_jobs_and_idle_blocks_are_cancelled(
     assert record['block']['scheduler'] == 'slurm'
     assert record['block']['job_id'] == job
     assert 'block_id' in record['block']
+    # The agent's metrics show the block (as Parsl last polled Slurm).
+    address = slurm.agent.agent.metrics.address()
+    assert address is not None
+    running = lambda: value(scrape(address), 'tether_faas_blocks', state='running')  # noqa: E731
+    wait_for(lambda: running() == 1, 30, 'the metrics to show the running block')
     # Idle for IDLE_S: the endpoint cancels its block (Slurm lists it as CANCELLED).
     wait_for(lambda: squeue_state(job) == 'CANCELLED', 60, f'job {job} to be cancelled')
     # The engine's view of its blocks follows (Parsl polls the scheduler).
     wait_for(lambda: 'running' not in engine.blocks(), 30, 'the engine to see it end')
     assert sum(engine.blocks().values()) == 1
+    assert running() == 0
 
 
 def test_blocks_slurm_ends_under_running_tasks_give_retries_or_worker_lost(

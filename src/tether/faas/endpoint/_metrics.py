@@ -3,7 +3,9 @@
 Read at scrape time from the agent's own bookkeeping: tasks by state (``waiting``:
 received, not yet with a worker; ``running``: handed to a worker; ``unconfirmed``: result
 sent, not yet acknowledged by the service), results sent, whether it is connected, and
-the engine's workers (``workers``, ``idle``, ``pending`` of its ``stats()``).
+the engine's workers (``workers``, ``idle``, ``pending`` of its ``stats()``) and, for an
+engine with blocks (``parsl``, ``managers`` with a ``[provider]``), its blocks by state as
+the provider last reported them.
 """
 
 from __future__ import annotations
@@ -48,7 +50,24 @@ def agent_metrics(agent: Agent) -> Served:
         lambda: _workers(agent),
         ('state',),
     )
+    m.gauge(
+        'tether_faas_blocks',
+        "The engine's blocks (batch jobs, pods, instances), by state",
+        lambda: _blocks(agent),
+        ('state',),
+    )
     return Served(m, options)
+
+
+def _blocks(agent: Agent) -> dict[tuple[str, ...], float]:
+    blocks: Any = getattr(agent.engine, 'blocks', None)
+    if blocks is None:
+        return {}
+    states: dict[str, int] = {}
+    with contextlib.suppress(Exception):  # not started, or the provider not polled yet
+        states = blocks()
+    # Parsl's states: a fixed set (pending, running, cancelled, completed, failed ...).
+    return {(str(state),): float(n) for state, n in states.items()}
 
 
 def _tasks(agent: Agent) -> dict[tuple[str, ...], float]:
