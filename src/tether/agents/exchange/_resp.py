@@ -18,7 +18,14 @@ from typing import Any
 
 from tether.exceptions import AgentError
 
-__all__ = ['RedisConnectError', 'RedisReplyError', 'RespClient', 'RespConnection', 'Script']
+__all__ = [
+    'Pipelining',
+    'RedisConnectError',
+    'RedisReplyError',
+    'RespClient',
+    'RespConnection',
+    'Script',
+]
 
 _CRLF = b'\r\n'
 
@@ -48,7 +55,29 @@ def _encode(args: Sequence[Any]) -> list[bytes]:
     return parts
 
 
-class RespConnection:
+class Pipelining:
+    """What a RESP connection or client builds on its :meth:`pipeline`."""
+
+    def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run the commands; replies in order (errors as values)."""
+        raise NotImplementedError
+
+    def execute(self, *args: Any) -> Any:
+        """Run one command; raise its error reply."""
+        return _raised(self.pipeline([args])[0])
+
+    def script(self, source: str) -> Script:
+        """A callable that runs a Lua script (on a cluster, its keys must share one slot)."""
+        return Script(self, source)
+
+
+def _raised(reply: Any) -> Any:
+    if isinstance(reply, RedisReplyError):
+        raise reply
+    return reply
+
+
+class RespConnection(Pipelining):
     """One blocking connection to a Redis server.
 
     Args:
@@ -142,13 +171,6 @@ class RespConnection:
             self.broken = True
             raise AgentError(f'{self.where} failed: {e!r}') from e
 
-    def execute(self, *args: Any) -> Any:
-        """Run one command; raise its error reply."""
-        reply = self.pipeline([args])[0]
-        if isinstance(reply, RedisReplyError):
-            raise reply
-        return reply
-
     def close(self) -> None:
         """Close the socket."""
         try:
@@ -171,12 +193,10 @@ class Script:
         reply = self.client.pipeline([['EVALSHA', *command]])[0]
         if isinstance(reply, RedisReplyError) and 'NOSCRIPT' in str(reply):
             reply = self.client.pipeline([['EVAL', self.source, *command[1:]]])[0]
-        if isinstance(reply, RedisReplyError):
-            raise reply
-        return reply
+        return _raised(reply)
 
 
-class RespClient:
+class RespClient(Pipelining):
     """A thread-safe pool of :class:`RespConnection` to one server.
 
     Args:
@@ -239,19 +259,8 @@ class RespClient:
                 self._idle.append(conn)
         return replies
 
-    def execute(self, *args: Any) -> Any:
-        """Run one command; raise its error reply."""
-        reply = self.pipeline([args])[0]
-        if isinstance(reply, RedisReplyError):
-            raise reply
-        return reply
-
     def refresh_quietly(self) -> None:
         """Nothing to do on one server (on a cluster: read the slot map again)."""
-
-    def script(self, source: str) -> Script:
-        """A callable that runs a Lua script."""
-        return Script(self, source)
 
     def close(self) -> None:
         """Close the idle connections."""

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.agents.exchange._resp import (
+    Pipelining,
     RedisConnectError,
     RedisReplyError,
     RespClient,
     RespConnection,
-    Script,
 )
 from tether.exceptions import AgentError
 
@@ -85,7 +85,7 @@ def _retry_later(reply: Any) -> bool:
     return isinstance(reply, RedisReplyError) and text.startswith(('CLUSTERDOWN', 'TRYAGAIN'))
 
 
-class ClusterRespClient:
+class ClusterRespClient(Pipelining):
     """:class:`RespClient`'s interface on a Redis Cluster (see the module's documentation).
 
     Args:
@@ -207,17 +207,6 @@ class ClusterRespClient:
         """:meth:`refresh`, unless no node answers (a failover may be under way)."""
         with contextlib.suppress(AgentError):
             self.refresh()
-
-    def execute(self, *args: Any) -> Any:
-        """Run one command; raise its error reply."""
-        reply = self.pipeline([args])[0]
-        if isinstance(reply, RedisReplyError):
-            raise reply
-        return reply
-
-    def script(self, source: str) -> Script:
-        """A callable that runs a Lua script (all its keys must share one slot)."""
-        return Script(self, source)
 
     def connect(self, timeout: float | None = None, *, key: Any = '') -> RespConnection:
         """A connection of its own to the master of ``key`` (for blocking commands)."""
