@@ -513,12 +513,9 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
 
     def _down_message(self, refusal: str) -> str:
         deadline, url = self.client.retry_deadline, self.client.service_url
-        if refusal:
-            return (
-                f'submitting: the service at {url} refused the result stream '
-                f'for {deadline} s: {refusal}'
-            )
-        return f'submitting: the service at {url} was unreachable for {deadline} s'
+        why = f'refused the result stream for {deadline} s: {refusal}'
+        why = why if refusal else f'was unreachable for {deadline} s'
+        return f'submitting: the service at {url} {why}'
 
     def _deliver(self, frame: Any) -> list[str]:
         received = time.time()
@@ -537,8 +534,7 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
             future.timings = {**header.get('t', {}), 'client_received': received}
             if _tracing.on:  # the task's lifetime, from the stages' stamps
                 _tracing.task_trace('tether.faas.task', future.timings, {'tether.task': task_id})
-            output = header.get('output')
-            future.output = output if isinstance(output, dict) else {}
+            future.output = out if isinstance(out := header.get('output'), dict) else {}
             if header.get('status') == 'cancelled':  # cancelled elsewhere (Client.cancel)
                 cancel_local(future)
                 continue
