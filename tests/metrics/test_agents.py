@@ -188,3 +188,70 @@ def test_metrics_off_loopback_needs_a_token() -> None:
 
     with pytest.raises(ValidationError, match='bearer token'):
         MetricsOptions(port=0, bind='0.0.0.0')
+
+
+def test_cli_daemon_with_metrics(
+    daemon_env: pathlib.Path, exchange: Any, tmp_path: pathlib.Path
+) -> None:
+    import subprocess
+    import sys
+
+    token = tmp_path / 'metrics.token'
+    token.write_text('cli-agent-metrics')
+    tether = [sys.executable, '-c', 'from tether.cli import main; main()', 'agents']
+    home = ['--home', str(daemon_env)]
+    started = subprocess.run(
+        [*tether, 'daemon', 'tests.agents._behaviors:Echo', '--prefix', exchange.prefix,
+         '--restart', '1', '--metrics-port', '0', '--metrics-token-file', str(token),
+         '--json', *home],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    record = json.loads(started.stdout)
+    agent_id = record['agent_id']
+    try:
+        echo = exchange.get_handle(agent_id)
+        assert [echo.echo(i).result(60) for i in range(3)] == [0, 1, 2]
+        address = _address(record['metrics'])
+        assert status_of(address) == 401
+        texts: list[str] = []
+
+        def counted() -> bool:
+            texts[:] = [scrape(address, 'cli-agent-metrics')]
+            return value(texts[0], 'tether_agent_actions_total', action='echo') >= 3
+
+        _until(counted, 'the calls to be counted')
+        assert value(texts[0], 'tether_agents', status='running') == 1
+        listed = subprocess.run(
+            [*tether, 'list', *home], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert f'metrics {record["metrics"]}' in listed.stdout
+    finally:
+        stopped = subprocess.run(
+            [*tether, 'stop', agent_id, '--force', *home],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr
+    _until(lambda: _refused(address), 'the endpoint to close')
+
+
+@pytest.mark.parametrize(
+    ('args', 'message'),
+    [
+        (['tests.agents._behaviors:Nope'], 'cannot import'),
+        (['json:dumps'], 'not a Behavior class'),
+        (['tests.agents._behaviors:Echo', '--metrics-port', '0', '--metrics-bind', '0.0.0.0'],
+         'bearer token'),
+        (['tests.agents._behaviors:Echo', '--kwargs', '[1]'], 'JSON object'),
+    ],
+)  # fmt: skip
+def test_cli_daemon_refuses(daemon_env: pathlib.Path, args: list[str], message: str) -> None:
+    from click.testing import CliRunner
+
+    from tether.cli import cli
+
+    result = CliRunner().invoke(cli, ['agents', 'daemon', *args, '--home', str(daemon_env)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    daemons = daemon_env / 'daemons'
+    assert not daemons.exists() or not list(daemons.glob('*.json'))
