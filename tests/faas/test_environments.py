@@ -137,6 +137,8 @@ def test_one_function_in_two_environments_has_two_ids(
     extra = client.register_function(uses_package, environment='extra')
     assert default != extra
     assert client.register_function(uses_package, environment='extra') == extra
+    # Globus Compute's container_uuid names an environment (declared by that name).
+    assert client.register_function(uses_package, container_uuid='extra') == extra
     with pytest.raises(ConfigError, match='neither a name'):
         client.register_function(uses_package, environment='no spaces allowed')
 

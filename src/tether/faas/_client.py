@@ -189,6 +189,7 @@ class Client:
         *,
         function_serializer: str | None = None,
         environment: str | None = None,
+        container_uuid: str | None = None,
         **_: Any,
     ) -> str:
         """Register ``function``; return its id (a UUID string). The same function
@@ -199,13 +200,15 @@ class Client:
         interpreter or virtual environment there (``None``: the endpoint's own). The
         Python and tether versions serializing it are recorded with it, so that an
         environment that cannot read it refuses it (``VersionMismatch``) instead of
-        losing workers; see ``docs/faas.md``.
+        losing workers; see ``docs/faas.md``. ``container_uuid`` (Globus Compute's) is
+        taken as the name of an environment when ``environment`` is not given.
 
         Raises:
             ConfigError: ``environment`` is neither a plain name nor an absolute path.
         """
         method = function_serializer or self.function_serializer
-        meta = function_meta(check_environment_name(environment), method)
+        wanted = environment if environment is not None else container_uuid
+        meta = function_meta(check_environment_name(str(wanted) if wanted else None), method)
         body = wrap(pack_function(function, method), meta)
         name = function_name or getattr(function, '__name__', 'function')
         frame = _frames.encode(_frames.FUNCTION, {'name': name, 'serializer': method}, [body])
