@@ -160,6 +160,14 @@ def test_a_get_is_one_command_and_a_value_in_chunks_one_more() -> None:
             assert len(value) == 3500
             stats = watcher.info('commandstats')
             assert stats['cmdstat_lrange']['calls'] == 1
+            # A batch: one GET each, and one LRANGE for the value in chunks.
+            watcher.config_resetstat()
+            small_value, chunked_value = c.get_batch([small, chunked])
+            assert small_value == b's' * 100
+            assert chunked_value == bytes(value)
+            stats = watcher.info('commandstats')
+            assert stats['cmdstat_get']['calls'] == 2
+            assert stats['cmdstat_lrange']['calls'] == 1
         finally:
             c.close(clear=True)
 

@@ -379,13 +379,14 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             return self.get_decoded(key)
         return super().get_object(key, decode, own_format)
 
-    def _get_direct(self, name: str, *, decode: bool = False) -> Any:
+    def _get_direct(self, name: str, *, decode: bool = False, chunks: bool = False) -> Any:
         # One GET, its reply read straight from the socket into one preallocated buffer.
         # A value stored in chunks is a list: GET answers WRONGTYPE and the chunks are
         # read with LRANGE, one round trip more for values over chunk_size only. (A key
         # that changed type in between is asked once more; then WRONGTYPE is raised.)
+        # ``chunks``: the key is known to hold a list (start with LRANGE).
         value: Any = None
-        for i in range(3):
+        for i in range(int(chunks), int(chunks) + 3):
             packer = Packer()
             if i % 2:
                 packer.command(b'LRANGE', name, b'0', b'-1')
@@ -426,7 +427,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
                 if isinstance(value, Exception):
                     # A value stored in chunks (a list: WRONGTYPE), or a key whose slot
                     # moved: read it alone, as get does.
-                    values[i] = self._get_direct(names[i], decode=decode)
+                    chunks = str(value).startswith('WRONGTYPE')
+                    values[i] = self._get_direct(names[i], decode=decode, chunks=chunks)
         return values
 
     def _set_parts(self, name: str, parts: Sequence[BytesLike]) -> None:
