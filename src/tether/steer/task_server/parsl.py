@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,7 +13,7 @@ from tether.steer.models import Result
 from tether.steer.task_server._worker import run_pickled_task
 from tether.steer.task_server.base import BaseTaskServer, method_name
 
-__all__ = ['ParslTaskServer']
+__all__ = ['ParslTaskServer', 'scale_out_now']
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,33 @@ class _MethodTask:
         return run_pickled_task(self.method, request.message)
 
 
+def scale_out_now(dfk: Any) -> None:
+    """Run the kernel's first scaling poll now, so its ``init_blocks`` start at once.
+
+    Parsl's job-status poller polls when it is made, before the kernel has added its
+    executors, and then every ``strategy_period`` (5 s by default): the first block of
+    workers was launched only then, ~3.5 s after the kernel started. The poll made here
+    and the poller's own are serialized by a lock, so the initial blocks are requested
+    once.
+    """
+    poller = getattr(dfk, 'job_status_poller', None)
+    callback = getattr(poller, 'callback', None)
+    if poller is None or callback is None:
+        return
+    lock = threading.Lock()
+
+    def serialized(*args: Any) -> None:
+        with lock:
+            callback(*args)
+
+    poller.callback = serialized
+    try:
+        serialized(*getattr(poller, 'cb_args', ()))
+    except Exception:
+        # The poller's next tick retries; Parsl logs its own errors the same way.
+        logger.exception('first scaling poll failed; Parsl polls again in strategy_period')
+
+
 class ParslTaskServer(BaseTaskServer):
     """Run tasks as Parsl apps.
 
@@ -92,6 +120,7 @@ class ParslTaskServer(BaseTaskServer):
     def start_executor(self) -> None:
         # A kernel of its own (the task server runs in a forked process).
         self._dfk = start_kernel(self.config)
+        scale_out_now(self._dfk)
         for name, method in self.methods.items():
             executors = self.default_executors
             fn = method
