@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import pydantic
 
+from tether._lazy import lazy_attributes
+
 __all__ = [
     'DaskDistributedConfig',
     'DaskDistributedExecutor',
@@ -54,13 +56,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 @runtime_checkable

@@ -15,8 +15,7 @@ the seed's configuration files, ``proxystore``).
 
 from __future__ import annotations
 
-from typing import Any
-
+from tether._lazy import lazy_attributes
 from tether.bench.transformer._protocol import (
     TaskDataTransformer,
     Transformer,
@@ -46,10 +45,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)
