@@ -15,10 +15,10 @@ agent id, a caller or a value.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
 import os
-import struct
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,7 +41,6 @@ _BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 
 _MAGIC = 0x54_41_47_4D_45_54_30_31  # b'TAGMET01' as an integer slot
 _HEAD = 4  # magic, starts, running, waiting
 _PER_ACTION = 3 + len(_BUCKETS)  # calls, errors, seconds, one count per bucket
-_SLOT = struct.Struct('<d')
 
 
 class StatsBlock:
@@ -49,7 +48,7 @@ class StatsBlock:
 
     Slots are float64s in a file mapped by both. The writer holds a lock of its own
     process; the reader takes no lock (a scrape may see one action's call counted before
-    its bucket, never a torn number: each slot is written whole).
+    its bucket, never a torn number: each aligned slot is written whole).
 
     Args:
         path: The block's file.
@@ -71,32 +70,34 @@ class StatsBlock:
             self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)
+        # The slots as float64s (native order: both sides are processes of this host).
+        self._v = memoryview(self._map).cast('d')
         if create:
-            _SLOT.pack_into(self._map, 0, float(_MAGIC))
-        elif _SLOT.unpack_from(self._map, 0)[0] != float(_MAGIC):
+            self._v[0] = float(_MAGIC)
+        elif self._v[0] != float(_MAGIC):
+            self._v.release()
+            self._map.close()
             raise ValueError(f'{path} is not a stats block')
         self._lock = threading.Lock()
 
     def _get(self, slot: int) -> float:
-        value: float = _SLOT.unpack_from(self._map, 8 * slot)[0]
+        value: float = self._v[slot]
         return value
-
-    def _add(self, slot: int, amount: float) -> None:
-        _SLOT.pack_into(self._map, 8 * slot, self._get(slot) + amount)
 
     # The agent's side -----------------------------------------------------------------
 
     def started(self) -> None:
         """A new incarnation of the agent started (nothing runs or waits yet)."""
+        v = self._v
         with self._lock:
-            self._add(1, 1)
-            _SLOT.pack_into(self._map, 16, 0.0)
-            _SLOT.pack_into(self._map, 24, 0.0)
+            v[1] += 1
+            v[2] = v[3] = 0.0
 
     def load(self, running: int, waiting: int) -> None:
         """Requests running now and waiting for a free slot."""
-        _SLOT.pack_into(self._map, 16, float(running))
-        _SLOT.pack_into(self._map, 24, float(waiting))
+        v = self._v
+        v[2] = running
+        v[3] = waiting
 
     def action(self, name: str, seconds: float, *, failed: bool) -> None:
         """One call of action ``name`` ended after ``seconds`` (``failed``: it raised)."""
@@ -104,13 +105,14 @@ class StatsBlock:
         if i is None:
             return
         base = _HEAD + _PER_ACTION * i
-        bucket = next(b for b, le in enumerate(_BUCKETS) if seconds <= le)
+        bucket = bisect.bisect_left(_BUCKETS, seconds)  # the first bucket with seconds <= le
+        v = self._v
         with self._lock:
-            self._add(base, 1)
+            v[base] += 1
             if failed:
-                self._add(base + 1, 1)
-            self._add(base + 2, seconds)
-            self._add(base + 3 + bucket, 1)
+                v[base + 1] += 1
+            v[base + 2] += seconds
+            v[base + 3 + bucket] += 1
 
     # The supervisor's side ------------------------------------------------------------
 
@@ -135,6 +137,7 @@ class StatsBlock:
 
     def close(self) -> None:
         """Unmap the block."""
+        self._v.release()
         self._map.close()
 
 
