@@ -51,10 +51,10 @@ def os_timeouts(sock: socket.socket, timeout: float | None) -> None:
     the kernel (``SO_SNDTIMEO``/``SO_RCVTIMEO``), not by Python's ``settimeout``.
 
     With ``settimeout``, CPython polls before every send and receive (two system calls
-    more per round trip, a quarter of a small one's time); a blocking socket with kernel
-    timeouts makes just the send and the receive, and one that times out fails with
-    ``EAGAIN`` (``BlockingIOError``), which the readers and :func:`send_all` raise as
-    ``redis.TimeoutError``. ``None``: no bound (as ``settimeout(None)``).
+    more per round trip); a blocking socket with kernel timeouts makes just the send and
+    the receive, and one that times out fails with ``EAGAIN`` (``BlockingIOError``), which
+    the readers and :func:`send_all` raise as ``redis.TimeoutError``. ``None``: no bound
+    (as ``settimeout(None)``).
     """
     sock.settimeout(None)
     if timeout is None:
