@@ -127,7 +127,10 @@ def build_app(config: DashboardConfig, scrape: bool = True) -> Starlette:
                 await state.faas.close()
 
     async def static_open(request: Request) -> Response:
-        return await static(state, request)  # the static files hold no data: no key
+        response = await static(state, request)  # the static files hold no data: no key
+        response.headers['Cache-Control'] = 'public, max-age=86400'
+        response.headers['X-Content-Type-Options'] = 'nosniff'
+        return response
 
     routes = [
         Route('/', route(overview)),

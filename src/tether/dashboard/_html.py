@@ -140,12 +140,17 @@ def page(title: str, here: str, body: str, refresh: float | None = None) -> str:
         for href, label in NAV
     )
     meta = f'<meta http-equiv="refresh" content="{max(refresh, 1):g}">' if refresh else ''
+    scripts = ''  # Plotly (4.8 MB) only on pages with a chart
+    if 'class="figure"' in body:
+        scripts = (
+            '<script src="/static/plotly.min.js"></script>'
+            '<script src="/static/dashboard.js"></script>'
+        )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<title>{esc(title)} - tether dashboard</title>{meta}'
         '<link rel="stylesheet" href="/static/dashboard.css"></head><body>'
         f'<header><span class="brand">tether dashboard</span>{nav}</header>'
         f'<main><h1>{esc(title)}</h1>{body}</main>'
-        '<script src="/static/plotly.min.js"></script>'
-        '<script src="/static/dashboard.js"></script></body></html>'
+        f'{scripts}</body></html>'
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from typing import Any
@@ -98,9 +99,9 @@ async def faas_page(state: State, request: Request) -> HTMLResponse:
     chosen_fn = q.get('function', '')[:200]
     chosen_ep = q.get('endpoint', '')[:64]
     try:
-        me = await state.faas.whoami()
-        endpoints = await state.faas.endpoints()
-        tasks = await state.faas.tasks()
+        me, endpoints, tasks = await asyncio.gather(
+            state.faas.whoami(), state.faas.endpoints(), state.faas.tasks()
+        )
     except FaasError as e:
         body = f'<p class="error" id="faas-error">{esc(e)}</p>'
         return HTMLResponse(page('Functions', '/faas', body, state.config.page_refresh_s))
