@@ -65,6 +65,23 @@ class Packed:
     def __repr__(self) -> str:
         return f'Packed({len(self.items)} items, {self.fmt}, {len(self.proxied)} proxied)'
 
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> Any:
+        """Colmena's view of inputs in transit: ``[0]`` the args, ``[1]`` the kwargs.
+
+        Each inline item shows as the string Colmena would hold: the JSON text
+        (``'json'``) or the hex of the serialized bytes (``'pickle'``; tether's framing,
+        so a view to look at, not a Colmena pickle); proxies show as they are. Built on
+        access only. Packed values (``single``) have no such view.
+        """
+        if self.single:
+            raise TypeError('a packed value is not indexable; deserialize() it first')
+        shown = [_shown(i, self.fmt) for i in self.items]
+        n = len(shown) - len(self.kwnames)
+        return (shown[:n], dict(zip(self.kwnames, shown[n:], strict=True)))[index]
+
     @property
     def nbytes(self) -> int:
         """Bytes carried inline (proxies count as zero: their bytes are elsewhere)."""
@@ -96,6 +113,12 @@ class Packed:
             return objs[0]
         n = len(objs) - len(self.kwnames)
         return tuple(objs[:n]), dict(zip(self.kwnames, objs[n:], strict=True))
+
+
+def _shown(item: Any, fmt: str) -> Any:
+    if type(item) is not bytes:
+        return item
+    return item.decode() if fmt == 'json' else item.hex()
 
 
 ProxyTimes = dict[str, dict[str, Any]]
