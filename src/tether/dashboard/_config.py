@@ -57,8 +57,7 @@ class DashboardConfig(pydantic.BaseModel):
             ``None`` makes a random one at start (printed with the URL); ``''`` turns it
             off (loopback only).
         faas_url: A function service to read endpoints and tasks from.
-        faas_token: The user's token for it (default: ``$TETHER_FAAS_TOKEN``, then the
-            token file of ``tether faas login``).
+        faas_token: The user's token for it (default: ``$TETHER_FAAS_TOKEN``).
         faas_token_file: A file holding that token instead.
         metrics: Prometheus endpoints of node servers, endpoints, relays, faas services
             and endpoint agents, hosted exchanges.
