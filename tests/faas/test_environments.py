@@ -376,3 +376,37 @@ def test_pool_fails_the_tasks_of_an_environment_that_cannot_start(
         assert engine.stats()['workers'] == 0
     finally:
         engine.stop()
+
+
+def test_managers_engine_runs_each_task_in_its_environment(second_venv: pathlib.Path) -> None:
+    from tether.faas.endpoint._managers import ManagersEngine
+
+    config = EndpointConfig(
+        name='ep',
+        endpoint_id='e',
+        service_url='http://127.0.0.1:1',
+        engine='managers',
+        managers=2,
+        max_workers=1,
+        environments={'extra': {'python': str(second_venv)}},
+    )
+    results: dict[str, Any] = {}
+    engine = ManagersEngine(
+        config, lambda ids: None, lambda h, p: results.update({h['task_id']: (h, p)})
+    )
+    engine.start()
+    try:
+        tasks = [make_task(where_am_i) for _ in range(4)]
+        for task in tasks[:2]:
+            task.environment = 'extra'
+        engine.submit(tasks)
+        wait_for(lambda: len(results) == 4, 60, 'four results')
+        python = str(second_venv / 'bin' / 'python')
+        assert [task_value(*results[t.task_id])[0] for t in tasks] == [
+            python,
+            python,
+            sys.executable,
+            sys.executable,
+        ]
+    finally:
+        engine.stop()
