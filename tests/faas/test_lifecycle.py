@@ -168,7 +168,7 @@ def test_tasks_of_a_deleted_endpoint_fail_and_its_connection_closes(
             running = client.run(fid, eid, str(started), str(marker))
             with Executor(eid, client=client) as ex:
                 queued = [ex.submit(_tasks.square, i) for i in range(3)]
-                wait_for(started.exists, 60, 'the first task to start')
+                wait_for(lambda: _pids(started), 60, 'the first task to start')
                 client.delete_endpoint(eid)
                 for future in queued:
                     with pytest.raises(EndpointDeletedError, match='deleted'):
@@ -274,7 +274,10 @@ def test_a_payload_limit_the_broker_cannot_carry_is_refused_at_start(
 
 
 def _pids(path: pathlib.Path) -> list[int]:
-    return [int(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The pids a task wrote to ``path``, whole lines only (a line being written is not
+    one yet)."""
+    text = path.read_text() if path.exists() else ''
+    return [int(line) for line in text[: text.rfind('\n') + 1].splitlines()]
 
 
 def test_cancelling_a_running_task_stops_its_worker(
@@ -288,7 +291,7 @@ def test_cancelling_a_running_task_stops_its_worker(
     never = tmp_path / 'never'
     with Executor(ep.config.endpoint_id, service_url=prod_service.url, token=token) as ex:
         future = ex.submit(_lifecycle_tasks.block_until, str(started), str(never))
-        wait_for(started.exists, 60, 'the task to start')
+        wait_for(lambda: _pids(started), 60, 'the task to start')
         (pid,) = _pids(started)
         assert future.cancel()
         assert future.cancelled()
@@ -321,7 +324,7 @@ def test_cancelling_a_queued_task_removes_it(
     with Executor(ep.config.endpoint_id, service_url=prod_service.url, token=token) as ex:
         try:
             first = ex.submit(_lifecycle_tasks.block_until, str(started), str(marker))
-            wait_for(started.exists, 60, 'the first task to start')
+            wait_for(lambda: _pids(started), 60, 'the first task to start')
             queued = ex.submit(_lifecycle_tasks.record, str(runs), 'cancelled one')
             after = ex.submit(_lifecycle_tasks.record, str(runs), 'after')
             # Sent, and waiting at the endpoint behind the first task.
