@@ -10,7 +10,6 @@ import threading
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tether.exceptions import (
-    NotAStoreProxyError,
     OwnerCopyError,
     OwnershipError,
     ReferenceInvalidError,
@@ -18,6 +17,7 @@ from tether.exceptions import (
 from tether.proxy import Proxy, get_factory
 from tether.store._registry import get_or_create_store, registered_store
 from tether.store.factory import StoreFactory
+from tether.store.utils import get_store_factory
 
 if TYPE_CHECKING:
     from tether.store._store import Store
@@ -125,14 +125,8 @@ def describe(proxy: Proxy[Any]) -> str:
     return type(proxy).__name__
 
 
-def store_of(proxy: Proxy[Any]) -> Store[Any]:
-    factory = get_factory(proxy)
-    if not isinstance(factory, StoreFactory):
-        raise NotAStoreProxyError(
-            f'{type(proxy).__name__} is not a store proxy (its factory {factory!r} is not a '
-            'StoreFactory)',
-        )
-    return factory.get_store()
+def store_of(proxy: Proxy[Any], what: str) -> Store[Any]:
+    return get_store_factory(proxy, what).get_store()
 
 
 def evict_target(proxy: Proxy[Any]) -> None:

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether._closing import ClosingContext
-from tether.exceptions import LifetimeArgumentError, LifetimeError, NotAStoreProxyError
-from tether.proxy import Proxy, get_factory
-from tether.store.factory import StoreFactory
+from tether.exceptions import LifetimeArgumentError, LifetimeError
+from tether.proxy import Proxy
+from tether.store.utils import get_store_factory
 
 if TYPE_CHECKING:
     from tether.store._store import Store
@@ -121,12 +121,7 @@ class ContextLifetime(ClosingContext):
             NotAStoreProxyError: if a proxy was not made by a store (a ``StoreError``).
         """
         for proxy in proxies:
-            factory = get_factory(proxy)
-            if not isinstance(factory, StoreFactory):
-                raise NotAStoreProxyError(
-                    f'only store proxies can be attached to a lifetime, got a proxy '
-                    f'with factory {factory!r}',
-                )
+            factory = get_store_factory(proxy, 'add_proxy() to a lifetime')
             self.add_key(factory.key, store=factory.get_store())
 
     def done(self) -> bool:

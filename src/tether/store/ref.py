@@ -63,6 +63,7 @@ from tether.store._ref_state import (
     store_of,
 )
 from tether.store.factory import StoreFactory
+from tether.store.utils import get_store_factory
 
 if TYPE_CHECKING:
     pass
@@ -483,7 +484,9 @@ def clone(proxy: OwnedProxy[T]) -> OwnedProxy[T]:
     if state.mut:
         raise MutableBorrowError(f'cannot clone {describe(proxy)} while it is mutably borrowed')
     obj = extract(proxy)
-    owned = store_of(proxy).owned_proxy(obj, skip_nonproxiable=False, populate_target=False)
+    owned = store_of(proxy, 'clone()').owned_proxy(
+        obj, skip_nonproxiable=False, populate_target=False
+    )
     try:
         # The clone's target is a copy: mutating it must not change the original.
         set_target(owned, copy.deepcopy(obj))
@@ -513,12 +516,7 @@ def into_owned(proxy: Proxy[T], *, populate_target: bool = True) -> OwnedProxy[T
             f'into_owned() needs a plain store proxy, got a {type(proxy).__name__} '
             '(borrows cannot become owners; clone() the owner instead)',
         )
-    factory = get_factory(proxy)
-    if not isinstance(factory, StoreFactory):
-        raise NotAStoreProxyError(
-            f'into_owned() of a proxy whose factory {factory!r} is not a StoreFactory: '
-            'not a store proxy',
-        )
+    factory = get_store_factory(proxy, 'into_owned()')
     owned_factory: StoreFactory[T] = StoreFactory(
         factory.key,
         factory.store_config,
@@ -550,12 +548,12 @@ def update(proxy: OwnedProxy[Any] | RefMutProxy[Any]) -> None:
         )
     if not is_resolved(proxy):
         return
-    factory = get_factory(proxy)
-    store = store_of(proxy)
+    factory = get_store_factory(proxy, 'update()')
+    store = factory.get_store()
     deferrable = store.capabilities.require_deferrable(
         'overwrite objects', f'store {store.name!r}'
     )
-    key = cast(StoreFactory[Any], factory).key
+    key = factory.key
     deferrable.set(key, store.serialize(extract(proxy)))
     store.cache.evict(key)
 

@@ -12,7 +12,23 @@ from tether.store.factory import StoreFactory
 if TYPE_CHECKING:
     from tether.store._store import Store
 
-__all__ = ['get_key', 'get_store']
+__all__ = ['get_key', 'get_store', 'get_store_factory']
+
+
+def get_store_factory(proxy: Proxy[Any], what: str = 'get_store_factory()') -> StoreFactory[Any]:
+    """Return the factory of a store proxy (does not resolve it).
+
+    Raises:
+        NotAStoreProxyError: if ``proxy`` was not made by a store (a ``StoreError`` and
+            a ``TypeError``); the message says it was ``what`` that needed one.
+    """
+    factory = get_factory(proxy)
+    if not isinstance(factory, StoreFactory):
+        raise NotAStoreProxyError(
+            f'{what} of a proxy whose factory is {type(factory).__name__}: not a store '
+            'proxy (its factory is not a StoreFactory)',
+        )
+    return factory
 
 
 def get_key(proxy: Proxy[Any]) -> Any:
@@ -22,13 +38,7 @@ def get_key(proxy: Proxy[Any]) -> Any:
         NotAStoreProxyError: if ``proxy`` was not made by a store (a ``StoreError`` and
             a ``TypeError``).
     """
-    factory = get_factory(proxy)
-    if not isinstance(factory, StoreFactory):
-        raise NotAStoreProxyError(
-            f'get_key() of a proxy whose factory is {type(factory).__name__}: not a store '
-            'proxy (its factory is not a StoreFactory), so it has no key',
-        )
-    return factory.key
+    return get_store_factory(proxy, 'get_key()').key
 
 
 def get_store(name_or_proxy: Any) -> Store[Any] | None:
@@ -46,11 +56,5 @@ def get_store(name_or_proxy: Any) -> Store[Any] | None:
     # Proxy first: a proxy of a str must not be taken for a name (type(), not isinstance,
     # so that nothing resolves).
     if issubclass(type(name_or_proxy), Proxy):
-        factory = get_factory(name_or_proxy)
-        if not isinstance(factory, StoreFactory):
-            raise NotAStoreProxyError(
-                f'get_store() of a proxy whose factory is {type(factory).__name__}: '
-                'not a store proxy (its factory is not a StoreFactory)',
-            )
-        return factory.current_store()
+        return get_store_factory(name_or_proxy, 'get_store()').current_store()
     return registered_store(name_or_proxy)
