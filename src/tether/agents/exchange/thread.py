@@ -91,13 +91,18 @@ class _ThreadTransport(Transport):
                 and (box.mro[0] == type_name or (allow_subclasses and type_name in box.mro))
             ]
 
+    def _active(self, mailbox_id: str) -> _Box:
+        """The mailbox, which must exist and not be terminated (the caller holds the lock)."""
+        box = self.boxes.get(mailbox_id)
+        if box is None:
+            raise UnknownMailboxError(f'no mailbox {mailbox_id!r} in this ThreadExchange')
+        if box.status is MailboxStatus.TERMINATED:
+            raise MailboxClosedError(f'mailbox {mailbox_id!r} is terminated{box.why}')
+        return box
+
     def _put(self, dest: str, item: Message | Rejected) -> None:
         with self.lock:
-            box = self.boxes.get(dest)
-            if box is None:
-                raise UnknownMailboxError(f'no mailbox {dest!r} in this ThreadExchange')
-            if box.status is MailboxStatus.TERMINATED:
-                raise MailboxClosedError(f'mailbox {dest!r} is terminated{box.why}')
+            box = self._active(dest)
             deliver = box.deliver
             if deliver is None:
                 box.queue.append(item)
@@ -113,11 +118,7 @@ class _ThreadTransport(Transport):
     def listen(self, mailbox_id: str, deliver: Deliver) -> Listener:
         while True:
             with self.lock:
-                box = self.boxes.get(mailbox_id)
-                if box is None:
-                    raise UnknownMailboxError(f'no mailbox {mailbox_id!r} in this ThreadExchange')
-                if box.status is MailboxStatus.TERMINATED:
-                    raise MailboxClosedError(f'mailbox {mailbox_id!r} is terminated')
+                box = self._active(mailbox_id)
                 if not box.queue:
                     box.deliver = deliver
                     return _ThreadListener(self, mailbox_id, deliver)
