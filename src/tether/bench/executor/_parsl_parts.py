@@ -3,6 +3,8 @@
 Each part names a Parsl class or function by ``kind`` from an allowlist (a short kind or
 Parsl's class name, so TaPS-style TOML reads as is); every other field is passed to it as a
 keyword argument.
+
+Public home: :mod:`tether.bench.executor.parsl` (which exports every name).
 """
 
 from __future__ import annotations
@@ -13,19 +15,6 @@ import pydantic
 
 from tether.plugins.parsl import interchange_command, worker_init
 from tether.store.config import import_from_path
-
-__all__ = [
-    'ADDRESSES',
-    'AddressConfig',
-    'HTExConfig',
-    'LAUNCHERS',
-    'LauncherConfig',
-    'MANAGER_SELECTORS',
-    'ManagerSelectorConfig',
-    'MonitoringConfig',
-    'PROVIDERS',
-    'ProviderConfig',
-]
 
 PROVIDERS: dict[str, str] = {
     'condor': 'parsl.providers.CondorProvider',
