@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faas.conftest import AgentThread, new_user, start_endpoint  # noqa: F401
+from tests.faas.conftest import AgentThread, new_user, start_endpoint, wait_for  # noqa: F401
 from tests.metrics._scrape import scrape, status_of, value
 from tether._serve.metrics import MetricsOptions
 from tether.faas import Executor, ServiceConfig
@@ -51,6 +51,18 @@ def test_service_metrics_move_with_tasks(
         with pytest.raises(urllib.error.HTTPError, match='401'):
             urllib.request.urlopen(request, timeout=30)
         text = scrape(address, 'faas-metrics')
+        # Tasks by state: counted when a scrape asks (the first scrape may show the last
+        # counts), over every user.
+        wait_for(
+            lambda: (
+                value(scrape(address, 'faas-metrics'), 'tether_faas_tasks', state='success') == 3
+            ),
+            60,
+            'the three tasks counted as succeeded',
+        )
+        states = scrape(address, 'faas-metrics')
+        assert value(states, 'tether_faas_tasks', state='running') == 0
+        assert value(states, 'tether_faas_tasks', state='waiting-for-ep') == 0
     assert value(text, 'tether_server_info', kind='faas', name='service') == 1.0
     assert value(text, 'tether_requests_total', op='POST /v1/functions') == 1
     assert value(text, 'tether_request_bytes_total', op='POST /v1/functions', direction='in') > 0
