@@ -22,6 +22,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from tether._atomic import write_and_replace
 from tether.exceptions import ConfigError
 
 __all__ = ['check_folder', 'config_dir', 'read_named', 'read_private', 'user_key', 'write_private']
@@ -162,15 +163,4 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
     path = os.fspath(path)
     tmp = f'{path}.{os.getpid()}.tmp'
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_and_replace(fd, tmp, path, [data])

@@ -14,8 +14,9 @@ import shutil
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from tether._atomic import write_and_replace
 from tether.connectors._keyed import KeyedWrites
-from tether.connectors._util import new_id, write_and_replace
+from tether.connectors._util import new_id
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
 from tether.serialize import BytesLike

@@ -44,9 +44,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any, NamedTuple, TypeVar
 
+from tether._atomic import write_and_replace
 from tether.connectors import _shm_maps, _shm_pool
 from tether.connectors._keyed import KeyedWrites
-from tether.connectors._util import new_id, total_size, write_and_replace
+from tether.connectors._util import new_id, total_size
 from tether.connectors.base import Decode, lent_object
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConnectorError
