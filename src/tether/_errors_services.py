@@ -276,6 +276,16 @@ class PluginNotFoundError(BenchError, ConfigError):
     """No registered app, executor, transformer or filter has the requested name."""
 
 
+class PluginKindError(BenchError, ConfigError, ValueError):
+    """A plugin kind other than app, executor, filter or transformer (also a
+    :class:`ValueError`, which TaPS raised)."""
+
+
+class PluginRegistrationError(BenchError, ConfigError, RuntimeError):
+    """A plugin class cannot be registered: it has no name, or its name is taken (also a
+    :class:`RuntimeError`, which TaPS raised)."""
+
+
 class TaskDependencyError(BenchError):
     """A task never ran because a task whose result it takes as input failed.
 

@@ -87,6 +87,10 @@ TetherError
  |         +-- BehaviorDefinitionError   a Behavior class declares a reserved action name
  +-- BenchError                          the benchmark suite (tether.bench) failed
  |    +-- PluginNotFoundError            no app, executor, transformer or filter of that name
+ |    +-- PluginKindError                a plugin kind tether.bench does not have (also a
+ |    |                                  ConfigError and a ValueError)
+ |    +-- PluginRegistrationError        a plugin class without a name, or a name taken (also
+ |    |                                  a ConfigError and a RuntimeError)
  |    +-- TaskDependencyError            a task's input task failed, so it never ran
  +-- HarnessError                        a test helper of tether.testing failed
  |    +-- ServerStartError               a throwaway server did not start (also a RuntimeError)
@@ -204,7 +208,9 @@ from tether._errors_services import (
     MailboxLostError,
     MessageRejectedError,
     PeeringError,
+    PluginKindError,
     PluginNotFoundError,
+    PluginRegistrationError,
     ServerStartError,
     SteerAuthenticationError,
     SteerError,
@@ -275,7 +281,9 @@ __all__ = [
     'OwnershipError',
     'PeerChannelError',
     'PeeringError',
+    'PluginKindError',
     'PluginNotFoundError',
+    'PluginRegistrationError',
     'ProtocolError',
     'ProtocolVersionError',
     'ProxyError',

@@ -53,3 +53,24 @@ def test_fedlearn_dataset_names() -> None:
         config.get_app()
     with pytest.raises(pydantic.ValidationError, match='dataset must be one of'):
         FedLearnAppConfig(dataset='imagenet')
+
+
+def test_register_errors_keep_taps_builtin_bases() -> None:
+    from tether.bench.registry import register
+    from tether.exceptions import PluginKindError, PluginRegistrationError
+
+    class Nameless(pydantic.BaseModel):
+        pass
+
+    with pytest.raises(ValueError, match='Unknown plugin type "test"') as kind:
+        register('test')(Nameless)  # type: ignore[arg-type]
+    assert isinstance(kind.value, (PluginKindError, ConfigError))
+    with pytest.raises(RuntimeError, match='Failed to register Nameless as a app plugin') as reg:
+        register('app')(Nameless)
+    assert isinstance(reg.value, (PluginRegistrationError, ConfigError))
+
+    class Taken(pydantic.BaseModel):
+        name: str = 'cholesky'
+
+    with pytest.raises(PluginRegistrationError, match='already registered'):
+        register('app')(Taken)

@@ -25,7 +25,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from tether.exceptions import ConfigError, PluginNotFoundError
+from tether.exceptions import (
+    ConfigError,
+    PluginKindError,
+    PluginNotFoundError,
+    PluginRegistrationError,
+)
 
 __all__ = [
     'BUILTIN',
@@ -98,7 +103,7 @@ _entry_points_loaded = False
 
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
-        raise ConfigError(f'unknown plugin kind {kind!r}; kinds: {", ".join(KINDS)}')
+        raise PluginKindError(f'Unknown plugin type "{kind}". Kinds: {", ".join(KINDS)}')
 
 
 def register(kind: Kind, *, name: str | None = None) -> Callable[[ConfigT], ConfigT]:
@@ -109,8 +114,9 @@ def register(kind: Kind, *, name: str | None = None) -> Callable[[ConfigT], Conf
         name: The plugin's name (default: the default of the class's ``name`` field).
 
     Raises:
-        ConfigError: for an unknown kind, a class without a name, or a name already taken
-            by another class.
+        PluginKindError: for an unknown kind (a ConfigError and a ValueError).
+        PluginRegistrationError: for a class without a name, or a name already taken by
+            another class (a ConfigError and a RuntimeError).
     """
     _check_kind(kind)
 
@@ -120,14 +126,15 @@ def register(kind: Kind, *, name: str | None = None) -> Callable[[ConfigT], Conf
             field = getattr(cls, 'model_fields', {}).get('name')
             plugin = None if field is None else field.default
         if not isinstance(plugin, str) or not plugin:
-            raise ConfigError(
-                f'{cls.__qualname__} needs a name: give its "name" field a default '
+            raise PluginRegistrationError(
+                f'Failed to register {cls.__name__} as a {kind} plugin: it needs a name: '
+                f'give its "name" field a default '
                 f"(name: str = 'foo') or pass register({kind!r}, name=...)",
             )
         with _lock:
             current = _registry[kind].get(plugin)
             if current is not None and current is not cls and not _same_class(current, cls):
-                raise ConfigError(
+                raise PluginRegistrationError(
                     f'{kind} plugin {plugin!r} is already registered by '
                     f'{current.__module__}.{current.__qualname__}',
                 )
