@@ -196,7 +196,7 @@ def wait_port(w: MultiSite, ns: str, host: str, port: int, timeout: float = 30) 
 
 
 def bg(w: MultiSite, name: str, ns: str, cmd: list[str]) -> None:
-    w._popen(['ip', 'netns', 'exec', ns, *cmd], f'{name}.log')
+    w.background(['ip', 'netns', 'exec', ns, *cmd], f'{name}.log')
 
 
 def redis_over_ssh(w: MultiSite) -> None:

@@ -140,7 +140,8 @@ class MultiSite:
             raise RuntimeError(f'{" ".join(cmd)} in {ns} failed: {out.stderr[-3000:]}')
         return out.stdout
 
-    def _popen(self, cmd: list[str], log: str) -> subprocess.Popen[Any]:
+    def background(self, cmd: list[str], log: str) -> subprocess.Popen[Any]:
+        """Start ``cmd`` (stopped at teardown), its output into ``log`` under the root."""
         with open(self.root / log, 'ab') as f:
             proc = subprocess.Popen(cmd, stdout=f, stderr=f)
         self._procs.append(proc)
@@ -149,11 +150,11 @@ class MultiSite:
     def _bridge(self, port: int) -> None:
         sock = self.root / 'bridge' / f'{port}.sock'
         sock.parent.mkdir(mode=0o700, exist_ok=True)
-        self._popen(
+        self.background(
             ['socat', f'UNIX-LISTEN:{sock},fork,mode=600', f'TCP:127.0.0.1:{port}'],
             f'bridge-{port}.log',
         )
-        self._popen(
+        self.background(
             ['ip', 'netns', 'exec', self.topo.pub, 'socat',
              f'TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork', f'UNIX-CONNECT:{sock}'],
             f'bridge-{port}-pub.log',
