@@ -41,6 +41,9 @@ def test_packed_value_and_bad_index() -> None:
     result.serialize()
     with pytest.raises(TypeError, match='deserialize'):
         result.value[0]
+    with pytest.raises(TypeError, match='deserialize'):
+        len(result.value)
+    assert result.value  # truthy, as any packed value was
     result.serialize()
     with pytest.raises(IndexError):
         result.inputs[2]

@@ -65,7 +65,12 @@ class Packed:
     def __repr__(self) -> str:
         return f'Packed({len(self.items)} items, {self.fmt}, {len(self.proxied)} proxied)'
 
+    def __bool__(self) -> bool:
+        return True  # as before it had a length: a packed value is never falsy
+
     def __len__(self) -> int:
+        if self.single:
+            raise TypeError('a packed value has no length; deserialize() it first')
         return 2
 
     def __getitem__(self, index: int) -> Any:
