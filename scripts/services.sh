@@ -65,7 +65,13 @@ need_pkg gcc gcc || status=1
 if [ ! -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]; then
     need_pkg /nonexistent/libnetfilter_queue libnetfilter-queue-dev || status=1
 fi
-# Headless Chromium and its driver, for the function service's web page test.
+# The two-site campaign test bridges the namespaces to this host's PostgreSQL and
+# RabbitMQ with socat (tests/steer/test_multisite.py); its benchmark's Redis-over-SSH
+# baseline needs ssh and sshd (benchmarks/bench_campaign_sites.py).
+need_pkg socat socat || status=1
+need_pkg ssh openssh-client || status=1
+need_pkg /usr/sbin/sshd openssh-server || status=1
+# Headless Chromium and its driver, for the function service's web page and the dashboard.
 need_pkg chromium chromium || status=1
 need_pkg chromedriver chromium-driver || status=1
 
