@@ -74,9 +74,7 @@ def routed(engines: list[ManagersEngine], routing: str, seed: int) -> dict[str, 
     engine._managers[0].warm.add(SQUARE)
     engine._managers[1].warm.add(PID)
     engine.submit([make_task(_faas_tasks.pid), make_task(_faas_tasks.square, 2)])
-    return {
-        m.held[t].function_id: m.index for t, m in engine._where.items()
-    }
+    return {m.held[t].function_id: m.index for t, m in engine._where.items()}
 
 
 def test_a_task_goes_to_the_manager_where_its_function_is_warm(

@@ -42,7 +42,7 @@ def test_add_proxy_and_batch(store: Store[Any], keys: Any) -> None:
     lifetime.add_proxy(plain)
     store.proxy_batch(['b', 'c'], lifetime=lifetime)
     assert keys() == 3
-    with pytest.raises(StoreError, match='add_proxy.. to a lifetime of a proxy .*not a store proxy'):
+    with pytest.raises(StoreError, match=r'add_proxy.. to a lifetime of a proxy .*not a store'):
         lifetime.add_proxy(Proxy(lambda: 1))
     lifetime.close()
     assert keys() == 0
