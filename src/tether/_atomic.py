@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ['write_and_replace']
+__all__ = ['Replacing', 'write_and_replace']
 
 
 def write_and_replace(fd: int, tmp: str, final: str, parts: Iterable[Any]) -> None:
@@ -25,16 +25,44 @@ def write_and_replace(fd: int, tmp: str, final: str, parts: Iterable[Any]) -> No
     Raises:
         OSError: writing or renaming failed (``tmp`` is removed first, as on any error).
     """
-    try:
+    with Replacing(fd, tmp, final):
+        for part in parts:
+            view = memoryview(part).cast('B')
+            while view.nbytes:
+                view = view[os.write(fd, view) :]
+
+
+class Replacing:
+    """Around writing the new file ``tmp`` (open as ``fd``): then close ``fd`` and rename
+    ``tmp`` to ``final``; on any error, close ``fd`` and remove ``tmp`` instead.
+
+    A class rather than a generator: it is on the shared-memory connector's write path.
+
+    Raises:
+        OSError: closing or renaming failed (``tmp`` is removed first).
+    """
+
+    __slots__ = ('fd', 'final', 'tmp')
+
+    def __init__(self, fd: int, tmp: str, final: str) -> None:
+        self.fd = fd
+        self.tmp = tmp
+        self.final = final
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         try:
-            for part in parts:
-                view = memoryview(part).cast('B')
-                while view.nbytes:
-                    view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-    except BaseException:
+            os.close(self.fd)
+            if exc_type is None:
+                os.replace(self.tmp, self.final)
+                return
+        except BaseException:
+            self._remove()
+            raise
+        self._remove()
+
+    def _remove(self) -> None:
         with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+            os.remove(self.tmp)

@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tether._atomic import Replacing
 from tether.connectors import _shm_maps
 from tether.connectors._util import new_id
 from tether.exceptions import ConnectorError
@@ -287,27 +288,19 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
     size = sum(v.nbytes for v in views)
     cap = capacity(size)
     fd, tmp, fresh = _lock_segment(pool, path, cap)
-    try:
-        try:
-            # The header first: from here on, a reader of the segment's previous key
-            # finds another id and reads nothing.
-            header = _header(ident, size, pending=False)
-            buffers = [memoryview(header), *views]
-            if fresh:
-                _write_all(fd, buffers)  # allocates the pages as it copies
-                os.ftruncate(fd, cap)  # the tail stays sparse until a larger object
-            else:
-                _shm_maps.write(tmp, fd, buffers)  # over pages this process has mapped
-            # Unlocked before it gets a key's name: a reader that cannot lock a segment
-            # reached through a key knows that it was evicted and is being rewritten.
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+    with Replacing(fd, tmp, path):
+        # The header first: from here on, a reader of the segment's previous key finds
+        # another id and reads nothing.
+        header = _header(ident, size, pending=False)
+        buffers = [memoryview(header), *views]
+        if fresh:
+            _write_all(fd, buffers)  # allocates the pages as it copies
+            os.ftruncate(fd, cap)  # the tail stays sparse until a larger object
+        else:
+            _shm_maps.write(tmp, fd, buffers)  # over pages this process has mapped
+        # Unlocked before it gets a key's name: a reader that cannot lock a segment
+        # reached through a key knows that it was evicted and is being rewritten.
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def open_segment(path: str, name: str) -> int | None:
