@@ -237,13 +237,6 @@ class PollingStoreFactory(StoreFactory[T]):
             }
         )
 
-    def __call__(self) -> T:
-        if _tracing.on:
-            attributes = {'tether.store': self.store_config.name, 'tether.key': str(self.key)}
-            with _tracing.resolving('tether.proxy.resolve', self.trace, attributes):
-                return self._resolve()
-        return self._resolve()
-
     def _resolve(self) -> T:
         start = time.perf_counter_ns()
         store = self.get_store()
