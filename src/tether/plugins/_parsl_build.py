@@ -19,6 +19,7 @@ from tether.exceptions import ConfigError
 __all__ = [
     'LAUNCHERS',
     'PROVIDERS',
+    'config_of',
     'htex_config',
     'interchange_command',
     'make_launcher',
@@ -177,7 +178,6 @@ def htex_config(
     the caller removes; ``htex`` adds any other HighThroughputExecutor option
     (``heartbeat_period``, ``cores_per_worker`` ...).
     """
-    from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
 
     try:
@@ -196,9 +196,10 @@ def htex_config(
             )
     except TypeError as e:
         raise ConfigError(f'HighThroughputExecutor refused its options: {e}') from e
-    return Config(
-        executors=[executor],
-        run_dir=run_dir if run_dir is not None else tempfile.mkdtemp(prefix=run_dir_prefix),
+    return config_of(
+        executor,
+        run_dir,
+        run_dir_prefix,
         retries=retries,
         retry_handler=retry_handler,
         strategy=strategy,
@@ -206,3 +207,15 @@ def htex_config(
         max_idletime=max_idletime,
         initialize_logging=initialize_logging,
     )
+
+
+def config_of(executor: Any, run_dir: str | None, run_dir_prefix: str, **options: Any) -> Any:
+    """A ``parsl.config.Config`` of ``executor`` alone with Parsl's ``options``.
+
+    ``run_dir`` defaults to a new temporary directory (named from ``run_dir_prefix``),
+    which the caller removes.
+    """
+    from parsl.config import Config
+
+    run_dir = run_dir if run_dir is not None else tempfile.mkdtemp(prefix=run_dir_prefix)
+    return Config(executors=[executor], run_dir=run_dir, **options)

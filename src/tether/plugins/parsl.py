@@ -40,7 +40,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import tempfile
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -51,6 +50,7 @@ from tether.plugins._boxes import unbox_into
 from tether.plugins._parsl_build import (
     LAUNCHERS,
     PROVIDERS,
+    config_of,
     htex_config,
     interchange_command,
     make_launcher,
@@ -133,7 +133,6 @@ def local_config(
     HighThroughputExecutor options (``heartbeat_period`` ...). For other providers:
     :func:`htex_config`.
     """
-    from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
 
@@ -156,9 +155,10 @@ def local_config(
         options['strategy'] = strategy
     if max_idletime is not None:
         options['max_idletime'] = max_idletime
-    return Config(
-        executors=[executor],
-        run_dir=run_dir if run_dir is not None else tempfile.mkdtemp(prefix=run_dir_prefix),
+    return config_of(
+        executor,
+        run_dir,
+        run_dir_prefix,
         retries=retries,
         retry_handler=retry_handler,
         initialize_logging=initialize_logging,
