@@ -54,7 +54,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from tether._atomic import Replacing
 from tether.connectors import _shm_maps
@@ -199,14 +199,27 @@ def _header(ident: bytes, size: int, *, pending: bool) -> bytes:
     return _HEADER.pack(_MAGIC, ident, size, state).ljust(HEADER_SIZE, b'\0')
 
 
-def _lock_segment(pool: str, path: str, cap: int) -> tuple[int, str, bool]:
-    """A segment of ``cap`` bytes, exclusively locked under a private name: claimed from
-    the pool, else new. Returns its open file, its name and whether it is new."""
+class _Locked(NamedTuple):
+    fd: int
+    tmp: str
+    fresh: bool
+    views: list[memoryview]
+    size: int
+    cap: int
+
+
+def _lock_segment(pool: str, path: str, parts: Sequence[BytesLike]) -> _Locked:
+    """A segment for the concatenation of ``parts``, exclusively locked under a private
+    name: claimed from the pool, else new. Returns its open file, its name, whether it is
+    new, the parts as byte views, their size and the segment's size class."""
+    views = [memoryview(p).cast('B') for p in parts]
+    size = sum(v.nbytes for v in views)
+    cap = capacity(size)
     tmp = f'{path}.{new_id()[:12]}.tmp'
     _shm_maps.prune()
     fd = _claim(pool, cap, tmp)
     if fd is not None:
-        return fd, tmp, False
+        return _Locked(fd, tmp, False, views, size, cap)
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -215,7 +228,7 @@ def _lock_segment(pool: str, path: str, cap: int) -> tuple[int, str, bool]:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-    return fd, tmp, True
+    return _Locked(fd, tmp, True, views, size, cap)
 
 
 def begin_write(
@@ -232,10 +245,7 @@ def begin_write(
     Raises:
         OSError: if the segment cannot be created or named (``/dev/shm`` full ...).
     """
-    views = [memoryview(p).cast('B') for p in parts]
-    size = sum(v.nbytes for v in views)
-    cap = capacity(size)
-    fd, tmp, fresh = _lock_segment(pool, path, cap)
+    fd, tmp, fresh, views, size, cap = _lock_segment(pool, path, parts)
     header = _header(ident, size, pending=True)
     try:
         try:
@@ -284,10 +294,7 @@ def write(path: str, pool: str, ident: bytes, parts: Sequence[BytesLike]) -> Non
     Raises:
         OSError: if the segment cannot be created or written (``/dev/shm`` full ...).
     """
-    views = [memoryview(p).cast('B') for p in parts]
-    size = sum(v.nbytes for v in views)
-    cap = capacity(size)
-    fd, tmp, fresh = _lock_segment(pool, path, cap)
+    fd, tmp, fresh, views, size, cap = _lock_segment(pool, path, parts)
     with Replacing(fd, tmp, path):
         # The header first: from here on, a reader of the segment's previous key finds
         # another id and reads nothing.
