@@ -69,7 +69,7 @@ class BaseTaskServer(_ctx.Process, abc.ABC):  # type: ignore[name-defined,misc]
             or a dict of its fields: ``port`` (0: any free port), ``bind``,
             ``token_file``); default: none. The address bound is
             :attr:`metrics_address` once the server runs. Also settable as
-            :attr:`metrics_options` before :meth:`start`.
+            :attr:`metrics_options` before ``start()``.
 
     Stopping: the kill signal (:meth:`~tether.steer.queue.BaseQueues.send_kill_signal`)
     stops the server within ``kill_timeout`` seconds, even while tasks run.

@@ -21,7 +21,7 @@ class KindResourceCounter(ResourceCounter):
     Where a call names no pool (``None`` only) and there are several kinds, give the
     kind with :meth:`unallocated` or name a pool. Everything else is
     :class:`ResourceCounter`'s API, so Thinkers, task submitters and
-    :class:`ReallocatorThread` use it unchanged.
+    :class:`~tether.steer.thinker.resources.ReallocatorThread` use it unchanged.
 
     Args:
         kinds: Slots of each kind, e.g. ``{'site-a': 8, 'site-b': 2}``.

@@ -104,7 +104,7 @@ def write_fits(path: str | os.PathLike[str], data: np.ndarray, header: Header) -
 
 
 def read_fits(path: str | os.PathLike[str]) -> tuple[np.ndarray, Header]:
-    """Read an image written by :func:`write_fits` (or any 2-D primary HDU)."""
+    """Read an image written by ``write_fits`` (or any 2-D primary HDU)."""
     raw = pathlib.Path(path).read_bytes()
     lines: list[str] = []
     offset = 0
