@@ -170,7 +170,7 @@ class Fleet:
         kind: str = 'noop',
         duration: float = 0.0,
         workers: int = 8,
-        timeout: float = 300,
+        timeout: float = 900,
     ) -> None:
         ctx = multiprocessing.get_context('spawn')
         self._stop = ctx.Event()

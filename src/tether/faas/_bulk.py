@@ -10,8 +10,11 @@ results of every endpoint. Nothing waits on a timer: a flush starts as soon as t
 turns, and the next one collects what came meanwhile.
 
 The statements here name the endpoint of every row (a row is changed only for the
-endpoint the task was sent to) and take their rows sorted by task id, so that two
-statements about the same tasks lock their rows in the same order.
+endpoint the task was sent to). On PostgreSQL they lock their rows in task id order
+first (``ORDER BY task_id FOR UPDATE``), as the result acknowledgements do, so that two
+statements about the same tasks (a replica storing results while a client acknowledges
+them) never deadlock. A merged flush that fails anyway is run again per caller, so
+that one caller's failure is not every caller's.
 """
 
 from __future__ import annotations
@@ -31,36 +34,47 @@ R = TypeVar('R')
 class Coalescer(Generic[T, R]):
     """Calls of ``flush(items)`` from many callers merged: :meth:`run` adds its items
     and returns the result of the flush that took them (every caller of one flush gets
-    the same result, or its exception). At most one flush runs at a time."""
+    the same result). At most one flush runs at a time. A merged flush that fails is
+    run again for each caller's items alone: a caller gets its own exception only."""
 
     def __init__(self, flush: Callable[[list[T]], Awaitable[R]]) -> None:
         self._flush = flush
-        self._items: list[T] = []
-        self._waiters: list[asyncio.Future[R]] = []
+        self._calls: list[tuple[Sequence[T], asyncio.Future[R]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def run(self, items: Sequence[T]) -> R:
         waiter: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._items.extend(items)
-        self._waiters.append(waiter)
+        self._calls.append((items, waiter))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._drain())
         return await waiter
 
     async def _drain(self) -> None:
-        while self._waiters:
-            items, self._items = self._items, []
-            waiters, self._waiters = self._waiters, []
+        while self._calls:
+            calls, self._calls = self._calls, []
             try:
-                result = await self._flush(items)
+                result = await self._flush([i for items, _ in calls for i in items])
             except Exception as e:
-                for w in waiters:
-                    if not w.done():
-                        w.set_exception(e)
+                if len(calls) == 1:
+                    _settle(calls[0][1], error=e)
+                    continue
+                for items, w in calls:  # alone: only the caller at fault fails
+                    try:
+                        _settle(w, await self._flush(list(items)))
+                    except Exception as e_alone:
+                        _settle(w, error=e_alone)
             else:
-                for w in waiters:
-                    if not w.done():
-                        w.set_result(result)
+                for _, w in calls:
+                    _settle(w, result)
+
+
+def _settle(waiter: asyncio.Future[Any], result: Any = None, error: Any = None) -> None:
+    if waiter.done():
+        return
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(result)
 
 
 async def mark_running(db: Driver, pairs: Sequence[tuple[str, str]]) -> None:
@@ -70,9 +84,12 @@ async def mark_running(db: Driver, pairs: Sequence[tuple[str, str]]) -> None:
     rows = sorted(set(pairs), key=lambda p: p[1])
     if db.dialect == 'postgresql':
         await db.execute(
-            "UPDATE faas_tasks AS t SET status = 'running', attempts = t.attempts + 1"
-            ' FROM unnest($1::text[], $2::text[]) AS r(i, e)'
-            " WHERE t.task_id = r.i AND t.endpoint_id = r.e AND t.status = 'waiting-for-ep'",
+            'WITH l AS (SELECT t.task_id FROM faas_tasks AS t'
+            ' JOIN unnest($1::text[], $2::text[]) AS r(i, e)'
+            " ON t.task_id = r.i AND t.endpoint_id = r.e WHERE t.status = 'waiting-for-ep'"
+            ' ORDER BY t.task_id FOR UPDATE OF t)'
+            " UPDATE faas_tasks AS t SET status = 'running', attempts = t.attempts + 1"
+            " FROM l WHERE t.task_id = l.task_id AND t.status = 'waiting-for-ep'",
             [t for _, t in rows],
             [e for e, _ in rows],
         )
@@ -93,16 +110,22 @@ async def store_results(db: Driver, results: Sequence[Result], now: float) -> di
     in one statement; return the task group of each task whose result was stored now."""
     if not results:
         return {}
-    rows = sorted(results, key=lambda r: r[1])
+    first: dict[str, Result] = {}
+    for r in results:
+        first.setdefault(r[1], r)  # a task's first result in the batch
+    rows = sorted(first.values(), key=lambda r: r[1])
     if db.dialect == 'postgresql':
         eids, ids, statuses, headers, payloads = (list(c) for c in zip(*rows, strict=True))
         found = await db.fetch(
-            'UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
+            'WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],'
+            ' $5::bytea[]) AS r(i, e, s, h, p)), l AS (SELECT t.task_id FROM faas_tasks AS t'
+            ' JOIN r ON t.task_id = r.i AND t.endpoint_id = r.e WHERE t.status IN'
+            " ('waiting-for-ep', 'running') ORDER BY t.task_id FOR UPDATE OF t)"
+            ' UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
             ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
-            ' finished = $6, payload = NULL FROM unnest($1::text[], $2::text[], $3::text[],'
-            ' $4::text[], $5::bytea[]) AS r(i, e, s, h, p)'
-            ' WHERE t.task_id = r.i AND t.endpoint_id = r.e AND t.status IN'
-            " ('waiting-for-ep', 'running') RETURNING t.task_id, t.task_group_id",
+            ' finished = $6, payload = NULL FROM l JOIN r ON r.i = l.task_id'
+            " WHERE t.task_id = l.task_id AND t.status IN ('waiting-for-ep', 'running')"
+            ' RETURNING t.task_id, t.task_group_id',
             ids,
             eids,
             statuses,
