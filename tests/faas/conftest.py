@@ -48,7 +48,8 @@ def pg_url() -> Iterator[str]:
         pytest.fail('PostgreSQL is not running on 127.0.0.1:5432: run `make services`')
     import asyncpg
 
-    name = f'tether_faas_{RUN_ID}'
+    # Unique per instance: a test package that imports this fixture gets one of its own.
+    name = f'tether_faas_{RUN_ID}_{uuid.uuid4().hex[:6]}'
 
     async def admin(sql: str) -> None:
         conn = await asyncpg.connect(PG_ADMIN)

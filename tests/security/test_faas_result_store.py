@@ -29,7 +29,7 @@ def test_a_result_store_naming_a_foreign_type_fails_the_task(tmp_path: pathlib.P
         'connector_type': 'os.system',  # would run a shell command if imported and called
         'connector_config': {'command': f'touch {marker}'},
     }
-    task_id, status, _ser, _data, error, _start, _end = run_task(
+    task_id, status, _ser, _data, error, _start, _end, _output = run_task(
         _message(rstore), {'fn-1': _make_big}
     )
     assert (task_id, status) == ('task-1', 'failed')
@@ -44,7 +44,7 @@ def test_an_allowlisted_result_store_is_used(tmp_path: pathlib.Path) -> None:
         'connector_type': 'tether.connectors.file.FileConnector',
         'connector_config': {'store_dir': str(tmp_path / 'objects')},
     }
-    _task_id, status, _ser, _data, error, _start, _end = run_task(
+    _task_id, status, _ser, _data, error, _start, _end, _output = run_task(
         _message(rstore), {'fn-1': _make_big}
     )
     assert status == 'success', error
