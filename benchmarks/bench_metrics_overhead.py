@@ -113,9 +113,9 @@ def main() -> None:
                 conns = {'off': off_conn, 'on': on_conn}
             for c in conns.values():
                 _round(c, 200, payload)  # warm up
-            for _ in range(args.rounds):
-                times['off'].append(_round(conns['off'], args.ops, payload))
-                times['on'].append(_round(conns['on'], args.ops, payload))
+            for i in range(args.rounds):  # off, on, then on, off: neither always first
+                for mode in ('off', 'on') if i % 2 == 0 else ('on', 'off'):
+                    times[mode].append(_round(conns[mode], args.ops, payload))
             for c in conns.values():
                 c.close()
         finally:

@@ -61,10 +61,7 @@ class EndpointMetrics(Served):
                 out = len(reply) if isinstance(reply, bytearray) else payload_bytes(reply[2])
                 m.observe(op, seconds, payload_bytes(frame.payloads), out, error=error)
             else:  # passed on or answered later: counted, not timed
-                m.requests.labels(op).inc()
-                nbytes = payload_bytes(frame.payloads)
-                if nbytes:
-                    m.bytes.labels(op, 'in').inc(nbytes)
+                m.count(op, payload_bytes(frame.payloads))
             return reply
 
         return handle
