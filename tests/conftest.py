@@ -127,3 +127,23 @@ def _parsl_polls_quickly() -> Iterator[None]:
     DataFlowKernel.__init__ = init  # type: ignore[method-assign]
     yield
     DataFlowKernel.__init__ = original  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tether's OpenTelemetry spans on for the test, kept in memory (an
+    ``InMemorySpanExporter``); off again after."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tether import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.disable()

@@ -9,12 +9,9 @@ import pathlib
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.steer import _tasks as steer_tasks
@@ -25,18 +22,6 @@ from tether.proxy import get_factory
 from tether.steer import LocalTaskServer, PipeQueues
 from tether.store import Store
 from tether.testing.steer import serving
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.disable()
 
 
 def by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
