@@ -235,6 +235,14 @@ def test_environment_without_tether_is_reported(tmp_path: pathlib.Path) -> None:
     assert 'install tether there' in info['error']
 
 
+def test_a_probe_line_that_is_not_an_object_is_an_error(tmp_path: pathlib.Path) -> None:
+    liar = tmp_path / 'liar'
+    liar.write_text("#!/bin/sh\necho 'TETHER-ENVIRONMENT [1, 2]'\n")
+    liar.chmod(0o755)
+    info = probe(str(liar), {})
+    assert 'without reporting its versions' in info['error']
+
+
 @pytest.mark.parametrize(
     ('table', 'message'),
     [

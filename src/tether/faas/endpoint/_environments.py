@@ -264,8 +264,10 @@ def probe(name: str, environments: dict[str, EnvironmentConfig]) -> dict[str, An
     for line in done.stdout.splitlines():
         if line.startswith('TETHER-ENVIRONMENT '):
             try:
-                info: dict[str, Any] = json.loads(line.split(' ', 1)[1])
+                info = json.loads(line.split(' ', 1)[1])
             except ValueError:
+                break
+            if not isinstance(info, dict):  # an interpreter's output: not trusted
                 break
             if not info.get('tether'):
                 info['error'] = (
