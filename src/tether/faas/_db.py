@@ -423,10 +423,6 @@ class Repository:
         )
         return {r['task_id'] for r in rows}
 
-    async def mark_running(self, endpoint_id: str, task_ids: Sequence[str]) -> None:
-        """Tasks handed to a worker of ``endpoint_id`` (their broker message is acked)."""
-        await _bulk.mark_running(self.db, [(endpoint_id, t) for t in task_ids])
-
     async def store_results(
         self, endpoint_id: str, results: Sequence[tuple[str, str, str, bytes | memoryview]]
     ) -> dict[str, str]:
