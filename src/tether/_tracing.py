@@ -22,8 +22,8 @@ from tether.exceptions import ConfigError
 
 __all__ = [
     'carrier_of',
-    'enable',
     'disable',
+    'enable',
     'on',
     'record',
     'resolving',

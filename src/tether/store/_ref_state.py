@@ -23,16 +23,16 @@ if TYPE_CHECKING:
     from tether.store._store import Store
 
 __all__ = [
-    'check_state',
-    'refuse_copy',
-    'refuse_write',
     'OwnerState',
     'RefState',
+    'check_state',
     'describe',
     'evict_target',
     'owner_born',
     'owner_gone',
     'owner_id',
+    'refuse_copy',
+    'refuse_write',
     'store_of',
 ]
 
