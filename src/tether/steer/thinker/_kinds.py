@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from tether.exceptions import ConfigError
-from tether.steer.thinker.resources import ResourceCounter, _timeout
+from tether.steer.thinker.resources import ResourceCounter
 
 __all__ = ['KindResourceCounter']
 
@@ -135,4 +135,5 @@ class KindResourceCounter(ResourceCounter):
                 'slots do not move between kinds'
             )
         counter = self._counter(kind=kinds.pop() if kinds else None)
-        return counter.reallocate(task_from, task_to, n_slots, _timeout(timeout), cancel_if)
+        # reallocate() has already normalised timeout; move within that kind's counter.
+        return counter._reallocate(task_from, task_to, n_slots, timeout, cancel_if)
