@@ -51,16 +51,15 @@ def generate_images(
     rng = np.random.default_rng(seed)
     step = size * (1 - overlap) * scale
     extent = step * max(rows, columns) + size * scale
+    # Pixel offsets (column, row), the same for every tile: its sky coordinates and its
+    # background plane are both made from them.
+    gx, gy = np.meshgrid(np.arange(size, dtype=float), np.arange(size, dtype=float))
     paths = []
     for r in range(rows):
         for c in range(columns):
             x0 = c * step + rng.uniform(0, 0.5) * scale
             y0 = r * step + rng.uniform(0, 0.5) * scale
-            px = np.arange(size) * scale + x0
-            py = np.arange(size) * scale + y0
-            x, y = np.meshgrid(px, py)
-            image = _sky(x, y, seed, extent)
-            gx, gy = np.meshgrid(np.arange(size, dtype=float), np.arange(size, dtype=float))
+            image = _sky(gx * scale + x0, gy * scale + y0, seed, extent)
             a, b = rng.normal(0, 0.01, 2)
             image += a * gx + b * gy + rng.uniform(-2, 2)
             image += rng.normal(0, noise, image.shape)
