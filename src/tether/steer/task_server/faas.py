@@ -90,18 +90,18 @@ class FaaSTaskServer(BaseTaskServer):
                 counts workers per node or manager: ``provider`` or ``managers``).
         """
         pools = task_types if task_types is not None else {n: n for n in self.endpoints}
-        client = self._client()
         endpoint_of: dict[str, str] = {}
-        for pool, method in pools.items():
-            name = method if isinstance(method, str) else method_name(method)
-            if name not in self.endpoints:
-                raise ConfigError(
-                    f'pool {pool!r}: method {name!r} is not one of this task server '
-                    f'({sorted(self.endpoints)})'
-                )
-            endpoint_of[pool] = self._endpoint_id(self.endpoints[name], client)
-        wanted = sorted(set(endpoint_of.values()) - set(slots or {}))
-        kinds = {**endpoint_slots(wanted, client=client), **(slots or {})}
+        with self._client() as client:  # closed after: its HTTP pool is not needed again
+            for pool, method in pools.items():
+                name = method if isinstance(method, str) else method_name(method)
+                if name not in self.endpoints:
+                    raise ConfigError(
+                        f'pool {pool!r}: method {name!r} is not one of this task server '
+                        f'({sorted(self.endpoints)})'
+                    )
+                endpoint_of[pool] = self._endpoint_id(self.endpoints[name], client)
+            wanted = sorted(set(endpoint_of.values()) - set(slots or {}))
+            kinds = {**endpoint_slots(wanted, client=client), **(slots or {})}
         return KindResourceCounter(kinds, endpoint_of)
 
     def _client(self) -> Any:
@@ -182,7 +182,8 @@ def endpoint_slots(
     if client is None:
         from tether.faas import Client
 
-        client = Client(service_url, token)
+        with Client(service_url, token) as made:  # closed after (a given client is not)
+            return endpoint_slots(endpoint_ids, client=made)
     found: dict[str, int] = {}
     for eid in endpoint_ids:
         info = client.get_endpoint_metadata(eid)
