@@ -183,11 +183,11 @@ def faas_home(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 def result_of(client: Client, task_id: str, timeout: float = 60.0) -> Any:
     """The result of ``task_id``, asked for until it is there (or ``timeout`` passes)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def finished() -> tuple[Any] | None:
         try:
-            return client.get_result(task_id)
+            return (client.get_result(task_id),)  # a tuple: the result itself may be falsy
         except TaskPending:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            return None
+
+    return wait_for(finished, timeout, f'the result of task {task_id}')[0]

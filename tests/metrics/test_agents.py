@@ -6,7 +6,6 @@ import json
 import os
 import pathlib
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from tests.agents._behaviors import Echo
 from tests.conftest import REDIS_HOST, REDIS_PORT, RUN_ID
+from tests.faas.conftest import wait_for
 from tests.metrics._scrape import scrape, status_of, value
 from tether._serve.metrics import MetricsOptions
 from tether.agents import Manager
@@ -54,16 +54,6 @@ def _record(home: pathlib.Path, agent_id: str) -> dict[str, Any]:
     return record
 
 
-def _until(predicate: Any, what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f'timed out waiting for {what}'
-        time.sleep(0.05)
-
-
 def _settled(address: tuple[str, int], action: str, calls: int) -> str:
     """A scrape once ``calls`` calls of ``action`` were counted (an answer goes out just
     before its call is counted)."""
@@ -73,7 +63,7 @@ def _settled(address: tuple[str, int], action: str, calls: int) -> str:
         texts[:] = [scrape(address, 'agent-metrics')]
         return value(texts[0], 'tether_agent_actions_total', action=action) >= calls
 
-    _until(counted, f'{calls} calls of {action} to be counted')
+    wait_for(counted, what=f'{calls} calls of {action} to be counted')
     return texts[0]
 
 
@@ -131,7 +121,7 @@ def test_daemon_agent_metrics_move_with_traffic_and_restarts(
             pid = echo.pid().result(60)
             os.kill(pid, signal.SIGSTOP)
             try:
-                _until(lambda: _state(pid) == 'T', 'the agent process to stop')
+                wait_for(lambda: _state(pid) == 'T', what='the agent process to stop')
                 waiting = [echo.echo(i) for i in range(5)]
 
                 def depth() -> float:
@@ -139,7 +129,7 @@ def test_daemon_agent_metrics_move_with_traffic_and_restarts(
 
                 # Sends reach Redis in the background; the stopped listener's last BLMOVE
                 # may still take one of them (Redis moves it).
-                _until(lambda: depth() >= 4, 'the messages to wait in the mailbox')
+                wait_for(lambda: depth() >= 4, what='the messages to wait in the mailbox')
                 assert depth() <= 5
             finally:
                 os.kill(pid, signal.SIGCONT)
@@ -157,7 +147,7 @@ def test_daemon_agent_metrics_move_with_traffic_and_restarts(
         finally:
             manager.shutdown(echo, blocking=True)
     # The supervisor is gone, and with it the endpoint and the shared block.
-    _until(lambda: _refused(address), 'the endpoint to close')
+    wait_for(lambda: _refused(address), what='the endpoint to close')
     assert not (daemon_env / 'daemons' / f'{echo.agent_id}.metrics').exists()
 
 
@@ -220,7 +210,7 @@ def test_cli_daemon_with_metrics(
             texts[:] = [scrape(address, 'cli-agent-metrics')]
             return value(texts[0], 'tether_agent_actions_total', action='echo') >= 3
 
-        _until(counted, 'the calls to be counted')
+        wait_for(counted, what='the calls to be counted')
         assert value(texts[0], 'tether_agents', status='running') == 1
         listed = subprocess.run(
             [*tether, 'list', *home], capture_output=True, text=True, timeout=60, check=True
@@ -232,7 +222,7 @@ def test_cli_daemon_with_metrics(
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr
-    _until(lambda: _refused(address), 'the endpoint to close')
+    wait_for(lambda: _refused(address), what='the endpoint to close')
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faas.conftest import wait_for
 from tests.metrics._scrape import scrape, status_of, value
 from tether._serve.metrics import MetricsOptions
 from tether.agents.exchange import HttpExchange, MailboxStatus
@@ -56,7 +57,6 @@ def test_hosted_exchange_metrics_off_by_default() -> None:
 
 def test_cli_serve_with_metrics(tmp_path: Path) -> None:
     import sys
-    import time
     import urllib.error
 
     from tether.agents.exchange.hosted import add_user
@@ -76,13 +76,14 @@ def test_cli_serve_with_metrics(tmp_path: Path) -> None:
             exchange.register_agent(Echo)
         finally:
             exchange.close()
-        deadline = time.monotonic() + 30  # the metrics port opens just after the exchange's
-        while True:
+
+        def scraped() -> str | None:
             try:
-                text = scrape(('127.0.0.1', mport), 'cli-metrics')
-                break
+                return scrape(('127.0.0.1', mport), 'cli-metrics')
             except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, 'the metrics endpoint never opened'
-                time.sleep(0.05)
+                return None
+
+        # The metrics port opens just after the exchange's.
+        text = wait_for(scraped, 30, 'the metrics endpoint to open')
         assert status_of(('127.0.0.1', mport), 'wrong') == 401
     assert value(text, 'tether_requests_total', op='register') == 1
