@@ -33,7 +33,6 @@ from tether.exceptions import ConnectorError
 __all__ = ['Errors', 'Requester']
 
 _R = TypeVar('_R')
-# Request ids: unique per process (with its pid), so per connection.
 
 
 class Requester:
@@ -66,7 +65,7 @@ class Requester:
             try:
                 return self.round_trip(pool, packer, read, asking=asking)
             except redis.ResponseError as e:
-                moved = redirect(e) if self.cluster else None
+                moved = redirect(e)
                 if moved is None or attempt == self.retries + 1:
                     raise
                 kind, host, port = moved
@@ -74,9 +73,9 @@ class Requester:
                     self.router.refresh()
                 pool, asking = self.router.pool(host, port), kind == 'ASK'
             except (redis.ConnectionError, redis.TimeoutError):
-                # On a cluster only (one server is retried in _round_trip): the shard went
-                # away, the slot map was read again, and the key's new shard is asked.
-                if not self.cluster or attempt == self.retries + 1:
+                # (One server is retried in round_trip.) The shard went away, the slot map
+                # was read again, and the key's new shard is asked.
+                if attempt == self.retries + 1:
                     raise
                 self._backoff(attempt)
                 pool, asking = self.router.pool_for(name), False
