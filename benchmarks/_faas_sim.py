@@ -18,19 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import multiprocessing
-import os
-import shutil
-import signal
 import subprocess
-import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from _faas_stack import AMQP, TETHER, _admin, _delete_queues
+from _faas_stack import _delete_queues, service_home, start_serve, stop_serves
 from tether.faas import _frames
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_result
@@ -218,55 +212,26 @@ def rss_kb(pid: int) -> int:
 def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, Any]]:
     """``replicas`` service processes of one service (PostgreSQL, RabbitMQ); yields
     ``{'urls', 'pids', 'token'}`` (a user's token)."""
-    tag = uuid.uuid4().hex[:8]
-    db = f'tether_faas_sim_{tag}'
-    db_url = f'postgresql://postgres@127.0.0.1:5432/{db}'
-    prefix = f'tfaas-sim-{tag}'
-    home = tempfile.mkdtemp(prefix='tfsim-')
-    env = {**os.environ, 'TETHER_FAAS_HOME': home}
-    asyncio.run(_admin(f'CREATE DATABASE {db}'))
-    config = os.path.join(home, 'service.toml')
-    with open(config, 'w') as f:
-        f.write(
-            f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
-            f'queue_prefix = "{prefix}"\nendpoint_prefetch = {prefetch}\n'
-            # one user owns every simulated endpoint: lift the per-user WebSocket limit
-            'max_websockets_per_user = 5000\nmax_connections = 5000\n'
-        )
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        token = subprocess.run(
-            [*TETHER, 'faas', 'add-user', '--config', config, 'sim'],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout.strip()
-        urls = []
-        for r in range(replicas):
-            log = open(os.path.join(home, f'serve{r}.log'), 'w')  # noqa: SIM115
-            proc = subprocess.Popen(
-                [*TETHER, 'faas', 'serve', '--config', config, '--json'],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env=env,
-            )
-            procs.append(proc)
-            assert proc.stdout is not None
-            urls.append(json.loads(proc.stdout.readline())['url'])
-        yield {'urls': urls, 'pids': [p.pid for p in procs], 'token': token, 'home': home}
-    finally:
-        with contextlib.suppress(Exception):
-            asyncio.run(_delete_queues(db_url, prefix))
-        for proc in procs:
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            if proc.stdout is not None:
-                proc.stdout.close()
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)'))
-        shutil.rmtree(home, ignore_errors=True)
+    settings = (
+        f'endpoint_prefetch = {prefetch}\n'
+        # one user owns every simulated endpoint: lift the per-user WebSocket limit
+        'max_websockets_per_user = 5000\nmax_connections = 5000\n'
+    )
+    with service_home('sim', 'sim', settings) as run:
+        procs: list[subprocess.Popen[str]] = []
+        try:
+            urls = []
+            for r in range(replicas):
+                proc, url = start_serve(run, f'serve{r}.log')
+                procs.append(proc)
+                urls.append(url)
+            yield {
+                'urls': urls,
+                'pids': [p.pid for p in procs],
+                'token': run['token'],
+                'home': run['home'],
+            }
+        finally:
+            with contextlib.suppress(Exception):
+                asyncio.run(_delete_queues(run['db_url'], run['prefix']))
+            stop_serves(procs)

@@ -87,84 +87,117 @@ async def _delete_queues(db_url: str, prefix: str) -> None:
 
 
 @contextlib.contextmanager
-def prod_stack(max_workers: int = 2) -> Iterator[dict[str, Any]]:
+def service_home(kind: str, user: str, settings: str = '') -> Iterator[dict[str, Any]]:
+    """A PostgreSQL database created for the run (dropped afterwards), a faas home with a
+    ``service.toml`` (queues under a unique prefix; ``settings``: more ``[service]``
+    lines) and a user; yields ``{'db_url', 'prefix', 'home', 'env', 'config', 'token'}``.
+    The caller stops its processes and deletes its queues before this ends."""
     tag = uuid.uuid4().hex[:8]
-    db = f'tether_faas_bench_{tag}'
+    db = f'tether_faas_{kind}_{tag}'
     db_url = f'postgresql://postgres@127.0.0.1:5432/{db}'
-    prefix = f'tfaas-bench-{tag}'
-    home = tempfile.mkdtemp(prefix='tfbench-')
+    prefix = f'tfaas-{kind}-{tag}'
+    home = tempfile.mkdtemp(prefix=f'tf{kind}-')
     env = {**os.environ, 'TETHER_FAAS_HOME': home}
     asyncio.run(_admin(f'CREATE DATABASE {db}'))
-    config = os.path.join(home, 'service.toml')
-    with open(config, 'w') as f:
-        f.write(
-            f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
-            f'queue_prefix = "{prefix}"\nmax_payload_bytes = {120 * 2**20}\n'
-            f'max_request_bytes = {512 * 2**20}\n'
-        )
-    serve = None
     try:
+        config = os.path.join(home, 'service.toml')
+        with open(config, 'w') as f:
+            f.write(
+                f'[service]\nport = 0\ndatabase = "{db_url}"\nbroker = "{AMQP}"\n'
+                f'queue_prefix = "{prefix}"\n{settings}'
+            )
         token = subprocess.run(
-            [*TETHER, 'faas', 'add-user', '--config', config, 'bench'],
+            [*TETHER, 'faas', 'add-user', '--config', config, user],
             capture_output=True,
             text=True,
             check=True,
             env=env,
         ).stdout.strip()
-        log = open(os.path.join(home, 'serve.log'), 'w')  # noqa: SIM115
-        serve = subprocess.Popen(
-            [*TETHER, 'faas', 'serve', '--config', config, '--json'],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=env,
-        )
-        assert serve.stdout is not None
-        url = json.loads(serve.stdout.readline())['url']
-        out = subprocess.run(
-            [
-                *TETHER,
-                'faas',
-                'endpoint',
-                'configure',
-                'bench',
-                '--service',
-                url,
-                '--token',
-                token,
-                '--max-workers',
-                str(max_workers),
-                '--json',
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout
-        endpoint_id = json.loads(out)['endpoint_id']
-        subprocess.run(
-            [*TETHER, 'faas', 'endpoint', 'start', 'bench'],
-            check=True,
-            env=env,
-            capture_output=True,
-        )
-        yield {'url': url, 'token': token, 'endpoint_id': endpoint_id}
+        yield {
+            'db_url': db_url,
+            'prefix': prefix,
+            'home': home,
+            'env': env,
+            'config': config,
+            'token': token,
+        }
     finally:
-        subprocess.run(
-            [*TETHER, 'faas', 'endpoint', 'stop', 'bench'],
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        with contextlib.suppress(Exception):
-            asyncio.run(_delete_queues(db_url, prefix))
-        if serve is not None:
-            serve.send_signal(signal.SIGINT)
-            try:
-                serve.wait(30)
-            except subprocess.TimeoutExpired:
-                serve.kill()
-            if serve.stdout is not None:
-                serve.stdout.close()
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)'))
         shutil.rmtree(home, ignore_errors=True)
+
+
+def start_serve(run: dict[str, Any], log_name: str) -> tuple[subprocess.Popen[str], str]:
+    """``tether faas serve`` on ``run``'s config (from :func:`service_home`), its stderr
+    to ``log_name`` in the home; returns the process and its URL."""
+    log = open(os.path.join(run['home'], log_name), 'w')  # noqa: SIM115
+    proc = subprocess.Popen(
+        [*TETHER, 'faas', 'serve', '--config', run['config'], '--json'],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=run['env'],
+    )
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline())['url']
+
+
+def stop_serves(procs: list[subprocess.Popen[str]]) -> None:
+    """Interrupt every ``tether faas serve`` process, then wait for each (killed at 30 s)."""
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@contextlib.contextmanager
+def prod_stack(max_workers: int = 2) -> Iterator[dict[str, Any]]:
+    settings = f'max_payload_bytes = {120 * 2**20}\nmax_request_bytes = {512 * 2**20}\n'
+    with service_home('bench', 'bench', settings) as run:
+        env, token = run['env'], run['token']
+        serve = None
+        try:
+            serve, url = start_serve(run, 'serve.log')
+            out = subprocess.run(
+                [
+                    *TETHER,
+                    'faas',
+                    'endpoint',
+                    'configure',
+                    'bench',
+                    '--service',
+                    url,
+                    '--token',
+                    token,
+                    '--max-workers',
+                    str(max_workers),
+                    '--json',
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            ).stdout
+            endpoint_id = json.loads(out)['endpoint_id']
+            subprocess.run(
+                [*TETHER, 'faas', 'endpoint', 'start', 'bench'],
+                check=True,
+                env=env,
+                capture_output=True,
+            )
+            yield {'url': url, 'token': token, 'endpoint_id': endpoint_id}
+        finally:
+            subprocess.run(
+                [*TETHER, 'faas', 'endpoint', 'stop', 'bench'],
+                env=env,
+                capture_output=True,
+                check=False,
+            )
+            with contextlib.suppress(Exception):
+                asyncio.run(_delete_queues(run['db_url'], run['prefix']))
+            if serve is not None:
+                stop_serves([serve])
