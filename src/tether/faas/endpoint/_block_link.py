@@ -32,11 +32,11 @@ _HEADER = struct.Struct('!I')
 _HANDSHAKE_S = 30.0
 
 
-def _mac(key: bytes, label: bytes, first: bytes, second: bytes) -> bytes:
+def _mac(key: bytes, label: bytes, first: bytes | bytearray, second: bytes | bytearray) -> bytes:
     return hmac.new(key, label + first + second, hashlib.sha256).digest()
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes:
+def _read_exact(sock: socket.socket, n: int) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -45,7 +45,7 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise EOFError('the link closed')
         got += k
-    return bytes(buf)
+    return buf  # not copied: a frame may be a result of up to max_result_bytes
 
 
 class Link:
