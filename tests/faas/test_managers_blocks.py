@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.faas import _block_tasks, _slurm_tasks
-from tether.exceptions import AuthenticationError
+from tether.exceptions import AuthenticationError, ProtocolError
 from tether.faas import ComputeEndpointConfig
 from tether.faas.endpoint._block_link import accept_manager, connect_manager
 from tether.faas.endpoint._managers import ManagersEngine
@@ -153,6 +153,38 @@ def test_the_block_link_refuses_a_peer_without_the_key() -> None:
     thread.join(30)
     server.close()
     assert isinstance(outcome[0], AuthenticationError)
+
+
+def test_the_block_link_closes_on_a_frame_over_the_limit() -> None:
+    server = socket.create_server(('127.0.0.1', 0))
+    port = server.getsockname()[1]
+    import threading
+
+    key = b'k' * 32
+    outcome: list[object] = []
+
+    def endpoint_side() -> None:
+        sock, _ = server.accept()
+        link = accept_manager(sock, key, 1024)
+        try:
+            outcome.append(link.recv())
+            outcome.append(link.recv())
+        except BaseException as e:
+            outcome.append(e)
+        finally:
+            link.close()
+
+    thread = threading.Thread(target=endpoint_side)
+    thread.start()
+    link = connect_manager('127.0.0.1', port, key, 1024)
+    link.send(('hello', {'workers': 1}))
+    link.send(('result', {}, b'x' * 2048))
+    thread.join(30)
+    link.close()
+    server.close()
+    assert outcome[0] == ('hello', {'workers': 1})
+    assert isinstance(outcome[1], ProtocolError)
+    assert 'over the limit of 1024' in str(outcome[1])
 
 
 def _slurm_up() -> bool:
