@@ -195,8 +195,8 @@ class ClusterRespClient(Pipelining):
             if time.monotonic() >= deadline:
                 if got is None:
                     raise AgentError(f'the Redis Cluster master at {node[0]}:{node[1]} is gone')
-                for i in again:
-                    replies[i] = got[pending.index(i)] if got is not None else None
+                for i in again:  # their last reply (MOVED, CLUSTERDOWN ...) as the value
+                    replies[i] = got[pending.index(i)]
                 return replies
             pending = again
             time.sleep(delay)
