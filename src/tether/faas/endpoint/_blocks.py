@@ -179,7 +179,11 @@ class BlockManagers:
         self._stopping.set()
         if self._server is not None:
             with contextlib.suppress(OSError):
-                self._server.close()
+                # On Linux, close() alone does not wake a thread blocked in accept().
+                self._server.shutdown(socket.SHUT_RDWR)
+            self._server.close()
+        for thread in self._threads:
+            thread.join(5)
         with self._lock:
             managers, self._connected = list(self._connected), []
         for pool in managers:
