@@ -114,7 +114,11 @@ def faas_home(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathli
             f'engine = "process"\nworker_init = "export X={name}"\npassword = "{SECRET}"\n'
         )
         (folder / 'token').write_text(SECRET)
-        (folder / 'endpoint.log').write_text(f'old line of {name}\n' * 200 + f'LAST {name}\n')
+        (folder / 'endpoint.log').write_text(
+            f'old line of {name}\n' * 200
+            + f'broker amqp://user:{SECRET}@127.0.0.1:5672/\n'  # a log line with a password
+            + f'LAST {name}\n'
+        )
         for p in (folder, folder / 'config.toml', folder / 'token', folder / 'endpoint.log'):
             os.utime(p, (1000 + i, 1000 + i))
     (home / 'dev.json').write_text(f'{{"url": "http://127.0.0.1:1", "token": "{SECRET}"}}')

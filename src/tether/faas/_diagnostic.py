@@ -84,6 +84,17 @@ def cat(
         Binary bytes are shown as replacement characters; a missing file is reported, not
         raised.
     """
+    return _cat(paths, wildcard, max_bytes, lambda line: line)
+
+
+def _cat(
+    paths: Sequence[str | os.PathLike[str]],
+    wildcard: bool,
+    max_bytes: int | None,
+    shown: Callable[[str], str],
+) -> Callable[[], None]:
+    """:func:`cat`, each line printed as ``shown`` makes it (the report's log tails:
+    secrets redacted)."""
 
     def expand() -> list[str]:
         if not wildcard:
@@ -113,7 +124,7 @@ def cat(
                 if text.endswith('\n'):
                     lines.pop()
                 for line in lines:
-                    print(f' | {line}')
+                    print(f' | {shown(line)}')
             print(_rule(name, '-'))
             print()
 
@@ -242,12 +253,15 @@ def redact(text: str) -> str:
         data = None
     if isinstance(data, dict):
         return json.dumps(_redact_json(data), indent=2) + '\n'
-    lines = []
-    for line in text.splitlines():
-        m = _SECRET_KEY.match(line)
-        shown = f'{m.group(1)}"{REDACTED}"{m.group(4)}' if m else line
-        lines.append(_URL_PASSWORD.sub(rf'\g<1>{REDACTED}@', shown))
+    lines = [_redact_line(line) for line in text.splitlines()]
     return '\n'.join(lines) + ('\n' if text.endswith('\n') else '')
+
+
+def _redact_line(line: str) -> str:
+    """One line with a secret value (``key = value``) and URL passwords replaced."""
+    m = _SECRET_KEY.match(line)
+    shown = f'{m.group(1)}"{REDACTED}"{m.group(4)}' if m else line
+    return _URL_PASSWORD.sub(rf'\g<1>{REDACTED}@', shown)
 
 
 def _redact_json(value: Any, secret: bool = False) -> Any:
@@ -285,7 +299,8 @@ def _endpoint_steps(folder: pathlib.Path, log_bytes: int) -> list[tuple[str, Cal
         if path.suffix in ('.toml', '.json', '.yaml', '.yml'):
             steps.append((f'config {path.name}', _print_redacted(path)))
         elif path.suffix == '.log' or '.log.' in path.name:
-            steps.append((f'log tail {path.name}', cat([path], max_bytes=log_bytes)))
+            # A log may hold a URL with its password: redacted like the configs.
+            steps.append((f'log tail {path.name}', _cat([path], False, log_bytes, _redact_line)))
     return steps
 
 
