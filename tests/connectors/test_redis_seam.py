@@ -76,6 +76,23 @@ def test_a_forked_child_opens_connections_of_its_own(redis_connector: RedisConne
     assert pool.get() is conn  # the parent's connection is still the parent's
 
 
+def test_a_forked_child_never_waits_on_the_parents_pool_lock(
+    redis_connector: RedisConnector,
+) -> None:
+    import signal
+
+    key = redis_connector.put(b'parent')
+    pool = redis_connector._router.pool_for(key.redis_key)
+    with pool._lock:  # (as another thread of the parent may hold it at the fork)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            signal.alarm(30)  # a child stuck on the inherited lock dies, never hangs
+            ok = bytes(redis_connector.get(key) or b'') == b'parent'
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_close_leaves_no_connection_open_on_the_server() -> None:
     import redis
 

@@ -177,11 +177,14 @@ class RawPool:
         An idle connection with bytes waiting to be read (a reply nobody asked this
         connection for) is dropped, never lent.
         """
+        if self._forks != _forks:
+            # Forked: the parent's sockets are not ours, nor its lock (another thread of
+            # the parent may have held it at the fork: it would never be released here).
+            self._lock = threading.Lock()
+            self._idle = []
+            self._forks = _forks
         while True:
             with self._lock:
-                if self._forks != _forks:  # forked: the parent's sockets are not ours
-                    self._idle = []
-                    self._forks = _forks
                 if not self._idle:
                     break
                 conn = self._idle.pop()
