@@ -319,6 +319,14 @@ class _Callbacks:
 
 
 class _Quiet(WSGIRequestHandler):
+    # One request at a time: a client that sends nothing must not hold the endpoint
+    # (nor its close) for longer than this many seconds.
+    timeout = 10.0
+
+    def handle(self) -> None:
+        with contextlib.suppress(TimeoutError):  # a silent client: dropped, not logged
+            super().handle()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes are not worth a log line each
 
