@@ -251,3 +251,16 @@ def test_a_pooled_connection_with_bytes_waiting_is_never_lent(
     assert stale.sock.fileno() == -1
     pool.release(conn)
     assert bytes(redis_connector.get(key) or b'') == b'mine'
+
+
+def test_a_connection_whose_reader_holds_unread_bytes_is_not_pooled(
+    redis_connector: RedisConnector,
+) -> None:
+    key = redis_connector.put(b'mine')
+    pool = redis_connector._router.pool_for(key.redis_key)
+    conn = pool.get()
+    reader = conn.reader
+    reader._end = reader._start + 1  # a byte read from the socket and not consumed
+    pool.release(conn)
+    assert conn.sock.fileno() == -1  # closed, not lent again
+    assert bytes(redis_connector.get(key) or b'') == b'mine'

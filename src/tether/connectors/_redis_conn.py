@@ -194,7 +194,12 @@ class RawPool:
         return self._connect()
 
     def release(self, conn: RawConnection) -> None:
-        """Give back a connection whose replies were all read."""
+        """Give back a connection whose replies were all read; one whose reader still
+        holds unread bytes is closed, never lent again (its next reply could be taken
+        for another request's)."""
+        if not conn.reader.clean():
+            conn.close()
+            return
         with self._lock:
             if self._forks == _forks and len(self._idle) < self._max_idle:
                 self._idle.append(conn)
