@@ -86,7 +86,9 @@ class Agent:
         self._outbox: list[str] = []
         self._handed: list[str] = []
         self._functions: dict[str, tuple[str, bytes]] = {}
-        # The environment of each function (its key, or why it cannot run here).
+        # Each function's envelope, then (once a task of it passed the allowlists) its
+        # environment: its key, or why it cannot run here.
+        self._function_metas: dict[str, dict[str, Any] | None] = {}
         self._function_envs: dict[str, str | Exception] = {}
         self.environments = Environments(config.environments, config.engine)
         self._timings: dict[str, dict[str, float]] = {}
@@ -431,12 +433,16 @@ class Agent:
             found = self._functions[fid] = (serializer, body)
             if meta is not None:
                 meta.setdefault('serializer', serializer)
-            self._function_envs[fid] = await self._check_environment(meta)
+            self._function_metas[fid] = meta
         return found
 
     async def _environment(self, fid: str) -> str:
-        """The environment function ``fid`` runs in (checked when it was fetched)."""
-        found = self._function_envs.get(fid, '')
+        """The environment function ``fid`` runs in, checked (an interpreter named by its
+        path probed) the first time a task of it passed the allowlists."""
+        found = self._function_envs.get(fid)
+        if found is None:
+            meta = self._function_metas.get(fid)
+            found = self._function_envs[fid] = await self._check_environment(meta)
         if isinstance(found, Exception):
             raise found
         return found
