@@ -211,6 +211,22 @@ def test_environment_that_cannot_read_the_function_refuses_it_before_it_runs(
     assert ep.agent.engine.stats()['workers'] == 0  # no worker was started for it
 
 
+def test_a_task_the_allowlists_refuse_probes_no_interpreter(
+    tmp_path: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
+) -> None:
+    probed = tmp_path / 'probed'
+    script = tmp_path / 'python-watched'
+    script.write_text(f'#!/bin/sh\ntouch "{probed}"\nexec "{sys.executable}" "$@"\n')
+    script.chmod(0o755)
+    ep, client = endpoint_with(allowed_serializers=['DillCodeSource', 'json'])
+    fid = client.register_function(touch, environment=str(script))
+    tid = client.run(fid, ep.config.endpoint_id, str(tmp_path / 'ran'))
+    with pytest.raises(TaskExecutionFailed) as info:
+        result_of(client, tid)
+    assert info.value.remote_type == 'SerializerNotAllowedError'
+    assert not probed.exists()  # the path the function names was never started
+
+
 def test_missing_interpreter_is_reported_and_refused(
     tmp_path: pathlib.Path, endpoint_with: Callable[..., tuple[AgentThread, Client]]
 ) -> None:
