@@ -586,7 +586,9 @@ class PeerManager:
 
     def info(self) -> list[dict[str, Any]]:
         """Every outbound link (what ``tether endpoint list --json`` shows as peers)."""
-        return [link.info() for link in self.links.values()]
+        # A copy first: a metrics scrape reads this in its own thread while the event
+        # loop adds and drops links.
+        return [link.info() for link in list(self.links.values())]
 
     def close(self) -> None:
         """Close every link and inbound UDP session."""
