@@ -36,7 +36,7 @@ def relay_metrics(relay: RelayServer) -> Served:
     m.gauge(
         'tether_relay_users',
         'Users with an endpoint registered',
-        lambda: len({r.user for r in relay._endpoints.values()}),
+        lambda: len({r.user for r in list(relay._endpoints.values())}),
     )
     m.gauge(
         'tether_relay_tunnels',
@@ -47,7 +47,7 @@ def relay_metrics(relay: RelayServer) -> Served:
     m.gauge(
         'tether_relay_forwarded_bytes',
         'Bytes forwarded over relayed channels (every user)',
-        lambda: sum(u.forwarded for u in relay._usage.values()),
+        lambda: sum(u.forwarded for u in list(relay._usage.values())),
         counter=True,
     )
     m.gauge('tether_relay_early_bytes', 'Early bytes held', lambda: relay.early_bytes)
