@@ -30,9 +30,13 @@ import threading
 import time
 from typing import Any
 
+from tether.exceptions import ProtocolError
+
 __all__ = ['run_manager']
 
 _STATS_S = 0.2
+# Largest frame of tasks a manager reads from its (authenticated) endpoint.
+_MAX_TASK_FRAME = 1 << 31
 
 
 class _Manager:
@@ -86,7 +90,7 @@ class _Manager:
         while True:
             try:
                 message = self.link.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError, ProtocolError):
                 return
             op = message[0]
             if op == 'tasks':
@@ -116,7 +120,9 @@ def run_manager(  # noqa: PLR0917 (a Parsl app's arguments)
     extra = json.loads(os.environ.get('TETHER_FAAS_SYS_PATH', '[]'))
     sys.path[:0] = [p for p in extra if p not in sys.path]
     key = pathlib.Path(key_file).read_bytes()
-    link = connect_manager(address, port, key, max_frame)
+    # What the endpoint sends is tasks, as large as the service lets a payload be; the
+    # endpoint proved the key, so its frames are bounded only against runaway sizes.
+    link = connect_manager(address, port, key, max(max_frame, _MAX_TASK_FRAME))
     info = block_info()
     manager = _Manager(link, config, config.idle_timeout_s, info)
     reporter = threading.Thread(target=manager.report, name='tether-manager-stats', daemon=True)
