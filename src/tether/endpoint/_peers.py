@@ -30,18 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from tether._serve import signalling as rp
 from tether._serve.tls import pinned_client_context
-from tether._wire import (
-    Connection,
-    client_handshake,
-    client_protocol,
-    connect,
-)
-from tether.exceptions import (
-    EndpointError,
-    PeeringError,
-    RemoteError,
-    WireError,
-)
+from tether._wire import Connection, client_handshake, client_protocol, connect
+from tether.exceptions import EndpointError, PeeringError, RemoteError, WireError
 
 if TYPE_CHECKING:
     from tether.endpoint._server import Endpoint
@@ -56,13 +46,7 @@ from tether.endpoint._link import (
     tcp_keepalive,
     zeros,
 )
-from tether.endpoint._offers import (
-    PathAnswer,
-    PathOffer,
-    decode_answer,
-    decode_offer,
-    encode,
-)
+from tether.endpoint._offers import PathAnswer, PathOffer, decode_answer, decode_offer, encode
 from tether.endpoint._paths import choose_path, local_ip_towards, tunnel_transport
 
 __all__ = ['PeerLink', 'PeerManager', 'choose_path', 'zeros']
