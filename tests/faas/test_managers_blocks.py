@@ -130,6 +130,57 @@ def test_idle_managers_end(local_engine: tuple[ManagersEngine, Collector]) -> No
     assert header['status'] == 'success'
 
 
+def test_a_manager_results_count_only_for_tasks_it_holds_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A manager that proved the key but reports a result for a task it was never given,
+    # or twice for one it was: the endpoint drops those (logging them) and takes the rest.
+    c = Collector()
+    provider = LocalProvider(init_blocks=0, min_blocks=0, max_blocks=1, address='127.0.0.1')
+    engine = ManagersEngine(config(provider, max_retries=0), c.on_handoff, c.on_result)
+    engine.start()
+    blocks = engine._blocks
+    link = connect_manager(
+        '127.0.0.1', blocks._server.getsockname()[1], blocks._key, blocks.max_frame
+    )
+    try:
+        link.send(('hello', {'workers': 2, 'capacity': 2, 'block': {'host': 'rogue'}}))
+        _wait(lambda: len(engine._managers) == 1, 'the manager to join')
+        first, second = make_task(_block_tasks.where), make_task(_block_tasks.where)
+        engine.submit([first, second])
+        given: list[str] = []
+        while len(given) < 2:
+            op, *rest = link.recv()
+            if op == 'tasks':
+                given.extend(t.task_id for t in rest[0])
+        assert sorted(given) == sorted([first.task_id, second.task_id])
+
+        def result(task_id: str, value: bytes) -> None:
+            link.send(('result', {'task_id': task_id, 'status': 'success'}, value))
+
+        with caplog.at_level('WARNING', logger='tether.faas.endpoint._managers'):
+            result('never-given', b'forged')
+            result(first.task_id, b'one')
+            result(first.task_id, b'again')
+            result(second.task_id, b'two')
+            # One reader takes the link's messages in order: the second task's result
+            # comes after the two dropped ones were seen.
+            results = c.take(2, timeout=60)
+        assert {k: v[1] for k, v in results.items()} == {
+            first.task_id: b'one',
+            second.task_id: b'two',
+        }
+        assert c.results.empty()
+        dropped = [r.getMessage() for r in caplog.records if 'dropped a result' in r.getMessage()]
+        assert len(dropped) == 2
+        assert "'never-given'" in dropped[0]
+        assert repr(first.task_id) in dropped[1]
+        assert 'host=rogue' in dropped[0]
+    finally:
+        link.close()
+        engine.stop()
+
+
 def test_the_block_link_refuses_a_peer_without_the_key() -> None:
     server = socket.create_server(('127.0.0.1', 0))
     port = server.getsockname()[1]

@@ -46,6 +46,15 @@ _SLACK = 1 << 20
 _HANDSHAKES = 16
 
 
+def _is_result(message: tuple[Any, ...]) -> bool:
+    """Whether ``message`` is ``('result', header, payload)`` (the engine checks the task)."""
+    return (
+        len(message) == 3
+        and isinstance(message[1], dict)
+        and isinstance(message[2], (bytes, bytearray))
+    )
+
+
 class RemotePool:
     """One connected manager, as the managers engine sees its pool."""
 
@@ -297,6 +306,9 @@ class BlockManagers:
                 return
             op = message[0]
             if op == 'result':
+                if not _is_result(message):
+                    logger.warning('a block manager sent a malformed result: its link ends')
+                    return
                 self.callbacks.on_result(pool, message[1], message[2])
             elif op == 'handoff':
                 self.callbacks.on_handoff(list(message[1]))

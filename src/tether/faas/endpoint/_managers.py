@@ -23,6 +23,7 @@ back to the endpoint; blocks are asked for while tasks wait and end once idle
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import random
 import threading
@@ -42,8 +43,15 @@ from tether.faas.endpoint.engine import (
 
 __all__ = ['ManagersEngine']
 
+logger = logging.getLogger(__name__)
+
 # A waiting task passed over this many times (others' functions were warm) goes next.
 _MAX_SKIPS = 64
+
+
+def _where(pool: Any) -> str:
+    """Where a manager in a block runs (host, block, job), for messages."""
+    return ', '.join(f'{k}={v}' for k, v in sorted(pool.block.items()))
 
 
 class _Manager:
@@ -137,10 +145,29 @@ class ManagersEngine(EngineBase):
     # Managers in blocks (see _blocks) ---------------------------------------------------
 
     def _remote_result(self, pool: Any, header: dict[str, Any], payload: bytes) -> None:
-        manager = next((m for m in list(self._managers) if m.pool is pool), None)
-        if manager is None:
-            return  # a manager already given up: its tasks were queued again
-        self._result_of(manager)(header, payload)
+        """A result from a manager in a block, taken only for a task that manager holds.
+
+        The link proves the key at its handshake only: a result for a task the manager
+        was never given, or one it reported already, is logged and dropped.
+        """
+        task_id = str(header.get('task_id'))
+        with self._lock:
+            manager = next((m for m in self._managers if m.pool is pool), None)
+            if manager is None:
+                return  # a manager already given up: its tasks were queued again
+            held = manager.held.pop(task_id, None) is not None
+            if held:
+                self._where.pop(task_id, None)
+        if not held:
+            logger.warning(
+                'dropped a result for task %r from the manager at %s: it does not hold that '
+                'task (never given to it, or its result was reported already)',
+                task_id[:64],
+                _where(pool),
+            )
+            return
+        self.on_result(header, payload)
+        self._dispatch()
 
     def _joined(self, pool: Any) -> None:
         with self._lock:
@@ -158,7 +185,7 @@ class ManagersEngine(EngineBase):
             lost = list(manager.held.values())
             for task in lost:
                 self._where.pop(task.task_id, None)
-        where = ', '.join(f'{k}={v}' for k, v in sorted(pool.block.items()))
+        where = _where(pool)
         again: list[Task] = []
         for task in lost:
             task.attempts += 1
