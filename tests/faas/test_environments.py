@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ from tether.faas import Client, EndpointConfig, Executor
 from tether.faas._functions_env import check_readable, open_envelope
 from tether.faas._server import ServiceThread
 from tether.faas._version import VersionMismatch
-from tether.faas.endpoint._environments import Environments, probe
+from tether.faas.endpoint._environments import MAX_ENVIRONMENTS, Environments, probe
 from tether.faas.endpoint._pool import ProcessPoolEngine
 from tether.faas.endpoint.engine import make_task, task_value
 
@@ -257,6 +258,71 @@ def test_a_probe_line_that_is_not_an_object_is_an_error(tmp_path: pathlib.Path) 
     liar.chmod(0o755)
     info = probe(str(liar), {})
     assert 'without reporting its versions' in info['error']
+
+
+def test_a_probe_that_prints_too_much_is_stopped(tmp_path: pathlib.Path) -> None:
+    # Its output is read up to 64 KiB: a valid report after a flood is not believed.
+    flood = tmp_path / 'flood'
+    flood.write_text(
+        '#!/bin/sh\n'
+        'head -c 2000000 /dev/zero | tr "\\0" x\n'
+        'echo\n'
+        """echo 'TETHER-ENVIRONMENT {"python": "3.11.0", "tether": "0.1.0"}'\n"""
+    )
+    flood.chmod(0o755)
+    info = probe(str(flood), {})
+    assert 'printed more than 64 KiB' in info['error'], info
+    assert 'python' not in info
+
+
+def test_interpreters_named_by_path_are_at_most_max_environments_at_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Probes from several tasks at once: each holds its place while it runs, so no more
+    # than MAX_ENVIRONMENTS run even when all of them start before any ends; a path
+    # probed by two tasks at once is probed once.
+    started, release = tmp_path / 'started', tmp_path / 'release'
+    started.mkdir()
+    paths = []
+    for i in range(MAX_ENVIRONMENTS + 4):
+        python = tmp_path / f'python{i}'
+        python.write_text(
+            '#!/bin/sh\n'
+            f'touch "{started}/{i}.$$"\n'
+            f'while [ ! -e "{release}" ]; do sleep 0.01; done\n'
+            """echo 'TETHER-ENVIRONMENT {"python": "3.11.0", "tether": "0.1.0"}'\n"""
+        )
+        python.chmod(0o755)
+        paths.append(str(python))
+    envs = Environments({}, 'process')
+    errors: list[Exception] = []
+
+    def probe_one(path: str) -> None:
+        try:
+            envs.probe_path(path)
+        except ConfigError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=probe_one, args=(p,)) for p in [*paths, paths[0]]]
+    threads[0].start()  # the first path's probe holds its place before the others ask
+    wait_for(lambda: any(started.iterdir()), timeout=60)
+    for thread in threads[1:]:
+        thread.start()
+    wait_for(
+        lambda: (
+            len(list(started.iterdir())) > MAX_ENVIRONMENTS
+            or (len(list(started.iterdir())) == MAX_ENVIRONMENTS and len(errors) == 4)
+        ),
+        timeout=60,
+    )
+    release.touch()
+    for thread in threads:
+        thread.join(60)
+    assert len(list(started.iterdir())) == MAX_ENVIRONMENTS
+    assert len(envs.infos) == MAX_ENVIRONMENTS
+    assert paths[0] in envs.infos
+    assert len(errors) == 4
+    assert all(f'runs {MAX_ENVIRONMENTS} environments already' in str(e) for e in errors)
 
 
 @pytest.mark.parametrize(

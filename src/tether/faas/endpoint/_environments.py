@@ -27,9 +27,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import selectors
 import shlex
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 import pydantic
@@ -54,6 +57,7 @@ MAX_ENVIRONMENTS = 16
 
 _MAX_ERROR = 2000  # characters of an environment's error the service is told
 _PROBE_TIMEOUT = 120.0  # a container runtime may pull or unpack its image first
+_PROBE_OUTPUT = 64 * 1024  # bytes a probe may print (stdout and stderr together)
 
 # Run by the environment's interpreter: what it can read. Printed on a line of its own
 # (a container runtime may print a banner around it).
@@ -250,18 +254,15 @@ def probe(name: str, environments: dict[str, EnvironmentConfig]) -> dict[str, An
         return {'error': str(e)}
     env = {**os.environ, 'TETHER_FAAS_SYS_PATH': json.dumps(worker_sys_path())}
     try:
-        done = subprocess.run(
-            [*argv, '-c', _PROBE],
-            capture_output=True,
-            text=True,
-            timeout=_PROBE_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            check=False,
-        )
+        code, stdout, stderr = _run_bounded([*argv, '-c', _PROBE], env)
     except (OSError, subprocess.TimeoutExpired) as e:
         return {'error': f'environment {name!r} ({shlex.join(argv)}) did not start: {e}'}
-    for line in done.stdout.splitlines():
+    except _ProbeOutputError:
+        return {
+            'error': f'environment {name!r} ({shlex.join(argv)}) printed more than '
+            f'{_PROBE_OUTPUT // 1024} KiB when asked for its versions: it was stopped'
+        }
+    for line in stdout.splitlines():
         if line.startswith('TETHER-ENVIRONMENT '):
             try:
                 info = json.loads(line.split(' ', 1)[1])
@@ -275,11 +276,55 @@ def probe(name: str, environments: dict[str, EnvironmentConfig]) -> dict[str, An
                     f'({info.get("tether_error")}): install tether there'
                 )
             return info
-    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    tail = (stderr or stdout).strip().splitlines()[-3:]
     return {
         'error': f'environment {name!r} ({shlex.join(argv)}) exited with code '
-        f'{done.returncode} without reporting its versions: {" / ".join(tail)}'
+        f'{code} without reporting its versions: {" / ".join(tail)}'
     }
+
+
+class _ProbeOutputError(Exception):
+    """A probe printed more than :data:`_PROBE_OUTPUT` bytes."""
+
+
+def _run_bounded(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``argv`` to its end: its exit code, stdout and stderr (an interpreter's output:
+    at most :data:`_PROBE_OUTPUT` bytes of both, within :data:`_PROBE_TIMEOUT`).
+
+    Raises:
+        OSError: it cannot start.
+        subprocess.TimeoutExpired: it ran too long (it is killed).
+        _ProbeOutputError: it printed too much (it is killed).
+    """
+    process = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    deadline = time.monotonic() + _PROBE_TIMEOUT
+    out = {process.stdout: bytearray(), process.stderr: bytearray()}
+    with process, selectors.DefaultSelector() as selector:
+        for stream in out:
+            selector.register(stream, selectors.EVENT_READ)
+        try:
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, _PROBE_TIMEOUT)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    out[key.fileobj].extend(chunk)  # type: ignore[index]
+                    if sum(map(len, out.values())) > _PROBE_OUTPUT:
+                        raise _ProbeOutputError
+            code = process.wait(max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            process.kill()
+            raise
+    stdout, stderr = (bytes(b).decode(errors='replace') for b in out.values())
+    return code, stdout, stderr
 
 
 # Engines whose workers run on the agent's host with the agent's interpreter (or, for
@@ -300,6 +345,10 @@ class Environments:
         self.engine = engine
         self.local = engine in _LOCAL_ENGINES
         self.infos: dict[str, dict[str, Any]] = {}
+        # Interpreters named by path being probed now (each holds a place among
+        # MAX_ENVIRONMENTS until its probe ends), and the lock over both.
+        self._probing: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
 
     def probe_declared(self) -> None:
         """Probe the default and every declared environment (blocking: at start)."""
@@ -345,17 +394,41 @@ class Environments:
         return bool(key) and key not in self.infos
 
     def probe_path(self, key: str) -> None:
-        """Probe an interpreter a function named by its path (blocking).
+        """Probe an interpreter a function named by its path (blocking; safe from several
+        threads: one probe per path, the others wait for it).
 
         Raises:
-            ConfigError: this endpoint runs :data:`MAX_ENVIRONMENTS` already.
+            ConfigError: this endpoint runs, or is probing, :data:`MAX_ENVIRONMENTS`
+                environments already (the default one not counted).
         """
-        if len(self.infos) > MAX_ENVIRONMENTS:
-            raise ConfigError(
-                f'this endpoint runs {MAX_ENVIRONMENTS} environments already: declare '
-                f'{key!r} in its [environments] table, or use one of those'
-            )
-        self.infos[key] = probe(key, self.environments)
+        with self._lock:
+            if key in self.infos:
+                return
+            probing = self._probing.get(key)
+            if probing is None:
+                taken = sum(1 for k in self.infos if k) + len(self._probing)
+                if taken >= MAX_ENVIRONMENTS:
+                    raise ConfigError(
+                        f'this endpoint runs {MAX_ENVIRONMENTS} environments already: '
+                        f'declare {key!r} in its [environments] table, or use one of those'
+                    )
+                probing = self._probing[key] = threading.Event()
+                ours = True
+            else:
+                ours = False
+        if not ours:
+            probing.wait()
+            if key not in self.infos:
+                raise ConfigError(f'environment {key!r} could not be probed')
+            return
+        try:
+            info = probe(key, self.environments)
+            with self._lock:
+                self.infos[key] = info
+        finally:
+            with self._lock:
+                del self._probing[key]
+            probing.set()
 
     def check(self, meta: dict[str, Any], key: str) -> None:
         """Raise if environment ``key`` cannot read a function with ``meta``.
