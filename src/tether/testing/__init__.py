@@ -5,6 +5,8 @@
   that stop, restart or inspect a server without touching a shared one.
 * :class:`FakeClock`: a clock that moves only when the test advances it, for code that
   takes ``clock=`` (lifetimes, futures, agent timers, retries).
+* :func:`wait_until`: poll a condition until it holds or a deadline passes, failing the
+  test with a message that says what it waited for.
 * :mod:`tether.testing.threads`: :func:`hammer` and :func:`hammer_object` call code from
   many threads at once and report every failure.
 * :mod:`tether.testing.connectors`: the connector conformance suite, to run against any
@@ -21,6 +23,7 @@ See ``docs/testing.md``.
 from __future__ import annotations
 
 from tether._clock import FakeClock
+from tether.testing._waiting import wait_until
 from tether.testing.servers import (
     RedisServer,
     ServerProcess,
@@ -41,4 +44,5 @@ __all__ = [
     'hammer_object',
     'port_open',
     'redis_server_fixture',
+    'wait_until',
 ]
