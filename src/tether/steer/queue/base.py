@@ -148,6 +148,11 @@ class BaseQueues(abc.ABC):
         self._made_proxies: dict[str, tuple[Any, list[Any]]] = {}
         self._evictor = Evictor()
         _all_queues.add(self)
+        self._open()
+
+    def _open(self) -> None:  # noqa: B027 (a hook: nothing to do unless overridden)
+        """Make the transport's queues, last in ``__init__`` (a transport that needs no
+        arguments of its own overrides this, not ``__init__``)."""
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Condition()

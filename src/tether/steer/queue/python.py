@@ -6,11 +6,10 @@ import multiprocessing
 import queue as _queue
 import uuid
 import weakref
-from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from tether.exceptions import SteerQueueError, SteerTimeoutError
-from tether.steer.queue.base import _DEFAULT_MAX_AGE, BaseQueues
+from tether.steer.queue.base import BaseQueues
 
 __all__ = ['PipeQueues']
 
@@ -44,26 +43,7 @@ class PipeQueues(BaseQueues):
     raises :class:`~tether.exceptions.SteerQueueError`.
     """
 
-    def __init__(
-        self,
-        topics: Collection[str] = (),
-        serialization_method: str = 'pickle',
-        keep_inputs: bool = True,
-        proxystore_name: str | Mapping[str, str | None] | None = None,
-        proxystore_threshold: int | Mapping[str, int | None] | None = None,
-        *,
-        secret: bytes | str | Literal[False] | None = None,
-        max_age: float | None = _DEFAULT_MAX_AGE,
-    ) -> None:
-        super().__init__(
-            topics,
-            serialization_method,
-            keep_inputs,
-            proxystore_name,
-            proxystore_threshold,
-            secret=secret,
-            max_age=max_age,
-        )
+    def _open(self) -> None:
         self._queue_id = f'pipe:{uuid.uuid4().hex}'
         ctx = multiprocessing.get_context('fork')
         self._requests: Any = ctx.Queue()
