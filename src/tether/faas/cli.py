@@ -169,7 +169,7 @@ def _diagnostic(
     import gzip
     import io
 
-    from tether.faas._diagnostic import diagnostic_report, write_report
+    from tether.faas.diagnostic import diagnostic_report, write_report
 
     sections = diagnostic_report(
         home=home,
