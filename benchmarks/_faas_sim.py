@@ -3,7 +3,9 @@
 A simulated endpoint is a light asyncio client that speaks the real endpoint protocol
 (:mod:`tether.faas._frames` over the service's WebSocket, as
 :mod:`tether.faas.endpoint._agent` does): it sends ``HELLO``, waits for ``WELCOME``, and
-answers each ``TASKS`` message with an ``ACK`` of its tasks and their ``RESULTS``. It
+answers each ``TASKS`` message with its ``RESULTS`` (no-op tasks: at once, the results
+standing for the hand-offs, as the agent's do when they go together; otherwise an
+``ACK`` first, then each result when its simulated worker is done). It
 stands in for a manager with ``workers`` workers: a task takes ``kind`` (``noop``: none;
 ``sleep``: ``duration`` s of waiting; ``stress``: ``duration`` s of CPU in the process)
 and at most ``workers`` run at once. Many endpoints share one event loop and one process;
@@ -101,10 +103,10 @@ async def sim_endpoint(  # noqa: PLR0917
                     welcomed.set()
                 elif frame.type == _frames.TASKS:
                     ids, results = _answers(frame)
-                    await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
-                    if kind == 'noop':  # all at once, one message
+                    if kind == 'noop':  # all at once, one message (no ACK before it)
                         job = asyncio.ensure_future(run(results))
                     else:  # one worker per task
+                        await ws.send(_frames.encode(_frames.ACK, {'task_ids': ids}))
                         for entry in results:
                             job = asyncio.ensure_future(run([entry]))
                             pending.add(job)

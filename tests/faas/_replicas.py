@@ -40,12 +40,15 @@ class Replica:
                 self.kill()
 
 
-def start_replica(folder: pathlib.Path, database: str, broker: str, prefix: str) -> Replica:
+def start_replica(
+    folder: pathlib.Path, database: str, broker: str, prefix: str, settings: str = ''
+) -> Replica:
+    """A replica; ``settings``: more lines of its ``[service]`` table."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / 'service.toml'
     config.write_text(
         f'[service]\nport = 0\ndatabase = "{database}"\nbroker = "{broker}"\n'
-        f'queue_prefix = "{prefix}"\n'
+        f'queue_prefix = "{prefix}"\n{settings}'
     )
     log = folder / 'service.log'
     env = {**os.environ, 'PYTHONPATH': str(ROOT)}
@@ -78,12 +81,12 @@ def start_replica(folder: pathlib.Path, database: str, broker: str, prefix: str)
 
 @contextlib.contextmanager
 def replica_pair(
-    folder: pathlib.Path, database: str, broker: str, prefix: str
+    folder: pathlib.Path, database: str, broker: str, prefix: str, settings: str = ''
 ) -> Iterator[tuple[Replica, Replica]]:
     """Two replicas of one service (stopped at the end)."""
-    a = start_replica(folder / 'a', database, broker, prefix)
+    a = start_replica(folder / 'a', database, broker, prefix, settings)
     try:
-        b = start_replica(folder / 'b', database, broker, prefix)
+        b = start_replica(folder / 'b', database, broker, prefix, settings)
         try:
             yield a, b
         finally:

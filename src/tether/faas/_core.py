@@ -3,7 +3,11 @@
 * :meth:`Service.submit` records a batch of tasks in one statement (idempotently: the
   SDK chooses task ids, so a retried request adds nothing) and publishes the tasks that
   are new, and only those, to each endpoint's queue as one broker message per endpoint
-  (split above 8 MiB of payloads): a task runs once per task id.
+  (split above 8 MiB of payloads): a task runs once per task id. Tasks of an endpoint
+  connected to the same replica skip the broker: they are handed to its session
+  directly (marked ``direct`` in the database; while the session has room for them).
+  When that session ends, those not yet with a worker are queued in the broker; if the
+  replica died instead, the endpoint's next session queues them again from the database.
 * :meth:`Service.endpoint_session` is the forwarder of one connected endpoint: it
   consumes the endpoint's queue, sends tasks in batches while fewer than
   ``endpoint_prefetch`` sent tasks are not yet in a worker's hands, and acknowledges a
@@ -197,7 +201,7 @@ class Service:
         missing = set(eids) - set(endpoints)
         if missing:
             raise FaasNotFoundError(f'endpoint {sorted(missing)[0]} not found')
-        rows: list[tuple[str, str, str, str, str, str, memoryview]] = []
+        rows: list[tuple[str, str, str, str, str, str, memoryview, int]] = []
         queued: dict[str, list[Entry]] = {}
         for task, payload in zip(tasks, payloads, strict=True):
             eid, fid = task.endpoint_id, task.function_id
@@ -208,9 +212,23 @@ class Service:
                 )
             msg_header = _task_message(task, group, received)
             rows.append(
-                (msg_header['task_id'], user_id, group, eid, fid, json.dumps(msg_header), payload)
+                (
+                    msg_header['task_id'],
+                    user_id,
+                    group,
+                    eid,
+                    fid,
+                    json.dumps(msg_header),
+                    payload,
+                    0,
+                )
             )
             queued.setdefault(eid, []).append((msg_header, payload))
+        # Endpoints connected to this replica take their tasks from here, not through the
+        # broker (recorded as such: recovered from the database if this replica dies).
+        local = {e: s for e in queued if (s := self._local(e, len(queued[e]))) is not None}
+        if local:
+            rows = [(*r[:7], int(r[3] in local)) for r in rows]
         now = time.time()
         for entries in queued.values():
             for h, _ in entries:
@@ -224,8 +242,34 @@ class Service:
             queued = _only_new(queued, new)
         if self._precancelled:
             queued = await self._drop_precancelled(user_id, new, queued)
-        # To every endpoint's queue at once (each publish waits for its confirm).
-        targets = list(queued)
+        await self._dispatch(queued, local)
+        if len(new) < len(rows):
+            repeats = [i for i in ids if i not in new]
+            owners = await self.repo.task_owners(repeats)
+            _refuse_deleted(tasks, [i for i in repeats if i not in owners], len(new))
+            foreign = [i for i in repeats if owners.get(i) != user_id]
+            if foreign:
+                raise FaasBadRequestError(
+                    f'task id {foreign[0]} is already in use: choose new task ids (UUIDs); '
+                    f'the {len(new)} new task(s) of the batch were queued'
+                )
+        return {'task_group_id': group, 'task_ids': ids}
+
+    async def _dispatch(
+        self, queued: dict[str, list[Entry]], local: dict[str, EndpointSession]
+    ) -> None:
+        """Recorded tasks to their endpoints: handed to the sessions in ``local`` (this
+        replica's), published to the others' queues."""
+        targets = []
+        for e, entries in queued.items():
+            session = local.get(e)
+            if session is not None and session.hand([(h, bytes(p)) for h, p in entries]):
+                continue
+            if session is not None:  # its session ended meanwhile: through the broker
+                for h, _ in entries:
+                    h['again'] = True  # it may be recovered from the database too
+            targets.append(e)
+        # To every other endpoint's queue at once (each publish waits for its confirm).
         outcomes = await asyncio.gather(
             *(
                 self.broker.publish(
@@ -246,17 +290,14 @@ class Service:
                 await self.repo.forget_waiting(unqueued)
             error = next(o for o in outcomes if isinstance(o, BaseException))
             raise error
-        if len(new) < len(rows):
-            repeats = [i for i in ids if i not in new]
-            owners = await self.repo.task_owners(repeats)
-            _refuse_deleted(tasks, [i for i in repeats if i not in owners], len(new))
-            foreign = [i for i in repeats if owners.get(i) != user_id]
-            if foreign:
-                raise FaasBadRequestError(
-                    f'task id {foreign[0]} is already in use: choose new task ids (UUIDs); '
-                    f'the {len(new)} new task(s) of the batch were queued'
-                )
-        return {'task_group_id': group, 'task_ids': ids}
+
+    def _local(self, endpoint_id: str, n: int) -> EndpointSession | None:
+        """The session of ``endpoint_id`` on this replica, if it takes ``n`` tasks handed
+        to it directly (see :meth:`EndpointSession.hand`)."""
+        session = dict.get(self.sessions, endpoint_id)
+        if isinstance(session, EndpointSession) and session.takes(n):
+            return session
+        return None
 
     async def _drop_precancelled(
         self, user_id: str, new: set[str], queued: dict[str, list[Entry]]
@@ -465,7 +506,19 @@ class Service:
             await self._handed.run([(endpoint_id, t) for t in task_ids])
 
     async def recover_lost(self, endpoint_id: str, held: set[str]) -> None:
-        """Queue again the tasks the endpoint was running but no longer holds."""
+        """Queue again the tasks the endpoint was running but no longer holds, and those
+        handed to a session of it directly that it does not hold (the replica that held
+        the session died, or could not queue them when it ended)."""
+        direct = await self.repo.lost_direct(endpoint_id, held)
+        if direct:
+            logger.info(
+                'endpoint %s: %d tasks handed to an earlier session queued again',
+                endpoint_id,
+                len(direct),
+            )
+            await self.requeue_direct(
+                endpoint_id, [(json.loads(r['header']), r['payload'] or b'') for r in direct]
+            )
         lost = await self.repo.lost_tasks(endpoint_id, held)
         if not lost:
             return
@@ -496,6 +549,17 @@ class Service:
                 }
                 results.append((header, b''))
             await self.publish_results(endpoint_id, results)
+
+    async def requeue_direct(self, endpoint_id: str, entries: list[Entry]) -> None:
+        """Tasks handed directly to a session of ``endpoint_id`` that it did not pass on:
+        queued in the broker (flagged, so that whichever session takes them first checks
+        they still wait), then no longer marked as handed directly."""
+        for h, _ in entries:
+            h['again'] = True
+        await self.broker.publish(
+            self.task_queue(endpoint_id), _frames.pack(_frames.TASKS, 'tasks', entries)
+        )
+        await self.repo.undirect([str(h['task_id']) for h, _ in entries])
 
     # Results ---------------------------------------------------------------------------
 

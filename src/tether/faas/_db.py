@@ -20,7 +20,7 @@ from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas import _bulk
 from tether.faas._drivers import Driver
 from tether.faas._liveness import mark_offline
-from tether.faas._schema import SCHEMA
+from tether.faas._schema import COLUMNS, SCHEMA
 from tether.faas._shares import Shares
 
 __all__ = ['FINISHED', 'Repository', 'function_id_of', 'hash_token', 'new_token']
@@ -70,8 +70,22 @@ class Repository:
         self._info_version = 0
 
     async def init(self) -> None:
-        """Create the tables if they do not exist."""
+        """Create the tables if they do not exist (and add the columns an older
+        database lacks)."""
         await self.db.script(SCHEMA)
+        for table, column, kind in COLUMNS:
+            if self.db.dialect == 'postgresql':
+                found = await self.db.fetch(
+                    'SELECT column_name AS name FROM information_schema.columns'
+                    ' WHERE table_schema = current_schema() AND table_name = $1',
+                    table,
+                )
+                add = f'ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}'
+            else:
+                found = await self.db.fetch(f'SELECT name FROM pragma_table_info({table!r})')
+                add = f'ALTER TABLE {table} ADD COLUMN {column} {kind}'
+            if column not in {r['name'] for r in found}:
+                await self.db.execute(add)
 
     async def close(self) -> None:
         await self.db.close()
@@ -322,11 +336,12 @@ class Repository:
         return bool(rows)
 
     async def insert_tasks(self, rows: Sequence[tuple[Any, ...]]) -> set[str]:
-        """Insert ``(task_id, user_id, group, endpoint, function, header, payload)`` rows
-        in one statement; ids already present are left as they are (submission is
-        idempotent), and so are tasks of a function deleted meanwhile (through another
-        replica: its row is locked until the tasks are in). Return the ids inserted now:
-        only those may be queued."""
+        """Insert ``(task_id, user_id, group, endpoint, function, header, payload,
+        direct)`` rows in one statement (``direct``: 1 for a task handed to its
+        endpoint's session here, not queued in the broker); ids already present are left
+        as they are (submission is idempotent), and so are tasks of a function deleted
+        meanwhile (through another replica: its row is locked until the tasks are in).
+        Return the ids inserted now: only those may be queued."""
         if not rows:
             return set()
         now = time.time()
@@ -334,10 +349,11 @@ class Repository:
             columns = list(zip(*rows, strict=True))
             found = await self.db.fetch(
                 'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
-                ' function_id, status, header, payload, created)'
-                " SELECT r.t, r.u, r.g, r.e, r.f, 'waiting-for-ep', r.h, r.p, $8"
+                ' function_id, status, header, payload, direct, created)'
+                " SELECT r.t, r.u, r.g, r.e, r.f, 'waiting-for-ep', r.h, r.p, r.d, $9"
                 ' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],'
-                ' $6::text[], $7::bytea[]) AS r(t, u, g, e, f, h, p) WHERE r.f IN (SELECT'
+                ' $6::text[], $7::bytea[], $8::int[]) AS r(t, u, g, e, f, h, p, d)'
+                ' WHERE r.f IN (SELECT'
                 ' function_id FROM faas_functions WHERE function_id = ANY($5::text[])'
                 ' FOR KEY SHARE) ON CONFLICT DO NOTHING RETURNING task_id',
                 *(list(c) for c in columns),
@@ -346,9 +362,10 @@ class Repository:
         else:
             found = await self.db.fetch_each(
                 'INSERT INTO faas_tasks (task_id, user_id, task_group_id, endpoint_id,'
-                ' function_id, status, header, payload, created) SELECT $1, $2, $3, $4, $5,'
-                " 'waiting-for-ep', $6, $7, $8 WHERE EXISTS (SELECT 1 FROM faas_functions"
-                ' WHERE function_id = $5) ON CONFLICT DO NOTHING RETURNING task_id',
+                ' function_id, status, header, payload, direct, created) SELECT $1, $2, $3,'
+                " $4, $5, 'waiting-for-ep', $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM"
+                ' faas_functions WHERE function_id = $5) ON CONFLICT DO NOTHING'
+                ' RETURNING task_id',
                 [(*r, now) for r in rows],
             )
         return {str(r['task_id']) for r in found}
@@ -539,6 +556,28 @@ class Repository:
             endpoint_id,
         )
         return [r for r in rows if r['task_id'] not in held]
+
+    async def lost_direct(self, endpoint_id: str, held: set[str]) -> list[dict[str, Any]]:
+        """Tasks handed to a session of ``endpoint_id`` directly (not queued in the
+        broker) and still waiting for it, that the endpoint does not hold: the replica
+        that held them is gone, or its session ended. The caller queues them, then
+        clears their mark (:meth:`undirect`)."""
+        rows = await self.db.fetch(
+            'SELECT task_id, header, payload FROM faas_tasks WHERE endpoint_id = $1'
+            " AND status = 'waiting-for-ep' AND direct = 1",
+            endpoint_id,
+        )
+        return [r for r in rows if r['task_id'] not in held]
+
+    async def undirect(self, task_ids: Sequence[str]) -> None:
+        """Tasks handed directly, now queued in the broker (no longer recovered from
+        here when their endpoint reconnects)."""
+        if not task_ids:
+            return
+        await self.db.execute(
+            f'UPDATE faas_tasks SET direct = 0 WHERE task_id {self.db.in_list(1)}',
+            list(task_ids),
+        )
 
     async def requeue(self, task_ids: Sequence[str]) -> None:
         if not task_ids:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ['SCHEMA']
+__all__ = ['COLUMNS', 'SCHEMA']
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS faas_users (
@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS faas_tasks (
     attempts INTEGER NOT NULL DEFAULT 0,
     acknowledged INTEGER NOT NULL DEFAULT 0,
     created DOUBLE PRECISION NOT NULL,
-    finished DOUBLE PRECISION
+    finished DOUBLE PRECISION,
+    direct INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS faas_tasks_user_created ON faas_tasks (user_id, created);
 CREATE INDEX IF NOT EXISTS faas_tasks_endpoint_status ON faas_tasks (endpoint_id, status);
@@ -75,3 +76,9 @@ CREATE TABLE IF NOT EXISTS faas_shares (
     PRIMARY KEY (kind, object_id, principal)
 );
 """
+
+COLUMNS = (('faas_tasks', 'direct', 'INTEGER NOT NULL DEFAULT 0'),)
+"""Columns added since the first schema: ``(table, column, type)``, added to the tables
+of an older database at start (``faas_tasks.direct``: the task was handed to its
+endpoint's session by the replica that took the submission, not queued in the broker;
+see :meth:`tether.faas._core.Service.submit`)."""

@@ -61,6 +61,13 @@ class EndpointSession:
         self._storing: asyncio.Task[None] | None = None
         self._marking: asyncio.Task[None] | None = None
         self._error: Exception | None = None
+        # Tasks handed here directly by this replica's submissions (no broker message),
+        # until the endpoint has them with a worker or finished: queued in the broker
+        # again if the session ends first.
+        self._direct: dict[str, Entry] = {}
+        self._ready = False  # lost tasks recovered: direct hand-offs are taken
+        self._final = False  # the endpoint was deleted: nothing is queued again
+        self._requeued: asyncio.Future[None] | None = None
 
     def _fail(self, e: Exception) -> None:
         # The endpoint reconnects; the broker redelivers what was not acknowledged and the
@@ -87,6 +94,7 @@ class EndpointSession:
         self.consumer = await s.broker.consume(
             s.task_queue(self.endpoint_id), s.config.endpoint_prefetch, self.batcher.add
         )
+        self._ready = not self._stopped.is_set()
         # Only now is the endpoint connected: its allowlist is what submissions check.
         await self.sock.send(_frames.encode(_frames.WELCOME, {}))
         recv = asyncio.ensure_future(self._receive())
@@ -150,6 +158,8 @@ class EndpointSession:
                 # Stored: their tasks are done, and a message whose tasks are all done
                 # (handed, with the database saying so, or stored) may leave its queue.
                 self._done(stored)
+                for t in stored:  # a result stands for its hand-off (no ACK needed)
+                    self._direct.pop(t, None)
                 await self._ack(self.tracker.done(stored))
                 await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': stored}))
         except Exception as e:
@@ -162,6 +172,8 @@ class EndpointSession:
                 acks, self._acks = self._acks, []
                 self._done(acks)
                 await s.mark_running(self.endpoint_id, acks)
+                for t in acks:  # 'running' stored: recovered as such if the endpoint dies
+                    self._direct.pop(t, None)
                 await self._ack(self.tracker.done(acks))  # only once 'running' is stored
         except Exception as e:
             self._fail(e)
@@ -181,6 +193,7 @@ class EndpointSession:
         ids = set(task_ids)
         for t in ids:
             self._groups.pop(t, None)
+            self._direct.pop(t, None)
         if self._backlog:
             kept = [e for e in self._backlog if str(e[0]['task_id']) not in ids]
             if len(kept) < len(self._backlog):
@@ -192,17 +205,52 @@ class EndpointSession:
         with contextlib.suppress(Exception):  # gone: told again when it reconnects
             await self.sock.send(_frames.encode(_frames.CANCEL, {'task_ids': task_ids}))
 
+    def takes(self, n: int) -> bool:
+        """Whether :meth:`hand` would take ``n`` more tasks now."""
+        limit = max(1024, 4 * self.service.config.endpoint_prefetch)
+        return self._ready and not self._stopped.is_set() and len(self._backlog) + n <= limit
+
+    def hand(self, entries: list[Entry]) -> bool:
+        """Tasks submitted through this replica, recorded in the database as handed here
+        directly: forwarded like the broker's (no broker message, publish, delivery or
+        acknowledgement per batch). False (nothing taken) once the session is ending.
+
+        While fewer than ``max(1024, 4 * endpoint_prefetch)`` tasks wait here; beyond, a
+        submission goes through the broker, whose queue holds the excess."""
+        if not self._ready or self._stopped.is_set():
+            return False
+        for entry in entries:
+            self._direct[str(entry[0]['task_id'])] = entry
+        self._backlog.extend(entries)
+        self._pump()
+        return True
+
     async def _take(self, items: list[Delivery]) -> None:
         """Deliveries from the endpoint's queue: track them, then forward their tasks."""
         batches, again, stale = parse(items, 'tasks')
+        for d, entries in batches:
+            if not d.redelivered:  # queued again from a direct hand-off: checked too
+                again.extend(str(h['task_id']) for h, _ in entries if h.get('again'))
         # Tasks of a message delivered again that are running (the endpoint holds them, or
         # they were queued again when it reconnected) or finished are not sent again.
         waiting = await self.service.repo.waiting_ids(again) if again else set()
+        # Here already (sent, or waiting to be): a copy queued again is not sent again.
+        sent: set[str] = set()
+        if again:
+            sent = self._groups.keys() | self._direct.keys()
+            sent.update(str(h['task_id']) for h, _ in self._backlog)
         cancelled = self.service.cancelled
         for d, entries in batches:
             kept = entries
-            if d.redelivered:
-                kept = [e for e in entries if str(e[0]['task_id']) in waiting]
+            if d.redelivered or any('again' in h for h, _ in entries):
+                kept = []
+                for e in entries:
+                    tid = str(e[0]['task_id'])
+                    if (e[0].pop('again', None) is None and not d.redelivered) or (
+                        tid in waiting and tid not in sent
+                    ):
+                        kept.append(e)
+                        sent.add(tid)  # a second copy (queued twice in a race) is not
             if cancelled:
                 kept = [e for e in kept if cancelled.pop(str(e[0]['task_id']), 0) is not None]
             if not self.tracker.hold(d.tag, (str(h['task_id']) for h, _ in kept)):
@@ -244,11 +292,34 @@ class EndpointSession:
         """End the session; with ``error``, its connection is closed with that error's
         code (an endpoint deleted: ``4404``, which its agent takes as final)."""
         if error is not None:
+            self._final = True
             self._fail(error)
         self._stopped.set()
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.close()
+        if self._requeued is None:
+            self._requeued = asyncio.ensure_future(self._requeue())
+        # Every caller (the connection's end, a newer connection) waits for it: a next
+        # session recovers from the database only what is not queued by then.
+        await asyncio.shield(self._requeued)
+
+    async def _requeue(self) -> None:
+        """Tasks handed here but not yet with a worker: to the endpoint's queue, for its
+        next session (if this fails, that session recovers them from the database)."""
+        if not self._direct or self._final:
+            return
+        entries, self._direct = list(self._direct.values()), {}
+        try:
+            await self.service.requeue_direct(self.endpoint_id, entries)
+        except Exception as e:
+            logger.warning(
+                'endpoint %s: %d tasks handed to its session not queued again (%r): '
+                'recovered when it reconnects',
+                self.endpoint_id,
+                len(entries),
+                e,
+            )
 
 
 def too_large(header: dict[str, Any], size: int, limit: int) -> Entry:

@@ -9,7 +9,8 @@ then:
   (:mod:`._environments`: refused with ``VersionMismatch`` or ``ConfigError`` before
   anything runs), and gives the tasks to its engine;
 * reports tasks handed to workers (``ACK``: only then does the service acknowledge them
-  to the broker);
+  to the broker), except those whose results it sends at the same time (a result implies
+  its hand-off);
 * sends results in batches and keeps each until the service confirms it stored it
   (``RESULTS_OK``), resending the unconfirmed ones after a reconnect;
 * sends a heartbeat with its engine's workers, idle workers and queue every
@@ -176,6 +177,11 @@ class Agent:
             ws = self._ws
             handed, self._handed = self._handed, []
             out, self._outbox = self._outbox, []
+            if handed and out:
+                # A result stands for its task's hand-off: no ACK for tasks whose results
+                # go now (the service counts them handed when it stores the results).
+                finished = set(out)
+                handed = [t for t in handed if t not in finished]
             try:
                 if handed:
                     await self._send(ws, _frames.encode(_frames.ACK, {'task_ids': handed}))
