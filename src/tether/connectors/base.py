@@ -4,10 +4,11 @@ A :class:`~tether.store.Store` talks to its connector through the methods of
 :class:`ConnectorBase`, and only those: it writes an object's serialized parts with
 :meth:`~ConnectorBase.put_parts_background` (one object) or
 :meth:`~ConnectorBase.put_parts_batch` (several), and reads one with
-:meth:`~ConnectorBase.get_object`. A connector implements the core of the
-:class:`~tether.connectors.protocols.Connector` contract (``put``, ``get``, ``exists``,
-``evict``, ``config``/``from_config``, ``close``); the base class supplies the rest from
-it, and a connector overrides what it does faster:
+:meth:`~ConnectorBase.get_object` (several: :meth:`~ConnectorBase.get_objects`). A
+connector implements the core of the :class:`~tether.connectors.protocols.Connector`
+contract (``put``, ``get``, ``exists``, ``evict``, ``config``/``from_config``,
+``close``); the base class supplies the rest from it, and a connector overrides what it
+does faster:
 
 * ``put_batch``/``get_batch``: one ``put``/``get`` per item (Redis: one round trip);
 * ``put_parts``: join the parts, ``put`` (every built-in connector writes them as they are);
@@ -15,7 +16,9 @@ it, and a connector overrides what it does faster:
 * ``put_parts_background``: ``put_parts``, the returned future done (shared memory copies
   in the background);
 * ``get_object``: ``get``, then deserialize (shared memory builds from lent bytes, Redis
-  decodes as it reads).
+  decodes as it reads);
+* ``get_objects``: ``get_batch``, then deserialize each (Redis decodes as it reads, still
+  one round trip).
 
 A connector written against the protocols alone (not a subclass) keeps working: a Store
 adapts it once, when it is made (:func:`adapt`), using the optional capability
@@ -130,11 +133,28 @@ class ConnectorBase(Generic[KeyT]):
             return None
         return decode(data), memoryview(data).nbytes
 
+    def get_objects(
+        self, keys: Sequence[KeyT], decode: Decode, own_format: bool
+    ) -> list[tuple[Any, int] | None]:
+        """:meth:`get_object` of each key, in order, read with one :meth:`get_batch`."""
+        return [
+            None if data is None else (decode(data), memoryview(data).nbytes)
+            for data in self.get_batch(keys)
+        ]
+
 
 class _Adapted(ConnectorBase[Any]):
     """A protocol-only connector seen through :class:`ConnectorBase` (see :func:`adapt`)."""
 
-    __slots__ = ('_background', '_c', '_decoded', '_lent', '_parts', '_parts_batch')
+    __slots__ = (
+        '_background',
+        '_c',
+        '_decoded',
+        '_decoded_batch',
+        '_lent',
+        '_parts',
+        '_parts_batch',
+    )
 
     def __init__(self, connector: Any) -> None:
         from tether.connectors import protocols as p
@@ -153,6 +173,11 @@ class _Adapted(ConnectorBase[Any]):
         self._lent = isinstance(connector, p.LendingConnector)
         self._decoded = (
             connector.get_decoded if isinstance(connector, p.DecodingConnector) else None
+        )
+        self._decoded_batch = (
+            connector.get_decoded_batch
+            if isinstance(connector, p.DecodingBatchConnector)
+            else None
         )
 
     def __repr__(self) -> str:
@@ -207,6 +232,13 @@ class _Adapted(ConnectorBase[Any]):
             decoded: tuple[Any, int] | None = self._decoded(key)
             return decoded
         return super().get_object(key, decode, own_format)
+
+    def get_objects(
+        self, keys: Sequence[Any], decode: Decode, own_format: bool
+    ) -> list[tuple[Any, int] | None]:
+        if own_format and self._decoded_batch is not None:
+            return list(self._decoded_batch(keys))
+        return super().get_objects(keys, decode, own_format)
 
 
 def lent_object(connector: Any, key: Any, decode: Decode) -> tuple[Any, int] | None:

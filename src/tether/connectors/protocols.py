@@ -37,6 +37,7 @@ __all__ = [
     'BackgroundWriteConnector',
     'Capabilities',
     'Connector',
+    'DecodingBatchConnector',
     'DecodingConnector',
     'DeferrableConnector',
     'KeyT',
@@ -182,6 +183,20 @@ class DecodingConnector(Connector[KeyT], Protocol[KeyT]):
 
 
 @runtime_checkable
+class DecodingBatchConnector(DecodingConnector[KeyT], Protocol[KeyT]):
+    """A decoding connector that also reads several objects in one call.
+
+    :meth:`Store.get_batch <tether.store.Store.get_batch>` uses it as
+    :meth:`Store.get <tether.store.Store.get>` uses :class:`DecodingConnector` (the Redis
+    connector: one round trip per server, each large ``bytes`` read into its object).
+    """
+
+    def get_decoded_batch(self, keys: Sequence[KeyT]) -> list[tuple[Any, int] | None]:
+        """:meth:`~DecodingConnector.get_decoded` of each key, in order."""
+        ...
+
+
+@runtime_checkable
 class VectoredBatchConnector(Connector[KeyT], Protocol[KeyT]):
     """A connector that writes several objects, each a list of buffers, in one call.
 
@@ -220,6 +235,7 @@ class Capabilities:
     waiting: WaitingConnector[Any] | None = None
     lending: LendingConnector[Any] | None = None
     decoding: DecodingConnector[Any] | None = None
+    decoding_batch: DecodingBatchConnector[Any] | None = None
 
     @classmethod
     def of(cls, connector: Connector[Any]) -> Capabilities:
@@ -233,6 +249,7 @@ class Capabilities:
             waiting=connector if isinstance(connector, WaitingConnector) else None,
             lending=connector if isinstance(connector, LendingConnector) else None,
             decoding=connector if isinstance(connector, DecodingConnector) else None,
+            decoding_batch=(connector if isinstance(connector, DecodingBatchConnector) else None),
         )
 
     def require_deferrable(self, what: str, where: str = '') -> DeferrableConnector[Any]:

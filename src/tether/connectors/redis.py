@@ -379,6 +379,14 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             return self.get_decoded(key)
         return super().get_object(key, decode, own_format)
 
+    def get_objects(
+        self, keys: Sequence[RedisKey], decode: Decode, own_format: bool
+    ) -> list[tuple[Any, int] | None]:
+        """The objects under ``keys`` (with tether's serializer: :meth:`get_decoded_batch`)."""
+        if own_format:
+            return self.get_decoded_batch(keys)
+        return super().get_objects(keys, decode, own_format)
+
     def _get_direct(self, name: str, *, decode: bool = False, chunks: bool = False) -> Any:
         # One GET, its reply read straight from the socket into one preallocated buffer.
         # A value stored in chunks is a list: GET answers WRONGTYPE and the chunks are
