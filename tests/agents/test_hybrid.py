@@ -14,6 +14,7 @@ from tether.agents import Manager
 from tether.agents.launcher import ThreadLauncher
 from tether.agents.message import ACK, AGENT_MESSAGE, Ping, encode
 from tether.exceptions import AuthenticationError
+from tether.testing import wait_until
 
 
 def test_an_address_is_published_only_once_it_serves(
@@ -54,9 +55,9 @@ def test_an_address_is_published_only_once_it_serves(
 
 def _wait_served(transport: Any, agent_id: str) -> None:
     """Wait until a thread agent of this process serves its mailbox directly."""
-    deadline = time.monotonic() + 60
-    while agent_id not in transport._served and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(
+        lambda: agent_id in transport._served, timeout=60, message='the agent to serve directly'
+    )
     transport._addresses.pop(agent_id, None)  # forget a lookup made before it served
 
 
@@ -226,3 +227,24 @@ def test_the_redis_hop_needs_the_redis_password(monkeypatch: pytest.MonkeyPatch)
             bad.close()
     finally:
         server.stop()
+
+
+def test_a_pickled_exchange_carries_no_secret_and_the_system_clock() -> None:
+    import pickle
+
+    from tether._clock import SYSTEM_CLOCK
+    from tether.agents.exchange import HybridExchange, RedisExchange
+    from tether.testing import FakeClock
+
+    clock = FakeClock()
+    for exchange in (
+        RedisExchange(password='pw-not-sent', clock=clock),
+        HybridExchange(password='pw-not-sent', secret='secret-not-sent', clock=clock),
+    ):
+        data = pickle.dumps(exchange)
+        assert b'pw-not-sent' not in data
+        assert b'secret-not-sent' not in data
+        copy = pickle.loads(data)
+        assert type(copy.clock) is type(SYSTEM_CLOCK)
+        assert exchange.clock is clock  # the original keeps its own
+        assert copy.key() == exchange.key()

@@ -15,7 +15,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
@@ -235,9 +235,21 @@ class Exchange(ABC):
             system clock).
     """
 
+    _not_pickled: ClassVar[tuple[str, ...]] = ()
+    """Attributes a copy sent to another process leaves out (secrets, an open store):
+    the copy resolves its own there."""
+
     def __init__(self, *, allow_pickle: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.allow_pickle = allow_pickle
         self.clock = clock
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process: none of :attr:`_not_pickled`, the system clock."""
+        state = dict(self.__dict__)
+        for name in self._not_pickled:
+            state[name] = None
+        state['clock'] = SYSTEM_CLOCK
+        return state
 
     # Identity and the per-process transport ----------------------------------------
 

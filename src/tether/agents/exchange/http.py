@@ -21,7 +21,7 @@ import queue
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
@@ -389,6 +389,8 @@ class HttpExchange(Exchange):
         threshold: Size in bytes above which values go through ``store``.
     """
 
+    _not_pickled: ClassVar[tuple[str, ...]] = ('_token_value', '_store')
+
     def __init__(
         self,
         url: str,
@@ -488,13 +490,6 @@ class HttpExchange(Exchange):
             'timeout': self.timeout,
             'allow_pickle': self.allow_pickle,
         }
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state['_token_value'] = None
-        state['_store'] = None
-        state['clock'] = SYSTEM_CLOCK
-        return state
 
 
 class HttpExchangeFactory(ExchangeFactory):

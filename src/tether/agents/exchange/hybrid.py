@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import secrets
 import ssl
-from typing import Any
+from typing import Any, ClassVar
 
 from tether._serve.tls import client_context, server_context
 from tether.agents.exchange._base import Transport
@@ -66,6 +66,8 @@ class HybridExchange(RedisExchange):
             use ``store``. ``False``: neither.
         kwargs: The other arguments of :class:`~tether.agents.exchange.RedisExchange`.
     """
+
+    _not_pickled: ClassVar[tuple[str, ...]] = (*RedisExchange._not_pickled, '_secret_value')
 
     def __init__(
         self,
@@ -179,8 +181,3 @@ class HybridExchange(RedisExchange):
             shm=self.shm,
         )
         return out
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state['_secret_value'] = None
-        return state

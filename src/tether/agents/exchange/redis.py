@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._codec import Codec
@@ -476,6 +476,8 @@ class RedisExchange(Exchange):
         ConfigError: ``cluster`` with ``db`` other than 0, or a ``prefix`` with ``{``.
     """
 
+    _not_pickled: ClassVar[tuple[str, ...]] = ('_password_value', '_store')
+
     def __init__(
         self,
         hostname: str = '127.0.0.1',
@@ -590,10 +592,3 @@ class RedisExchange(Exchange):
             'terminated_ttl': self.terminated_ttl,
             'cluster': self.cluster,
         }
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state['_password_value'] = None
-        state['_store'] = None
-        state['clock'] = SYSTEM_CLOCK
-        return state
