@@ -5,6 +5,8 @@
                       this host through a socat bridge), relay (`tether relay`), the
                       Thinker and its FaaSTaskServer (the campaign script)
    nat-a (cone) -- site-a 192.0.2.10:     tether endpoint ep-a, faas endpoint sim-a
+                                          (with ``slurm``: its workers in the Slurm jobs
+                                          of a private cluster in site-a)
    nat-b (cone) -- site-b 198.51.100.10:  tether endpoint ep-b, faas endpoint ml-b
 ```
 
@@ -14,10 +16,14 @@ through the relay (hole punched between the two cone NATs); nothing is tunnelled
 hand. PostgreSQL and RabbitMQ listen on this host's loopback, which no namespace
 reaches: a pair of socat processes per port joins them (TCP on the public namespace's
 loopback -> a Unix socket in a private folder -> TCP on the host's loopback), so only the
-service's own process uses them. The faas endpoints use the process engine: the
-single-node Slurm cluster's daemons listen on the host's loopback and run their jobs in
-the host's network namespace, from where a site's private address cannot be reached
-(``tests/faas/test_slurm.py`` covers the Slurm engine).
+service's own process uses them.
+
+Site B's faas endpoint runs its workers as processes (the process engine). Site A's does
+too, unless ``slurm`` is set: then it is the Parsl engine with a Slurm provider, and its
+blocks are jobs of a private single-node Slurm cluster whose daemons live in site-a's
+namespace at its address (:class:`tests._slurm_netns.NetnsSlurm`; the machine's own
+cluster runs its jobs in the host's namespace, which reaches no site). Every process of
+site A gets that cluster's ``SLURM_CONF``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tests._slurm_netns import NetnsSlurm
 from tests.endpoint._topology import PUBLIC, Topology
 from tests.endpoint.conftest import TETHER, Relay, Site, write_relay_config
 
@@ -54,6 +61,8 @@ class MultiSite:
         delay_ms: One-way delay of each router's uplink.
         workers: Workers of the faas endpoints at site A and site B.
         forwards: TCP ports nat-b forwards to site-b (the SSH baseline of the benchmark).
+        slurm: Site A's faas endpoint runs its workers in one block (a Slurm job) of a
+            private Slurm cluster in site-a's namespace (else: as processes).
     """
 
     def __init__(
@@ -63,11 +72,17 @@ class MultiSite:
         delay_ms: float = 10.0,
         workers: tuple[int, int] = (2, 1),
         forwards: tuple[int, ...] = (),
+        slurm: bool = False,
     ) -> None:
         self.root = root
         self.tag = uuid.uuid4().hex[:8]
         self.topo = Topology(root / 'build', delay_ms=delay_ms, forwards=forwards)
         self.workers = workers
+        self.slurm: NetnsSlurm | None = None
+        if slurm:
+            self.slurm = NetnsSlurm(
+                root / 'slurm-a', self.topo.site['a'], self.topo.address['a'], name='site-a'
+            )
         self.database = f'tether_multisite_{self.tag}'
         self.queue_prefix = f'tether-multisite-{self.tag}'
         self.service_url = f'http://{PUBLIC}:{SERVICE_PORT}'
@@ -100,6 +115,9 @@ class MultiSite:
 
         self.topo.up()
         step('topology')
+        if self.slurm is not None:
+            self.slurm.start()
+            step('slurm')
         for port in (PG_PORT, AMQP_PORT):
             self._bridge(port)
         self._database('CREATE DATABASE {}')
@@ -203,19 +221,40 @@ class MultiSite:
         """The environment of a process at ``site`` (``None``: the public namespace)."""
         place = self.root / (f'site-{site}' if site else 'pub')
         (place / 'faas').mkdir(parents=True, exist_ok=True, mode=0o700)
-        return {
+        env = {
             **os.environ,
             'TETHER_HOME': str(place / 'home'),
             'TETHER_FAAS_HOME': str(place / 'faas'),
             'HOME': str(place),
         }
+        env.pop('SLURM_CONF', None)
+        if site == 'a' and self.slurm is not None:
+            env.update(self.slurm.env())
+        return env
+
+    def _slurm_options(self, site: str) -> list[str]:
+        """``tether faas endpoint configure`` options of a faas endpoint on the site's
+        Slurm cluster, as docs/steer.md gives them: one block of one node, started with
+        the endpoint, its workers reaching the endpoint at the site's address."""
+        if site != 'a' or self.slurm is None:
+            return []
+        home = self.env(site)['TETHER_HOME']
+        return [
+            '--provider', 'slurm', '--partition', 'debug', '--walltime', '00:10:00',
+            '--nodes-per-block', '1', '--init-blocks', '1', '--min-blocks', '1',
+            '--max-blocks', '1',
+            '--provider-option', 'exclusive=false',
+            '--provider-option', f'address={self.topo.address[site]}',
+            '--worker-init', f'export TETHER_HOME={home}',
+        ]  # fmt: skip
 
     def _faas_endpoint(self, site: str, name: str, workers: int) -> str:
         ns, env = self.topo.site[site], self.env(site)
         configure = [TETHER, 'faas', 'endpoint', 'configure', name, '--service',
                      self.service_url, '--token-file', str(self.token_file),
-                     '--max-workers', str(workers), '--min-workers', str(workers),
-                     '--json']  # fmt: skip
+                     '--max-workers', str(workers), '--json']  # fmt: skip
+        # On Slurm the block is kept instead (--min-blocks); else the workers.
+        configure += self._slurm_options(site) or ['--min-workers', str(workers)]
         made = json.loads(self._run(ns, *configure, env=env))
         with open(self.root / f'faas-{name}.log', 'ab') as log:
             agent = subprocess.Popen(
@@ -283,6 +322,8 @@ class MultiSite:
                     proc.kill()
                     proc.wait(15)
         self._procs.clear()
+        if self.slurm is not None:
+            self.slurm.stop()  # after the faas endpoint (it cancels its blocks)
         self.topo.down()
         if self._db_made:
             self._cleanup_service_state()

@@ -1,8 +1,9 @@
 """The seed's multi-site campaign end to end (issue 28 item 3), in network namespaces.
 
 A Thinker and its FaaSTaskServer in the public namespace; ``simulate`` runs on a faas
-endpoint at site A, ``train`` and ``infer`` on one at site B, each site behind its own
-NAT with 20 ms between them; simulation data and models travel by proxy through the
+endpoint at site A whose workers are in a Slurm job (of a private cluster in site A's
+namespace), ``train`` and ``infer`` on one at site B, each site behind its own NAT with
+20 ms between them; simulation data and models travel by proxy through the
 tether endpoints of the two sites, peered through the relay (see ``_multisite.py``).
 Every value is checked where it is used: site B sees site A's simulations, site A sees
 site B's model, and the Thinker never holds the bulk data.
@@ -34,7 +35,7 @@ pytestmark = [
 @pytest.fixture(scope='module')
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiSite]:
     root = Path(tmp_path_factory.mktemp('multisite'))
-    with MultiSite(root, delay_ms=10, workers=(2, 1)) as w:
+    with MultiSite(root, delay_ms=10, workers=(2, 1), slurm=True) as w:
         yield w
 
 
@@ -59,6 +60,34 @@ def test_campaign_across_two_sites(world: MultiSite) -> None:
     # It went endpoint to endpoint, hole punched through both NATs (no tunnel, no relay).
     assert world.peers('b') == {'ep-a': 'punched'}
     assert world.peers('a') == {'ep-b': 'punched'}
+    # Every simulation ran inside a job of site A's Slurm cluster (its record says which).
+    records = world.run_python(
+        RECORDS, world.service_url, str(world.token_file), world.endpoint_ids['sim-a']
+    )
+    assert len(records) >= 2 * 2 + 1, records
+    assert world.slurm is not None
+    jobs = world.slurm.jobs()
+    for record in records:
+        assert record['status'] == 'success', record
+        assert record['block']['scheduler'] == 'slurm', record
+        assert jobs[record['block']['job_id']]['nodes'] == 'site-a', (record, jobs)
+
+
+def test_site_a_workers_run_in_slurm_jobs_in_its_namespace(world: MultiSite) -> None:
+    """A task at site A sees the job of site A's cluster it runs in, in site A's
+    network namespace (its address is a local one there, as it is nowhere else)."""
+    (where,) = world.run_python(
+        PROBE, world.service_url, str(world.token_file), world.endpoint_ids['sim-a']
+    )
+    assert world.slurm is not None
+    jobs = world.slurm.jobs()
+    assert jobs[where['job']]['state'] == 'RUNNING', (where, jobs)
+    assert where['cluster'] == 'site-a'
+    assert where['slurm_conf'] == str(world.slurm.conf)
+    assert where['site_address_is_local'] is True
+    site_ns = os.stat(f'/run/netns/{world.topo.site["a"]}').st_ino
+    assert where['netns'] == f'net:[{site_ns}]'
+    assert where['netns'] != os.readlink('/proc/self/ns/net')
 
 
 def test_a_failing_method_and_a_spent_proxy_are_reported(world: MultiSite) -> None:
@@ -76,6 +105,52 @@ def test_a_failing_method_and_a_spent_proxy_are_reported(world: MultiSite) -> No
     assert report['missing'][0] is False
     assert 'ProxyResolveMissingKeyError' in report['missing'][1], report
 
+
+# argv: service URL, token file, endpoint. Prints the records of the endpoint's tasks.
+RECORDS = """
+import json, sys
+import httpx
+from tether.faas import Client
+
+url, token_file, endpoint = sys.argv[1:4]
+token = open(token_file).read().strip()
+recent = httpx.get(f'{url}/v1/tasks', params={'limit': 1000},
+                   headers={'Authorization': f'Bearer {token}'}, timeout=30)
+recent.raise_for_status()
+with Client(url, token) as client:
+    records = [client.get_task(t['task_id']) for t in recent.json()['tasks']
+               if t['endpoint_id'] == endpoint]
+print(json.dumps(records))
+"""
+
+# argv: service URL, token file, endpoint. Prints where a task on the endpoint ran.
+PROBE = """
+import json, sys
+from tether.faas import Executor
+
+
+def where(address):
+    import os, socket
+    with socket.socket() as s:
+        try:
+            s.bind((address, 0))
+            local = True
+        except OSError:
+            local = False
+    return {
+        'job': os.environ.get('SLURM_JOB_ID', ''),
+        'cluster': os.environ.get('SLURM_CLUSTER_NAME', ''),
+        'slurm_conf': os.environ.get('SLURM_CONF', ''),
+        'site_address_is_local': local,
+        'netns': os.readlink('/proc/self/ns/net'),
+    }
+
+
+if __name__ == '__main__':
+    url, token_file, endpoint = sys.argv[1:4]
+    with Executor(endpoint, service_url=url, token=open(token_file).read().strip()) as ex:
+        print(json.dumps([ex.submit(where, '192.0.2.10').result(timeout=120)]))
+"""
 
 FAILURES = """
 import json, sys
