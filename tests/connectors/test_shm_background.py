@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.connectors.conftest import copy_lent
+from tether._shm import named
 from tether.connectors import _shm_pool
 from tether.connectors.protocols import BackgroundWriteConnector, Capabilities
 from tether.connectors.shared_memory import SHM_DIR, SharedMemoryConnector, SharedMemoryKey
@@ -163,7 +164,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
     return the object's key."""
     script = textwrap.dedent(f"""
         import sys, threading
-        from tether.connectors import _shm_maps, _shm_pool
+        from tether._shm import maps as _shm_maps, named
         from tether.connectors.shared_memory import SharedMemoryConnector
 
         c = SharedMemoryConnector({namespace!r})
@@ -182,7 +183,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
             copying.set()
             threading.Event().wait()  # until the test kills this process
 
-        real_write_all, real_write = _shm_pool._write_all, _shm_maps.write
+        real_write_all, real_write = named._write_all, _shm_maps.write
 
         def write_all(fd, buffers, offset=0):
             real_write_all(fd, halves(buffers), offset)
@@ -192,7 +193,7 @@ def _killed_writer(namespace: str, reuse: bool) -> str:
             real_write(path, fd, halves(buffers))
             hang()
 
-        _shm_pool._write_all = write_all
+        named._write_all = write_all
         _shm_maps.write = write
         key, _ = c.put_parts_background([data])
         copying.wait()  # half of the object copied
@@ -304,18 +305,18 @@ def failing_copy(monkeypatch: pytest.MonkeyPatch) -> None:
         finish = real(*args)
 
         def broken() -> None:
-            real_write_all, real_write = _shm_pool._write_all, _shm_pool._shm_maps.write
+            real_write_all, real_write = named._write_all, named._shm_maps.write
 
             def fail(*a: Any, **k: Any) -> None:
                 raise OSError(28, 'No space left on device')
 
-            monkeypatch.setattr(_shm_pool, '_write_all', fail)
-            monkeypatch.setattr(_shm_pool._shm_maps, 'write', fail)
+            monkeypatch.setattr(named, '_write_all', fail)
+            monkeypatch.setattr(named._shm_maps, 'write', fail)
             try:
                 finish()
             finally:
-                monkeypatch.setattr(_shm_pool, '_write_all', real_write_all)
-                monkeypatch.setattr(_shm_pool._shm_maps, 'write', real_write)
+                monkeypatch.setattr(named, '_write_all', real_write_all)
+                monkeypatch.setattr(named._shm_maps, 'write', real_write)
 
         return broken
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tests.connectors.conftest import copy_lent
-from tether.connectors import _shm_maps, _shm_pool
+from tether._shm import maps as _shm_maps
+from tether._shm import named
 from tether.connectors.protocols import Capabilities, LendingConnector
 from tether.connectors.shared_memory import (
     SHM_DIR,
@@ -43,13 +44,13 @@ def store(shm: SharedMemoryConnector) -> Iterator[Store[Any]]:
 def maps_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many copy-on-write mappings ``get`` (or ``keep``) made of pooled segments."""
     made: list[int] = []
-    real = _shm_pool._map
+    real = named._map
 
     def spy(fd: int, size: int) -> memoryview | bytearray:
         made.append(size)
         return real(fd, size)
 
-    monkeypatch.setattr(_shm_pool, '_map', spy)
+    monkeypatch.setattr(named, '_map', spy)
     return made
 
 
@@ -83,7 +84,7 @@ def test_a_reader_keeps_a_read_only_mapping_of_a_large_segment(
     key = shm.put(_data(1))
     _shm_maps.clear()  # as in a process that did not write it
     assert shm.get_lent(key, copy_lent, None) == _data(1)
-    ((fd, mapping, writable),) = _shm_maps._maps.values()
+    ((fd, mapping, writable),) = _shm_maps._maps.items.values()
     assert not writable
     assert os.fstat(fd).st_ino == _inode(key)
     shm.evict(key)
@@ -101,7 +102,7 @@ def test_a_reader_keeps_a_read_only_mapping_of_a_large_segment(
     assert _inode(b) == os.fstat(fd).st_ino
     # ... and this one reads the new object through the mapping it kept.
     assert shm.get_lent(b, copy_lent, None) == _data(2)
-    assert list(_shm_maps._maps.values()) == [(fd, mapping, False)]
+    assert list(_shm_maps._maps.items.values()) == [(fd, mapping, False)]
     assert shm.get_lent(key, copy_lent, None) is None
 
 
@@ -169,7 +170,7 @@ def test_a_lent_read_of_an_evicted_and_reused_segment_gets_nothing(
     assert os.fstat(early).st_ino == _inode(b)
     real_open = os.open
     monkeypatch.setattr(
-        _shm_pool.os,
+        named.os,
         'open',
         lambda p, *a, **k: os.dup(early) if p == path else real_open(p, *a, **k),
     )
@@ -195,7 +196,7 @@ def test_a_lent_read_of_a_segment_being_written_gets_nothing(
         fcntl.flock(writer, fcntl.LOCK_EX)  # ... to rewrite it for another key
         real_open = os.open
         monkeypatch.setattr(
-            _shm_pool.os,
+            named.os,
             'open',
             lambda p, *a, **k: os.dup(early) if p == path else real_open(p, *a, **k),
         )
@@ -227,9 +228,9 @@ def test_a_mapping_put_back_twice_keeps_one(shm: SharedMemoryConnector) -> None:
     assert first is not None
     assert second is not None
     ident = (st.st_dev, st.st_ino)
-    _shm_maps._keep(ident, first)
-    _shm_maps._keep(ident, second)
-    assert list(_shm_maps._maps.values()) == [second]
+    _shm_maps._maps.keep(ident, first)
+    _shm_maps._maps.keep(ident, second)
+    assert list(_shm_maps._maps.items.values()) == [second]
     assert first[1].closed
 
 
@@ -242,4 +243,4 @@ def test_a_readers_mappings_of_removed_segments_are_dropped(shm_namespace: str) 
         cleanup(shm_namespace)  # from elsewhere: the mapping would keep the memory ...
         assert len(_shm_maps._maps) == 1
         assert c.get_lent(key, copy_lent, 'gone') == 'gone'
-        assert _shm_maps._maps == {}  # ... until this process's next read
+        assert _shm_maps._maps.items == {}  # ... until this process's next read

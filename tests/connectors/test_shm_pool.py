@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tether._shm import maps as _shm_maps
+from tether._shm import named
 from tether.cli import cli
-from tether.connectors import _shm_maps, _shm_pool
+from tether.connectors import _shm_pool
 from tether.connectors.shared_memory import (
     SHM_DIR,
     SharedMemoryConnector,
@@ -98,7 +100,7 @@ def test_a_reader_racing_an_evict_and_a_reuse_gets_nothing(
     assert os.fstat(early).st_ino == _inode(b)  # the very segment the reader opened
     real_open = os.open
     monkeypatch.setattr(
-        _shm_pool.os, 'open', lambda p, *a, **k: early if p == path else real_open(p, *a, **k)
+        named.os, 'open', lambda p, *a, **k: early if p == path else real_open(p, *a, **k)
     )
     assert shm.get(a) is None
     monkeypatch.undo()
@@ -129,7 +131,7 @@ def test_a_reader_racing_a_writer_of_its_segment_gets_nothing(
         assert writing.wait(30)
         real_open = os.open
         monkeypatch.setattr(
-            _shm_pool.os, 'open', lambda p, *a, **k: early if p == path else real_open(p, *a, **k)
+            named.os, 'open', lambda p, *a, **k: early if p == path else real_open(p, *a, **k)
         )
         assert shm.get(a) is None
     finally:
@@ -267,7 +269,7 @@ def test_a_writer_copies_into_the_mapping_it_kept(shm: SharedMemoryConnector) ->
     _shm_maps.clear()
     shm.evict(shm.put(_data(1)))
     b = shm.put(_data(2))  # claimed from the pool: mapped, and the mapping kept
-    assert list(_shm_maps._maps) == [(os.stat(SHM_DIR).st_dev, _inode(b))]
+    assert list(_shm_maps._maps.items) == [(os.stat(SHM_DIR).st_dev, _inode(b))]
     inode = _inode(b)
     shm.evict(b)
     c = shm.put(_data(3, LARGE + 5))
@@ -283,12 +285,12 @@ def test_mappings_of_removed_segments_are_dropped(shm_namespace: str) -> None:
     c.evict(c.put(_data(2)))
     assert len(_shm_maps._maps) == 1
     c.close()  # empties the pool: the kept mapping must not keep the memory
-    assert _shm_maps._maps == {}
+    assert _shm_maps._maps.items == {}
     c.evict(c.put(_data(1)))
     c.evict(c.put(_data(2)))
     cleanup(shm_namespace)  # from elsewhere: dropped at this process's next write
     c.put(_data(3, 4 * LARGE))
-    assert _shm_maps._maps == {}
+    assert _shm_maps._maps.items == {}
     c.close(clear=True)
 
 
@@ -299,7 +301,7 @@ def test_a_forked_child_starts_without_the_parents_mappings(shm: SharedMemoryCon
     assert len(_shm_maps._maps) == 1
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
-        ok = not _shm_maps._maps
+        ok = not _shm_maps._maps.items
         key = shm.put(_data(3))  # claims the pooled segment, maps it itself
         ok = ok and bytes(shm.get(key)) == _data(3) and len(_shm_maps._maps) == 1
         shm.evict(key)
@@ -315,7 +317,7 @@ def test_a_child_forked_while_another_thread_holds_the_locks_still_writes(
     shm: SharedMemoryConnector,
 ) -> None:
     shm.evict(shm.put(_data(1)))
-    with _shm_pool._owned_lock, _shm_maps._lock:  # as if another thread were inside
+    with named._owned_lock, _shm_maps._maps.lock:  # as if another thread were inside
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             key = shm.put(_data(2))

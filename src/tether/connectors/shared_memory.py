@@ -9,7 +9,7 @@ Large objects (from 256 KiB) go into reusable segments: evicting one keeps its s
 the namespace's pool (up to ``pool_bytes``) and a later put of a similar size writes over
 its pages, already allocated, instead of making the kernel allocate and zero new ones. A
 segment is never reused while a consumer still maps it, and a consumer never reads a
-reused segment as the object it asked for (see :mod:`tether.connectors._shm_pool`).
+reused segment as the object it asked for (see :mod:`tether._shm.named`).
 Objects that are copied as they are read (``bytes``, ``str`` ...) are copied out of a
 read-only mapping the reader keeps, lent for the copy (:meth:`SharedMemoryConnector.get_lent`),
 instead of a mapping made for each read.
@@ -45,7 +45,8 @@ from concurrent.futures import wait as wait_futures
 from typing import Any, NamedTuple, TypeVar
 
 from tether._atomic import write_and_replace
-from tether.connectors import _shm_maps, _shm_pool
+from tether._shm import maps as _shm_maps
+from tether.connectors import _shm_pool
 from tether.connectors._keyed import KeyedWrites
 from tether.connectors._util import new_id, total_size
 from tether.connectors.base import Decode, lent_object

@@ -1,4 +1,4 @@
-"""The mappings a writing process keeps of reusable shared-memory segments (internal).
+"""The mappings a process keeps of shared-memory slots, and the writer's and reader's use of them.
 
 Writing 10 MB into a pooled segment with ``pwritev`` costs ~1.6 ms (the kernel looks up
 each 4 KB page of the file); copying it into a mapping whose pages are already mapped
@@ -12,7 +12,11 @@ read (:func:`lend`: a ``bytes`` object, a string ...): mapping a 10 MB segment a
 for each read costs a page fault per 16 pages and an unmap (~1.5 ms for the read of
 10 MB against ~0.7 ms through a mapping kept, its pages mapped once).
 
-The mappings hold no lock (see :mod:`tether.connectors._shm_pool`): a writer uses one
+Both keep them in a :class:`MappingCache`, as the anonymous backing's readers keep
+theirs (:class:`tether._shm.memfd.PeerMappings`): least recently used first out, bounded
+by count and bytes, an entry taken out while it is used.
+
+The mappings hold no lock (see :mod:`tether._shm.named`): a writer uses one
 only while it holds the segment's exclusive lock through another open file, a reader
 only while it holds a shared lock the same way, and neither lets anything refer to the
 mapping once it has let go of the lock. A mapping keeps its file's memory even after the
@@ -30,12 +34,13 @@ import ctypes
 import mmap
 import os
 import threading
+import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from tether.serialize import BytesLike
 
-__all__ = ['MAX_BYTES', 'MAX_MAPPINGS', 'clear', 'lend', 'prune', 'write']
+__all__ = ['MAX_BYTES', 'MAX_MAPPINGS', 'MappingCache', 'clear', 'lend', 'prune', 'write']
 
 MAX_MAPPINGS = 8
 MAX_BYTES = 256 << 20
@@ -46,10 +51,101 @@ _GIL_FREE_MIN = 256 << 10
 """Larger copies go through ``ctypes.memmove``, which releases the GIL."""
 
 R = TypeVar('R')
+K = TypeVar('K')
+E = TypeVar('E')
+
+
+class MappingCache(Generic[K, E]):
+    """Mappings kept for reuse, least recently used first out (thread-safe).
+
+    An entry in use is taken out (:meth:`take`) and put back after (:meth:`keep`), so
+    that no other thread closes it meanwhile. A forked child starts empty.
+
+    Args:
+        entries: Most entries kept.
+        nbytes: Most bytes kept (as ``size`` counts them).
+        size: The bytes of an entry.
+        close: Frees an entry dropped.
+        keep_newest: Keep the entry just kept even if it alone passes the bounds.
+    """
+
+    def __init__(
+        self,
+        *,
+        entries: int,
+        nbytes: int,
+        size: Callable[[E], int],
+        close: Callable[[E], None],
+        keep_newest: bool = False,
+    ) -> None:
+        self.entries = entries
+        self.nbytes = nbytes
+        self._size = size
+        self._close = close
+        self._least = 1 if keep_newest else 0
+        self.lock = threading.Lock()
+        self.items: collections.OrderedDict[K, E] = collections.OrderedDict()
+        self._bytes = 0
+        _caches.add(self)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def take(self, key: K) -> E | None:
+        """Take the entry of ``key`` out, or ``None``."""
+        with self.lock:
+            entry = self.items.pop(key, None)
+            if entry is not None:
+                self._bytes -= self._size(entry)
+            return entry
+
+    def keep(self, key: K, entry: E) -> None:
+        """Put ``entry`` in (newest), dropping the oldest while over the bounds."""
+        dropped = []
+        with self.lock:
+            other = self.items.pop(key, None)  # made by another thread meanwhile
+            if other is not None:
+                self._bytes -= self._size(other)
+                dropped.append(other)
+            self.items[key] = entry
+            self._bytes += self._size(entry)
+            while len(self.items) > self._least and (
+                len(self.items) > self.entries or self._bytes > self.nbytes
+            ):
+                old = self.items.popitem(last=False)[1]
+                self._bytes -= self._size(old)
+                dropped.append(old)
+        for old in dropped:
+            self._close(old)
+
+    def drop(self, stale: Callable[[E], bool]) -> None:
+        """Drop (and close) the entries ``stale`` says are."""
+        with self.lock:
+            gone = [k for k, e in self.items.items() if stale(e)]
+            entries = [self.items.pop(k) for k in gone]
+            self._bytes -= sum(self._size(e) for e in entries)
+        for entry in entries:
+            self._close(entry)
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self.lock:
+            entries = list(self.items.values())
+            self.items.clear()
+            self._bytes = 0
+        for entry in entries:
+            self._close(entry)
+
+    def forget_in_child(self) -> None:
+        """After a fork, in the child: a new lock, and no entries."""
+        self.lock = threading.Lock()
+        self.clear()
+
+
+_caches: weakref.WeakSet[Any] = weakref.WeakSet()
+
 _Entry = tuple[int, mmap.mmap, bool]
 """An open file of the segment, a mapping of it, and whether the mapping is writable."""
-_lock = threading.Lock()
-_maps: collections.OrderedDict[tuple[int, int], _Entry] = collections.OrderedDict()
 
 
 def _close(entry: _Entry) -> None:
@@ -60,29 +156,27 @@ def _close(entry: _Entry) -> None:
         os.close(fd)
 
 
-def _unlinked(fd: int) -> bool:
+def _unlinked(entry: _Entry) -> bool:
     try:
-        return os.fstat(fd).st_nlink == 0
+        return os.fstat(entry[0]).st_nlink == 0
     except OSError:
         return True
 
 
+_maps: MappingCache[tuple[int, int], _Entry] = MappingCache(
+    entries=MAX_MAPPINGS, nbytes=MAX_BYTES, size=lambda e: len(e[1]), close=_close
+)
+"""The mappings of named segments this process wrote or read, keyed by inode."""
+
+
 def prune() -> None:
     """Drop the mappings of segments that no longer have a name (their memory goes)."""
-    with _lock:
-        gone = [k for k, (fd, _, _) in _maps.items() if _unlinked(fd)]
-        entries = [_maps.pop(k) for k in gone]
-    for entry in entries:
-        _close(entry)
+    _maps.drop(_unlinked)
 
 
 def clear() -> None:
     """Drop every mapping."""
-    with _lock:
-        entries = list(_maps.values())
-        _maps.clear()
-    for entry in entries:
-        _close(entry)
+    _maps.clear()
 
 
 def write(path: str, fd: int, buffers: list[memoryview]) -> None:
@@ -93,8 +187,7 @@ def write(path: str, fd: int, buffers: list[memoryview]) -> None:
     """
     st = os.fstat(fd)
     ident = (st.st_dev, st.st_ino)
-    with _lock:
-        entry = _maps.pop(ident, None)
+    entry = _maps.take(ident)
     if entry is not None and (len(entry[1]) != st.st_size or not entry[2]):
         _close(entry)  # of another size, or a reader's (read-only)
         entry = None
@@ -116,21 +209,7 @@ def write(path: str, fd: int, buffers: list[memoryview]) -> None:
     except BaseException:
         _close(entry)
         raise
-    _keep(ident, entry)
-
-
-def _keep(ident: tuple[int, int], entry: _Entry) -> None:
-    """Put back an entry taken out of the cache (entries in use are never in it)."""
-    dropped = []
-    with _lock:
-        other = _maps.pop(ident, None)  # made by another thread meanwhile
-        if other is not None:
-            dropped.append(other)
-        _maps[ident] = entry
-        while len(_maps) > MAX_MAPPINGS or sum(len(e[1]) for e in _maps.values()) > MAX_BYTES:
-            dropped.append(_maps.popitem(last=False)[1])
-    for old in dropped:
-        _close(old)
+    _maps.keep(ident, entry)
 
 
 def _reader_entry(path: str, st: os.stat_result, end: int) -> _Entry | None:
@@ -174,8 +253,7 @@ def lend(
     """
     st = os.fstat(fd)
     ident = (st.st_dev, st.st_ino)
-    with _lock:
-        entry = _maps.pop(ident, None)
+    entry = _maps.take(ident)
     if entry is not None and len(entry[1]) != st.st_size:
         _close(entry)
         entry = None
@@ -191,7 +269,7 @@ def lend(
         ):
             return use(view, keep)
     finally:
-        _keep(ident, entry)
+        _maps.keep(ident, entry)
 
 
 def _copy(mapping: mmap.mmap, buffers: list[memoryview]) -> None:
@@ -223,12 +301,8 @@ def _source(view: memoryview) -> ctypes.Array[ctypes.c_char] | bytes | None:
 
 
 def _forget_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-    entries = list(_maps.values())
-    _maps.clear()
-    for entry in entries:
-        _close(entry)
+    for cache in list(_caches):
+        cache.forget_in_child()
 
 
 if hasattr(os, 'register_at_fork'):

@@ -1,0 +1,199 @@
+"""Size classes, the memory budget, and the free slots a process keeps for reuse.
+
+Both backings of :mod:`tether._shm` round a slot up to a power of two (:func:`size_class`),
+so that a slot freed by one value fits the next value of about the same size, and bound
+what they keep for reuse by bytes. :class:`SlotPool` is the in-process form of that: free
+slots of one process by size class, a budget of bytes kept free and of bytes in use, idle
+slots trimmed, everything dropped in a forked child (a child that reused the parent's
+slots would write into memory its parent still lends out). The named backing keeps its
+free segments in a directory instead, shared by the processes of a namespace
+(:mod:`tether._shm.named`), under the same size classes and a byte budget checked by
+:func:`fits`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from tether.exceptions import ConnectorError
+
+__all__ = ['Slot', 'SlotPool', 'fits', 'size_class']
+
+
+def size_class(nbytes: int, *, header: int = 0, minimum: int = 0) -> int:
+    """The capacity of the slot for ``nbytes`` after a ``header``: a power of two, at
+    least ``minimum``."""
+    return max(minimum, 1 << (header + nbytes - 1).bit_length())
+
+
+def fits(held: int, capacity: int, budget: int) -> bool:
+    """Whether a slot of ``capacity`` bytes fits a budget of which ``held`` is used."""
+    return held + capacity <= budget
+
+
+class Slot(Protocol):
+    """What :class:`SlotPool` needs of a slot: its capacity, and a way to free it."""
+
+    capacity: int
+    freed: float
+
+    def close(self) -> None:
+        """Give the slot's memory back (its mapping, its file)."""
+
+
+S = TypeVar('S', bound=Slot)
+
+_pools: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class SlotPool(Generic[S]):
+    """The slots of one process, free ones kept by size class for reuse (thread-safe).
+
+    Args:
+        make: Makes a new slot from its serial number (from 1, unique in the pool) and
+            its capacity; may raise :class:`OSError` (no memory).
+        kept_bytes: Most bytes of free slots kept for reuse (more are closed).
+        inflight_bytes: Most bytes of slots taken and not yet given back.
+        minimum: The smallest capacity of a slot.
+    """
+
+    def __init__(
+        self,
+        make: Callable[[int, int], S],
+        *,
+        kept_bytes: int,
+        inflight_bytes: int,
+        minimum: int = 0,
+    ) -> None:
+        self._make = make
+        self.kept_bytes = kept_bytes
+        self.inflight_bytes = inflight_bytes
+        self.minimum = minimum
+        self.pid = os.getpid()
+        self._free: dict[int, list[S]] = collections.defaultdict(list)
+        self._kept = 0
+        self._inflight = 0
+        self._serial = 0
+        self._lock = threading.Lock()
+        self.closed = False
+        _pools.add(self)
+
+    @property
+    def inflight(self) -> int:
+        """Bytes of slots taken and not yet given back."""
+        return self._inflight
+
+    @property
+    def made(self) -> int:
+        """How many slots this pool has made."""
+        return self._serial
+
+    def take(self, nbytes: int) -> S:
+        """A slot of at least ``nbytes``: a free one of its size class, else a new one.
+
+        Raises:
+            ConnectorError: if the pool is closed, if the slot would take the bytes in
+                use over the budget, or if no new slot can be made (the error says which).
+        """
+        capacity = size_class(nbytes, minimum=self.minimum)
+        slot: S | None = None
+        with self._lock:
+            if self.pid != os.getpid():
+                self._forget_parent()
+            if self.closed:
+                raise ConnectorError('shared-memory slots: the pool is closed')
+            if not fits(self._inflight, capacity, self.inflight_bytes):
+                raise ConnectorError(
+                    f'shared-memory slots: {self._inflight} bytes are in use, a slot of '
+                    f'{capacity} more would pass the budget of {self.inflight_bytes} bytes',
+                )
+            free = self._free.get(capacity)
+            if free:
+                slot = free.pop()
+                self._kept -= capacity
+            else:
+                self._serial += 1
+                serial = self._serial
+            self._inflight += capacity
+        if slot is None:
+            try:
+                slot = self._make(serial, capacity)
+            except OSError as e:
+                with self._lock:
+                    self._inflight -= capacity
+                raise ConnectorError(
+                    f'cannot make a shared-memory slot of {capacity} bytes: {e}'
+                ) from e
+        return slot
+
+    def give(self, slots: list[S]) -> None:
+        """Give slots back: kept for reuse while the budget allows, else closed."""
+        closing = []
+        now = time.monotonic()
+        with self._lock:
+            if self.pid != os.getpid():
+                self._forget_parent()
+                closing = slots  # the parent's: they were forgotten with the rest
+                slots = []
+            for slot in slots:
+                self._inflight -= slot.capacity
+                if not self.closed and fits(self._kept, slot.capacity, self.kept_bytes):
+                    slot.freed = now
+                    self._free[slot.capacity].append(slot)
+                    self._kept += slot.capacity
+                else:
+                    closing.append(slot)
+        for slot in closing:
+            slot.close()
+
+    def trim(self, idle: float) -> int:
+        """Close the free slots unused for ``idle`` seconds; return how many bytes."""
+        limit = time.monotonic() - idle
+        closing: list[S] = []
+        with self._lock:
+            for free in self._free.values():
+                closing += [s for s in free if s.freed <= limit]
+                free[:] = [s for s in free if s.freed > limit]
+            freed = sum(s.capacity for s in closing)
+            self._kept -= freed
+        for slot in closing:
+            slot.close()
+        return freed
+
+    def close(self) -> None:
+        """Close every free slot (slots in use are closed when given back)."""
+        with self._lock:
+            self.closed = True
+            free = [s for slots in self._free.values() for s in slots]
+            self._free.clear()
+            self._kept = 0
+        for slot in free:
+            slot.close()
+
+    def _forget_parent(self) -> None:
+        """In a forked child (hold the lock): close the child's copies of the parent's
+        slots and start empty, so the child never writes into a slot its parent uses."""
+        free = [s for slots in self._free.values() for s in slots]
+        self._free.clear()
+        self._kept = 0
+        self._inflight = 0
+        self.pid = os.getpid()
+        for slot in free:
+            slot.close()
+
+
+def _unlock_in_child() -> None:
+    # A lock another thread held at fork time would stay held in the child for ever; the
+    # child forgets its parent's slots at its first take or give (the pid tells).
+    for pool in list(_pools):
+        pool._lock = threading.Lock()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_unlock_in_child)
