@@ -193,3 +193,32 @@ def test_launch_a_class_with_arguments() -> None:
 
     with Manager(ThreadExchange()) as manager:
         assert asyncio.run(main(manager)) == 'hello, world'
+
+
+class _Hang(Behavior):
+    """One action at a time, each waiting until its agent shuts down."""
+
+    max_concurrency = 1
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+
+    @action
+    async def hang(self) -> None:
+        self.started.set()
+        await asyncio.Event().wait()
+
+
+def test_a_shutdown_answers_running_and_waiting_requests() -> None:
+    hang = _Hang()
+    with Manager(ThreadExchange(), ThreadLauncher()) as manager:
+        handle = manager.launch(hang)
+        running = handle.hang()
+        assert hang.started.wait(30)
+        waiting = handle.hang()  # behind the running one (max_concurrency = 1)
+        handle.ping(timeout=30)  # the agent has read the second request
+        manager.shutdown(handle, timeout=30)
+        with pytest.raises(AgentError, match='shut down during the action'):
+            running.result(30)
+        with pytest.raises(AgentError, match='shut down before the action ran'):
+            waiting.result(30)

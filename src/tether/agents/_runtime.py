@@ -234,12 +234,7 @@ class AgentRuntime:
             if busy:
                 self._idle = asyncio.Event()
         for ctx in waiting:
-            if not ctx.cancelled:
-                self._reply(
-                    ctx.caller,
-                    ctx.tag,
-                    error=AgentError(f'agent {self.agent_id} shut down before the action ran'),
-                )
+            self._reply_shut_down(ctx, 'before the action ran')
         for ctx in running:
             if ctx.is_async and ctx.task is not None:
                 ctx.task.cancel()
@@ -265,6 +260,12 @@ class AgentRuntime:
             self._dispatch(item)
         except Exception:
             logger.exception('agent %s failed to dispatch a message', self.agent_id)
+
+    def _reply_shut_down(self, ctx: ActionContext, when: str) -> None:
+        """Tell a request's caller (unless it cancelled) that the agent shut down ``when``."""
+        if not ctx.cancelled:
+            error = AgentError(f'agent {self.agent_id} shut down {when}')
+            self._reply(ctx.caller, ctx.tag, error=error)
 
     def _reply(
         self, msg_src: str, tag: int, *, result: Any = None, error: BaseException | None = None
@@ -457,12 +458,7 @@ class AgentRuntime:
             result = await ctx.fn.__get__(self.behavior)(*msg.args, **_kwargs(ctx))
             failed = False
         except asyncio.CancelledError:
-            if not ctx.cancelled:
-                self._reply(
-                    msg.src,
-                    msg.tag,
-                    error=AgentError(f'agent {self.agent_id} shut down during the action'),
-                )
+            self._reply_shut_down(ctx, 'during the action')
         except Exception as e:
             self._reply(msg.src, msg.tag, error=e)
         except BaseException as e:  # SystemExit, KeyboardInterrupt ... (not a cancel)
