@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.connectors.conftest import copy_lent
+from tests.shm._child import child_exit_code
 from tether._shm import named
 from tether.connectors import _shm_pool
 from tether.connectors.protocols import BackgroundWriteConnector, Capabilities
@@ -383,16 +384,7 @@ def test_a_forked_child_does_not_wait_for_its_parents_copies(
         ok = shm.flush(0) and not shm._pending_writes()
         shm.close()
         os._exit(0 if ok else 1)
-    for _ in range(600):
-        finished, status = os.waitpid(pid, os.WNOHANG)
-        if finished:
-            break
-        threading.Event().wait(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child waited for its parent's copy")
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert child_exit_code(pid, "the forked child waited for its parent's copy") == 0
     assert not done.done()
     gate.set()
     assert shm.get_lent(key, copy_lent, None) == _data(15)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.shm._child import child_exit_code
 from tether._shm import maps as _shm_maps
 from tether._shm import named
 from tether.cli import cli
@@ -324,13 +325,4 @@ def test_a_child_forked_while_another_thread_holds_the_locks_still_writes(
             ok = bytes(shm.get(key)) == _data(2)
             shm.evict(key)
             os._exit(0 if ok else 1)
-    for _ in range(600):  # a child stuck on a lock inherited held never ends: kill it
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        threading.Event().wait(0.05)
-    else:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        pytest.fail('the forked child hung on a lock it inherited held')
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert child_exit_code(pid, 'the forked child hung on a lock it inherited held') == 0

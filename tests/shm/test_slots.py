@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 
 import pytest
 
+from tests.shm._child import child_exit_code
 from tether._shm.maps import MappingCache
 from tether._shm.memfd import MemfdPool, PeerMappings, identity, open_peer
 from tether._shm.pool import SlotPool, fits, size_class
@@ -183,16 +183,7 @@ def test_a_forked_child_never_writes_into_its_parents_slots() -> None:
                 os._exit(0 if ok else 1)
             except BaseException:
                 os._exit(2)
-    for _ in range(600):  # a child stuck on the lock inherited held never ends: kill it
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        threading.Event().wait(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail('the forked child hung on the lock it inherited held')
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert child_exit_code(pid, 'the forked child hung on the lock it inherited held') == 0
     assert kept.mm[:12] == b'parentparent'  # untouched
     assert lent.mm[:8] == b'lentlent'
     assert pool.inflight == lent.capacity

@@ -78,21 +78,13 @@ class SlotPool(Generic[S]):
         self.pid = os.getpid()
         self._free: dict[int, list[S]] = collections.defaultdict(list)
         self._kept = 0
-        self._inflight = 0
-        self._serial = 0
+        self.inflight = 0
+        """Bytes of slots taken and not yet given back."""
+        self.made = 0
+        """How many slots this pool has made (the serial number of the last)."""
         self._lock = threading.Lock()
         self.closed = False
         _pools.add(self)
-
-    @property
-    def inflight(self) -> int:
-        """Bytes of slots taken and not yet given back."""
-        return self._inflight
-
-    @property
-    def made(self) -> int:
-        """How many slots this pool has made."""
-        return self._serial
 
     def take(self, nbytes: int) -> S:
         """A slot of at least ``nbytes``: a free one of its size class, else a new one.
@@ -108,9 +100,9 @@ class SlotPool(Generic[S]):
                 self._forget_parent()
             if self.closed:
                 raise ConnectorError('shared-memory slots: the pool is closed')
-            if not fits(self._inflight, capacity, self.inflight_bytes):
+            if not fits(self.inflight, capacity, self.inflight_bytes):
                 raise ConnectorError(
-                    f'shared-memory slots: {self._inflight} bytes are in use, a slot of '
+                    f'shared-memory slots: {self.inflight} bytes are in use, a slot of '
                     f'{capacity} more would pass the budget of {self.inflight_bytes} bytes',
                 )
             free = self._free.get(capacity)
@@ -118,15 +110,15 @@ class SlotPool(Generic[S]):
                 slot = free.pop()
                 self._kept -= capacity
             else:
-                self._serial += 1
-                serial = self._serial
-            self._inflight += capacity
+                self.made += 1
+                serial = self.made
+            self.inflight += capacity
         if slot is None:
             try:
                 slot = self._make(serial, capacity)
             except OSError as e:
                 with self._lock:
-                    self._inflight -= capacity
+                    self.inflight -= capacity
                 raise ConnectorError(
                     f'cannot make a shared-memory slot of {capacity} bytes: {e}'
                 ) from e
@@ -142,7 +134,7 @@ class SlotPool(Generic[S]):
                 closing = slots  # the parent's: they were forgotten with the rest
                 slots = []
             for slot in slots:
-                self._inflight -= slot.capacity
+                self.inflight -= slot.capacity
                 if not self.closed and fits(self._kept, slot.capacity, self.kept_bytes):
                     slot.freed = now
                     self._free[slot.capacity].append(slot)
@@ -182,7 +174,7 @@ class SlotPool(Generic[S]):
         free = [s for slots in self._free.values() for s in slots]
         self._free.clear()
         self._kept = 0
-        self._inflight = 0
+        self.inflight = 0
         self.pid = os.getpid()
         for slot in free:
             slot.close()

@@ -428,7 +428,7 @@ class HybridTransport(_RedisTransport):
         self._push_envelope(dest, header, payloads)
 
     def _trim_slots(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._arena is not None and not self._arena.closed:
+        if self._arena is not None and not self._arena.slots.closed:
             self._arena.trim(_SLOT_IDLE)
             loop.call_later(_SLOT_IDLE, self._trim_slots, loop)
 

@@ -54,16 +54,7 @@ class Arena:
         self.slots = MemfdPool(
             _NAME, kept_bytes=pool_bytes, inflight_bytes=inflight_bytes, minimum=_MIN_SLOT
         )
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self.slots.closed
-
-    @property
-    def token(self) -> str:
-        """The random token in the names of this process's slots."""
-        return self.slots.token
+        self.token = self.slots.token
 
     def take(self, nbytes: int) -> Slot | None:
         """A slot of at least ``nbytes`` (``None`` when too much is in flight)."""
