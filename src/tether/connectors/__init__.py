@@ -12,24 +12,8 @@ does not pull in redis-py).
 
 from __future__ import annotations
 
-from tether.connectors.protocols import (
-    BackgroundWriteConnector,
-    Capabilities,
-    Connector,
-    DecodingConnector,
-    DeferrableConnector,
-    VectoredBatchConnector,
-    VectoredConnector,
-    WaitingConnector,
-)
+# The package's names are the connector contracts: those of tether.connectors.protocols.
+from tether.connectors import protocols as _protocols
+from tether.connectors.protocols import *  # noqa: F403
 
-__all__ = [
-    'BackgroundWriteConnector',
-    'Capabilities',
-    'Connector',
-    'DecodingConnector',
-    'DeferrableConnector',
-    'VectoredBatchConnector',
-    'VectoredConnector',
-    'WaitingConnector',
-]
+__all__ = list(_protocols.__all__)
