@@ -8,7 +8,6 @@ and a manager still shuts its agents down promptly.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from tether.agents import Manager
 from tether.agents.exchange import HybridExchange, MailboxStatus, RedisExchange
 from tether.agents.launcher import ProcessLauncher, ThreadLauncher
 from tether.exceptions import AgentError, UnknownMailboxError
-from tether.testing import RedisServer, redis_server_fixture
+from tether.testing import RedisServer, redis_server_fixture, wait_until
 
 private_redis = redis_server_fixture()
 
@@ -38,12 +37,8 @@ def _restart(server: RedisServer) -> None:
     server.start()
 
 
-def _until(condition: Callable[[], bool], what: str, deadline: float = 60.0) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f'{what}: not within {deadline} s')
-        time.sleep(0.05)
+def _until(condition: Callable[[], bool], what: str) -> None:
+    wait_until(condition, timeout=60, message=what)
 
 
 def _status(exchange: Any, agent_id: str) -> MailboxStatus | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from tether._serve.state import pid_alive
 from tether.node import NodeState, read_state
+from tether.testing import wait_until
 
 SECRET = 'node-test-secret'
 
@@ -23,25 +23,21 @@ def wait_for_state(
     run_dir: Path, name: str, proc: subprocess.Popen[Any] | None = None
 ) -> NodeState:
     """Wait (bounded) until server ``name`` has published its state file."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def published() -> NodeState | None:
         state = read_state(run_dir, name)
         if state is not None and pid_alive(state.pid):
             return state
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f'node server exited with {proc.returncode}')
-        time.sleep(0.02)
-    raise AssertionError(f'node server {name} did not start')
+        return None
+
+    return wait_until(published, timeout=30, message=f'node server {name} to start')
 
 
 def wait_gone(pid: int, timeout: float = 30.0) -> bool:
-    """Wait (bounded) until process ``pid`` is gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
+    """Wait (bounded) until process ``pid`` is gone (fails the test if it stays)."""
+    return wait_until(lambda: not pid_alive(pid), timeout=timeout, message=f'pid {pid} to end')
 
 
 class RunningNode:

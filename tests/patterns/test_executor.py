@@ -14,15 +14,14 @@ from tether.proxy import Proxy, is_resolved
 from tether.store import Store
 from tether.store.executor import ProxyAlways, ProxyNever, ProxySize, ProxyType, StoreExecutor
 from tether.store.ref import OwnedProxy
+from tether.testing import wait_until
 
 from . import _tasks
 
 
-def _wait_for(predicate: Any, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        gc.collect()
-        time.sleep(0.05)
+def _wait_for(predicate: Any) -> None:
+    """Wait until ``predicate`` holds, collecting garbage (dropped proxies) in between."""
+    wait_until(lambda: gc.collect() >= 0 and predicate(), timeout=30, message='the keys count')
 
 
 def test_policies() -> None:

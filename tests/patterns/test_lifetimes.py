@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import time
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from tether.exceptions import LifetimeError, StoreError
 from tether.proxy import Proxy
 from tether.store import Store
 from tether.store.lifetimes import ContextLifetime, LeaseLifetime, Lifetime, StaticLifetime
-from tether.testing import FakeClock
+from tether.testing import FakeClock, wait_until
 
 
 def test_context_lifetime_seed_figure_4_10_top(store: Store[Any], keys: Any) -> None:
@@ -57,7 +56,8 @@ def test_lease_expires(store: Store[Any], keys: Any) -> None:
     assert not lease.done()
     assert store.exists(key)
     clock.advance(0.01)
-    _wait_until(lease.done)
+    # The lease ends in its own thread once the clock passes its end.
+    wait_until(lease.done, interval=0.001, message='the lease to end')
     assert not store.exists(key)
     with pytest.raises(LifetimeError, match='cannot be extended'):
         lease.extend(1)
@@ -73,7 +73,8 @@ def test_lease_extend_delays_the_end(store: Store[Any]) -> None:
     assert not lease.done()
     assert store.exists(key)
     clock.advance(0.5)
-    _wait_until(lease.done)
+    # The lease ends in its own thread once the clock passes its end.
+    wait_until(lease.done, interval=0.001, message='the lease to end')
     assert not store.exists(key)
 
 
@@ -85,16 +86,8 @@ def test_lease_until_a_datetime_is_measured_on_the_clock(store: Store[Any]) -> N
     clock.advance(9)
     assert not lease.done()
     clock.advance(1)
-    _wait_until(lease.done)
-
-
-def _wait_until(condition: Any, timeout: float = 30.0) -> None:
-    # The lease ends in its own thread once the clock passes its end: poll for it with a
-    # generous deadline (not a fixed sleep).
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, 'the condition did not hold in time'
-        time.sleep(0.001)
+    # The lease ends in its own thread once the clock passes its end.
+    wait_until(lease.done, interval=0.001, message='the lease to end')
 
 
 def test_lease_with_negative_expiry_ends_at_once(store: Store[Any]) -> None:

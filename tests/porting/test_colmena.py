@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -16,13 +16,7 @@ from tether.steer.queue.base import QueueRole
 from tether.steer.task_server import LocalTaskServer
 from tether.steer.thinker import ResourceCounter
 from tether.steer.thinker.resources import ReallocatorThread
-
-
-def _until(predicate: Callable[[], bool]) -> None:
-    """Wait until ``predicate`` holds (bounded by the test's timeout)."""
-    tick = threading.Event()
-    while not predicate():
-        tick.wait(0.01)
+from tether.testing import wait_until
 
 
 def triple(x: int) -> int:
@@ -206,7 +200,7 @@ def test_reallocator_thread_gathers_then_disperses() -> None:
     rec.reallocate(None, 'sim', 4)
     thread = ReallocatorThread(rec, 'sim', 'ml', None, max_slots=3)
     thread.start()
-    _until(lambda: rec.allocated_slots('ml') == 3)
+    wait_until(lambda: rec.allocated_slots('ml') == 3, message='three slots allocated to ml')
     assert thread.is_alive()
     thread.stop_event.set()
     thread.join(60)

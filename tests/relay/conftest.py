@@ -116,14 +116,3 @@ def wait_closed(sock: socket.socket, deadline: float = 30.0) -> bytes:
         if not data:
             return bytes(got)
         got += data
-
-
-def wait_until(predicate: Callable[[], Any], what: str, deadline: float = 30.0) -> Any:
-    """Poll ``predicate`` until it returns something truthy (bounded)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f'timed out waiting for {what}')

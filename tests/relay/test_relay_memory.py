@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.endpoint.conftest import Relay, write_relay_config
-from tests.relay.conftest import ThreadRelay, wait_closed, wait_until
+from tests.relay.conftest import ThreadRelay, wait_closed
 from tether._serve import signalling as rp
 from tether._wire import ERROR, SyncConnection, encode_head
 from tether._wire._frame import PREFIX
+from tether.testing import wait_until
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -76,7 +77,9 @@ def test_registered_claims_count_against_the_budget(
     conns = [relay.register('alice', f'ep-{i}') for i in range(3)]
     for conn in conns[:2]:
         claim(conn, rp.LIST, 400 * KiB)
-    wait_until(lambda: relay.status()['memory']['reserved'] == 800 * KiB, 'two claims reserved')
+    wait_until(
+        lambda: relay.status()['memory']['reserved'] == 800 * KiB, message='two claims reserved'
+    )
     claim(conns[2], rp.LIST, 400 * KiB)
     error = refusal(wait_closed(conns[2].sock))
     assert error['code'] == 'too-large'
@@ -87,7 +90,7 @@ def test_registered_claims_count_against_the_budget(
     # A claim whose connection goes away gives its bytes back.
     for conn in conns:
         conn.close()
-    wait_until(lambda: relay.status()['memory']['reserved'] == 0, 'the claims released')
+    wait_until(lambda: relay.status()['memory']['reserved'] == 0, message='the claims released')
     # A claim whose data arrives is handled and released too.
     conn = relay.register('alice', 'ep-ok')
     assert conn.request(rp.LIST, {}, [bytes(300 * KiB)]).type == rp.OK

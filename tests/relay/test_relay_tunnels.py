@@ -14,9 +14,10 @@ import socket
 import threading
 from collections.abc import Callable
 
-from tests.relay.conftest import ThreadRelay, wait_closed, wait_until
+from tests.relay.conftest import ThreadRelay, wait_closed
 from tether._serve import signalling as rp
 from tether._wire import SyncConnection
+from tether.testing import wait_until
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -45,11 +46,11 @@ def test_early_bytes_are_bounded_counted_and_freed(
     # Within the bound: held, and counted against alice's bytes as it arrives.
     sock = data_socket(relay, ticket)
     sock.sendall(bytes(100 * KiB))
-    wait_until(lambda: relay.status()['tunnels']['early_bytes'] == 100 * KiB, 'bytes held')
+    wait_until(lambda: relay.status()['tunnels']['early_bytes'] == 100 * KiB, message='bytes held')
     assert relay.status()['users']['alice']['forwarded'] == 100 * KiB
     # Closed before the other side joined: freed, and the ticket goes with it.
     sock.close()
-    wait_until(lambda: relay.status()['tunnels']['sides'] == 0, 'the side closed')
+    wait_until(lambda: relay.status()['tunnels']['sides'] == 0, message='the side closed')
     status = relay.status()
     assert status['tunnels']['early_bytes'] == 0
     assert status['tunnels']['early_peak'] == 100 * KiB
@@ -73,7 +74,7 @@ def test_a_side_sending_past_the_bound_is_dropped(
     wait_closed(sock)
     sender.join(30)
     sock.close()
-    wait_until(lambda: relay.status()['tunnels']['sides'] == 0, 'the side dropped')
+    wait_until(lambda: relay.status()['tunnels']['sides'] == 0, message='the side dropped')
     status = relay.status()
     assert status['tunnels']['early_refused'] == 1
     assert status['tunnels']['early_bytes'] == 0
@@ -99,9 +100,11 @@ def test_early_bytes_reach_the_other_side_in_order(
     later = bytes(range(255, -1, -1)) * 4096  # 1 MiB once both sides are there
     first = data_socket(relay, ticket)
     first.sendall(early)
-    wait_until(lambda: relay.status()['tunnels']['early_bytes'] == len(early), 'bytes held')
+    wait_until(
+        lambda: relay.status()['tunnels']['early_bytes'] == len(early), message='bytes held'
+    )
     second = data_socket(relay, ticket)
-    wait_until(lambda: relay.status()['tunnels']['tickets'] == 0, 'the two sides paired')
+    wait_until(lambda: relay.status()['tunnels']['tickets'] == 0, message='the two sides paired')
     first.sendall(later)
     got = bytearray()
     while len(got) < len(early) + len(later):
@@ -114,6 +117,8 @@ def test_early_bytes_reach_the_other_side_in_order(
     assert status['users']['alice']['forwarded'] == len(early) + len(later)
     first.close()
     second.close()
-    wait_until(lambda: relay.status()['users']['alice']['tunnels'] == 0, 'the channel closed')
+    wait_until(
+        lambda: relay.status()['users']['alice']['tunnels'] == 0, message='the channel closed'
+    )
     for conn in endpoints:
         conn.close()

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.security._node import SECRET, RunningNode, StartNode, start_node
 from tether._serve import codes as proto
 from tether._wire import SyncConnection, encode_head
 from tether.exceptions import FrameTooLargeError, WireConnectionError
+from tether.testing import wait_until
 
 __all__ = ['start_node']
 
@@ -68,12 +68,12 @@ def _status(node: RunningNode) -> dict[str, Any]:
 
 def _wait_status(node: RunningNode, ok: Any) -> dict[str, Any]:
     """Poll the server's status (bounded) until ``ok(status)`` holds."""
-    deadline = time.monotonic() + 30
-    status = _status(node)
-    while not ok(status) and time.monotonic() < deadline:
-        time.sleep(0.05)
+
+    def status_if_ok() -> dict[str, Any] | None:
         status = _status(node)
-    return status
+        return status if ok(status) else None
+
+    return wait_until(status_if_ok, timeout=30, interval=0.02, message='the server status')
 
 
 def _producer(node: RunningNode, size: int, sent: int) -> subprocess.Popen[str]:

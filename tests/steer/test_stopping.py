@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pathlib
 import signal
-import time
 from typing import Any
 
 import psutil
@@ -18,6 +17,7 @@ import pytest
 from tests.steer import _tasks
 from tether.exceptions import KillSignalError
 from tether.steer import LocalTaskServer
+from tether.testing import wait_until
 from tether.testing.steer import serving
 
 
@@ -28,16 +28,13 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def _workers(server: Any, n: int) -> list[int]:
     """The pids of the server's ``n`` worker processes, once they all run."""
-    _wait_until(lambda: len(psutil.Process(server.pid).children()) >= n, 'workers start')
+    wait_until(
+        lambda: len(psutil.Process(server.pid).children()) >= n,
+        timeout=60,
+        message='workers start',
+    )
     return [p.pid for p in psutil.Process(server.pid).children()]
 
 
@@ -50,7 +47,7 @@ def test_kill_signal_stops_the_server_while_a_task_runs(
     with serving(server):
         workers = _workers(server, 1)
         task_id = queues.send_inputs(str(tmp_path / 'log'), 'a', str(gate), method='log_run')
-        _wait_until(pathlib.Path(f'{gate}.started').exists, 'the task starts')
+        wait_until(pathlib.Path(f'{gate}.started').exists, timeout=60, message='the task starts')
         queues.send_kill_signal()
         server.join(60)
         assert not server.is_alive(), 'the kill signal did not stop the server'
@@ -72,15 +69,22 @@ def test_terminate_leaves_no_worker_running(tmp_path: pathlib.Path, make_queues:
         workers = _workers(server, 2)
         queues.send_inputs(str(tmp_path / 'log'), 'a', str(gate), method='log_run')
         queues.send_inputs(str(pidfile), method='start_sleeper')
-        _wait_until(pathlib.Path(f'{gate}.started').exists, 'the first task starts')
-        _wait_until(lambda: pidfile.exists() and pidfile.read_text(), 'the second starts')
+        wait_until(
+            pathlib.Path(f'{gate}.started').exists, timeout=60, message='the first task starts'
+        )
+        wait_until(
+            lambda: pidfile.exists() and pidfile.read_text(),
+            timeout=60,
+            message='the second starts',
+        )
         sleeper = int(pidfile.read_text())
         assert all(_running(p) for p in [*workers, sleeper])
         server.terminate()
         server.join(60)
         assert server.exitcode == -signal.SIGTERM
         # Killed with the server: reaped by init at once, never left running under it.
-        _wait_until(
+        wait_until(
             lambda: not any(_running(p) for p in [*workers, sleeper]),
-            'orphaned workers (or what their tasks started) still run',
+            timeout=60,
+            message='the orphaned workers (and what their tasks started) to end',
         )

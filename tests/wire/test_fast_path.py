@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 import pytest
@@ -24,6 +23,7 @@ from tether._wire import (
 from tether._wire._frame import PREFIX
 from tether._wire._proto import FAST_MAX
 from tether.exceptions import RemoteError
+from tether.testing import wait_until
 
 SECRET = 'fast path secret'
 TAKE = 43
@@ -111,10 +111,11 @@ def _wait_received(server: ThreadServer, nbytes: int) -> None:
     async def held() -> int:
         return sum(c.protocol._have for c in server.server.connections)
 
-    deadline = time.monotonic() + 30
-    while asyncio.run_coroutine_threadsafe(held(), server.loop).result(10) < nbytes:
-        assert time.monotonic() < deadline, f'the server never received {nbytes} bytes'
-        time.sleep(0.005)
+    wait_until(
+        lambda: asyncio.run_coroutine_threadsafe(held(), server.loop).result(10) >= nbytes,
+        interval=0.005,
+        message=f'the server to receive {nbytes} bytes',
+    )
 
 
 def test_a_small_frame_split_across_reads_is_offered_whole(make_server: MakeServer) -> None:
