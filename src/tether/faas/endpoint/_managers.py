@@ -38,7 +38,7 @@ from tether.faas.endpoint.engine import (
     OnResult,
     Task,
     cancelled_error,
-    result_header,
+    ended_header,
 )
 
 __all__ = ['ManagersEngine']
@@ -206,11 +206,7 @@ class ManagersEngine(EngineBase):
                     ),
                     'traceback': '',
                 }
-                now = time.time()
-                header = result_header(
-                    task.task_id, 'failed', task.data_serializer, error, now, now
-                )
-                header['retries'] = task.retries
+                header = ended_header(task, 'failed', error, time.time())
                 header['block'] = dict(pool.block)
                 self.on_result(header, b'')
             else:
@@ -314,12 +310,7 @@ class ManagersEngine(EngineBase):
                     manager = self._where[task_id]
                     routed.setdefault(id(manager), (manager, []))[1].append(task_id)
         for task in dropped:
-            self.on_result(
-                result_header(
-                    task.task_id, 'cancelled', task.data_serializer, cancelled_error(), 0.0, 0.0
-                ),
-                b'',
-            )
+            self.on_result(ended_header(task, 'cancelled', cancelled_error()), b'')
         for manager, ids in routed.values():
             manager.pool.cancel(ids)
 

@@ -35,6 +35,7 @@ from tether.faas.endpoint.engine import (
     OnResult,
     Task,
     cancelled_error,
+    ended_header,
     result_header,
 )
 
@@ -253,12 +254,7 @@ class ParslEngine(EngineBase):
             retries = self._losses.pop(task.task_id, [])
         if task.task_id in self._cancelled:
             self._cancelled.discard(task.task_id)
-            self.on_result(
-                result_header(
-                    task.task_id, 'cancelled', task.data_serializer, cancelled_error(), 0.0, 0.0
-                ),
-                b'',
-            )
+            self.on_result(ended_header(task, 'cancelled', cancelled_error()), b'')
             return
         error = future.exception()
         payload = b''

@@ -45,6 +45,7 @@ from tether.faas.endpoint.engine import (
     OnResult,
     Task,
     cancelled_error,
+    ended_header,
     result_header,
 )
 
@@ -327,11 +328,7 @@ class ProcessPoolEngine(EngineBase):
         return wait
 
     def _report(self, task: Task, status: str, error: dict[str, str]) -> None:
-        now = time.time()
-        header = result_header(task.task_id, status, task.data_serializer, error, now, now)
-        if task.retries:
-            header['retries'] = task.retries
-        self.on_result(header, b'')
+        self.on_result(ended_header(task, status, error, time.time()), b'')
 
     def _cancel_now(self) -> None:
         """Cancel what was asked: tasks not handed to a worker are dropped, prefetched ones

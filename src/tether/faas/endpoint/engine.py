@@ -44,6 +44,7 @@ __all__ = [
     'Task',
     'cancelled_error',
     'create_engine',
+    'ended_header',
     'engine_names',
     'make_task',
     'register_engine',
@@ -277,6 +278,18 @@ def result_header(  # noqa: PLR0917
         header['error'] = error
     if output:
         header['output'] = output
+    return header
+
+
+def ended_header(
+    task: Task, status: str, error: dict[str, str], at: float = 0.0
+) -> dict[str, Any]:
+    """The header of a result the engine gives for ``task`` itself, with no worker's
+    answer (``'cancelled'``, or ``'failed'``: its workers were lost ...): ``at`` as its
+    start and end, and the task's ``retries`` if it has any."""
+    header = result_header(task.task_id, status, task.data_serializer, error, at, at)
+    if task.retries:
+        header['retries'] = task.retries
     return header
 
 
