@@ -25,8 +25,8 @@ from tether.faas.endpoint._block_link import accept_manager, connect_manager
 from tether.faas.endpoint._managers import ManagersEngine
 from tether.faas.endpoint.engine import make_task, task_value
 from tether.faas.endpoint.providers import LocalProvider, SlurmProvider
-from tether.testing import _faas_tasks
-from tether.testing.faas import Collector, _wait
+from tether.testing import _faas_tasks, wait_until
+from tether.testing.faas import Collector
 
 # Parsl notices a lost block within seconds, not minutes.
 _FAST = {
@@ -78,7 +78,9 @@ def test_tasks_run_on_managers_in_blocks_asked_for_while_tasks_wait(
     started = [tmp_path / 'a', tmp_path / 'b']
     tasks = [make_task(_faas_tasks.wait_for_file, str(s), str(marker)) for s in started]
     engine.submit(tasks)
-    _wait(lambda: all(s.exists() for s in started), 'both tasks to start')
+    wait_until(
+        lambda: all(s.exists() for s in started), timeout=120, message='both tasks to start'
+    )
     assert len(engine._managers) == 2
     assert engine.stats()['workers'] == 2
     marker.touch()
@@ -122,7 +124,7 @@ def test_idle_managers_end(local_engine: tuple[ManagersEngine, Collector]) -> No
     engine.submit([task])
     c.take(1)
     # Idle past idle_timeout_s (and min_blocks = 0): the managers end (init_blocks = 0).
-    _wait(lambda: not engine._managers, 'the idle manager to end', timeout=60)
+    wait_until(lambda: not engine._managers, timeout=60, message='the idle manager to end')
     # A new task asks for a new block.
     task = make_task(_block_tasks.where)
     engine.submit([task])
@@ -145,7 +147,7 @@ def test_a_manager_results_count_only_for_tasks_it_holds_once(
     )
     try:
         link.send(('hello', {'workers': 2, 'capacity': 2, 'block': {'host': 'rogue'}}))
-        _wait(lambda: len(engine._managers) == 1, 'the manager to join')
+        wait_until(lambda: len(engine._managers) == 1, timeout=120, message='the manager to join')
         first, second = make_task(_block_tasks.where), make_task(_block_tasks.where)
         engine.submit([first, second])
         given: list[str] = []
