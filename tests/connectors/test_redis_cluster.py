@@ -7,9 +7,13 @@ cluster's own state (never a fixed sleep).
 
 from __future__ import annotations
 
+import os
 import pickle
+import select
 import shutil
+import signal
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -230,3 +234,40 @@ def test_stream_shims_on_a_cluster(cluster: RedisClusterServers) -> None:
     finally:
         pub.close()
         sub.close()
+
+
+def test_a_forked_child_gets_a_free_router_lock(connector: RedisConnector) -> None:
+    """Fork while another thread holds the router's lock: the child still reads a batch
+    across shards (its lock is a new one, its batch threads its own)."""
+    keys = connector.put_batch(_values(30))
+    assert len(connector._router.group([k.redis_key for k in keys])) > 1  # several shards
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with connector._router._lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                ok = connector.get_batch(keys) == _values(30)
+                os.write(w, b'1' if ok else b'0')
+            finally:
+                os._exit(0)
+        os.close(w)
+        ready, _, _ = select.select([r], [], [], 60)
+        answer = os.read(r, 1) if ready else b''
+        os.close(r)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        assert answer == b'1', 'the child hung on the lock its parent held'
+    finally:
+        release.set()
+        holder.join()

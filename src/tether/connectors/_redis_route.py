@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -60,8 +61,14 @@ class Router:
         self._pools: dict[tuple[str, int], RawPool] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self._executor_pid = 0
         self._single = None if cluster else self.pool(host, port)
+        _ROUTERS.add(self)
+
+    def _after_fork(self) -> None:
+        # The child has only the forking thread: a lock another thread held at the fork
+        # would stay held for good, and the parent's batch threads are not there.
+        self._lock = threading.Lock()
+        self._executor = None
 
     def pool(self, host: str, port: int) -> RawPool:
         """The pool of the server at ``host:port``."""
@@ -93,10 +100,8 @@ class Router:
         if len(items) <= 1:
             return [fn(item) for item in items]
         with self._lock:
-            if self._executor is None or self._executor_pid != os.getpid():
-                # (a forked child has none of its parent's threads: it starts its own)
+            if self._executor is None:
                 self._executor = ThreadPoolExecutor(16, thread_name_prefix='tether-redis')
-                self._executor_pid = os.getpid()
             executor = self._executor
         return list(executor.map(fn, items))
 
@@ -120,3 +125,14 @@ class Router:
             pool.close()
         if executor is not None:
             executor.shutdown(wait=False)
+
+
+_ROUTERS: weakref.WeakSet[Router] = weakref.WeakSet()
+
+
+def _reset_routers_after_fork() -> None:
+    for router in list(_ROUTERS):
+        router._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_routers_after_fork)
