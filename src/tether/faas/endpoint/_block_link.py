@@ -20,6 +20,7 @@ import secrets
 import socket
 import struct
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from tether.exceptions import AuthenticationError, ProtocolError
@@ -72,6 +73,15 @@ class Link:
         if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
             raise ProtocolError('a message is not an (operation, ...) tuple')
         return message
+
+    def messages(self) -> Iterator[tuple[Any, ...]]:
+        """The messages read until the link closes, fails or breaks the protocol (the
+        reader of each side loops over them)."""
+        while True:
+            try:
+                yield self.recv()
+            except (EOFError, OSError, ProtocolError):
+                return
 
     def close(self) -> None:
         """Close the link (the peer's reads end)."""

@@ -30,8 +30,6 @@ import threading
 import time
 from typing import Any
 
-from tether.exceptions import ProtocolError
-
 __all__ = ['run_manager']
 
 _STATS_S = 0.2
@@ -87,11 +85,7 @@ class _Manager:
 
     def serve(self) -> None:
         """Read the endpoint's messages until ``stop`` or the link closes."""
-        while True:
-            try:
-                message = self.link.recv()
-            except (EOFError, OSError, ProtocolError):
-                return
+        for message in self.link.messages():
             op = message[0]
             if op == 'tasks':
                 tasks = message[1]

@@ -299,11 +299,7 @@ class BlockManagers:
                 self.callbacks.left(pool)
 
     def _read(self, pool: RemotePool) -> None:
-        while True:
-            try:
-                message = pool.link.recv()
-            except (EOFError, OSError, ProtocolError):
-                return
+        for message in pool.link.messages():
             op = message[0]
             if op == 'result':
                 if not _is_result(message):
