@@ -23,6 +23,7 @@ Built in: ``cholesky``, ``docking``, ``failures``, ``fedlearn``, ``mapreduce``,
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import pydantic
@@ -73,3 +74,11 @@ class AppConfig(pydantic.BaseModel):
     def get_app(self) -> App:
         """Build the application."""
         raise NotImplementedError
+
+    def _app_arguments(self, *, exclude: Collection[str] = ()) -> dict[str, Any]:
+        """The fields but ``name`` and ``exclude``, as keyword arguments of the app."""
+        return {
+            field: getattr(self, field)
+            for field in type(self).model_fields
+            if field != 'name' and field not in exclude
+        }

@@ -7,6 +7,7 @@ checked against ``A`` and the error logged.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pathlib
 from typing import TYPE_CHECKING, Any, Self, cast
@@ -15,6 +16,7 @@ import numpy as np
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -45,7 +47,8 @@ def gemm(tile: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return cast('np.ndarray', tile - a @ b.T)
 
 
-class CholeskyApp:
+@dataclasses.dataclass(eq=False)
+class CholeskyApp(HoldsNothing):
     """Tiled Cholesky factorisation of a random positive-definite matrix.
 
     Args:
@@ -54,17 +57,15 @@ class CholeskyApp:
         seed: Random seed of the matrix.
     """
 
-    def __init__(self, matrix_size: int, block_size: int, seed: int = 0) -> None:
-        if matrix_size < 1 or block_size < 1:
-            raise ValueError('The matrix size and block size must be greater than 0.')
-        if block_size > matrix_size:
-            raise ValueError('The matrix size must be greater than or equal to the block size.')
-        self.matrix_size = matrix_size
-        self.block_size = block_size
-        self.seed = seed
+    matrix_size: int
+    block_size: int
+    seed: int = 0
 
-    def close(self) -> None:
-        """Nothing to release."""
+    def __post_init__(self) -> None:
+        if self.matrix_size < 1 or self.block_size < 1:
+            raise ValueError('The matrix size and block size must be greater than 0.')
+        if self.block_size > self.matrix_size:
+            raise ValueError('The matrix size must be greater than or equal to the block size.')
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Factorise; write ``cholesky.npy`` (L) to ``run_dir`` and log the error."""
@@ -127,4 +128,4 @@ class CholeskyAppConfig(AppConfig):
 
     def get_app(self) -> CholeskyApp:
         """Build the app."""
-        return CholeskyApp(self.matrix_size, self.block_size, self.seed)
+        return CholeskyApp(**self._app_arguments())

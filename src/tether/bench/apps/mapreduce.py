@@ -8,6 +8,7 @@ are written to ``output_file`` in the run directory.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import glob
 import logging
 import os
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.registry import register
 from tether.exceptions import InvalidArgumentError
 
@@ -122,44 +124,29 @@ def reduce_task(*counts: collections.Counter[str]) -> collections.Counter[str]:
     return total
 
 
-class MapReduceApp:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class MapReduceApp(HoldsNothing):
     """Word count with ``map_tasks`` map tasks and one reduce task."""
 
-    def __init__(
-        self,
-        *,
-        mode: Literal['random', 'files'] = 'random',
-        map_tasks: int = 8,
-        words_per_task: int = 10_000,
-        vocabulary: int = 1000,
-        files: str | None = None,
-        most_common: int = 10,
-        output_file: str = 'mapreduce.txt',
-        seed: int = 0,
-        data_dir: pathlib.Path | str | None = None,
-        generate: bool = False,
-        generated_files: int = 10,
-        generated_words: int = 10_000,
-    ) -> None:
-        self.data_dir = pathlib.Path(data_dir).absolute() if data_dir is not None else None
-        self.generate = generate
-        self.generated_files = generated_files
-        self.generated_words = generated_words
-        if self.data_dir is not None:
-            mode, files = 'files', str(self.data_dir / '*')
-        if mode == 'files' and not files:
-            raise InvalidArgumentError("mode 'files' needs a glob pattern in files (or data_dir)")
-        self.mode = mode
-        self.map_tasks = map_tasks
-        self.words_per_task = words_per_task
-        self.vocabulary = vocabulary
-        self.files = files
-        self.most_common = most_common
-        self.output_file = output_file
-        self.seed = seed
+    mode: Literal['random', 'files'] = 'random'
+    map_tasks: int = 8
+    words_per_task: int = 10_000
+    vocabulary: int = 1000
+    files: str | None = None
+    most_common: int = 10
+    output_file: str = 'mapreduce.txt'
+    seed: int = 0
+    data_dir: pathlib.Path | str | None = None
+    generate: bool = False
+    generated_files: int = 10
+    generated_words: int = 10_000
 
-    def close(self) -> None:
-        """Nothing to release."""
+    def __post_init__(self) -> None:
+        if self.data_dir is not None:
+            self.data_dir = pathlib.Path(self.data_dir).absolute()
+            self.mode, self.files = 'files', str(self.data_dir / '*')
+        if self.mode == 'files' and not self.files:
+            raise InvalidArgumentError("mode 'files' needs a glob pattern in files (or data_dir)")
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Count, then write the most common words."""
@@ -232,20 +219,7 @@ class MapReduceAppConfig(AppConfig):
 
     def get_app(self) -> MapReduceApp:
         """Build the app."""
-        return MapReduceApp(
-            mode=self.mode,
-            map_tasks=self.map_tasks,
-            words_per_task=self.words_per_task,
-            vocabulary=self.vocabulary,
-            files=self.files,
-            most_common=self.most_common,
-            output_file=self.output_file,
-            seed=self.seed,
-            data_dir=self.data_dir,
-            generate=self.generate,
-            generated_files=self.generated_files,
-            generated_words=self.generated_words,
-        )
+        return MapReduceApp(**self._app_arguments())
 
 
 MapreduceApp = MapReduceApp

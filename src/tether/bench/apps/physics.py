@@ -10,6 +10,7 @@ PyBullet is imported only in the tasks (``pip install "tether[bench-apps]"``).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import pathlib
 import random
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -92,26 +94,15 @@ def simulate(
         pb.disconnect(physicsClientId=client)
 
 
-class PhysicsApp:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class PhysicsApp(HoldsNothing):
     """``simulations`` independent PyBullet simulations."""
 
-    def __init__(
-        self,
-        *,
-        simulations: int = 8,
-        ball_count: int = 10,
-        steps: int = 1000,
-        terrain_size: int = 32,
-        seed: int = 0,
-    ) -> None:
-        self.simulations = simulations
-        self.ball_count = ball_count
-        self.steps = steps
-        self.terrain_size = terrain_size
-        self.seed = seed
-
-    def close(self) -> None:
-        """Nothing to release."""
+    simulations: int = 8
+    ball_count: int = 10
+    steps: int = 1000
+    terrain_size: int = 32
+    seed: int = 0
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the simulations; write ``physics.csv``."""
@@ -160,10 +151,4 @@ class PhysicsAppConfig(AppConfig):
     def get_app(self) -> PhysicsApp:
         """Build the app."""
         steps = self.steps if self.total_time is None else max(1, round(self.total_time * 240))
-        return PhysicsApp(
-            simulations=self.simulations,
-            ball_count=self.ball_count,
-            steps=steps,
-            terrain_size=self.terrain_size,
-            seed=self.seed,
-        )
+        return PhysicsApp(**self._app_arguments(exclude={'steps', 'total_time'}), steps=steps)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def run_bag_of_tasks(
             f.result()
 
 
-class SyntheticApp:
+class SyntheticApp(HoldsNothing):
     """Runs no-op tasks in the chosen :class:`WorkflowStructure`."""
 
     def __init__(
@@ -140,9 +141,6 @@ class SyntheticApp:
         self.task_sleep = task_sleep
         self.bag_max_running = bag_max_running or task_count
         self.warmup_tasks = warmup_tasks
-
-    def close(self) -> None:
-        """Nothing to release."""
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the workflow."""
@@ -192,11 +190,4 @@ class SyntheticAppConfig(AppConfig):
 
     def get_app(self) -> SyntheticApp:
         """Build the app."""
-        return SyntheticApp(
-            self.structure,
-            self.task_count,
-            task_data_bytes=self.task_data_bytes,
-            task_sleep=self.task_sleep,
-            bag_max_running=self.bag_max_running,
-            warmup_tasks=self.warmup_tasks,
-        )
+        return SyntheticApp(**self._app_arguments())

@@ -13,6 +13,7 @@ the app writes synthetic inputs first (:func:`generate_ligands`, :func:`generate
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import math
 import pathlib
@@ -23,6 +24,7 @@ import numpy as np
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing, at_least_four
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -127,7 +129,8 @@ def simulate(
     return score
 
 
-class DockingApp:
+@dataclasses.dataclass(eq=False)
+class DockingApp(HoldsNothing):
     """Dock ligands into a receptor, choosing them by active learning.
 
     Args:
@@ -143,41 +146,26 @@ class DockingApp:
         exhaustiveness: Search effort: ``8 * exhaustiveness`` random starts a ligand.
     """
 
-    def __init__(
-        self,
-        smi_file_name_ligand_path: pathlib.Path | None = None,
-        receptor_path: pathlib.Path | None = None,
-        tcl_path: pathlib.Path | None = None,
-        *,
-        initial_simulations: int = 8,
-        num_iterations: int = 3,
-        batch_size: int = 8,
-        seed: int = 0,
-        center: tuple[float, float, float] | None = None,
-        box: float = 20.0,
-        exhaustiveness: int = 8,
-    ) -> None:
-        if initial_simulations < 4:
-            raise ValueError('Number of initial simulations must be at least four.')
-        self.ligands = smi_file_name_ligand_path
-        self.receptor = receptor_path
-        self.tcl_path = tcl_path
-        self.initial_simulations = initial_simulations
-        self.num_iterations = num_iterations
-        self.batch_size = batch_size
-        self.seed = seed
-        self.center = center
-        self.box = box
-        self.exhaustiveness = exhaustiveness
+    smi_file_name_ligand_path: pathlib.Path | None = None
+    receptor_path: pathlib.Path | None = None
+    tcl_path: pathlib.Path | None = None
+    _: dataclasses.KW_ONLY
+    initial_simulations: int = 8
+    num_iterations: int = 3
+    batch_size: int = 8
+    seed: int = 0
+    center: tuple[float, float, float] | None = None
+    box: float = 20.0
+    exhaustiveness: int = 8
 
-    def close(self) -> None:
-        """Nothing to release."""
+    def __post_init__(self) -> None:
+        at_least_four(self.initial_simulations, 'simulations')
 
     def _inputs(self, run_dir: pathlib.Path) -> tuple[list[str], pathlib.Path]:
-        ligands = self.ligands or generate_ligands(
+        ligands = self.smi_file_name_ligand_path or generate_ligands(
             run_dir / 'inputs' / 'ligands.csv', seed=self.seed
         )
-        receptor = self.receptor or generate_receptor(
+        receptor = self.receptor_path or generate_receptor(
             run_dir / 'inputs' / 'receptor.pdbqt',
             seed=self.seed,
         )
@@ -277,22 +265,12 @@ class DockingAppConfig(AppConfig):
     @pydantic.field_validator('initial_simulations')
     @classmethod
     def _at_least_four(cls, value: int) -> int:
-        # The model is a 4-nearest-neighbours regression: it needs four scores to start.
-        if value < 4:
-            raise ValueError('Number of initial simulations must be at least four.')
-        return value
+        return at_least_four(value, 'simulations')
 
     def get_app(self) -> DockingApp:
         """Build the app."""
         return DockingApp(
-            smi_file_name_ligand_path=self.smi_file_name_ligand,
-            receptor_path=self.receptor,
-            tcl_path=self.tcl_path,
-            initial_simulations=self.initial_simulations,
-            num_iterations=self.num_iterations,
-            batch_size=self.batch_size,
-            seed=self.seed,
-            center=self.center,
-            box=self.box,
-            exhaustiveness=self.exhaustiveness,
+            self.smi_file_name_ligand,
+            self.receptor,
+            **self._app_arguments(exclude={'smi_file_name_ligand', 'receptor'}),
         )

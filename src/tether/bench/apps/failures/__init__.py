@@ -17,6 +17,7 @@ directory reports what was injected, what failed and what recovered.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import errno
 import importlib
 import json
@@ -170,25 +171,17 @@ class _InjectingEngine:
         return [self.submit(function, *items) for items in zip(*iterables, strict=False)]
 
 
+@dataclasses.dataclass(eq=False)
 class FailuresApp:
     """Runs ``base`` with failures injected into its tasks."""
 
-    def __init__(
-        self,
-        base: App,
-        *,
-        failure_type: str = 'zero-division',
-        failure_rate: float = 0.1,
-        transient: bool = True,
-        walltime: float = 1.0,
-        seed: int = 0,
-    ) -> None:
-        self.base = base
-        self.failure_type = failure_type
-        self.failure_rate = failure_rate
-        self.transient = transient
-        self.walltime = walltime
-        self.seed = seed
+    base: App
+    _: dataclasses.KW_ONLY
+    failure_type: str = 'zero-division'
+    failure_rate: float = 0.1
+    transient: bool = True
+    walltime: float = 1.0
+    seed: int = 0
 
     def close(self) -> None:
         """Close the base application."""
@@ -303,14 +296,7 @@ class FailuresAppConfig(AppConfig):
         """Build the base app and wrap it."""
         base_cls = get_plugin('app', self.base)
         base = base_cls.model_validate({'name': self.base, **self.base_config}).get_app()
-        return FailuresApp(
-            base,
-            failure_type=self.failure_type,
-            failure_rate=self.failure_rate,
-            transient=self.transient,
-            walltime=self.walltime,
-            seed=self.seed,
-        )
+        return FailuresApp(base, **self._app_arguments(exclude={'base', 'base_config'}))
 
 
 FailureInjectionApp = FailuresApp

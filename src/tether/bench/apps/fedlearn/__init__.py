@@ -13,6 +13,7 @@ three-layer perceptron with ReLU activations (PyTorch, CPU). Per-round accuracy 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import pathlib
 import random
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.registry import register
 from tether.exceptions import ConfigError
 
@@ -35,34 +37,19 @@ _DATASETS = ('digits', 'mnist', 'fmnist', 'cifar10', 'cifar100')
 logger = logging.getLogger(__name__)
 
 
-class FedLearnApp:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class FedLearnApp(HoldsNothing):
     """FedAvg over simulated clients (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        clients: int = 4,
-        rounds: int = 2,
-        epochs: int = 5,
-        batch_size: int = 32,
-        lr: float = 0.1,
-        alpha: float = 1.0,
-        participation: float = 1.0,
-        test_fraction: float = 0.2,
-        seed: int = 0,
-    ) -> None:
-        self.clients = clients
-        self.rounds = rounds
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.alpha = alpha
-        self.participation = participation
-        self.test_fraction = test_fraction
-        self.seed = seed
-
-    def close(self) -> None:
-        """Nothing to release."""
+    clients: int = 4
+    rounds: int = 2
+    epochs: int = 5
+    batch_size: int = 32
+    lr: float = 0.1
+    alpha: float = 1.0
+    participation: float = 1.0
+    test_fraction: float = 0.2
+    seed: int = 0
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the rounds; write ``fedlearn.csv``."""
@@ -149,4 +136,4 @@ class FedLearnAppConfig(AppConfig):
                 'does not load (torchvision is not a dependency and nothing is downloaded): '
                 "use dataset = 'digits'",
             )
-        return FedLearnApp(**self.model_dump(exclude={'name', 'dataset', 'data_dir'}))
+        return FedLearnApp(**self._app_arguments(exclude={'dataset', 'data_dir'}))

@@ -18,6 +18,7 @@ itself, which does not ship in any package.)
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import math
 import pathlib
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing, at_least_four
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -37,34 +39,24 @@ __all__ = ['MolDesignApp', 'MolDesignAppConfig']
 logger = logging.getLogger(__name__)
 
 
-class MolDesignApp:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class MolDesignApp(HoldsNothing):
     """Active learning over a search space of small molecules (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        search_size: int = 200,
-        initial_count: int = 8,
-        batch_size: int = 4,
-        search_count: int = 16,
-        infer_chunks: int = 4,
-        max_heavy_atoms: int = 9,
-        seed: int = 0,
-        dataset: str | pathlib.Path | None = None,
-    ) -> None:
-        if initial_count > search_count:
-            raise ValueError('initial_count must not exceed search_count')
-        self.search_size = search_size
-        self.initial_count = initial_count
-        self.batch_size = batch_size
-        self.search_count = search_count
-        self.infer_chunks = infer_chunks
-        self.max_heavy_atoms = max_heavy_atoms
-        self.seed = seed
-        self.dataset = pathlib.Path(dataset).absolute() if dataset is not None else None
+    search_size: int = 200
+    initial_count: int = 8
+    batch_size: int = 4
+    search_count: int = 16
+    infer_chunks: int = 4
+    max_heavy_atoms: int = 9
+    seed: int = 0
+    dataset: str | pathlib.Path | None = None
 
-    def close(self) -> None:
-        """Nothing to release."""
+    def __post_init__(self) -> None:
+        if self.initial_count > self.search_count:
+            raise ValueError('initial_count must not exceed search_count')
+        if self.dataset is not None:
+            self.dataset = pathlib.Path(self.dataset).absolute()
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the campaign; write ``moldesign.csv``."""
@@ -152,10 +144,7 @@ class MolDesignAppConfig(AppConfig):
     @pydantic.field_validator('initial_count')
     @classmethod
     def _at_least_four(cls, value: int) -> int:
-        # The model is a 4-nearest-neighbours regression: four results before the first.
-        if value < 4:
-            raise ValueError('Number of initial calculations must be at least four.')
-        return value
+        return at_least_four(value, 'calculations')
 
     dataset: pathlib.Path | None = pydantic.Field(
         default=None,
@@ -169,4 +158,4 @@ class MolDesignAppConfig(AppConfig):
 
     def get_app(self) -> MolDesignApp:
         """Build the app."""
-        return MolDesignApp(**self.model_dump(exclude={'name'}))
+        return MolDesignApp(**self._app_arguments())
