@@ -17,8 +17,10 @@ writes synthetic tiles first (:func:`generate_images`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
+import os
 import pathlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pydantic
 
 from tether.bench.apps import AppConfig
+from tether.bench.apps._common import HoldsNothing
 from tether.bench.apps.montage._data import generate_images
 from tether.bench.apps.montage._fits import read_fits, read_table
 from tether.bench.engine.task import task
@@ -80,6 +83,13 @@ def _tools(toolkit: str) -> ModuleType:
     return importlib.import_module('tether.bench.apps.montage._numpy')
 
 
+def _call(toolkit: str, program: str, *args: object) -> None:
+    """Run Montage's ``program`` (or its NumPy stand-in) on ``args``, paths as strings; log it."""
+    tool = getattr(_tools(toolkit), program)
+    log = tool(*(os.fspath(a) if isinstance(a, os.PathLike) else a for a in args))
+    logger.debug('%s: %s', program, log)
+
+
 def configure_montage(
     img_folder: pathlib.Path,
     img_tbl: pathlib.Path,
@@ -88,9 +98,8 @@ def configure_montage(
     toolkit: Toolkit = 'auto',
 ) -> None:
     """Table the input images (``img_tbl``) and write the template bounding them (``img_hdr``)."""
-    tools = _tools(toolkit)
-    logger.debug('mImgtbl: %s', tools.mImgtbl(str(img_folder), str(img_tbl)))
-    logger.debug('mMakeHdr: %s', tools.mMakeHdr(str(img_tbl), str(img_hdr)))
+    _call(toolkit, 'mImgtbl', img_folder, img_tbl)
+    _call(toolkit, 'mMakeHdr', img_tbl, img_hdr)
 
 
 @task()
@@ -102,8 +111,7 @@ def mproject(
     toolkit: Toolkit = 'auto',
 ) -> pathlib.Path:
     """Project one image onto the template's grid; return ``output_path``."""
-    log = _tools(toolkit).mProject(str(input_path), str(output_path), str(template_path))
-    logger.debug('mProject: %s', log)
+    _call(toolkit, 'mProject', input_path, output_path, template_path)
     return output_path
 
 
@@ -112,7 +120,7 @@ def mimgtbl(
     img_dir: pathlib.Path, tbl_path: pathlib.Path, toolkit: Toolkit = 'auto'
 ) -> pathlib.Path:
     """Table the geometry of the images of ``img_dir``; return ``tbl_path``."""
-    logger.debug('mImgtbl: %s', _tools(toolkit).mImgtbl(str(img_dir), str(tbl_path)))
+    _call(toolkit, 'mImgtbl', img_dir, tbl_path)
     return tbl_path
 
 
@@ -121,7 +129,7 @@ def moverlaps(
     img_tbl: pathlib.Path, diffs_tbl: pathlib.Path, toolkit: Toolkit = 'auto'
 ) -> pathlib.Path:
     """Table the overlapping pairs of the table's images; return ``diffs_tbl``."""
-    logger.debug('mOverlaps: %s', _tools(toolkit).mOverlaps(str(img_tbl), str(diffs_tbl)))
+    _call(toolkit, 'mOverlaps', img_tbl, diffs_tbl)
     return diffs_tbl
 
 
@@ -135,8 +143,7 @@ def mdiff(
     toolkit: Toolkit = 'auto',
 ) -> pathlib.Path:
     """Difference of two projected images over their overlap; return ``output_path``."""
-    log = _tools(toolkit).mDiff(str(image_1), str(image_2), str(output_path), str(template))
-    logger.debug('mDiff: %s', log)
+    _call(toolkit, 'mDiff', image_1, image_2, output_path, template)
     return output_path
 
 
@@ -150,12 +157,10 @@ def bgexec_prep(
     toolkit: Toolkit = 'auto',
 ) -> pathlib.Path:
     """Fit a plane to each difference, then model per-image corrections; return their table."""
-    tools = _tools(toolkit)
     fits_tbl = pathlib.Path(output_dir) / 'fits.tbl'
     corrections_tbl = pathlib.Path(output_dir) / 'corrections.tbl'
-    logger.debug('mFitExec: %s', tools.mFitExec(str(diffs_table), str(fits_tbl), str(diff_dir)))
-    log = tools.mBgModel(str(img_table), str(fits_tbl), str(corrections_tbl))
-    logger.debug('mBgModel: %s', log)
+    _call(toolkit, 'mFitExec', diffs_table, fits_tbl, diff_dir)
+    _call(toolkit, 'mBgModel', img_table, fits_tbl, corrections_tbl)
     return corrections_tbl
 
 
@@ -170,8 +175,7 @@ def mbackground(
     toolkit: Toolkit = 'auto',
 ) -> pathlib.Path:
     """Subtract the background plane ``a*x + b*y + c``; return ``out_image``."""
-    log = _tools(toolkit).mBackground(str(in_image), str(out_image), a, b, c)
-    logger.debug('mBackground: %s', log)
+    _call(toolkit, 'mBackground', in_image, out_image, a, b, c)
     return out_image
 
 
@@ -185,13 +189,7 @@ def madd(
     toolkit: Toolkit = 'auto',
 ) -> pathlib.Path:
     """Co-add the corrected images (in ``corr_dir``) into the mosaic; return ``out_image``."""
-    log = _tools(toolkit).mAdd(
-        str(images_table),
-        str(template_header),
-        str(out_image),
-        str(corr_dir),
-    )
-    logger.debug('mAdd: %s', log)
+    _call(toolkit, 'mAdd', images_table, template_header, out_image, corr_dir)
     return out_image
 
 
@@ -202,7 +200,8 @@ def _image_name(row: dict[str, str]) -> str:
     raise ConfigError(f'image table row without a file name column: {sorted(row)}')
 
 
-class MontageApp:
+@dataclasses.dataclass(eq=False)
+class MontageApp(HoldsNothing):
     """The Montage mosaic workflow (see the module's docstring).
 
     Args:
@@ -215,25 +214,13 @@ class MontageApp:
         toolkit: ``'auto'``, ``'montage'`` or ``'numpy'``.
     """
 
-    def __init__(
-        self,
-        img_folder: pathlib.Path | None = None,
-        img_tbl: str = 'Kimages.tbl',
-        img_hdr: str = 'Kimages.hdr',
-        output_dir: str = 'data',
-        *,
-        toolkit: Toolkit = 'auto',
-        synthetic: dict[str, Any] | None = None,
-    ) -> None:
-        self.img_folder = img_folder
-        self.img_tbl = img_tbl
-        self.img_hdr = img_hdr
-        self.output_dir = output_dir
-        self.toolkit = toolkit
-        self.synthetic = dict(synthetic or {})
-
-    def close(self) -> None:
-        """Nothing to release."""
+    img_folder: pathlib.Path | None = None
+    img_tbl: str = 'Kimages.tbl'
+    img_hdr: str = 'Kimages.hdr'
+    output_dir: str = 'data'
+    _: dataclasses.KW_ONLY
+    toolkit: Toolkit = 'auto'
+    synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def run(self, engine: Engine, run_dir: pathlib.Path) -> None:
         """Run the workflow; the mosaic is ``<run_dir>/<output_dir>/mosaic.fits``."""
