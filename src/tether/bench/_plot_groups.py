@@ -11,6 +11,7 @@ series of its own; one that is the same in every run goes to the default title.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections import defaultdict
@@ -70,21 +71,15 @@ def _sort_key(name: str) -> tuple[int, str]:
     return (_ORDER.index(head) if head in _ORDER else len(_ORDER), name)
 
 
+@dataclasses.dataclass(eq=False)
 class Figure:
     """The groups of one figure: ``rows`` (one per group), the parameters that tell the
     series apart (``varying``) and those every run shares (``common``)."""
 
-    def __init__(
-        self,
-        kind: str,
-        rows: list[dict[str, Any]],
-        varying: list[str],
-        common: dict[str, str],
-    ) -> None:
-        self.kind = kind
-        self.rows = rows
-        self.varying = varying
-        self.common = common
+    kind: str
+    rows: list[dict[str, Any]]
+    varying: list[str]
+    common: dict[str, str]
 
     @property
     def x_name(self) -> str:

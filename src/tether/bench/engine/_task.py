@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -21,38 +22,20 @@ _TB_ATTR = '_tether_bench_traceback'
 _TASK_ATTR = '_tether_bench_task_id'
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class ExecutionInfo:
     """How one task ran on its worker (times are UNIX timestamps, durations seconds)."""
 
-    __slots__ = (
-        'execution_end_time',
-        'execution_start_time',
-        'function_time',
-        'hostname',
-        'input_resolve_time',
-        'pid',
-        'result_transform_time',
-    )
-
-    def __init__(  # noqa: PLR0917 (rebuilt positionally when unpickled)
-        self,
-        hostname: str,
-        pid: int,
-        execution_start_time: float,
-        execution_end_time: float = 0.0,
-        input_resolve_time: float = 0.0,
-        function_time: float = 0.0,
-        result_transform_time: float = 0.0,
-    ) -> None:
-        self.hostname = hostname
-        self.pid = pid
-        self.execution_start_time = execution_start_time
-        self.execution_end_time = execution_end_time
-        self.input_resolve_time = input_resolve_time
-        self.function_time = function_time
-        self.result_transform_time = result_transform_time
+    hostname: str
+    pid: int
+    execution_start_time: float
+    execution_end_time: float = 0.0
+    input_resolve_time: float = 0.0
+    function_time: float = 0.0
+    result_transform_time: float = 0.0
 
     def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt positionally when unpickled: a short pickle, the class and seven values.
         return (ExecutionInfo, tuple(getattr(self, s) for s in _INFO_ORDER))
 
     def as_dict(self) -> dict[str, Any]:
@@ -60,15 +43,7 @@ class ExecutionInfo:
         return {s: getattr(self, s) for s in _INFO_ORDER}
 
 
-_INFO_ORDER = (
-    'hostname',
-    'pid',
-    'execution_start_time',
-    'execution_end_time',
-    'input_resolve_time',
-    'function_time',
-    'result_transform_time',
-)
+_INFO_ORDER = tuple(field.name for field in dataclasses.fields(ExecutionInfo))
 
 
 class TaskResult:

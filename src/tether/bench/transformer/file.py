@@ -7,6 +7,7 @@ write (the default is a new private temporary directory). See ``docs/security.md
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import shutil
@@ -23,25 +24,14 @@ from tether.exceptions import BenchError
 __all__ = ['PickleFileIdentifier', 'PickleFileTransformer', 'PickleFileTransformerConfig']
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class PickleFileIdentifier:
     """Names the file holding one pickled object."""
 
-    __slots__ = ('path',)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
+    path: str
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PickleFileIdentifier, (self.path,))
-
-    def __repr__(self) -> str:
-        return f'PickleFileIdentifier({self.path!r})'
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PickleFileIdentifier) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
 
 
 class PickleFileTransformer:
