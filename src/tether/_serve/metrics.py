@@ -2,7 +2,8 @@
 
 Each server makes one :class:`ServerMetrics` (its own ``CollectorRegistry``, never the
 process-wide default: several servers may share a process) and records every request
-with :meth:`ServerMetrics.observe`; state it already keeps (objects, memory, peers,
+with :meth:`ServerMetrics.observe` (or, on one event loop's hot path, in a :class:`Tally`
+of plain numbers without a lock); state it already keeps (objects, memory, peers,
 queue depths ...) is read at scrape time through :meth:`ServerMetrics.gauge` callbacks,
 so the hot path only bumps a counter and a histogram.
 
@@ -37,6 +38,7 @@ __all__ = [
     'MetricsOptions',
     'Served',
     'ServerMetrics',
+    'Tally',
     'click_options',
     'payload_bytes',
     'start_endpoint',
@@ -142,11 +144,78 @@ class _OpStats:
         self.buckets = [0] * len(_BUCKETS)
 
 
+class _Row:
+    """One operation's numbers in a :class:`Tally` (attributes: cheaper to bump than items)."""
+
+    __slots__ = ('buckets', 'bytes_in', 'bytes_out', 'errors', 'quick', 'seconds', 'untimed')
+
+    def __init__(self) -> None:
+        self.untimed = self.errors = self.bytes_in = self.bytes_out = self.quick = 0
+        self.seconds = 0.0
+        self.buckets = [0] * len(_BUCKETS)
+
+
+class Tally:
+    """Per-operation request numbers written by one thread only, without a lock.
+
+    For a server's hot path on its event loop: recording a request is a few attribute
+    updates (no lock, no call into :class:`ServerMetrics`). Each operation label has one
+    row of plain numbers: ``untimed`` (requests counted but not timed), ``errors``,
+    ``bytes_in``, ``bytes_out``, ``seconds`` (the sum over timed requests), ``quick``
+    (timed requests within the first bucket's bound, :attr:`FIRST`) and ``buckets``
+    (timed requests per bucket, :meth:`bucket`; its first item left to ``quick``).
+
+    Only the thread that owns the tally may write it; a scrape reads it from its own
+    thread, each number whole (the GIL), so it may see a request's count before its
+    bytes, but never a torn or lost number. Made by :meth:`ServerMetrics.tally`, which
+    merges it into every scrape.
+
+    Args:
+        ops: The operation label of each message type (others count as ``other``).
+        label: The label value of an operation name (see :meth:`ServerMetrics.op`).
+    """
+
+    FIRST = _BUCKETS[0]
+    """The first bucket's bound, in seconds: a request timed under it counts in ``quick``."""
+
+    def __init__(self, ops: Mapping[int, str], label: Callable[[str], str]) -> None:
+        names = {label(name) for name in ops.values()} | {'other'}
+        self.rows = {name: _Row() for name in sorted(names)}
+        self.by_type = {t: self.rows[label(name)] for t, name in ops.items()}
+        """The row of each known message type."""
+        self.other = self.rows['other']
+        """The row of any other message type."""
+
+    @staticmethod
+    def bucket(seconds: float) -> int:
+        """The index of the first bucket whose bound is at least ``seconds``."""
+        return bisect.bisect_left(_BUCKETS, seconds)
+
+    def add_to(self, out: dict[str, _OpStats]) -> None:
+        """Add every operation's numbers to ``out`` (an operation with no request: none)."""
+        for op, row in self.rows.items():
+            buckets = list(row.buckets)  # one copy, taken whole
+            buckets[0] += row.quick
+            count = row.untimed + sum(buckets)
+            if not count:
+                continue
+            stats = out.get(op)
+            if stats is None:
+                stats = out[op] = _OpStats()
+            stats.count += count
+            stats.errors += row.errors
+            stats.bytes_in += row.bytes_in
+            stats.bytes_out += row.bytes_out
+            stats.seconds += row.seconds
+            stats.buckets = [a + b for a, b in zip(stats.buckets, buckets, strict=True)]
+
+
 class ServerMetrics:
     """The metrics of one server, in a registry of its own.
 
     Requests are counted in plain numbers under one lock (about a microsecond per
-    request) and turned into Prometheus counters and a histogram only when scraped.
+    request), or by one thread in a :class:`Tally` without a lock, and turned into
+    Prometheus counters and a histogram only when scraped.
 
     Args:
         kind: What the server is (``node``, ``endpoint``, ``relay``, ``faas``, ...).
@@ -164,6 +233,7 @@ class ServerMetrics:
         ).info({'kind': kind, 'name': name})
         self._lock = threading.Lock()
         self._stats: dict[str, _OpStats] = {}
+        self._tallies: list[Tally] = []
         self.registry.register(_Requests(self))
         self._gauges: list[tuple[str, str, tuple[str, ...], GaugeValues, bool]] = []
         self.registry.register(_Callbacks(self._gauges))
@@ -211,6 +281,17 @@ class ServerMetrics:
             stats.count += 1
             stats.bytes_in += nbytes_in
 
+    def tally(self, ops: Mapping[int, str]) -> Tally:
+        """A new :class:`Tally` for one thread's requests, merged into every scrape.
+
+        ``ops`` names the operation of each message type (names this server does not
+        know count as ``other``).
+        """
+        tally = Tally(ops, self.op)
+        with self._lock:
+            self._tallies = [*self._tallies, tally]
+        return tally
+
     def snapshot(self) -> dict[str, _OpStats]:
         """A copy of every operation's numbers (for a scrape)."""
         out: dict[str, _OpStats] = {}
@@ -220,6 +301,9 @@ class ServerMetrics:
                 copy.count, copy.errors = stats.count, stats.errors
                 copy.bytes_in, copy.bytes_out = stats.bytes_in, stats.bytes_out
                 copy.seconds, copy.buckets = stats.seconds, list(stats.buckets)
+            tallies = self._tallies
+        for tally in tallies:
+            tally.add_to(out)
         return out
 
     def timer(self) -> float:

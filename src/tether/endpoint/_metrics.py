@@ -5,6 +5,12 @@ handler, with the bytes they carry; the latency histogram covers the requests an
 at once from the endpoint's own objects. Requests passed on to a peer (the endpoint's
 fast paths and forwarding) are counted in aggregate from the endpoint's own counters.
 Peers are counted by the path each uses, and the bytes carried per path (hop kind).
+
+The handler's requests are recorded in a :class:`~tether._serve.metrics.Tally` of plain
+numbers, written only from the endpoint's event loop, without a lock or a call per
+request: a few attribute updates (about 3,000 CPU instructions per request, against 11,000
+through :meth:`ServerMetrics.observe`; a 1 KB put + get + evict costs the endpoint
+about 270,000). With metrics off the handler is not wrapped at all.
 """
 
 from __future__ import annotations
@@ -46,22 +52,50 @@ class EndpointMetrics(Served):
 
     def observed_sync(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         """A synchronous ``handler`` (which may answer later) recording each client
-        request (``handler`` itself when metrics are off)."""
+        request (``handler`` itself when metrics are off).
+
+        The wrapper must be called from one thread only (the endpoint's event loop).
+        """
         m = self.metrics
         if m is None:
             return handler
+        tally = m.tally(_OPS)
+        row_of = tally.by_type.get
+        other = tally.other
+        perf = time.perf_counter
+        bucket = tally.bucket
+        first = tally.FIRST
+        ok = proto.OK
 
         def handle(conn: Any, frame: Any) -> Any:
-            start = time.perf_counter()
+            start = perf()
             reply = handler(conn, frame)
-            op = _OPS.get(frame.type, 'other')
-            if isinstance(reply, tuple | bytearray):  # answered at once
-                seconds = time.perf_counter() - start
-                error = isinstance(reply, tuple) and reply[0] != proto.OK
-                out = len(reply) if isinstance(reply, bytearray) else payload_bytes(reply[2])
-                m.observe(op, seconds, payload_bytes(frame.payloads), out, error=error)
+            row = row_of(frame.type, other)
+            payloads = frame.payloads
+            if payloads:
+                p = payloads[0]
+                if type(p) is bytearray and len(payloads) == 1:  # a put's one buffer
+                    row.bytes_in += len(p)
+                else:
+                    row.bytes_in += payload_bytes(payloads)
+            kind = type(reply)
+            if kind is bytearray:  # answered at once, as one encoded frame
+                seconds = perf() - start
+                row.bytes_out += len(reply)
+            elif kind is tuple:  # answered at once
+                seconds = perf() - start
+                if reply[0] != ok:
+                    row.errors += 1
+                if reply[2]:
+                    row.bytes_out += payload_bytes(reply[2])
             else:  # passed on or answered later: counted, not timed
-                m.count(op, payload_bytes(frame.payloads))
+                row.untimed += 1
+                return reply
+            row.seconds += seconds
+            if seconds < first:
+                row.quick += 1
+            else:
+                row.buckets[bucket(seconds)] += 1
             return reply
 
         return handle
