@@ -1,7 +1,7 @@
 """Steering AI-guided campaigns: a Thinker, task queues with proxies, and task servers.
 
 ```python
-from tether.steer import BaseThinker, ResourceCounter, agent, result_processor
+from tether.steer import BaseThinker, KindResourceCounter, ResourceCounter, agent
 from tether.steer.queue import PipeQueues
 from tether.steer.task_server import LocalTaskServer
 ```
@@ -23,6 +23,7 @@ from tether.steer.queue import PipeQueues, RedisQueues
 from tether.steer.task_server import LocalTaskServer, ParslTaskServer
 from tether.steer.thinker import (
     BaseThinker,
+    KindResourceCounter,
     ResourceCounter,
     agent,
     event_responder,
@@ -39,6 +40,7 @@ __all__ = [
     'ExecutableMethod',
     'FailureInformation',
     'KillSignalException',
+    'KindResourceCounter',
     'LocalTaskServer',
     'ParslTaskServer',
     'PipeQueues',
