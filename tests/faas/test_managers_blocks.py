@@ -132,11 +132,12 @@ def test_idle_managers_end(local_engine: tuple[ManagersEngine, Collector]) -> No
     assert header['status'] == 'success'
 
 
-def test_a_manager_results_count_only_for_tasks_it_holds_once(
+def test_a_manager_results_and_hand_offs_count_only_for_tasks_it_holds(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A manager that proved the key but reports a result for a task it was never given,
-    # or twice for one it was: the endpoint drops those (logging them) and takes the rest.
+    # A manager that proved the key but reports a result (or a hand-off) for a task it
+    # was never given, or a result twice: the endpoint drops those (logging them) and
+    # takes the rest.
     c = Collector()
     provider = LocalProvider(init_blocks=0, min_blocks=0, max_blocks=1, address='127.0.0.1')
     engine = ManagersEngine(config(provider, max_retries=0), c.on_handoff, c.on_result)
@@ -161,6 +162,7 @@ def test_a_manager_results_count_only_for_tasks_it_holds_once(
             link.send(('result', {'task_id': task_id, 'status': 'success'}, value))
 
         with caplog.at_level('WARNING', logger='tether.faas.endpoint._managers'):
+            link.send(('handoff', ['never-given', first.task_id]))
             result('never-given', b'forged')
             result(first.task_id, b'one')
             result(first.task_id, b'again')
@@ -173,6 +175,8 @@ def test_a_manager_results_count_only_for_tasks_it_holds_once(
             second.task_id: b'two',
         }
         assert c.results.empty()
+        assert c.handed == [first.task_id]
+        assert any('dropped 1 hand-offs' in r.getMessage() for r in caplog.records)
         dropped = [r.getMessage() for r in caplog.records if 'dropped a result' in r.getMessage()]
         assert len(dropped) == 2
         assert "'never-given'" in dropped[0]

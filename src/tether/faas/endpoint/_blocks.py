@@ -34,7 +34,7 @@ from tether.exceptions import AuthenticationError, ProtocolError
 from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint._block_link import Link, accept_manager
 from tether.faas.endpoint._block_manager import run_manager
-from tether.faas.endpoint.engine import OnHandoff, Task
+from tether.faas.endpoint.engine import Task
 
 __all__ = ['BlockManagers', 'RemotePool']
 
@@ -108,7 +108,7 @@ class Callbacks:
         joined: Callable[[RemotePool], None],
         left: Callable[[RemotePool], None],
         idle: Callable[[RemotePool], bool],
-        on_handoff: OnHandoff,
+        on_handoff: Callable[[RemotePool, list[str]], None],
         on_result: Callable[[RemotePool, dict[str, Any], bytes], None],
     ) -> None:
         self.joined, self.left, self.idle = joined, left, idle
@@ -307,7 +307,7 @@ class BlockManagers:
                     return
                 self.callbacks.on_result(pool, message[1], message[2])
             elif op == 'handoff':
-                self.callbacks.on_handoff(list(message[1]))
+                self.callbacks.on_handoff(pool, [str(i) for i in message[1]])
             elif op == 'stats':
                 pool.update(message[1])
             elif op == 'idle':

@@ -110,7 +110,9 @@ class ManagersEngine(EngineBase):
             self._blocks = BlockManagers(
                 config,
                 self.env,
-                Callbacks(self._joined, self._left, self._idle, self._handed, self._remote_result),
+                Callbacks(
+                    self._joined, self._left, self._idle, self._remote_handed, self._remote_result
+                ),
             )
             return
         pool_config = config.model_copy(
@@ -143,6 +145,20 @@ class ManagersEngine(EngineBase):
         return on_result
 
     # Managers in blocks (see _blocks) ---------------------------------------------------
+
+    def _remote_handed(self, pool: Any, task_ids: list[str]) -> None:
+        """Hand-offs a manager in a block reports, of the tasks it holds (others dropped)."""
+        with self._lock:
+            manager = next((m for m in self._managers if m.pool is pool), None)
+            held = [] if manager is None else [i for i in task_ids if i in manager.held]
+        if len(held) < len(task_ids) and manager is not None:
+            logger.warning(
+                'dropped %d hand-offs from the manager at %s: it does not hold those tasks',
+                len(task_ids) - len(held),
+                _where(pool),
+            )
+        if held:
+            self._handed(held)
 
     def _remote_result(self, pool: Any, header: dict[str, Any], payload: bytes) -> None:
         """A result from a manager in a block, taken only for a task that manager holds.
