@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tether.testing import wait_until
 
 TETHER = str(Path(sys.executable).parent / 'tether')
 TOKENS = {'alice': 'alice-relay-token-0123456789', 'bob': 'bob-relay-token-9876543210'}
@@ -186,15 +187,15 @@ class Relay:
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = 'condition') -> Any:
-    """Poll ``predicate`` (bounded) until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(AssertionError, KeyError, StopIteration):
-            value = predicate()
-            if value:
-                return value
-        time.sleep(0.1)
-    raise AssertionError(f'timed out waiting for {what}')
+    """Poll ``predicate`` (bounded) until it returns something truthy (a failed assertion,
+    a missing key or an exhausted iterator in it mean "not yet")."""
+    return wait_until(
+        predicate,
+        timeout=timeout,
+        interval=0.02,
+        message=what,
+        ignore=(AssertionError, KeyError, StopIteration),
+    )
 
 
 @pytest.fixture(scope='session')

@@ -13,7 +13,6 @@ import contextlib
 import os
 import pathlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from tether.exceptions import TaskPending
 from tether.faas import Client, EndpointConfig, ServiceConfig
 from tether.faas._server import ServiceThread
 from tether.faas.endpoint import Agent
+from tether.testing import wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PG_ADMIN = 'postgresql://postgres@127.0.0.1:5432/postgres'
@@ -32,14 +32,8 @@ AMQP = 'amqp://guest:guest@127.0.0.1:5672/'
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = 'condition') -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        time.sleep(0.02)
+    """``tether.testing.wait_until`` under the name (and argument names) these tests use."""
+    return wait_until(predicate, timeout=timeout, message=what)
 
 
 @pytest.fixture(scope='session')

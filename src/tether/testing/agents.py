@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +52,7 @@ from tether.exceptions import (
     UnknownMailboxError,
 )
 from tether.testing._agent_behaviors import BrokenSetup, Echo, Other, Slow, SubEcho
+from tether.testing._waiting import wait_until
 
 __all__ = ['ExchangeConformance', 'LauncherConformance', 'raw_request']
 
@@ -69,15 +69,6 @@ def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> 
     header.update(header_update)
     transport.send_raw(agent_id, Envelope(header, payloads).to_bytes())
     return future
-
-
-def _eventually(check: Any, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return bool(check())
 
 
 class _SharedLauncher:
@@ -160,7 +151,10 @@ class ExchangeConformance:
             return await slow.stats()
 
         asyncio.run(main())
-        assert _eventually(lambda: slow.stats().result(self.timeout)['cancelled'] == ['async'])
+        wait_until(
+            lambda: slow.stats().result(self.timeout)['cancelled'] == ['async'],
+            message='the async action cancelled at the agent',
+        )
 
     def test_remote_exception_with_traceback(self, manager: Manager) -> None:
         handle = manager.launch(Echo())
@@ -181,8 +175,9 @@ class ExchangeConformance:
             handle.asleep(60).result(timeout=0.3)
         with pytest.raises(TimeoutError):  # ActionTimeoutError is a TimeoutError too
             handle.cooperative(60).result(timeout=0.3)
-        assert _eventually(
-            lambda: sorted(handle.stats().result(self.timeout)['cancelled']) == ['async', 'sync']
+        wait_until(
+            lambda: sorted(handle.stats().result(self.timeout)['cancelled']) == ['async', 'sync'],
+            message='both actions cancelled at the agent',
         )
 
     def test_cancel_before_start_never_runs(self, manager: Manager) -> None:
@@ -334,7 +329,10 @@ class LauncherConformance:
         handle.shutdown().result(self.timeout)
         assert launcher.wait(agent_id, self.timeout)
         assert agent_id not in launcher.running()
-        assert _eventually(lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED)
+        wait_until(
+            lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED,
+            message='the mailbox terminated',
+        )
         if not launcher.detached:
             assert launcher.failure(agent_id) is None
             assert launcher.restarts(agent_id) == 0
@@ -346,7 +344,10 @@ class LauncherConformance:
         try:
             agent_id = self._launch(launcher, exchange, BrokenSetup())
             assert launcher.wait(agent_id, self.timeout)
-            assert _eventually(lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED)
+            wait_until(
+                lambda: exchange.status(agent_id) is MailboxStatus.TERMINATED,
+                message='the mailbox terminated',
+            )
             with pytest.raises(MailboxClosedError):
                 exchange.get_handle(agent_id).echo(1).result(self.timeout)
             if not launcher.detached:

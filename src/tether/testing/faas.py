@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import pathlib
 import queue
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,6 +32,7 @@ import pytest
 from tether.faas import ComputeEndpointConfig
 from tether.faas.endpoint.engine import Engine, EngineFactory, make_task, task_value
 from tether.testing import _faas_tasks
+from tether.testing._waiting import wait_until
 
 __all__ = ['Collector', 'EngineConformance']
 
@@ -57,14 +57,6 @@ class Collector:
             header, payload = self.results.get(timeout=timeout)
             out[str(header['task_id'])] = (header, payload)
         return out
-
-
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        time.sleep(0.01)
 
 
 class _SharedEngine:
@@ -166,7 +158,11 @@ class EngineConformance:
         for header, _ in got.values():
             assert header['status'] == 'success'
             assert set(header['t']) >= {'worker_start', 'worker_end'}
-        _wait(lambda: sorted(collector.handed) == sorted(t.task_id for t in tasks), 'hand-offs')
+        wait_until(
+            lambda: sorted(collector.handed) == sorted(t.task_id for t in tasks),
+            timeout=120,
+            message='hand-offs',
+        )
         assert collector.results.empty()  # one result per task
 
     def test_a_raising_task_fails_with_its_error(
@@ -216,7 +212,7 @@ class EngineConformance:
         started, marker = tmp_path / 'started', tmp_path / 'marker'
         task = make_task(_faas_tasks.wait_for_file, str(started), str(marker))
         engine.submit([task])
-        _wait(started.exists, 'the task to start')
+        wait_until(started.exists, timeout=120, message='the task to start')
         engine.cancel([task.task_id])
         marker.touch()  # an engine that cannot stop it lets it end, then drops its result
         header, _ = collector.take(1)[task.task_id]
