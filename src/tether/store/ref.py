@@ -127,6 +127,29 @@ class BaseRefProxy(Proxy[T]):
             _check_valid(self, f'access {name!r} on')
         return Proxy.__getattribute__(self, name)
 
+    # Writes to the target: each kind checks first (_check_write) whether it may write
+    # now (an owner while not borrowed, a mutable borrow while valid, a shared one never).
+
+    @staticmethod
+    def _check_write(proxy: Any) -> None:
+        raise NotImplementedError
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        type(self)._check_write(self)
+        Proxy.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        type(self)._check_write(self)
+        Proxy.__delattr__(self, name)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        type(self)._check_write(self)
+        Proxy.__setitem__(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        type(self)._check_write(self)
+        Proxy.__delitem__(self, key)
+
 
 _get_state = vars(BaseRefProxy)['__ownership__'].__get__
 _set_state = vars(BaseRefProxy)['__ownership__'].__set__
@@ -163,6 +186,7 @@ for _name, _method in list(vars(Proxy).items()):
         _name.startswith('__')
         and _name.endswith('__')
         and _name not in _UNCHECKED
+        and _name not in vars(BaseRefProxy)  # its own: the writes check _check_write
         and inspect.isfunction(_method)
     ):
         setattr(BaseRefProxy, _name, _checked(_name, _method))
@@ -243,21 +267,9 @@ class OwnedProxy(BaseRefProxy[T]):
     def __deepcopy__(self, memo: dict[int, Any]) -> OwnedProxy[T]:
         refuse_copy(self)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        _check_mutable(self)
-        Proxy.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        _check_mutable(self)
-        Proxy.__delattr__(self, name)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        _check_mutable(self)
-        Proxy.__setitem__(self, key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        _check_mutable(self)
-        Proxy.__delitem__(self, key)
+    @staticmethod
+    def _check_write(proxy: Any) -> None:
+        _check_mutable(proxy)
 
     def __reduce__(self) -> tuple[Any, ...]:
         state: OwnerState = _get_state(self)
@@ -314,17 +326,9 @@ class RefProxy(BaseRefProxy[T]):
         super().__init__(factory, target_class=target_class)
         _set_state(self, RefState(owner, owner_proxy))
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        refuse_write(self)
-
-    def __delattr__(self, name: str) -> None:
-        refuse_write(self)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        refuse_write(self)
-
-    def __delitem__(self, key: Any) -> None:
-        refuse_write(self)
+    @staticmethod
+    def _check_write(proxy: Any) -> None:
+        refuse_write(proxy)
 
     def __reduce__(self) -> tuple[Any, ...]:
         state: RefState = _get_state(self)
@@ -355,21 +359,9 @@ class RefMutProxy(RefProxy[T]):
 
     __slots__ = ()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        _check_valid(self, 'mutate')
-        Proxy.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        _check_valid(self, 'mutate')
-        Proxy.__delattr__(self, name)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        _check_valid(self, 'mutate')
-        Proxy.__setitem__(self, key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        _check_valid(self, 'mutate')
-        Proxy.__delitem__(self, key)
+    @staticmethod
+    def _check_write(proxy: Any) -> None:
+        _check_valid(proxy, 'mutate')
 
 
 def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
