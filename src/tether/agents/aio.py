@@ -51,7 +51,7 @@ from typing import Any, Self, TypeVar
 from tether.agents.behavior import Behavior
 from tether.agents.exceptions import AlreadyLaunchedError, LaunchBatchClosedError
 from tether.agents.exchange.factory import AgentRegistration, ExchangeFactory, UserExchangeClient
-from tether.agents.handle import Handle, exchange_context
+from tether.agents.handle import Handle, _InExchangeContext
 from tether.agents.identifier import AgentId, UserId
 from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.manager import Manager as SyncManager
@@ -115,7 +115,7 @@ def _own_error(error: BaseException | None) -> BaseException | None:
     return error
 
 
-class Manager:
+class Manager(_InExchangeContext):
     """Launch, use and shut down agents from ``async`` code (academy-py 1.0's manager).
 
     Inside ``async with``, ``Handle(agent_id)`` (without an exchange) uses this
@@ -207,20 +207,9 @@ class Manager:
     def __str__(self) -> str:
         return f'Manager<{self.user_id}, {self._client.exchange!r}>'
 
-    async def __aenter__(self) -> Self:
-        self._context_token = exchange_context.set(self._client)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        token = self.__dict__.pop('_context_token', None)
-        if token is not None:  # before the client resets its own (set earlier)
-            exchange_context.reset(token)
-        await self.close()
+    def _context_value(self) -> UserExchangeClient:
+        # Handle(agent_id) inside `async with` this manager uses its client (academy-py).
+        return self._client
 
     async def close(self, close_exchange: bool = True) -> None:
         """Shut down every agent launched here, the executors, and (by default) the

@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
-import contextvars
 import dataclasses
 import uuid
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether.agents.exceptions import ExchangeNotPicklableError
 from tether.agents.exchange._base import Exchange, MailboxStatus
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
 from tether.agents.exchange.thread import ThreadExchange
-from tether.agents.handle import exchange_context
+from tether.agents.handle import _InExchangeContext
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.exceptions import InvalidArgumentError, UnknownMailboxError
 
@@ -189,7 +186,7 @@ class HybridExchangeFactory(ExchangeFactory):
         return self._exchange
 
 
-class UserExchangeClient:
+class UserExchangeClient(_InExchangeContext):
     """A user's client of an exchange (academy-py 1.0's): registers, finds and ends
     agents; :class:`tether.agents.aio.Manager` is built on one.
 
@@ -202,34 +199,17 @@ class UserExchangeClient:
         self.exchange = exchange
         self.client_id = client_id
         self.closed = False
-        self._context_token: contextvars.Token[Any] | None = None
 
     def factory(self) -> ExchangeFactory:
         """The factory this client came from."""
         return self._factory
-
-    async def __aenter__(self) -> Self:
-        # Handle(agent_id) used inside `async with` this client uses it (academy-py).
-        self._context_token = exchange_context.set(self)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Terminate this client's own mailbox (agents keep running)."""
         if self.closed:
             return
         self.closed = True
-        token, self._context_token = self._context_token, None
-        if token is not None:
-            with contextlib.suppress(ValueError):  # closed in another context than entered
-                exchange_context.reset(token)
+        self._leave_context()
         await asyncio.to_thread(self.exchange.terminate, self.client_id)
 
     async def register_agent(
