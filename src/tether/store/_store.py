@@ -493,10 +493,8 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         if lifetime is not None:
             lifetime.add_key(key, store=self)
         span = self._record('store.proxy', key, start)
-        if span is not None:  # its resolution, wherever it happens, joins this trace
-            factory = get_factory(proxy)
-            if isinstance(factory, StoreFactory):
-                factory.trace = _tracing.carrier_of(span)
+        if span is not None:
+            _join_trace(span, [proxy])
         return proxy
 
     def proxy_batch(
@@ -543,12 +541,8 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         if lifetime is not None:
             lifetime.add_key(*keys, store=self)
         span = self._record('store.proxy_batch', tuple(keys), start)
-        if span is not None:  # each resolution joins this trace
-            carrier = _tracing.carrier_of(span)
-            for proxy in proxies:
-                factory = get_factory(proxy)
-                if isinstance(factory, StoreFactory):
-                    factory.trace = carrier
+        if span is not None:
+            _join_trace(span, proxies)
         return proxies
 
     def proxy_from_key(
@@ -590,6 +584,15 @@ def _check_evict_lifetime(evict: bool, lifetime: Lifetime | None) -> None:
             'evict=True and a lifetime cannot go together: the object would be evicted '
             'twice (on first resolve and when the lifetime ends); pick one',
         )
+
+
+def _join_trace(span: Any, proxies: Sequence[Proxy[Any]]) -> None:
+    """Make each proxy's resolution, wherever it happens, join the trace of ``span``."""
+    carrier = _tracing.carrier_of(span)
+    for proxy in proxies:
+        factory = get_factory(proxy)
+        if isinstance(factory, StoreFactory):
+            factory.trace = carrier
 
 
 def _proxy_batch_skipping(
