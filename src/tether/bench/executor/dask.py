@@ -7,6 +7,7 @@ between workers without passing through the client.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from tether.bench.registry import register
 __all__ = ['DaskConfig', 'DaskDistributedConfig', 'DaskDistributedExecutor']
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class DaskDistributedExecutor(concurrent.futures.Executor):
     """An executor over a ``dask.distributed.Client``; futures are Dask futures.
 
@@ -30,18 +32,11 @@ class DaskDistributedExecutor(concurrent.futures.Executor):
 
     native_dataflow = True
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        cluster: Any = None,
-        close_client: bool = True,
-        retries: int = 0,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
-        self.close_client = close_client
-        self.retries = retries
+    client: Any
+    _: dataclasses.KW_ONLY
+    cluster: Any = None
+    close_client: bool = True
+    retries: int = 0
 
     def __repr__(self) -> str:
         return f'DaskDistributedExecutor({self.client!r})'

@@ -95,6 +95,7 @@ def inject(kind: str, client_pid: int, walltime: float = 1.0) -> None:
         raise ValueError(f'unknown failure type {kind!r}')
 
 
+@dataclasses.dataclass(eq=False)
 class FailureInjector:
     """Wraps a task function: the first attempt (or every one) fails as ``kind``.
 
@@ -106,20 +107,14 @@ class FailureInjector:
         walltime: Seconds of a ``walltime`` failure.
     """
 
-    def __init__(
-        self,
-        function: Callable[..., Any],
-        kind: str,
-        marker: str | None,
-        client_pid: int,
-        walltime: float = 1.0,
-    ) -> None:
-        self.function = function
-        self.kind = kind
-        self.marker = marker
-        self.client_pid = client_pid
-        self.walltime = walltime
-        self.__name__ = getattr(function, '__name__', 'task')
+    function: Callable[..., Any]
+    kind: str
+    marker: str | None
+    client_pid: int
+    walltime: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.__name__ = getattr(self.function, '__name__', 'task')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.marker is not None:
