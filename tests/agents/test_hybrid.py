@@ -248,3 +248,24 @@ def test_a_pickled_exchange_carries_no_secret_and_the_system_clock() -> None:
         assert type(copy.clock) is type(SYSTEM_CLOCK)
         assert exchange.clock is clock  # the original keeps its own
         assert copy.key() == exchange.key()
+
+
+def test_an_exchange_config_rebuilds_it_without_its_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.agents.exchange import HttpExchange, HybridExchange, RedisExchange
+
+    monkeypatch.setenv('TETHER_EXCHANGE_TOKEN', 'token-not-sent')  # the copy reads it too
+
+    for exchange in (
+        RedisExchange(password='pw-not-sent', prefix='p:', threshold=None),
+        HybridExchange(password='pw-not-sent', secret='secret-not-sent', shm=False),
+        HttpExchange('http://127.0.0.1:1', timeout=3.0),
+    ):
+        config = exchange.config()
+        assert 'not-sent' not in repr(config)
+        copy = type(exchange)(**config)
+        assert copy.config() == config
+        assert copy.key() == exchange.key()
+    assert list(HybridExchange().config())[:3] == ['hostname', 'port', 'prefix']
+    assert HybridExchange(shm=False).config()['shm'] is False

@@ -239,6 +239,10 @@ class Exchange(ABC):
     """Attributes a copy sent to another process leaves out (secrets, an open store):
     the copy resolves its own there."""
 
+    _settings: ClassVar[tuple[str, ...]] = ()
+    """The constructor's arguments :meth:`config` gives, each kept as an attribute of the
+    same name."""
+
     def __init__(self, *, allow_pickle: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.allow_pickle = allow_pickle
         self.clock = clock
@@ -250,6 +254,12 @@ class Exchange(ABC):
             state[name] = None
         state['clock'] = SYSTEM_CLOCK
         return state
+
+    def config(self) -> dict[str, Any]:
+        """What rebuilds this exchange elsewhere: ``type(exchange)(**config)``. Never a
+        secret: a copy reads its token, password or key from where ``token_env``,
+        ``password_env`` or ``secret_env`` say."""
+        return {name: getattr(self, name) for name in self._settings}
 
     # Identity and the per-process transport ----------------------------------------
 

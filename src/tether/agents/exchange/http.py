@@ -390,6 +390,14 @@ class HttpExchange(Exchange):
     """
 
     _not_pickled: ClassVar[tuple[str, ...]] = ('_token_value', '_store')
+    _settings: ClassVar[tuple[str, ...]] = (
+        'url',
+        'token_env',
+        'ca_file',
+        'verify',
+        'timeout',
+        'allow_pickle',
+    )
 
     def __init__(
         self,
@@ -479,17 +487,6 @@ class HttpExchange(Exchange):
         transport = self.transport()
         assert isinstance(transport, _HttpTransport)
         return transport
-
-    def config(self) -> dict[str, Any]:
-        """What rebuilds this exchange elsewhere (no token: see ``token_env``)."""
-        return {
-            'url': self.url,
-            'token_env': self.token_env,
-            'ca_file': self.ca_file,
-            'verify': self.verify,
-            'timeout': self.timeout,
-            'allow_pickle': self.allow_pickle,
-        }
 
 
 class HttpExchangeFactory(ExchangeFactory):

@@ -68,6 +68,19 @@ class HybridExchange(RedisExchange):
     """
 
     _not_pickled: ClassVar[tuple[str, ...]] = (*RedisExchange._not_pickled, '_secret_value')
+    _settings: ClassVar[tuple[str, ...]] = (
+        *RedisExchange._settings,
+        'host',
+        'advertise_host',
+        'secret_env',
+        'secret_file',
+        'max_message',
+        'tls_cert',
+        'tls_key',
+        'tls_ca',
+        'tls_server_name',
+        'shm',
+    )
 
     def __init__(
         self,
@@ -165,19 +178,3 @@ class HybridExchange(RedisExchange):
 
     def make_transport(self) -> Transport:
         return HybridTransport(self)
-
-    def config(self) -> dict[str, Any]:
-        out = super().config()
-        out.update(
-            host=self.host,
-            advertise_host=self.advertise_host,
-            secret_env=self.secret_env,
-            secret_file=self.secret_file,
-            max_message=self.max_message,
-            tls_cert=self.tls_cert,
-            tls_key=self.tls_key,
-            tls_ca=self.tls_ca,
-            tls_server_name=self.tls_server_name,
-            shm=self.shm,
-        )
-        return out

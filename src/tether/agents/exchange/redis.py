@@ -477,6 +477,18 @@ class RedisExchange(Exchange):
     """
 
     _not_pickled: ClassVar[tuple[str, ...]] = ('_password_value', '_store')
+    _settings: ClassVar[tuple[str, ...]] = (
+        'hostname',
+        'port',
+        'prefix',
+        'db',
+        'password_env',
+        'timeout',
+        'allow_pickle',
+        'threshold',
+        'terminated_ttl',
+        'cluster',
+    )
 
     def __init__(
         self,
@@ -577,18 +589,3 @@ class RedisExchange(Exchange):
 
     def make_transport(self) -> Transport:
         return _RedisTransport(self)
-
-    def config(self) -> dict[str, Any]:
-        """What rebuilds this exchange elsewhere (no password: see ``password_env``)."""
-        return {
-            'hostname': self.hostname,
-            'port': self.port,
-            'prefix': self.prefix,
-            'db': self.db,
-            'password_env': self.password_env,
-            'timeout': self.timeout,
-            'allow_pickle': self.allow_pickle,
-            'threshold': self.threshold,
-            'terminated_ttl': self.terminated_ttl,
-            'cluster': self.cluster,
-        }
