@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether._extras import import_extra
+
 __all__ = ['import_redis', 'make_client']
 
 
 def import_redis(user: str) -> Any:
     """The ``redis`` module, or an :class:`ImportError` saying what needs it."""
-    try:
-        import redis
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError(f'{user} needs redis-py: pip install "tether[redis]"') from e
-    return redis
+    return import_extra('redis', f'{user} needs redis-py', 'redis')
 
 
 def make_client(

@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from tether._extras import import_extra
 from tether.plugins._boxes import unbox_into
 
 __all__ = ['RayExecutor']
@@ -55,10 +56,7 @@ class RayExecutor(concurrent.futures.Executor):
         shutdown_ray: bool = False,
         **remote_options: Any,
     ) -> None:
-        try:
-            import ray
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ImportError('RayExecutor needs Ray: pip install "tether[ray]"') from e
+        ray = import_extra('ray', 'RayExecutor needs Ray', 'ray')
         self._ray = ray
         if not ray.is_initialized():
             ray.init(**(init_kwargs or {}))

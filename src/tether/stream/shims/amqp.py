@@ -27,6 +27,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from tether._extras import import_extra
 from tether._serve.loop import LoopThread
 from tether.exceptions import (
     StreamBackpressureError,
@@ -50,12 +51,7 @@ class _Base:
         heartbeat: int = 5,
         max_length: int | None = None,
     ) -> None:
-        try:
-            import aio_pika
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ImportError(
-                'the AMQP stream shims need aio-pika: pip install "tether[amqp]"'
-            ) from e
+        aio_pika = import_extra('aio_pika', 'the AMQP stream shims need aio-pika', 'amqp')
         self._aio_pika = aio_pika
         self.url = url
         self.timeout = timeout

@@ -28,6 +28,7 @@ import time
 import uuid
 from typing import Any
 
+from tether._extras import import_extra
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 from tether.stream.protocols import SubscriberIterator
 
@@ -48,12 +49,7 @@ class _Base:
         session_id: str | None = None,
         manual_ack: bool = False,
     ) -> None:
-        try:
-            import paho.mqtt.client as mqtt
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ImportError(
-                'the MQTT stream shims need paho-mqtt: pip install "tether[mqtt]"'
-            ) from e
+        mqtt = import_extra('paho.mqtt.client', 'the MQTT stream shims need paho-mqtt', 'mqtt')
         self._mqtt = mqtt
         self.hostname = hostname
         self.port = port
@@ -64,7 +60,7 @@ class _Base:
         self._lost: str | None = None
         self._ever_connected = False
         self._client: Any = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2,  # type: ignore[attr-defined]
+            mqtt.CallbackAPIVersion.VERSION2,
             client_id=session_id or f'tether-{uuid.uuid4().hex}',
             clean_session=session_id is None,
             manual_ack=manual_ack,

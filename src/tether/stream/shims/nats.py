@@ -26,6 +26,7 @@ import re
 import time
 from typing import Any
 
+from tether._extras import import_extra
 from tether._serve.loop import LoopThread
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 from tether.stream.protocols import SubscriberIterator
@@ -59,12 +60,7 @@ class _Client:
         max_reconnect_attempts: int,
         reconnect_time_wait: float,
     ) -> None:
-        try:
-            import nats
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ImportError(
-                'the NATS stream shims need nats-py: pip install "tether[nats]"'
-            ) from e
+        nats = import_extra('nats', 'the NATS stream shims need nats-py', 'nats')
         self.servers = servers
         self.timeout = timeout
         self._nats = nats

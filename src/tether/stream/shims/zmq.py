@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether._extras import import_extra
 from tether.exceptions import (
     StreamBackpressureError,
     StreamBrokerError,
@@ -36,11 +37,7 @@ __all__ = ['ZMQPublisher', 'ZMQSubscriber', 'ZeroMQPublisher', 'ZeroMQSubscriber
 
 
 def _zmq() -> Any:
-    try:
-        import zmq
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError('the ZeroMQ stream shims need pyzmq: pip install "tether[zmq]"') from e
-    return zmq
+    return import_extra('zmq', 'the ZeroMQ stream shims need pyzmq', 'zmq')
 
 
 class ZMQPublisher:
