@@ -60,34 +60,25 @@ def test_campaign_across_two_sites(world: MultiSite) -> None:
     # It went endpoint to endpoint, hole punched through both NATs (no tunnel, no relay).
     assert world.peers('b') == {'ep-a': 'punched'}
     assert world.peers('a') == {'ep-b': 'punched'}
-    # Every simulation ran inside a job of site A's Slurm cluster (its record says which).
-    records = world.run_python(
-        RECORDS, world.service_url, str(world.token_file), world.endpoint_ids['sim-a']
+    # Site A's tasks ran in Slurm jobs of the cluster in site A's namespace: every
+    # simulation's record names a job of it, and a probe task sees that job, cluster,
+    # namespace and address (site A's address is local there, as it is nowhere else).
+    where, records = world.run_python(
+        SITE_A, world.service_url, str(world.token_file), world.endpoint_ids['sim-a']
     )
-    assert len(records) >= 2 * 2 + 1, records
     assert world.slurm is not None
     jobs = world.slurm.jobs()
+    assert len(records) == 2 * 2 + 1 + 1, records  # the campaign's, the probe
     for record in records:
         assert record['status'] == 'success', record
         assert record['block']['scheduler'] == 'slurm', record
         assert jobs[record['block']['job_id']]['nodes'] == 'site-a', (record, jobs)
-
-
-def test_site_a_workers_run_in_slurm_jobs_in_its_namespace(world: MultiSite) -> None:
-    """A task at site A sees the job of site A's cluster it runs in, in site A's
-    network namespace (its address is a local one there, as it is nowhere else)."""
-    (where,) = world.run_python(
-        PROBE, world.service_url, str(world.token_file), world.endpoint_ids['sim-a']
-    )
-    assert world.slurm is not None
-    jobs = world.slurm.jobs()
     assert jobs[where['job']]['state'] == 'RUNNING', (where, jobs)
     assert where['cluster'] == 'site-a'
     assert where['slurm_conf'] == str(world.slurm.conf)
     assert where['site_address_is_local'] is True
     site_ns = os.stat(f'/run/netns/{world.topo.site["a"]}').st_ino
-    assert where['netns'] == f'net:[{site_ns}]'
-    assert where['netns'] != os.readlink('/proc/self/ns/net')
+    assert where['netns'] == f'net:[{site_ns}]' != os.readlink('/proc/self/ns/net')
 
 
 def test_a_failing_method_and_a_spent_proxy_are_reported(world: MultiSite) -> None:
@@ -106,27 +97,12 @@ def test_a_failing_method_and_a_spent_proxy_are_reported(world: MultiSite) -> No
     assert 'ProxyResolveMissingKeyError' in report['missing'][1], report
 
 
-# argv: service URL, token file, endpoint. Prints the records of the endpoint's tasks.
-RECORDS = """
+# argv: service URL, token file, site A's endpoint. Prints where a task there runs, and
+# the records of the endpoint's tasks.
+SITE_A = """
 import json, sys
 import httpx
-from tether.faas import Client
-
-url, token_file, endpoint = sys.argv[1:4]
-token = open(token_file).read().strip()
-recent = httpx.get(f'{url}/v1/tasks', params={'limit': 1000},
-                   headers={'Authorization': f'Bearer {token}'}, timeout=30)
-recent.raise_for_status()
-with Client(url, token) as client:
-    records = [client.get_task(t['task_id']) for t in recent.json()['tasks']
-               if t['endpoint_id'] == endpoint]
-print(json.dumps(records))
-"""
-
-# argv: service URL, token file, endpoint. Prints where a task on the endpoint ran.
-PROBE = """
-import json, sys
-from tether.faas import Executor
+from tether.faas import Client, Executor
 
 
 def where(address):
@@ -148,8 +124,16 @@ def where(address):
 
 if __name__ == '__main__':
     url, token_file, endpoint = sys.argv[1:4]
-    with Executor(endpoint, service_url=url, token=open(token_file).read().strip()) as ex:
-        print(json.dumps([ex.submit(where, '192.0.2.10').result(timeout=120)]))
+    token = open(token_file).read().strip()
+    with Executor(endpoint, service_url=url, token=token) as ex:
+        found = ex.submit(where, '192.0.2.10').result(timeout=120)
+    recent = httpx.get(f'{url}/v1/tasks', params={'limit': 1000},
+                       headers={'Authorization': f'Bearer {token}'}, timeout=30)
+    recent.raise_for_status()
+    with Client(url, token) as client:
+        records = [client.get_task(t['task_id']) for t in recent.json()['tasks']
+                   if t['endpoint_id'] == endpoint]
+    print(json.dumps([found, records]))
 """
 
 FAILURES = """
