@@ -3,10 +3,12 @@ put + get + evict).
 
 Two servers run as processes, one with metrics on (port 0) and one without; one client
 times round trips to each in alternating rounds (A, B, A, B ...) so the machine's load
-hits both alike. Prints a table and writes JSON.
+hits both alike. Prints a table and writes JSON. ``--aa`` is the control: both servers
+without metrics (the "on" side too), so its ratio shows what the harness resolves.
 
     .venv/bin/python benchmarks/bench_metrics_overhead.py --rounds 10 --ops 2000
     .venv/bin/python benchmarks/bench_metrics_overhead.py --server endpoint --rounds 10
+    .venv/bin/python benchmarks/bench_metrics_overhead.py --server endpoint --rounds 10 --aa
 """
 
 from __future__ import annotations
@@ -59,13 +61,15 @@ def _start(run_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     return proc, name
 
 
-def _endpoints(home: Path) -> tuple[Any, Any]:
-    """Two endpoints (no relay) in ``home``, metrics off and on, and a connector to each."""
+def _endpoints(home: Path, aa: bool) -> tuple[Any, Any]:
+    """Two endpoints (no relay) in ``home``, metrics off and on (``aa``: off and off), and
+    a connector to each."""
     from tether.connectors.endpoint import EndpointConnector
     from tether.endpoint import SiteConfig, start_endpoint
 
     conns = []
-    for name, metrics in (('off', {}), ('on', {'metrics': {'port': 0}})):
+    on: dict[str, Any] = {} if aa else {'metrics': {'port': 0}}
+    for name, metrics in (('off', {}), ('on', on)):
         SiteConfig.create(name, home, **metrics)
         start_endpoint(name, home)
         conns.append(EndpointConnector([name], home=str(home), timeout=60))
@@ -87,10 +91,11 @@ def main() -> None:
     parser.add_argument('--ops', type=int, default=2000)
     parser.add_argument('--size', type=int, default=1000)
     parser.add_argument('--server', choices=['node', 'endpoint'], default='node')
+    parser.add_argument('--aa', action='store_true', help='control: metrics off on both sides')
     parser.add_argument('--json', default=None, help='default: benchmarks/results/...')
     args = parser.parse_args()
     if args.json is None:
-        suffix = '' if args.server == 'node' else '_endpoint'
+        suffix = ('' if args.server == 'node' else '_endpoint') + ('_aa' if args.aa else '')
         args.json = f'benchmarks/results/metrics_overhead{suffix}.json'
     payload = os.urandom(args.size)
     times: dict[str, list[float]] = {'off': [], 'on': []}
@@ -100,7 +105,7 @@ def main() -> None:
         try:
             if args.server == 'node':
                 off_proc, off = _start(run_dir)
-                on_proc, on = _start(run_dir, '--metrics-port', '0')
+                on_proc, on = _start(run_dir, *([] if args.aa else ['--metrics-port', '0']))
                 procs = [off_proc, on_proc]
                 conns = {
                     mode: NodeConnector(
@@ -109,7 +114,7 @@ def main() -> None:
                     for mode, n in (('off', off), ('on', on))
                 }
             else:
-                off_conn, on_conn = _endpoints(run_dir)
+                off_conn, on_conn = _endpoints(run_dir, args.aa)
                 conns = {'off': off_conn, 'on': on_conn}
             for c in conns.values():
                 _round(c, 200, payload)  # warm up
@@ -131,7 +136,10 @@ def main() -> None:
     ratio = med['on'] / med['off']
     spread = {k: (min(v) / med[k], max(v) / med[k]) for k, v in times.items()}
     paired = statistics.median(a / b for a, b in zip(times['on'], times['off'], strict=True))
-    print(f'{args.server}, put+get+evict of {args.size} B, {args.rounds} alternating rounds')
+    control = ' (A/A control: metrics off on both sides)' if args.aa else ''
+    print(
+        f'{args.server}, put+get+evict of {args.size} B, {args.rounds} alternating rounds{control}'
+    )
     print(f'{"metrics":8} {"median us/op":>13} {"min/median":>11} {"max/median":>11}')
     for k in ('off', 'on'):
         lo, hi = spread[k]
@@ -143,6 +151,7 @@ def main() -> None:
         'median': med,
         'ratio_on_off': ratio,
         'paired_ratio_on_off': paired,
+        'load_average': os.getloadavg(),
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2))
