@@ -33,11 +33,11 @@ consumers accept such configs only as they accept any other (see ``docs/security
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import stat
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,7 +48,7 @@ from tether._serve.messages import ObjectReply, ObjectRequest, decode_reply, enc
 from tether._serve.site import SiteConfig, list_configs, read_state
 from tether._wire import SyncClient, SyncConnection
 from tether.connectors._context import ClosingContext
-from tether.connectors._util import new_id
+from tether.connectors._util import found_values, new_id, per_group
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel
 from tether.exceptions import (
     ConnectorClosedError,
@@ -62,6 +62,8 @@ from tether.exceptions import (
 from tether.serialize import BytesLike
 
 __all__ = ['EndpointConnector', 'EndpointConnectorConfig', 'EndpointKey']
+
+_owner_of = operator.attrgetter('endpoint_id')  # of an EndpointKey
 
 _OWN_BUSY_WAIT = 1.0
 """Seconds a connector forwards through the pool after its endpoint had no channel to give
@@ -366,18 +368,13 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
 
     def get_batch(self, keys: Sequence[EndpointKey]) -> list[BytesLike | None]:
         """Fetch several objects: one request per owning endpoint."""
-        by_owner: dict[str, list[int]] = defaultdict(list)
-        for i, key in enumerate(keys):
-            by_owner[key.endpoint_id].append(i)
-        out: list[BytesLike | None] = [None] * len(keys)
-        for owner, idx in by_owner.items():
+
+        def get_from(owner: str, idx: list[int]) -> list[BytesLike | None]:
             ids = [keys[i].object_id for i in idx]
             reply, got = self._request('get_batch', proto.GET, ids, owner)
-            payloads = iter(got)
-            for i, found in zip(idx, reply.found or [False] * len(idx), strict=True):
-                if found:
-                    out[i] = next(payloads)
-        return out
+            return found_values(reply.found, got, len(idx))
+
+        return per_group(keys, _owner_of, get_from)
 
     def exists(self, key: EndpointKey) -> bool:
         """Return whether the owning endpoint has the object."""

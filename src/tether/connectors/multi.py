@@ -39,23 +39,26 @@ from __future__ import annotations
 
 import inspect
 import logging
+import operator
 import re
 import socket
 import sys
 import threading
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Self
 
 import pydantic
 
 from tether.connectors._context import ClosingContext
+from tether.connectors._util import per_group
 from tether.connectors.base import ConnectorBase, adapt
 from tether.connectors.config import ConnectorConfigModel
 from tether.exceptions import ConfigError, ConnectorError, NoConnectorMatchError
 from tether.serialize import BytesLike
 
 __all__ = ['MultiConnector', 'MultiConnectorConfig', 'MultiKey', 'Policy']
+
+_connector_of = operator.attrgetter('connector_name')  # of a MultiKey
 
 logger = logging.getLogger(__name__)
 
@@ -451,16 +454,15 @@ class MultiConnector(ClosingContext, ConnectorBase[MultiKey]):
     def put_parts_batch(self, batch: Sequence[Sequence[BytesLike]]) -> list[MultiKey]:
         """Store each item's parts through its best connector (one batch per connector);
         parts are joined only for a connector that cannot take them as they are."""
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, parts in enumerate(batch):
-            size = sum(memoryview(p).nbytes for p in parts)
-            groups[self._choose(size, (), ())].append(i)
-        keys: list[MultiKey | None] = [None] * len(batch)
-        for name, idx in groups.items():
+
+        def choose(parts: Sequence[BytesLike]) -> str:
+            return self._choose(sum(memoryview(p).nbytes for p in parts), (), ())
+
+        def put_in(name: str, idx: list[int]) -> list[MultiKey]:
             got = adapt(self._active[name]).put_parts_batch([batch[i] for i in idx])
-            for i, key in zip(idx, got, strict=True):
-                keys[i] = MultiKey(name, key)
-        return [k for k in keys if k is not None]
+            return [MultiKey(name, key) for key in got]
+
+        return per_group(batch, choose, put_in)
 
     def put_batch(
         self,
@@ -471,16 +473,15 @@ class MultiConnector(ClosingContext, ConnectorBase[MultiKey]):
     ) -> list[MultiKey]:
         """Store each item through its best connector (one batch per connector)."""
         subset, superset = list(subset_tags), list(superset_tags)
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, data in enumerate(datas):
-            groups[self._choose(memoryview(data).nbytes, subset, superset)].append(i)
-        keys: list[MultiKey | None] = [None] * len(datas)
-        for name, idx in groups.items():
-            for i, key in zip(
-                idx, self._active[name].put_batch([datas[i] for i in idx]), strict=True
-            ):
-                keys[i] = MultiKey(name, key)
-        return [k for k in keys if k is not None]
+
+        def choose(data: BytesLike) -> str:
+            return self._choose(memoryview(data).nbytes, subset, superset)
+
+        def put_in(name: str, idx: list[int]) -> list[MultiKey]:
+            got = self._active[name].put_batch([datas[i] for i in idx])
+            return [MultiKey(name, key) for key in got]
+
+        return per_group(datas, choose, put_in)
 
     def get(self, key: MultiKey) -> BytesLike | None:
         """Fetch through the connector that holds the object."""
@@ -489,15 +490,12 @@ class MultiConnector(ClosingContext, ConnectorBase[MultiKey]):
 
     def get_batch(self, keys: Sequence[MultiKey]) -> list[BytesLike | None]:
         """Fetch several objects (one batch per connector)."""
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, key in enumerate(keys):
-            groups[key.connector_name].append(i)
-        out: list[BytesLike | None] = [None] * len(keys)
-        for name, idx in groups.items():
+
+        def get_from(name: str, idx: list[int]) -> list[BytesLike | None]:
             got = self._connector(name).get_batch([keys[i].connector_key for i in idx])
-            for i, value in zip(idx, got, strict=True):
-                out[i] = value
-        return out
+            return list(got)
+
+        return per_group(keys, _connector_of, get_from)
 
     def exists(self, key: MultiKey) -> bool:
         """Return whether the holding connector has the object."""

@@ -27,11 +27,11 @@ config or a stream event: a connector rebuilt in another process resolves it the
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import ssl
 import threading
 import weakref
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,7 +44,7 @@ from tether._serve.state import NodeState, check_name, default_run_dir
 from tether._serve.tls import client_context
 from tether._wire import SyncClient
 from tether.connectors._context import ClosingContext
-from tether.connectors._util import new_id
+from tether.connectors._util import found_values, new_id, per_group
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
 from tether.exceptions import (
     ConfigError,
@@ -56,6 +56,8 @@ from tether.exceptions import (
 from tether.serialize import BytesLike
 
 __all__ = ['NodeConnector', 'NodeConnectorConfig', 'NodeKey']
+
+_server_of = operator.attrgetter('host', 'port')  # of a NodeKey
 
 logger = logging.getLogger(__name__)
 
@@ -383,18 +385,13 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
 
     def get_batch(self, keys: Sequence[NodeKey]) -> list[BytesLike | None]:
         """Fetch several objects: one request per holding server."""
-        by_server: dict[tuple[str, int], list[int]] = defaultdict(list)
-        for i, key in enumerate(keys):
-            by_server[(key.host, key.port)].append(i)
-        out: list[BytesLike | None] = [None] * len(keys)
-        for (host, port), idx in by_server.items():
+
+        def get_from(server: tuple[str, int], idx: list[int]) -> list[BytesLike | None]:
             ids = [keys[i].object_id for i in idx]
-            reply, got = self._request('get_batch', (host, port), proto.GET, ids)
-            payloads = iter(got)
-            for i, found in zip(idx, reply.found or [False] * len(idx), strict=True):
-                if found:
-                    out[i] = next(payloads)
-        return out
+            reply, got = self._request('get_batch', server, proto.GET, ids)
+            return found_values(reply.found, got, len(idx))
+
+        return per_group(keys, _server_of, get_from)
 
     def exists(self, key: NodeKey) -> bool:
         """Return whether the holding server has the object."""
