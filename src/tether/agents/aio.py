@@ -50,8 +50,13 @@ from typing import Any, Self, TypeVar
 
 from tether.agents.behavior import Behavior
 from tether.agents.exceptions import AlreadyLaunchedError, LaunchBatchClosedError
-from tether.agents.exchange.factory import AgentRegistration, ExchangeFactory, UserExchangeClient
-from tether.agents.handle import Handle, _InExchangeContext
+from tether.agents.exchange.factory import (
+    AgentRegistration,
+    ExchangeFactory,
+    UserExchangeClient,
+    _InExchangeContext,
+)
+from tether.agents.handle import Handle
 from tether.agents.identifier import AgentId, UserId
 from tether.agents.launcher import ExecutorLauncher, Launcher, RestartPolicy, ThreadLauncher
 from tether.agents.manager import Manager as SyncManager

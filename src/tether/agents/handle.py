@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import contextvars
 import inspect
 import itertools
@@ -25,8 +24,7 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Generator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.agents._context import _current
@@ -340,38 +338,6 @@ exchange_context: contextvars.ContextVar[Any] = contextvars.ContextVar(
 ``Handle(agent_id)``): set inside ``async with tether.agents.aio.Manager(...)`` and in a
 running agent's actions and ``async`` loops. It holds an exchange, or anything with an
 ``exchange`` attribute (a :class:`~tether.agents.exchange.UserExchangeClient`)."""
-
-
-class _InExchangeContext:
-    """``async with`` it sets :data:`exchange_context` to its :meth:`_context_value`;
-    leaving resets it, then closes it (academy-py's manager and exchange client)."""
-
-    _context_token: contextvars.Token[Any] | None = None
-
-    def _context_value(self) -> Any:
-        return self
-
-    async def close(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        self._context_token = exchange_context.set(self._context_value())
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._leave_context()
-        await self.close()
-
-    def _leave_context(self) -> None:
-        token, self._context_token = self._context_token, None
-        if token is not None:
-            with contextlib.suppress(ValueError):  # left in another context than entered
-                exchange_context.reset(token)
 
 
 def _context_exchange() -> Exchange:

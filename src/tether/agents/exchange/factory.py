@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import uuid
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from tether.agents.exceptions import ExchangeNotPicklableError
 from tether.agents.exchange._base import Exchange, MailboxStatus
 from tether.agents.exchange.hybrid import HybridExchange
 from tether.agents.exchange.redis import RedisExchange
 from tether.agents.exchange.thread import ThreadExchange
-from tether.agents.handle import _InExchangeContext
+from tether.agents.handle import exchange_context
 from tether.agents.identifier import AgentId, UserId, entity_id
 from tether.exceptions import InvalidArgumentError, UnknownMailboxError
 
@@ -184,6 +187,38 @@ class HybridExchangeFactory(ExchangeFactory):
 
     def exchange(self) -> Exchange:
         return self._exchange
+
+
+class _InExchangeContext:
+    """``async with`` it sets :data:`exchange_context` to its :meth:`_context_value`;
+    leaving resets it, then closes it (academy-py's manager and exchange client)."""
+
+    _context_token: contextvars.Token[Any] | None = None
+
+    def _context_value(self) -> Any:
+        return self
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._context_token = exchange_context.set(self._context_value())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._leave_context()
+        await self.close()
+
+    def _leave_context(self) -> None:
+        token, self._context_token = self._context_token, None
+        if token is not None:
+            with contextlib.suppress(ValueError):  # left in another context than entered
+                exchange_context.reset(token)
 
 
 class UserExchangeClient(_InExchangeContext):
