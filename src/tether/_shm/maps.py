@@ -91,6 +91,15 @@ class MappingCache(Generic[K, E]):
     def __len__(self) -> int:
         return len(self.items)
 
+    def get(self, key: K) -> E | None:
+        """The entry of ``key``, left in (now the newest), or ``None``: for an owner that
+        closes nothing it may still use (a single-threaded reader)."""
+        with self.lock:
+            entry = self.items.get(key)
+            if entry is not None:
+                self.items.move_to_end(key)
+            return entry
+
     def take(self, key: K) -> E | None:
         """Take the entry of ``key`` out, or ``None``."""
         with self.lock:

@@ -178,10 +178,10 @@ class PeerMappings:
             ConnectorError: as :func:`open_peer`.
         """
         key = (pid, fd, token, serial)
-        found = self.cache.take(key)
+        found = self.cache.get(key)
         if found is None:
             found = open_peer(self.prefix, pid, fd, token, serial)
-        self.cache.keep(key, found)
+            self.cache.keep(key, found)
         return found
 
     def close(self) -> None:

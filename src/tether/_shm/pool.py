@@ -4,11 +4,12 @@ Both backings of :mod:`tether._shm` round a slot up to a power of two (:func:`si
 so that a slot freed by one value fits the next value of about the same size, and bound
 what they keep for reuse by bytes. :class:`SlotPool` is the in-process form of that: free
 slots of one process by size class, a budget of bytes kept free and of bytes in use, idle
-slots trimmed, everything dropped in a forked child (a child that reused the parent's
-slots would write into memory its parent still lends out). The named backing keeps its
-free segments in a directory instead, shared by the processes of a namespace
-(:mod:`tether._shm.named`), under the same size classes and a byte budget checked by
-:func:`fits`.
+slots trimmed, everything dropped in a forked child at the fork (a child that reused the
+parent's slots would write into memory its parent still lends out). Its per-message
+calls (:meth:`SlotPool.take`, :meth:`SlotPool.give`) make no system call and take one
+lock. The named backing keeps its free segments in a directory instead, shared by the
+processes of a namespace (:mod:`tether._shm.named`), under the same size classes and a
+byte budget checked by :func:`fits`.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ def fits(held: int, capacity: int, budget: int) -> bool:
 
 
 class Slot(Protocol):
-    """What :class:`SlotPool` needs of a slot: its capacity, and a way to free it."""
+    """What :class:`SlotPool` needs of a slot: its serial number and capacity, and a way
+    to free it."""
 
+    serial: int
     capacity: int
     freed: float
 
@@ -82,6 +85,8 @@ class SlotPool(Generic[S]):
         """Bytes of slots taken and not yet given back."""
         self.made = 0
         """How many slots this pool has made (the serial number of the last)."""
+        self._inherited = 0
+        """Slots of serial number up to this one are a parent process's (after a fork)."""
         self._lock = threading.Lock()
         self.closed = False
         _pools.add(self)
@@ -96,11 +101,9 @@ class SlotPool(Generic[S]):
         capacity = size_class(nbytes, minimum=self.minimum)
         slot: S | None = None
         with self._lock:
-            if self.pid != os.getpid():
-                self._forget_parent()
             if self.closed:
                 raise ConnectorError('shared-memory slots: the pool is closed')
-            if not fits(self.inflight, capacity, self.inflight_bytes):
+            if self.inflight + capacity > self.inflight_bytes:  # fits(), inlined: hot
                 raise ConnectorError(
                     f'shared-memory slots: {self.inflight} bytes are in use, a slot of '
                     f'{capacity} more would pass the budget of {self.inflight_bytes} bytes',
@@ -129,13 +132,12 @@ class SlotPool(Generic[S]):
         closing = []
         now = time.monotonic()
         with self._lock:
-            if self.pid != os.getpid():
-                self._forget_parent()
-                closing = slots  # the parent's: they were forgotten with the rest
-                slots = []
             for slot in slots:
+                if slot.serial <= self._inherited:
+                    closing.append(slot)  # this process's copy of its parent's slot
+                    continue
                 self.inflight -= slot.capacity
-                if not self.closed and fits(self._kept, slot.capacity, self.kept_bytes):
+                if not self.closed and self._kept + slot.capacity <= self.kept_bytes:
                     slot.freed = now
                     self._free[slot.capacity].append(slot)
                     self._kept += slot.capacity
@@ -168,24 +170,25 @@ class SlotPool(Generic[S]):
         for slot in free:
             slot.close()
 
-    def _forget_parent(self) -> None:
-        """In a forked child (hold the lock): close the child's copies of the parent's
-        slots and start empty, so the child never writes into a slot its parent uses."""
+    def forget_parent(self) -> None:
+        """In a forked child (no other thread): close this process's copies of the
+        parent's free slots and start empty, so that the child never writes into a slot
+        its parent uses; the parent's slots in use here are closed when given back."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
         free = [s for slots in self._free.values() for s in slots]
         self._free.clear()
         self._kept = 0
         self.inflight = 0
+        self._inherited = self.made
         self.pid = os.getpid()
         for slot in free:
             slot.close()
 
 
-def _unlock_in_child() -> None:
-    # A lock another thread held at fork time would stay held in the child for ever; the
-    # child forgets its parent's slots at its first take or give (the pid tells).
+def _forget_in_child() -> None:
     for pool in list(_pools):
-        pool._lock = threading.Lock()
+        pool.forget_parent()
 
 
 if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_unlock_in_child)
+    os.register_at_fork(after_in_child=_forget_in_child)

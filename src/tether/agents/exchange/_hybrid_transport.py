@@ -28,6 +28,7 @@ from tether.agents.message import ACK, AGENT_MESSAGE, Envelope, Message, decode,
 from tether.exceptions import (
     AgentError,
     AuthenticationError,
+    ConnectorError,
     MailboxClosedError,
     MessageRejectedError,
     TetherError,
@@ -428,7 +429,7 @@ class HybridTransport(_RedisTransport):
         self._push_envelope(dest, header, payloads)
 
     def _trim_slots(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._arena is not None and not self._arena.slots.closed:
+        if self._arena is not None and not self._arena.closed:
             self._arena.trim(_SLOT_IDLE)
             loop.call_later(_SLOT_IDLE, self._trim_slots, loop)
 
@@ -448,8 +449,9 @@ class HybridTransport(_RedisTransport):
         refs = []
         for i, payload in enumerate(payloads):
             if memoryview(payload).nbytes > threshold:
-                slot = arena.write(payload)
-                if slot is None:  # too much in flight: the store, as without slots
+                try:
+                    slot = arena.write(payload)
+                except ConnectorError:  # too much in flight: the store, as without slots
                     arena.release(slots)
                     header, payloads = encode(msg, self.codec)
                     return header, payloads, None

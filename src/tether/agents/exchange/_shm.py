@@ -39,52 +39,32 @@ _MAPPED_BYTES = 1 << 30
 Slot = MemfdSlot
 
 
-class Arena:
-    """The slots of one process (thread-safe): a :class:`~tether._shm.memfd.MemfdPool`
-    whose slots are optional (none: the value goes through the store).
+class Arena(MemfdPool):
+    """The slots of one process (thread-safe): a :class:`~tether._shm.memfd.MemfdPool` of
+    slots named for the agents.
+
+    :meth:`write` raises :class:`~tether.exceptions.ConnectorError` when too much is in
+    flight (the sender then sends the value through the store).
 
     Args:
         pool_bytes: Most bytes of free slots kept for reuse.
-        inflight_bytes: Most bytes of slots in use; :meth:`take` returns ``None`` beyond.
+        inflight_bytes: Most bytes of slots in use.
     """
 
     def __init__(
         self, *, pool_bytes: int = _POOL_BYTES, inflight_bytes: int = _INFLIGHT_BYTES
     ) -> None:
-        self.slots = MemfdPool(
+        super().__init__(
             _NAME, kept_bytes=pool_bytes, inflight_bytes=inflight_bytes, minimum=_MIN_SLOT
         )
-        self.token = self.slots.token
-
-    def take(self, nbytes: int) -> Slot | None:
-        """A slot of at least ``nbytes`` (``None`` when too much is in flight)."""
-        try:
-            return self.slots.take(nbytes)
-        except ConnectorError:
-            return None
-
-    def write(self, payload: Any) -> Slot | None:
-        """Copy ``payload`` (bytes-like) into a slot; ``None`` if no slot is available."""
-        try:
-            return self.slots.write(payload)
-        except ConnectorError:
-            return None
 
     def ref(self, index: int, slot: Slot) -> list[Any]:
         """What a message carries for payload ``index`` held in ``slot``."""
-        return [index, self.slots.pid, slot.fd, self.slots.token, slot.serial, slot.size]
+        return [index, self.pid, slot.fd, self.token, slot.serial, slot.size]
 
     def release(self, slots: list[Slot]) -> None:
         """Give slots back (their message was acknowledged or rerouted)."""
-        self.slots.give(slots)
-
-    def trim(self, idle: float) -> int:
-        """Close the free slots unused for ``idle`` seconds; return how many bytes."""
-        return self.slots.trim(idle)
-
-    def close(self) -> None:
-        """Close every free slot (slots in flight are closed when released)."""
-        self.slots.close()
+        self.give(slots)
 
 
 class MappedReader:
