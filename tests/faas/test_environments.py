@@ -303,19 +303,23 @@ def test_interpreters_named_by_path_are_at_most_max_environments_at_once(
         except ConfigError as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=probe_one, args=(p,)) for p in [*paths, paths[0]]]
-    threads[0].start()  # the first path's probe holds its place before the others ask
-    wait_for(lambda: any(started.iterdir()), timeout=60)
-    for thread in threads[1:]:
-        thread.start()
-    wait_for(
-        lambda: (
-            len(list(started.iterdir())) > MAX_ENVIRONMENTS
-            or (len(list(started.iterdir())) == MAX_ENVIRONMENTS and len(errors) == 4)
-        ),
-        timeout=60,
-    )
-    release.touch()
+    threads = [
+        threading.Thread(target=probe_one, args=(p,), daemon=True) for p in [*paths, paths[0]]
+    ]
+    try:
+        threads[0].start()  # the first path's probe holds its place before the others ask
+        wait_for(lambda: any(started.iterdir()), timeout=60)
+        for thread in threads[1:]:
+            thread.start()
+        wait_for(
+            lambda: (
+                len(list(started.iterdir())) > MAX_ENVIRONMENTS
+                or (len(list(started.iterdir())) == MAX_ENVIRONMENTS and len(errors) == 4)
+            ),
+            timeout=60,
+        )
+    finally:
+        release.touch()  # the probes end, whatever happened
     for thread in threads:
         thread.join(60)
     assert len(list(started.iterdir())) == MAX_ENVIRONMENTS
