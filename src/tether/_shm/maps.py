@@ -138,12 +138,7 @@ class MappingCache(Generic[K, E]):
 
     def clear(self) -> None:
         """Drop every entry."""
-        with self.lock:
-            entries = list(self.items.values())
-            self.items.clear()
-            self._bytes = 0
-        for entry in entries:
-            self._close(entry)
+        self.drop(lambda _: True)
 
     def forget_in_child(self) -> None:
         """After a fork, in the child: a new lock, and no entries."""
