@@ -196,17 +196,17 @@ def test_plain_connector_logs_that_it_listens_on_every_interface(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Stop right before the process would start: tests never listen on every interface.
-    seen: dict[str, Any] = {}
+    seen: list[str] = []
 
-    def no_spawn(name: str, run_dir: Path, **kwargs: Any) -> Any:
-        seen.update(kwargs)
+    def no_launch(what: str, argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        seen.extend(argv)
         raise ConnectorError('not started by this test')
 
-    monkeypatch.setattr(_spawn, '_spawn', no_spawn)
+    monkeypatch.setattr(_spawn, 'launch_detached', no_launch)
     connector = NodeConnector(_name(), run_dir=str(tmp_path / 'run'), secret=SECRET)
     with caplog.at_level(logging.WARNING, logger='tether.node'), pytest.raises(ConnectorError):
         connector.put(b'x')
-    assert seen['bind'] == '0.0.0.0'
+    assert seen[seen.index('--bind') + 1] == '0.0.0.0'
     assert any('every interface' in r.getMessage() for r in caplog.records)
 
 

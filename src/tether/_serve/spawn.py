@@ -261,6 +261,24 @@ def ensure_server(
         ConnectorError: if the server cannot be started.
     """
     check_name(name)
+    cmd = [
+        *('start', '--name', name, '--run-dir', str(run_dir)),
+        *('--bind', bind, '--port', str(port), '--address', address),
+        *('--idle-timeout', str(idle_timeout or 0)),
+    ]
+    if memory is not None:
+        cmd += ['--memory', str(memory)]
+    if spill_dir is not None:
+        cmd += ['--spill-dir', spill_dir]
+    if tls_cert is not None:
+        cmd += ['--tls-cert', tls_cert]
+        if tls_key is not None:
+            cmd += ['--tls-key', tls_key]
+
+    def started(pid: int) -> NodeState | None:
+        state = read_state(run_dir, name)
+        return state if state is not None and state.pid == pid else None
+
     try:
         with locked(run_dir, name, timeout):
             # Checked with the discovery file's own secret: a caller with another secret
@@ -278,67 +296,16 @@ def ensure_server(
                     name,
                     bind,
                 )
-            return _spawn(
-                name,
-                run_dir,
-                secret=secret,
-                address=address,
-                bind=bind,
-                port=port,
-                memory=memory,
-                spill_dir=spill_dir,
-                idle_timeout=idle_timeout,
+            return launch_detached(
+                f'node server {name!r}',
+                [sys.executable, '-m', 'tether.node', *cmd],
+                run_dir / f'{name}.log',
+                started,
                 timeout=timeout,
-                tls_cert=tls_cert,
-                tls_key=tls_key,
+                env={**os.environ, 'TETHER_NODE_SECRET': secret},
             )
     except TimeoutError as e:
         raise ConnectorError(f'cannot start node server {name!r}: {e}') from e
-
-
-def _spawn(
-    name: str,
-    run_dir: Path,
-    *,
-    secret: str,
-    address: str,
-    bind: str,
-    port: int,
-    memory: str | None,
-    spill_dir: str | None,
-    idle_timeout: float | None,
-    timeout: float,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-) -> NodeState:
-    log = run_dir / f'{name}.log'
-    cmd = [
-        *('start', '--name', name, '--run-dir', str(run_dir)),
-        *('--bind', bind, '--port', str(port), '--address', address),
-        *('--idle-timeout', str(idle_timeout or 0)),
-    ]
-    if memory is not None:
-        cmd += ['--memory', str(memory)]
-    if spill_dir is not None:
-        cmd += ['--spill-dir', spill_dir]
-    if tls_cert is not None:
-        cmd += ['--tls-cert', tls_cert]
-        if tls_key is not None:
-            cmd += ['--tls-key', tls_key]
-    env = {**os.environ, 'TETHER_NODE_SECRET': secret}
-
-    def started(pid: int) -> NodeState | None:
-        state = read_state(run_dir, name)
-        return state if state is not None and state.pid == pid else None
-
-    return launch_detached(
-        f'node server {name!r}',
-        [sys.executable, '-m', 'tether.node', *cmd],
-        log,
-        started,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def stop_server(run_dir: Path, name: str, *, timeout: float = 10.0) -> bool:
