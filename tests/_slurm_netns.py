@@ -128,9 +128,9 @@ class NetnsSlurm:
         self._daemon([*enter, SLURMD, '-D', '-f', str(self.conf), '-N', self.node], 'slurmd')
         deadline = time.monotonic() + timeout
         while True:
-            for proc in self._daemons:
+            for name, proc in zip(('slurmctld', 'slurmd'), self._daemons, strict=True):
                 if proc.poll() is not None:
-                    raise RuntimeError(f'{proc.args[2]} exited ({proc.returncode}): {self.logs()}')
+                    raise RuntimeError(f'{name} exited ({proc.returncode}): {self.logs()}')
             states = self.run('sinfo', '-h', '-o', '%t', check=False).stdout.split()
             if states and states[0].rstrip('*~#') in ('idle', 'mix', 'alloc'):
                 return

@@ -322,11 +322,13 @@ class MultiSite:
                     proc.kill()
                     proc.wait(15)
         self._procs.clear()
-        if self.slurm is not None:
-            self.slurm.stop()  # after the faas endpoint (it cancels its blocks)
-        self.topo.down()
-        if self._db_made:
-            self._cleanup_service_state()
+        try:
+            if self.slurm is not None:
+                self.slurm.stop()  # after the faas endpoint (it cancels its blocks)
+        finally:
+            self.topo.down()
+            if self._db_made:
+                self._cleanup_service_state()
 
     def _cleanup_service_state(self) -> None:
         """Delete the run's RabbitMQ queues and its database (through a service here)."""
