@@ -68,7 +68,8 @@ def test_campaign_across_two_sites(world: MultiSite) -> None:
     )
     assert world.slurm is not None
     jobs = world.slurm.jobs()
-    assert len(records) == 2 * 2 + 1 + 1, records  # the campaign's, the probe
+    # The campaign's and the probe (and the other test's, had it run first).
+    assert len(records) >= 2 * 2 + 1 + 1, records
     for record in records:
         assert record['status'] == 'success', record
         assert record['block']['scheduler'] == 'slurm', record
