@@ -31,7 +31,7 @@ from tether.proxy import (
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
-from tether.store._patterns import NONPROXIABLE, StorePatterns
+from tether.store._patterns import NONPROXIABLE, StorePatterns, proxy_batch_skipping
 from tether.store._registry import (
     register_store,
     registered_store,
@@ -519,7 +519,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         """
         _check_evict_lifetime(evict, lifetime)
         if skip_nonproxiable and any(isinstance(o, _NONPROXIABLE) for o in objs):
-            return _proxy_batch_skipping(
+            return proxy_batch_skipping(
                 self,
                 objs,
                 evict=evict,
@@ -593,21 +593,6 @@ def _join_trace(span: Any, proxies: Sequence[Proxy[Any]]) -> None:
         factory = get_factory(proxy)
         if isinstance(factory, StoreFactory):
             factory.trace = carrier
-
-
-def _proxy_batch_skipping(
-    store: Store[Any],
-    objs: Sequence[Any],
-    **kwargs: Any,
-) -> list[Any]:
-    """``proxy_batch`` with ``skip_nonproxiable``: proxies in place of proxiable objects."""
-    positions = [i for i, o in enumerate(objs) if not isinstance(o, _NONPROXIABLE)]
-    out: list[Any] = list(objs)
-    if positions:
-        proxies = store.proxy_batch([objs[i] for i in positions], **kwargs)
-        for i, proxy in zip(positions, proxies, strict=True):
-            out[i] = proxy
-    return out
 
 
 set_store_builder(Store.from_config)
