@@ -10,7 +10,11 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	# Bytecode is compiled at install (as pip does; uv does not by default): with
+	# PYTHONDONTWRITEBYTECODE set, every interpreter the tests start (Parsl workers, CLIs,
+	# servers) would otherwise compile each module it imports from source, every time.
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]'
+	$(BIN)/python -m compileall -q src
 	# The CPU build of PyTorch (for the seed's figure 3.6 test) comes from the machine's
 	# local wheel folder only, never as a multi-GB download.
 	if ls /opt/wheels/torch-*cp311*.whl >/dev/null 2>&1; then \
