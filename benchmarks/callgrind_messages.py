@@ -139,7 +139,7 @@ def _total(path: str) -> int:
 
 def tasks(code: str, part: str) -> None:
     from tether.faas import _frames
-    from tether.faas._core import _task_message
+    from tether.faas._submitted import task_message as _task_message
 
     n = 1000
     entries = [

@@ -66,12 +66,12 @@ from tether.faas._config import ServiceConfig
 from tether.faas._db import Repository
 from tether.faas._queues import (
     MAX_CANCELLED,
-    MAX_TIMEOUT,
     Entry,
     Socket,
 )
 from tether.faas._results import ResultSession
 from tether.faas._session import EndpointSession
+from tether.faas._submitted import only_new, refuse_deleted, task_message
 from tether.faas._validate import check_submission
 
 __all__ = ['Service', 'Socket']
@@ -210,7 +210,7 @@ class Service:
                 raise FunctionNotAllowedError(
                     f'endpoint {eid} does not allow function {fid} (see its allowed_functions)',
                 )
-            msg_header = _task_message(task, group, received)
+            msg_header = task_message(task, group, received)
             rows.append(
                 (
                     msg_header['task_id'],
@@ -239,14 +239,14 @@ class Service:
             # Task ids the service already has (a retried request, a batch sent again
             # after a reconnect): the task stands as first submitted and is not queued
             # again. A task runs once per task id.
-            queued = _only_new(queued, new)
+            queued = only_new(queued, new)
         if self._precancelled:
             queued = await self._drop_precancelled(user_id, new, queued)
         await self._dispatch(queued, local)
         if len(new) < len(rows):
             repeats = [i for i in ids if i not in new]
             owners = await self.repo.task_owners(repeats)
-            _refuse_deleted(tasks, [i for i in repeats if i not in owners], len(new))
+            refuse_deleted(tasks, [i for i in repeats if i not in owners], len(new))
             foreign = [i for i in repeats if owners.get(i) != user_id]
             if foreign:
                 raise FaasBadRequestError(
@@ -574,61 +574,3 @@ class Service:
         """Results taken through REST: drop their payloads (queue copies are skipped by
         clients, which ignore results they already have)."""
         await self.repo.acknowledge(user_id, list(task_ids))
-
-
-def _task_message(task: _frames.SubmittedTask, group: str, received: float) -> dict[str, Any]:
-    """The header a task is queued with for its endpoint (its time limit checked): the
-    JSON form of a :class:`~tether.faas._frames.TaskMessage`."""
-    task_id, function_id, _, serializer, store, threshold, timeout, stamps = task
-    header: dict[str, Any] = {
-        'task_id': task_id,
-        'function_id': function_id,
-        'task_group_id': group,
-        'data_serializer': serializer,
-        'result_store': store,
-        'result_threshold': threshold,
-        't': {**stamps, 'service_received': received},
-    }
-    if timeout is not None:
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not 0 < timeout <= MAX_TIMEOUT
-        ):
-            raise FaasBadRequestError(
-                f'a task\'s "timeout" must be a number of seconds in (0, {MAX_TIMEOUT}]'
-            )
-        header['timeout'] = float(timeout)
-    return header
-
-
-def _refuse_deleted(
-    tasks: Sequence[_frames.SubmittedTask], unrecorded: Sequence[str], queued: int
-) -> None:
-    """Tasks not recorded though new: their function was deleted between the check and
-    the insert (through another replica). Said plainly; the rest of the batch is queued."""
-    if not unrecorded:
-        return
-    gone = set(unrecorded)
-    fids = sorted({t.function_id for t in tasks if t.task_id in gone})
-    raise FaasNotFoundError(
-        f'function {fids[0]} was deleted while this batch was being submitted: its '
-        f'{len(gone)} task(s) were not queued (the {queued} new task(s) of other '
-        'functions were)'
-    )
-
-
-def _only_new(queued: dict[str, list[Entry]], new: set[str]) -> dict[str, list[Entry]]:
-    """The entries of ``queued`` whose task ids are ``new``, each once (an id repeated
-    within the batch is queued once)."""
-    first = set(new)
-    out: dict[str, list[Entry]] = {}
-    for eid, entries in queued.items():
-        kept = []
-        for entry in entries:
-            if entry[0]['task_id'] in first:
-                first.discard(entry[0]['task_id'])
-                kept.append(entry)
-        if kept:
-            out[eid] = kept
-    return out
