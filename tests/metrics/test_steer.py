@@ -10,7 +10,7 @@ from tests.metrics._scrape import scrape, value
 from tests.steer import _tasks
 from tether._serve.metrics import MetricsOptions
 from tether.steer import LocalTaskServer, PipeQueues
-from tether.testing.faas import _wait
+from tether.testing import wait_until
 from tether.testing.steer import serving
 
 
@@ -23,16 +23,16 @@ def test_task_server_metrics_follow_its_tasks(tmp_path: pathlib.Path) -> None:
         metrics=MetricsOptions(port=0),
     )
     with serving(server):
-        _wait(lambda: server.metrics_address is not None, 'the metrics endpoint')
+        wait_until(lambda: server.metrics_address is not None, message='the metrics endpoint')
         address = server.metrics_address
         assert address is not None
         assert address[0] == '127.0.0.1'
         marker = tmp_path / 'release'
         queues.send_inputs(str(marker), method='wait_for')
         # In flight: received, not answered.
-        _wait(
+        wait_until(
             lambda: value(scrape(address), 'tether_steer_tasks_by_method', method='wait_for') == 1,
-            'the waiting task to be counted',
+            message='the waiting task to be counted',
         )
         assert value(scrape(address), 'tether_steer_tasks', state='running') == 1
         queues.send_inputs(1, 2, method='add')

@@ -18,5 +18,7 @@ imports :mod:`tether._wire`. Each module has one job:
 * :mod:`~tether._serve.sizes`: sizes as users write them (``'4GiB'``);
 * :mod:`~tether._serve.tls`: every TLS context tether builds, and self-signed certificates;
 * :mod:`~tether._serve.lifecycle`: running a server until it is stopped or signalled;
-* :mod:`~tether._serve.loop`: an asyncio event loop running in a thread of its own.
+* :mod:`~tether._serve.loop`: an asyncio event loop running in a thread of its own;
+* :mod:`~tether._serve.metrics` and :mod:`~tether._serve.buckets`: Prometheus metrics of a
+  server, and the latency buckets of every tether histogram.
 """

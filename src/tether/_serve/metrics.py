@@ -31,6 +31,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tether._serve.buckets import LATENCY_BUCKETS
 from tether.exceptions import ConfigError
 
 __all__ = [
@@ -44,8 +45,7 @@ __all__ = [
     'start_endpoint',
 ]
 
-# Seconds: from a loopback round trip to a slow multi-GB transfer.
-_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, float('inf'))
+_BUCKETS = LATENCY_BUCKETS
 
 GaugeValues = Callable[[], float | Mapping[tuple[str, ...], float]]
 

@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether._serve.buckets import LATENCY_BUCKETS
+
 if TYPE_CHECKING:
     from tether._serve.metrics import MetricsOptions, Served
     from tether.agents.launcher.process import ProcessLauncher
@@ -35,9 +37,7 @@ logger = logging.getLogger(__name__)
 METRICS_FILE_ENV = 'TETHER_AGENT_METRICS_FILE'
 """Set by a daemon's supervisor for its agent process: the block to add to."""
 
-# Seconds, as the servers' request histograms (tether._serve.metrics); kept here so that
-# an agent process adds to its block without importing the metrics client.
-_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, float('inf'))
+_BUCKETS = LATENCY_BUCKETS  # as the servers' request histograms
 _MAGIC = 0x54_41_47_4D_45_54_30_31  # b'TAGMET01' as an integer slot
 _HEAD = 4  # magic, starts, running, waiting
 _PER_ACTION = 3 + len(_BUCKETS)  # calls, errors, seconds, one count per bucket
