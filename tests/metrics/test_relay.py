@@ -35,6 +35,11 @@ def test_relay_metrics_move_with_traffic(
     assert value(text, 'tether_request_bytes_total', op='list', direction='in') == 0
     assert value(text, 'tether_relay_endpoints') == 1
     assert value(text, 'tether_relay_users') == 1
+    assert value(text, 'tether_relay_tunnels', state='waiting') == 0
+    assert value(text, 'tether_relay_tunnels', state='open_sides') == 0
+    assert value(text, 'tether_relay_forwarded_bytes_total') == 0
+    counts = relay.relay.counts()
+    assert (counts.endpoints, counts.users, counts.forwarded_bytes) == (1, 1, 0)
     assert 'alice' not in text  # no per-user labels
     assert UUID not in text
 

@@ -13,6 +13,8 @@ from tether._serve import signalling as rp
 from tether._serve.metrics import Served, ServerMetrics
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tether.relay._server import RelayServer
 
 __all__ = ['OPS', 'relay_metrics']
@@ -32,22 +34,22 @@ def relay_metrics(relay: RelayServer) -> Served:
     if not options.enabled:
         return Served(None, options)
     m = ServerMetrics('relay', 'relay', OPS.values())
-    m.gauge('tether_relay_endpoints', 'Endpoints registered', lambda: len(relay._endpoints))
+    m.gauge('tether_relay_endpoints', 'Endpoints registered', lambda: relay.counts().endpoints)
     m.gauge(
         'tether_relay_users',
         'Users with an endpoint registered',
-        lambda: len({r.user for r in list(relay._endpoints.values())}),
+        lambda: relay.counts().users,
     )
     m.gauge(
         'tether_relay_tunnels',
         'Relayed channels, by state',
-        lambda: {('waiting',): len(relay._tickets), ('open_sides',): len(relay._sides)},
+        _tunnels(relay),
         ('state',),
     )
     m.gauge(
         'tether_relay_forwarded_bytes',
         'Bytes forwarded over relayed channels (every user)',
-        lambda: sum(u.forwarded for u in list(relay._usage.values())),
+        lambda: relay.counts().forwarded_bytes,
         counter=True,
     )
     m.gauge('tether_relay_early_bytes', 'Early bytes held', lambda: relay.early_bytes)
@@ -61,3 +63,11 @@ def relay_metrics(relay: RelayServer) -> Served:
     served = Served(m, options)
     served.ok_type = rp.OK
     return served
+
+
+def _tunnels(relay: RelayServer) -> Callable[[], dict[tuple[str, ...], float]]:
+    def tunnels() -> dict[tuple[str, ...], float]:
+        counts = relay.counts()
+        return {('waiting',): counts.waiting_tunnels, ('open_sides',): counts.open_sides}
+
+    return tunnels

@@ -28,7 +28,7 @@ from tether.relay._config import RelayConfig, load_owners, save_owners
 from tether.relay._metrics import OPS, relay_metrics
 from tether.relay._tunnel import Probe, Ticket, TunnelSide
 
-__all__ = ['RelayServer']
+__all__ = ['RelayCounts', 'RelayServer']
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,17 @@ class _Registered:
 class _Usage:
     tunnels: int = 0
     forwarded: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RelayCounts:
+    """A snapshot of what a relay holds (:meth:`RelayServer.counts`)."""
+
+    endpoints: int
+    users: int
+    waiting_tunnels: int
+    open_sides: int
+    forwarded_bytes: int
 
 
 class RelayServer(Lifecycle):
@@ -167,6 +178,18 @@ class RelayServer(Lifecycle):
             self._data.close()
         for transport in self._udp:
             transport.close()
+
+    def counts(self) -> RelayCounts:
+        """What the relay holds now, counted from copies of its tables (safe to call from
+        another thread, as a metrics scrape does)."""
+        registered = list(self._endpoints.values())
+        return RelayCounts(
+            endpoints=len(registered),
+            users=len({r.user for r in registered}),
+            waiting_tunnels=len(self._tickets),
+            open_sides=len(self._sides),
+            forwarded_bytes=sum(u.forwarded for u in list(self._usage.values())),
+        )
 
     def status(self) -> dict[str, Any]:
         """Registered endpoints per user and usage counters."""
