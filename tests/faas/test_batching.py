@@ -339,6 +339,22 @@ def test_executor_fails_the_futures_of_a_refused_submission(
             future.result(timeout=60)
 
 
+def test_what_the_result_stream_left_running_is_cancelled_when_the_executor_closes(
+    make_service: Callable[..., ServiceThread],
+) -> None:
+    """A coroutine still pending on the stream's loop at shutdown (an acknowledgement
+    sync the service did not answer in time) is cancelled, not destroyed pending."""
+    st = make_service()
+    user, token = new_user(st)
+    endpoint_id, _ = new_endpoint(st, user)
+    with Executor(endpoint_id, service_url=st.url, token=token) as ex:
+        with pytest.raises(FaasNotFoundError):
+            ex.submit_to_registered_function(str(uuid.uuid4()), (1,)).result(timeout=60)
+        assert ex._loop is not None
+        left = asyncio.run_coroutine_threadsafe(asyncio.Event().wait(), ex._loop)
+    assert left.cancelled()
+
+
 def test_a_malformed_acknowledgement_closes_the_stream_with_a_clear_code(
     make_service: Callable[..., ServiceThread],
 ) -> None:

@@ -428,14 +428,13 @@ class Executor(ComputeOptions, concurrent.futures.Executor):
         return futures
 
     def _stream_main(self, group: str, ready: threading.Event) -> None:
-        loop = new_event_loop()
-        self._loop = loop
-        self._stream_task = loop.create_task(self._stream(group))
-        ready.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(self._stream_task)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+        # The runner's close ends what the stream left (a shutdown's sync), not left pending
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            loop = self._loop = runner.get_loop()
+            self._stream_task = loop.create_task(self._stream(group))
+            ready.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(self._stream_task)
 
     async def _stream(self, group: str) -> None:
         from websockets.asyncio.client import connect
