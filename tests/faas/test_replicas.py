@@ -75,7 +75,8 @@ def test_cancelling_through_one_replica_reaches_an_endpoint_on_the_other(
             try:
                 never = str(tmp_path / 'never')
                 running = ex.submit(_lifecycle_tasks.block_until, str(started), never)
-                wait_for(started.exists, 60, 'the first task to start')
+                # its pid written, not only the file opened
+                wait_for(lambda: len(pids(started)) == 1, 60, 'the first task to start')
                 (pid,) = pids(started)
                 second = ex.submit(_lifecycle_tasks.block_until, str(started), str(marker))
                 queued = ex.submit(_lifecycle_tasks.record, str(runs), 'cancelled one')
