@@ -29,8 +29,6 @@ __all__ = ['EndpointSession', 'too_large']
 
 logger = logging.getLogger('tether.faas._core')
 
-CONFIRM_S = 0.2  # RESULTS_OK: stored results confirmed together, at most once per this
-
 
 class EndpointSession:
     def __init__(
@@ -70,9 +68,6 @@ class EndpointSession:
         self._ready = False  # lost tasks recovered: direct hand-offs are taken
         self._final = False  # the endpoint was deleted: nothing is queued again
         self._requeued: asyncio.Future[None] | None = None
-        self._stored_ids: list[str] = []  # stored results not yet confirmed (RESULTS_OK)
-        self._confirming: asyncio.TimerHandle | None = None
-        self._confirm_task: asyncio.Future[None] | None = None
 
     def _fail(self, e: Exception) -> None:
         # The endpoint reconnects; the broker redelivers what was not acknowledged and the
@@ -166,28 +161,7 @@ class EndpointSession:
                 for t in stored:  # a result stands for its hand-off (no ACK needed)
                     self._direct.pop(t, None)
                 await self._ack(self.tracker.done(stored))
-                self._confirm(stored)
-        except Exception as e:
-            self._fail(e)
-
-    def _confirm(self, stored: list[str]) -> None:
-        """``RESULTS_OK`` for stored results, one message per ``CONFIRM_S`` at most: at
-        many endpoints a batch holds a task or two, and a message per batch cost as much
-        as the batch (the agent only forgets confirmed results; one whose confirmation is
-        lost with the connection is sent again, and ignored)."""
-        self._stored_ids.extend(stored)
-        if self._confirming is None:
-            self._confirming = asyncio.get_running_loop().call_later(CONFIRM_S, self._due)
-
-    def _due(self) -> None:
-        self._confirm_task = asyncio.ensure_future(self._send_confirmed())
-
-    async def _send_confirmed(self) -> None:
-        ids, self._stored_ids, self._confirming = self._stored_ids, [], None
-        try:
-            for i in range(0, len(ids) if not self._stopped.is_set() else 0, 8192):
-                ok = {'task_ids': ids[i : i + 8192]}  # well under a header's limit
-                await self.sock.send(_frames.encode(_frames.RESULTS_OK, ok))
+                await self.sock.send(_frames.encode(_frames.RESULTS_OK, {'task_ids': stored}))
         except Exception as e:
             self._fail(e)
 
@@ -321,8 +295,6 @@ class EndpointSession:
             self._final = True
             self._fail(error)
         self._stopped.set()
-        if self._confirming is not None:
-            self._confirming.cancel()
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.close()
