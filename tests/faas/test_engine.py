@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -126,5 +125,3 @@ def test_parsl_htex_engine(
         assert list(ex.map(_tasks.square, range(8))) == [i * i for i in range(8)]
         with pytest.raises(Exception, match='ValueError: no'):
             ex.submit(_tasks.fail, 'no').result(timeout=60)
-    start = time.monotonic()
-    assert time.monotonic() - start < 1e9
