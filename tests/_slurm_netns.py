@@ -25,9 +25,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
+
+from tether.testing import wait_until
 
 __all__ = ['NetnsSlurm']
 
@@ -126,17 +127,18 @@ class NetnsSlurm:
         enter = ['nsenter', f'--net=/run/netns/{self.netns}']
         self._daemon([*enter, SLURMCTLD, '-D', '-f', str(self.conf)], 'slurmctld')
         self._daemon([*enter, SLURMD, '-D', '-f', str(self.conf), '-N', self.node], 'slurmd')
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def ready() -> bool:
             for name, proc in zip(('slurmctld', 'slurmd'), self._daemons, strict=True):
                 if proc.poll() is not None:
                     raise RuntimeError(f'{name} exited ({proc.returncode}): {self.logs()}')
             states = self.run('sinfo', '-h', '-o', '%t', check=False).stdout.split()
-            if states and states[0].rstrip('*~#') in ('idle', 'mix', 'alloc'):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f'the node of {self.name} is {states}: {self.logs()}')
-            time.sleep(0.1)
+            return bool(states) and states[0].rstrip('*~#') in ('idle', 'mix', 'alloc')
+
+        try:
+            wait_until(ready, timeout=timeout, interval=0.1, message=f'the node of {self.name}')
+        except AssertionError as exc:
+            raise RuntimeError(f'{exc}: {self.logs()}') from None
 
     def _daemon(self, cmd: list[str], name: str) -> None:
         with open(self.folder / f'{name}.out', 'ab') as out:
@@ -200,13 +202,16 @@ class NetnsSlurm:
 
     def _cancel_jobs(self, timeout: float) -> None:
         live = ('PENDING', 'RUNNING', 'COMPLETING', 'CONFIGURING', 'SUSPENDED')
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def cancelled() -> bool:
             left = [j for j, v in self.jobs().items() if v['state'] in live]
-            if not left or time.monotonic() > deadline:
-                return
-            self.run('scancel', *left, check=False)
-            time.sleep(0.2)
+            if left:
+                self.run('scancel', *left, check=False)
+            return not left
+
+        # Best effort: what is still live after the timeout dies with the daemons.
+        with contextlib.suppress(AssertionError):
+            wait_until(cancelled, timeout=timeout, interval=0.2, message='jobs cancelled')
 
     def _kill_steps(self) -> None:
         """Kill the ``slurmstepd`` processes left in the namespace (a job's steps outlive
