@@ -20,7 +20,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from tests.faas._replicas import Replica, replica_pair
 from tests.faas.conftest import AMQP, new_endpoint, new_user, wait_for
-from tether.faas import Client, _frames
+from tether.faas import Client, _frames, _session
 from tether.faas._http import ws_url
 from tether.faas._payload import pack_result
 from tether.faas._server import ServiceThread
@@ -155,6 +155,27 @@ def test_a_session_that_ends_queues_what_it_was_handed(prod_service: ServiceThre
             assert set(_direct(prod_service, ids).values()) == {0}
         finally:
             second.close()
+
+
+def test_a_backlog_over_its_byte_bound_goes_through_the_broker(
+    prod_service: ServiceThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lower bound than the default 64 MiB, so that a small batch is over it.
+    monkeypatch.setattr(_session, 'DIRECT_BYTES', 16)
+    user, token = new_user(prod_service)
+    eid, ep_token = new_endpoint(prod_service, user)
+    endpoint = RawEndpoint(prod_service.url, ep_token)
+    try:
+        with Client(prod_service.url, token) as client:
+            fid = client.register_function(noop)
+            ids = _submit(client, fid, eid, 20)
+            # Not held by the replica: queued in the broker, each sent once.
+            assert set(_direct(prod_service, ids).values()) == {0}
+            seen = endpoint.serve(20)
+            assert sorted(seen) == sorted(ids)
+            assert wait_for(lambda: _all_done(client, ids), 60, 'the results stored')
+    finally:
+        endpoint.close()
 
 
 @pytest.fixture

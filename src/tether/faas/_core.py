@@ -226,7 +226,7 @@ class Service:
             queued.setdefault(eid, []).append((msg_header, payload))
         # Endpoints connected to this replica take their tasks from here, not through the
         # broker (recorded as such: recovered from the database if this replica dies).
-        local = {e: s for e in queued if (s := self._local(e, len(queued[e]))) is not None}
+        local = {e: s for e, q in queued.items() if (s := self._local(e, q)) is not None}
         if local:
             rows = [(*r[:7], int(r[3] in local)) for r in rows]
         now = time.time()
@@ -291,11 +291,12 @@ class Service:
             error = next(o for o in outcomes if isinstance(o, BaseException))
             raise error
 
-    def _local(self, endpoint_id: str, n: int) -> EndpointSession | None:
-        """The session of ``endpoint_id`` on this replica, if it takes ``n`` tasks handed
+    def _local(self, endpoint_id: str, entries: list[Entry]) -> EndpointSession | None:
+        """The session of ``endpoint_id`` on this replica, if it takes ``entries`` handed
         to it directly (see :meth:`EndpointSession.hand`)."""
         session = dict.get(self.sessions, endpoint_id)
-        if isinstance(session, EndpointSession) and session.takes(n):
+        nbytes = sum(len(p) for _, p in entries)
+        if isinstance(session, EndpointSession) and session.takes(len(entries), nbytes):
             return session
         return None
 

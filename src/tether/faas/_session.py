@@ -25,9 +25,14 @@ from tether.faas._queues import (
 if TYPE_CHECKING:
     from tether.faas._core import Service
 
-__all__ = ['EndpointSession', 'too_large']
+__all__ = ['DIRECT_BYTES', 'EndpointSession', 'too_large']
 
 logger = logging.getLogger('tether.faas._core')
+
+DIRECT_BYTES = 64 * 2**20
+"""Payload bytes that may wait in one session's backlog when handed to it directly;
+beyond, a submission goes through the broker (whose queue holds the excess, as it did
+before the direct hand-off), so a user cannot make a replica hold more per endpoint."""
 
 
 class EndpointSession:
@@ -205,18 +210,23 @@ class EndpointSession:
         with contextlib.suppress(Exception):  # gone: told again when it reconnects
             await self.sock.send(_frames.encode(_frames.CANCEL, {'task_ids': task_ids}))
 
-    def takes(self, n: int) -> bool:
-        """Whether :meth:`hand` would take ``n`` more tasks now."""
+    def takes(self, n: int, nbytes: int) -> bool:
+        """Whether :meth:`hand` would take ``n`` more tasks of ``nbytes`` payload bytes
+        now (at most ``max(1024, 4 * endpoint_prefetch)`` tasks and :data:`DIRECT_BYTES`
+        waiting)."""
         limit = max(1024, 4 * self.service.config.endpoint_prefetch)
-        return self._ready and not self._stopped.is_set() and len(self._backlog) + n <= limit
+        if not self._ready or self._stopped.is_set() or len(self._backlog) + n > limit:
+            return False
+        return sum(len(p) for _, p in self._backlog) + nbytes <= DIRECT_BYTES
 
     def hand(self, entries: list[Entry]) -> bool:
         """Tasks submitted through this replica, recorded in the database as handed here
         directly: forwarded like the broker's (no broker message, publish, delivery or
         acknowledgement per batch). False (nothing taken) once the session is ending.
 
-        While fewer than ``max(1024, 4 * endpoint_prefetch)`` tasks wait here; beyond, a
-        submission goes through the broker, whose queue holds the excess."""
+        While fewer than ``max(1024, 4 * endpoint_prefetch)`` tasks and
+        :data:`DIRECT_BYTES` wait here (:meth:`takes`); beyond, a submission goes through
+        the broker, whose queue holds the excess."""
         if not self._ready or self._stopped.is_set():
             return False
         for entry in entries:
