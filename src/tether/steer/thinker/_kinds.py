@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 
 from tether.exceptions import ConfigError
@@ -105,28 +104,9 @@ class KindResourceCounter(ResourceCounter):
         """Slots of ``task``'s pool acquired (tasks running)."""
         return self._sum(task, lambda c: c.active_slots(task))
 
-    def acquire(
-        self,
-        task: str | None,
-        n_slots: int,
-        timeout: float | None = None,
-        cancel_if: threading.Event | Callable[[], bool] | None = None,
-    ) -> bool:
-        """Take ``n_slots`` of ``task``'s pool (see :meth:`ResourceCounter.acquire`)."""
-        return self._counter(task).acquire(task, n_slots, timeout, cancel_if)
-
-    def _release(self, task: str | None, n_slots: int) -> None:
-        self._counter(task).release(task, n_slots)
-
-    def _reallocate(
-        self,
-        task_from: str | None,
-        task_to: str | None,
-        n_slots: int | str,
-        timeout: float | None,
-        cancel_if: threading.Event | Callable[[], bool] | None,
-    ) -> bool:
-        named = [(t, self.kind_of(t)) for t in (task_from, task_to) if t is not None]
+    def _counter_of(self, *tasks: str | None) -> ResourceCounter:
+        # The counter of these pools' kind (acquire, release and reallocate use it).
+        named = [(t, self.kind_of(t)) for t in tasks if t is not None]
         kinds = {k for _, k in named}
         if len(kinds) > 1:
             (a, ka), (b, kb) = named
@@ -134,6 +114,4 @@ class KindResourceCounter(ResourceCounter):
                 f'pool {a!r} holds {ka!r} slots and pool {b!r} {kb!r} slots: '
                 'slots do not move between kinds'
             )
-        counter = self._counter(kind=kinds.pop() if kinds else None)
-        # reallocate() has already normalised timeout; move within that kind's counter.
-        return counter._reallocate(task_from, task_to, n_slots, timeout, cancel_if)
+        return self._counter(kind=kinds.pop() if kinds else None)

@@ -57,6 +57,15 @@ class ResourceCounter:
         pools = ', '.join(f'{k}={self._available[k]}/{v}' for k, v in self._allocated.items())
         return f'ResourceCounter({pools})'
 
+    def _counter_of(self, *tasks: str | None) -> ResourceCounter:
+        """The counter holding the slots of pools ``tasks``: this one.
+
+        A counter of several kinds overrides it with the counter of their kind, so that
+        :meth:`acquire`, :meth:`release` and :meth:`reallocate` work on it unchanged.
+        """
+        del tasks
+        return self
+
     def _check(self, task: str | None) -> None:
         if task not in self._allocated:
             raise ConfigError(
@@ -129,7 +138,15 @@ class ResourceCounter:
         """
         if n_slots < 0:
             raise ConfigError('n_slots must be >= 0')
-        timeout = _timeout(timeout)
+        return self._counter_of(task)._take(task, n_slots, _timeout(timeout), cancel_if)
+
+    def _take(
+        self,
+        task: str | None,
+        n_slots: int,
+        timeout: float | None,
+        cancel_if: threading.Event | Callable[[], bool] | None,
+    ) -> bool:
         with self._cond:
             self._check(task)
             if not self._wait(lambda: self._available[task] >= n_slots, timeout, cancel_if):
@@ -150,7 +167,7 @@ class ResourceCounter:
         seconds; ``None`` or a negative value waits for ever) and return whether that
         succeeded; otherwise return ``None``.
         """
-        self._release(task, n_slots)
+        self._counter_of(task)._release(task, n_slots)
         if rerequest:
             return self.acquire(task, n_slots, timeout=timeout)
         return None
@@ -194,7 +211,8 @@ class ResourceCounter:
             )
             thread.start()
             return True
-        moved = self._reallocate(task_from, task_to, n_slots, _timeout(timeout), cancel_if)
+        counter = self._counter_of(task_from, task_to)
+        moved = counter._reallocate(task_from, task_to, n_slots, _timeout(timeout), cancel_if)
         if moved and callback is not None:
             callback()
         return moved
