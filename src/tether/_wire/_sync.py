@@ -41,6 +41,7 @@ from tether._wire._handshake import (
     check_welcome,
     hello_header,
 )
+from tether._wire._pool import IdlePool
 from tether.exceptions import ProtocolError, ProtocolVersionError, WireConnectionError, WireError
 
 __all__ = ['SyncClient', 'SyncConnection']
@@ -320,7 +321,7 @@ class SyncConnection:
         self.close()
 
 
-class SyncClient:
+class SyncClient(IdlePool[SyncConnection]):
     """A thread-safe pool of :class:`SyncConnection` to one server.
 
     Connections are opened on demand and reused. A request that fails on a reused
@@ -353,7 +354,7 @@ class SyncClient:
         self.port = port
         self._kwargs = kwargs
         self._on_connect = on_connect
-        self._idle: list[SyncConnection] = []
+        self._idle = []
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
@@ -430,14 +431,6 @@ class SyncClient:
             raise
         self._give(conn)
         return frame
-
-    def close(self) -> None:
-        """Close every idle connection (borrowed ones close when given back)."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
 
 _CLIENTS: weakref.WeakSet[SyncClient] = weakref.WeakSet()

@@ -9,6 +9,7 @@ raised as :class:`~tether.exceptions.AgentError` naming the server.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import select
 import socket
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from tether._wire._pool import IdlePool
 from tether.exceptions import AgentError
 
 __all__ = [
@@ -196,7 +198,8 @@ class Script:
         return _raised(reply)
 
 
-class RespClient(Pipelining):
+@dataclasses.dataclass(eq=False, repr=False)
+class RespClient(Pipelining, IdlePool[RespConnection]):
     """A thread-safe pool of :class:`RespConnection` to one server.
 
     Args:
@@ -207,23 +210,15 @@ class RespClient(Pipelining):
         timeout: Seconds one operation may block.
     """
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        db: int = 0,
-        password: str | None = None,
-        timeout: float = 10.0,
-    ) -> None:
-        self.host = host
-        self.port = port
-        self.db = db
-        self.password = password
-        self.timeout = timeout
-        self._idle: list[RespConnection] = []
-        self._lock = threading.Lock()
-        self._closed = False
+    host: str
+    port: int
+    _: dataclasses.KW_ONLY
+    db: int = 0
+    password: str | None = None
+    timeout: float = 10.0
+    _idle: list[RespConnection] = dataclasses.field(default_factory=list, init=False)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False)
+    _closed: bool = dataclasses.field(default=False, init=False)
 
     def connect(self, timeout: float | None = None, *, key: Any = '') -> RespConnection:
         """A new connection of its own (for blocking commands; ``key``: on a cluster)."""
@@ -261,11 +256,3 @@ class RespClient(Pipelining):
 
     def refresh_quietly(self) -> None:
         """Nothing to do on one server (on a cluster: read the slot map again)."""
-
-    def close(self) -> None:
-        """Close the idle connections."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
