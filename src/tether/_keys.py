@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import hmac
+import math
 import os
 import secrets
 from pathlib import Path
@@ -114,6 +115,29 @@ def resolve(
     if path:
         return key_type(_keyfile.read_named(path, key_type.what, env_file))
     return key_type(_keyfile.user_key(default_file, what=key_type.what, instead=instead))
+
+
+def header_fields(
+    header: dict[str, Any], names: tuple[str, str, str]
+) -> tuple[str, str, str, int, float] | None:
+    """The fields of a signed message's header, checked; ``None`` if one is malformed.
+
+    They are ``names`` (three strings: who sent it, where to, what), then ``seq`` (its
+    :class:`Sequencer` number, an int >= 0) and ``time`` (when it was sent, finite).
+    """
+    first, second, third, seq, sent = (header.get(f) for f in (*names, 'seq', 'time'))
+    if (
+        not isinstance(first, str)
+        or not isinstance(second, str)
+        or not isinstance(third, str)
+        or not isinstance(seq, int)
+        or isinstance(seq, bool)
+        or seq < 0
+        or not isinstance(sent, int | float)
+        or not math.isfinite(sent)
+    ):
+        return None
+    return first, second, third, seq, sent
 
 
 class Sequencer:

@@ -8,6 +8,7 @@ event loop. Timers wait on the agent's clock (its exchange's: a test drives a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import threading
@@ -22,6 +23,7 @@ __all__ = ['ControlLoops']
 logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class ControlLoops:
     """Starts, runs and joins the control loops of one agent.
 
@@ -32,21 +34,16 @@ class ControlLoops:
         failed: Called with the loop's name and its exception when a loop raised.
     """
 
-    def __init__(
-        self,
-        behavior: Behavior,
-        agent_id: str,
-        clock: Clock,
-        failed: Callable[[str, BaseException], None],
-    ) -> None:
-        self.behavior = behavior
-        self.agent_id = agent_id
-        self.clock = clock
-        self.failed = failed
-        # Threads stop when this is set; timers wait on the condition (see stop_threads).
-        self.thread_stop = threading.Event()
-        self._stop_cond = threading.Condition()
-        self._started: list[Any] = []
+    behavior: Behavior
+    agent_id: str
+    clock: Clock
+    failed: Callable[[str, BaseException], None]
+    # Threads stop when this is set; timers wait on the condition (see stop_threads).
+    thread_stop: threading.Event = dataclasses.field(init=False, default_factory=threading.Event)
+    _stop_cond: threading.Condition = dataclasses.field(
+        init=False, default_factory=threading.Condition
+    )
+    _started: list[Any] = dataclasses.field(init=False, default_factory=list)
 
     def start(self, stop: asyncio.Event) -> None:
         """Start every loop (call from the agent's event loop); ``stop`` ends async ones."""

@@ -34,9 +34,9 @@ bounds the replays it would accept.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
-import math
 import os
 import struct
 import threading
@@ -126,6 +126,7 @@ def _new_locks_after_fork() -> None:
 os.register_at_fork(after_in_child=_new_locks_after_fork)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Sealer:
     """Signs the messages one queue object sends and checks those it reads.
 
@@ -136,21 +137,16 @@ class Sealer:
         max_senders: Sender-channel pairs remembered (least recently used forgotten).
     """
 
-    def __init__(
-        self,
-        key: QueueKey,
-        *,
-        max_age: float | None = None,
-        window: int = 4096,
-        max_senders: int = 10_000,
-    ) -> None:
-        self.key = key
-        self.max_age = max_age
-        self.window = window
-        self.max_senders = max_senders
+    key: QueueKey
+    _: dataclasses.KW_ONLY
+    max_age: float | None = None
+    window: int = 4096
+    max_senders: int = 10_000
+
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._sequencer = Sequencer(8)
-        self._window = ReplayWindow(window, max_senders)
+        self._window = ReplayWindow(self.window, self.max_senders)
         _sealers.add(self)
 
     def seal(self, channel: str, kind: str, body: bytes) -> bytes:
@@ -207,22 +203,12 @@ class Sealer:
     def _check(self, header: Any, channel: str, where: str) -> None:
         if not isinstance(header, dict):
             raise SteerAuthenticationError(f'refused a message on {where}: malformed header')
-        sent_to, kind, sender, seq, sent = (
-            header.get(f) for f in ('ch', 'kind', 'from', 'seq', 'time')
-        )
-        if (
-            not isinstance(sent_to, str)
-            or not isinstance(kind, str)
-            or not isinstance(sender, str)
-            or not isinstance(seq, int)
-            or isinstance(seq, bool)
-            or seq < 0
-            or not isinstance(sent, int | float)
-            or not math.isfinite(sent)
-        ):
+        fields = _keys.header_fields(header, ('ch', 'kind', 'from'))
+        if fields is None:
             raise SteerAuthenticationError(
                 f'refused a message on {where}: malformed header {header!r}',
             )
+        sent_to, _kind, sender, seq, sent = fields
         if sent_to != channel:
             raise SteerReplayError(
                 f'refused a replayed message on {where}: it was signed for {sent_to!r}, not '
