@@ -6,7 +6,6 @@ A kit module (any tether package may import it): it depends on nothing of tether
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any, Self
 
 __all__ = ['ClosingContext', 'StartStopContext']
@@ -20,12 +19,7 @@ class ClosingContext:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         close: Any = getattr(self, 'close')  # noqa: B009 - the subclass's own close()
         close()
 

@@ -26,7 +26,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether._clock import SYSTEM_CLOCK, Clock
@@ -295,12 +294,7 @@ class StaticLifetime(ContextLifetime):
             )
         super().add_key(*keys, store=store)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Leaving a ``with`` block does not end the static lifetime."""
 
 
