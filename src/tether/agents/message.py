@@ -109,7 +109,23 @@ _LIMITS = Limits(max_header=16 << 20, max_payloads=1 << 16)
 # Records ------------------------------------------------------------------------------------
 
 
-class Message:
+class _MessageType(type):
+    """Makes every message class slotted (a named tuple's fields, no instance dict) and
+    sets its ``kind`` from the class keyword: ``class Ping(Message, _Head, kind=PING)``."""
+
+    def __new__(
+        mcs,
+        name: str,
+        bases: tuple[type, ...],
+        namespace: dict[str, Any],
+        kind: str = '',
+    ) -> _MessageType:
+        namespace.setdefault('__slots__', ())
+        namespace['kind'] = kind
+        return super().__new__(mcs, name, bases, namespace)
+
+
+class Message(metaclass=_MessageType):
     """What every message has (a message is one of the subclasses).
 
     Messages are immutable records (named tuples underneath, so that building one costs
@@ -124,8 +140,7 @@ class Message:
             0: no answer is expected).
     """
 
-    __slots__ = ()
-    kind: ClassVar[str] = ''
+    kind: ClassVar[str]
     src: str
     dest: str
     tag: int
@@ -160,7 +175,7 @@ class _RequestFields(NamedTuple):
     kwargs: Mapping[str, Any] = _NO_KWARGS
 
 
-class Request(Message, _RequestFields):
+class Request(Message, _RequestFields, kind=REQUEST):
     """Run an action.
 
     Attributes:
@@ -168,9 +183,6 @@ class Request(Message, _RequestFields):
         args: Its positional arguments.
         kwargs: Its keyword arguments.
     """
-
-    __slots__ = ()
-    kind: ClassVar[str] = REQUEST
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -201,7 +213,7 @@ class _ResponseFields(NamedTuple):
     error: ErrorInfo | None = None
 
 
-class Response(Message, _ResponseFields):
+class Response(Message, _ResponseFields, kind=RESPONSE):
     """The answer to a request (or to a ping, describe or shutdown).
 
     Attributes:
@@ -209,51 +221,30 @@ class Response(Message, _ResponseFields):
         error: What went wrong, when it failed.
     """
 
-    __slots__ = ()
-    kind: ClassVar[str] = RESPONSE
 
-
-class Ping(Message, _Head):
+class Ping(Message, _Head, kind=PING):
     """Ask the agent to answer (an empty response)."""
 
-    __slots__ = ()
-    kind: ClassVar[str] = PING
 
-
-class Shutdown(Message, _Head):
+class Shutdown(Message, _Head, kind=SHUTDOWN):
     """Ask the agent to shut down for good (it answers first)."""
 
-    __slots__ = ()
-    kind: ClassVar[str] = SHUTDOWN
 
-
-class Stop(Message, _Head):
+class Stop(Message, _Head, kind=STOP):
     """Ask the agent to stop and keep its mailbox (it answers first): messages sent to it
     wait there, and it can be launched again with the same id."""
 
-    __slots__ = ()
-    kind: ClassVar[str] = STOP
 
-
-class Stats(Message, _Head):
+class Stats(Message, _Head, kind=STATS):
     """Ask the agent for its request counts (answered with a dict of counts)."""
 
-    __slots__ = ()
-    kind: ClassVar[str] = STATS
 
-
-class Cancel(Message, _Head):
+class Cancel(Message, _Head, kind=CANCEL):
     """Cancel the request of this sender with this tag (no answer)."""
 
-    __slots__ = ()
-    kind: ClassVar[str] = CANCEL
 
-
-class Describe(Message, _Head):
+class Describe(Message, _Head, kind=DESCRIBE):
     """Ask the agent for its actions (answered with their descriptions)."""
-
-    __slots__ = ()
-    kind: ClassVar[str] = DESCRIBE
 
 
 _CONTROL: dict[str, Callable[[str, str, int], Message]] = {
