@@ -293,6 +293,7 @@ KITS = (
     'tether._shm',
     'tether._clock',
     'tether._closing',
+    'tether._futures',
     'tether._lazy',
 )
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import pydantic
 
 from tether.bench.registry import register
+from tether.store.executor import ProxyAlways, ProxyNever
 
 __all__ = [
     'AllFilter',
@@ -44,18 +45,12 @@ class Filter(Protocol):
         ...
 
 
-class AllFilter:
+class AllFilter(ProxyAlways):
     """Transform every object."""
 
-    def __call__(self, obj: Any) -> bool:
-        return True
 
-
-class NeverFilter:
+class NeverFilter(ProxyNever):
     """Transform nothing."""
-
-    def __call__(self, obj: Any) -> bool:
-        return False
 
 
 class _SizeFilter:

@@ -11,6 +11,8 @@ import concurrent.futures
 import weakref
 from typing import Any
 
+from tether._futures import pass_outcome
+
 __all__ = ['unbox_into']
 
 
@@ -20,13 +22,5 @@ def unbox_into(
 ) -> None:
     """Complete the future behind ``ref`` with the outcome of ``source``, unboxed."""
     target = ref()
-    if target is None:
-        return
-    if source.cancelled():
-        target.cancel()
-        return
-    error = source.exception()
-    if error is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(source.result().pop())
+    if target is not None:
+        pass_outcome(source, target, list.pop)

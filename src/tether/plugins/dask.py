@@ -19,6 +19,7 @@ evicted when the task's future completes; result objects when the client closes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -53,21 +54,17 @@ _DASK_OPTIONS = frozenset(
 )
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class _ProxyResult:
     """Runs the task in the worker; stores a large result under the client's key."""
 
-    def __init__(
-        self,
-        function: Callable[..., Any],
-        store_config: StoreConfig,
-        threshold: int,
-        key: Any,
-    ) -> None:
-        self.function = function
-        self.store_config = store_config
-        self.threshold = threshold
-        self.key = key
-        self.__name__ = getattr(function, '__name__', 'task')
+    function: Callable[..., Any]
+    store_config: StoreConfig
+    threshold: int
+    key: Any
+
+    def __post_init__(self) -> None:
+        self.__name__ = getattr(self.function, '__name__', 'task')
 
     def __dask_tokenize__(self) -> tuple[str, int, str]:
         return (self.__name__, id(self), repr(self.key))

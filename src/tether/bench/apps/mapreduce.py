@@ -212,11 +212,6 @@ class MapReduceAppConfig(AppConfig):
     generated_files: int = pydantic.Field(default=10, ge=0, description='generate: files')
     generated_words: int = pydantic.Field(default=10_000, ge=0, description='generate: words each')
 
-    @pydantic.field_validator('data_dir')
-    @classmethod
-    def _absolute(cls, path: pathlib.Path | None) -> pathlib.Path | None:
-        return path.absolute() if path is not None else None
-
     def get_app(self) -> MapReduceApp:
         """Build the app."""
         return MapReduceApp(**self._app_arguments())

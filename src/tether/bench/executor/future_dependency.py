@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tether._futures import pass_outcome
 from tether.bench.executor import Executor
 from tether.exceptions import TaskDependencyError
 
@@ -103,18 +104,7 @@ def _chain(inner: Any, outer: _Future[Any]) -> None:
     # Some executors hold their own futures weakly (Ray's, so that a result has one
     # holder): the outer future keeps the inner one alive until it completes.
     outer._tether_inner = inner  # type: ignore[attr-defined]
-
-    def done(f: Any) -> None:
-        if f.cancelled():
-            outer.cancel()
-            return
-        error = f.exception()
-        if error is not None:
-            outer.set_exception(error)
-        else:
-            outer.set_result(f.result())
-
-    inner.add_done_callback(done)
+    inner.add_done_callback(functools.partial(pass_outcome, target=outer))
 
 
 class FutureDependencyExecutor(concurrent.futures.Executor):

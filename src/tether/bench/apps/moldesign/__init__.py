@@ -151,11 +151,6 @@ class MolDesignAppConfig(AppConfig):
         description="SMILES file of the search space (default: RDKit's NCI list)",
     )
 
-    @pydantic.field_validator('dataset')
-    @classmethod
-    def _absolute(cls, path: pathlib.Path | None) -> pathlib.Path | None:
-        return path.absolute() if path is not None else None
-
     def get_app(self) -> MolDesignApp:
         """Build the app."""
         return MolDesignApp(**self._app_arguments())
