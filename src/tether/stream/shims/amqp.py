@@ -23,7 +23,6 @@ within ``timeout`` seconds (connections use AMQP heartbeats of ``heartbeat`` sec
 from __future__ import annotations
 
 import asyncio
-import time
 import urllib.parse
 from typing import Any
 
@@ -36,13 +35,14 @@ from tether.exceptions import (
     StreamTimeoutError,
 )
 from tether.stream.protocols import SubscriberIterator
+from tether.stream.shims._base import Deadline, Shim, close_on_loop
 
 __all__ = ['AMQPPublisher', 'AMQPSubscriber']
 
 _POLL = 0.5
 
 
-class _Base:
+class _Base(Shim):
     def __init__(
         self,
         url: str = 'amqp://guest:guest@127.0.0.1:5672/',
@@ -56,7 +56,6 @@ class _Base:
         self.url = url
         self.timeout = timeout
         self.max_length = max_length
-        self._closed = False
         self._queues: dict[str, Any] = {}
         self._loop = LoopThread('tether-amqp', timeout_error=StreamTimeoutError)
         sep = '&' if '?' in url else '?'
@@ -74,8 +73,8 @@ class _Base:
             self._loop.stop()
             raise
 
-    def __repr__(self) -> str:
-        return f'{type(self).__name__}({_redact(self.url)!r})'
+    def _where(self) -> str:
+        return repr(_redact(self.url))
 
     @property
     def namespace(self) -> str:
@@ -106,8 +105,7 @@ class _Base:
             ) from e
 
     def _check(self, what: str) -> None:
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
+        self._check_open()
         if self._connection.is_closed or self._channel.is_closed:
             raise StreamBrokerError(
                 f'AMQP broker {_redact(self.url)}: connection lost while {what}; is it up?',
@@ -126,18 +124,8 @@ class _Base:
             self._queues[topic] = queue
         return queue
 
-    def close(self) -> None:
-        """Close the connection."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if not self._connection.is_closed:
-                self._run(self._connection.close(), 'closing', timeout=5.0)
-        except StreamError:
-            pass
-        finally:
-            self._loop.stop()
+    def _release(self) -> None:
+        close_on_loop(self._loop, self._connection, self._run)
 
 
 def _redact(url: str) -> str:
@@ -229,11 +217,9 @@ class AMQPSubscriber(_Base, SubscriberIterator):
         self._ack()
         inbox = self._inbox
         assert inbox is not None
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, _POLL, f'topic {self.topic!r}')
         while True:
-            left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
-            if left <= 0:
-                raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')
+            left = deadline.left()
 
             async def _get(wait: float = left) -> Any:
                 try:

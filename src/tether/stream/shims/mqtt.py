@@ -29,15 +29,18 @@ import uuid
 from typing import Any
 
 from tether._extras import import_extra
-from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
+from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
+from tether.stream.shims._base import Deadline, Shim
 
 __all__ = ['MQTTPublisher', 'MQTTSubscriber', 'mqtt_topic_matches']
 
 _POLL = 0.5
 
 
-class _Base:
+class _Base(Shim):
+    _shown = ('hostname', 'port')
+
     def __init__(
         self,
         hostname: str = '127.0.0.1',
@@ -55,7 +58,6 @@ class _Base:
         self.port = port
         self.qos = qos
         self.timeout = timeout
-        self._closed = False
         self._connected = threading.Event()
         self._lost: str | None = None
         self._ever_connected = False
@@ -85,9 +87,6 @@ class _Base:
                 f'{timeout} s ({self._lost or "no answer"})',
             )
 
-    def __repr__(self) -> str:
-        return f'{type(self).__name__}({self.hostname!r}, {self.port})'
-
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
             self._lost = f'connection refused: {reason}'
@@ -108,18 +107,13 @@ class _Base:
             self._lost = f'disconnected: {reason}'
 
     def _check(self, what: str) -> None:
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
+        self._check_open()
         if self._lost is not None:
             raise StreamBrokerError(
                 f'MQTT broker at {self.hostname}:{self.port} {self._lost} while {what}; is it up?',
             )
 
-    def close(self) -> None:
-        """Disconnect."""
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
         self._client.disconnect()
         self._client.loop_stop()
 
@@ -237,7 +231,7 @@ class MQTTSubscriber(_Base, SubscriberIterator):
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._ack()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, _POLL, f'topic {self.topic!r}')
         while True:
             try:
                 payload, mid, qos = self._inbox.get_nowait()
@@ -247,11 +241,8 @@ class MQTTSubscriber(_Base, SubscriberIterator):
                 self._unacked = (mid, qos)
                 return bytes(payload)
             self._check(f'reading {self.topic!r}')
-            left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
-            if left <= 0:
-                raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')
             try:
-                payload, mid, qos = self._inbox.get(timeout=left)
+                payload, mid, qos = self._inbox.get(timeout=deadline.left())
             except queue.Empty:
                 continue
             self._unacked = (mid, qos)

@@ -30,6 +30,7 @@ from tether._extras import import_extra
 from tether._serve.loop import LoopThread
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 from tether.stream.protocols import SubscriberIterator
+from tether.stream.shims._base import Deadline, Shim, close_on_loop
 
 __all__ = [
     'JetStreamPublisher',
@@ -140,16 +141,12 @@ class _Client:
             time.sleep(0.05)
 
     def close(self) -> None:
-        try:
-            if not self.nc.is_closed:
-                self.run(self.nc.close(), 'closing', timeout=5.0)
-        except StreamError:
-            pass
-        finally:
-            self._loop.stop()
+        close_on_loop(self._loop, self.nc, self.run)
 
 
-class _Base:
+class _Base(Shim):
+    _shown = ('servers',)
+
     def __init__(
         self,
         servers: str | list[str] = 'nats://127.0.0.1:4222',
@@ -167,20 +164,14 @@ class _Base:
             max_reconnect_attempts=max_reconnect_attempts,
             reconnect_time_wait=reconnect_time_wait,
         )
-        self._closed = False
 
-    def __repr__(self) -> str:
-        return f'{type(self).__name__}({self.servers!r})'
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
-
-    def close(self) -> None:
-        """Close the connection."""
-        if not self._closed:
-            self._closed = True
+    def _start(self, subscribe: Any, topic: str) -> Any:
+        """Run a subscriber's ``subscribe`` coroutine; on failure, close the connection."""
+        try:
+            return self._client.run(subscribe, f'subscribing to {topic!r}')
+        except BaseException:
             self._client.close()
+            raise
 
 
 class NatsPublisher(_Base):
@@ -236,11 +227,7 @@ class NatsSubscriber(_Base, SubscriberIterator):
             await nc.flush(timeout=self._client.timeout)
             return sub
 
-        try:
-            self._sub = self._client.run(_subscribe(), f'subscribing to {topic!r}')
-        except BaseException:
-            self._client.close()
-            raise
+        self._sub = self._start(_subscribe(), topic)
 
     def accepts_topic(self, topic: str) -> bool:
         """Whether ``topic`` matches this subscriber's subject (``*`` and ``>``)."""
@@ -249,12 +236,10 @@ class NatsSubscriber(_Base, SubscriberIterator):
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the subject."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, _POLL, f'topic {self.topic!r}')
         while True:
             self._client.check_alive(f'reading {self.topic!r}')
-            left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
-            if left <= 0:
-                raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')
+            left = deadline.left()
             try:
                 msg = self._client.run(self._sub.next_msg(timeout=left), 'reading', left)
             except StreamTimeoutError:
@@ -361,11 +346,7 @@ class JetStreamSubscriber(_Base, SubscriberIterator):
                 config=ConsumerConfig(ack_wait=ack_wait),
             )
 
-        try:
-            self._sub = self._client.run(_subscribe(), f'subscribing to {topic!r}')
-        except BaseException:
-            self._client.close()
-            raise
+        self._sub = self._start(_subscribe(), topic)
 
     def _ack(self) -> None:
         if self._unacked is not None:
@@ -381,12 +362,10 @@ class JetStreamSubscriber(_Base, SubscriberIterator):
         self._check_open()
         self._client.check(f'reading {self.topic!r}')
         self._ack()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, 2 * _POLL, f'topic {self.topic!r}')
         while True:
             self._client.check_alive(f'reading {self.topic!r}')
-            left = 2 * _POLL if deadline is None else min(deadline - time.monotonic(), 2 * _POLL)
-            if left <= 0:
-                raise StreamTimeoutError(f'no message on topic {self.topic!r} within {timeout} s')
+            left = deadline.left()
             try:
                 msgs = self._client.run(self._sub.fetch(1, timeout=left), 'reading', left)
             except StreamTimeoutError:

@@ -33,8 +33,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
+from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
+from tether.stream.shims._base import Deadline, Shim
 
 __all__ = [
     'RedisPublisher',
@@ -96,7 +97,9 @@ def _namespace(prefix: str, db: int) -> str:
     return prefix if db == 0 else f'{prefix} (db {db})'
 
 
-class _Base:
+class _Base(Shim):
+    _shown = ('hostname', 'port')
+
     def __init__(
         self,
         hostname: str,
@@ -124,14 +127,6 @@ class _Base:
             retries=retries,
             cluster=cluster,
         )
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f'{type(self).__name__}({self.hostname!r}, {self.port})'
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
 
 
 class RedisPublisher(_Base):
@@ -154,11 +149,6 @@ class RedisPublisher(_Base):
         self._check_open()
         with _translate(f'publishing to topic {topic!r} at {self.hostname}:{self.port}'):
             self._client.publish(topic, message)
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._closed = True
-        self._client.close()
 
 
 class RedisSubscriber(_Base, SubscriberIterator):
@@ -206,23 +196,15 @@ class RedisSubscriber(_Base, SubscriberIterator):
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the subscribed channels."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, _POLL, f'topics {self.topics}')
         with _translate(f'reading topics {self.topics} at {self.hostname}:{self.port}'):
             while True:
-                left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
-                if left <= 0:
-                    raise StreamTimeoutError(
-                        f'no message on topics {self.topics} within {timeout} s',
-                    )
-                msg = self._pubsub.get_message(timeout=left)
+                msg = self._pubsub.get_message(timeout=deadline.left())
                 if msg is not None and msg['type'] in ('message', 'pmessage'):
                     return bytes(msg['data'])
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Unsubscribe and close the connection."""
-        if self._closed:
-            return
-        self._closed = True
         try:
             self._pubsub.close()
         finally:
@@ -268,11 +250,6 @@ class RedisQueuePublisher(_Base):
                 maxlen=self.maxlen,
                 approximate=True,
             )
-
-    def close(self) -> None:
-        """Close the connection (the streams stay)."""
-        self._closed = True
-        self._client.close()
 
 
 class RedisQueueSubscriber(_Base, SubscriberIterator):
@@ -338,7 +315,7 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout, _POLL, f'topic {self.topic!r}')
         with _translate(f'reading topic {self.topic!r} at {self.hostname}:{self.port}'):
             self._ack()
             while True:
@@ -356,11 +333,7 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
                     if entries:
                         return self._take(entries[0])
                     self._recovering = False
-                left = _POLL if deadline is None else min(deadline - time.monotonic(), _POLL)
-                if left <= 0:
-                    raise StreamTimeoutError(
-                        f'no message on topic {self.topic!r} within {timeout} s',
-                    )
+                left = deadline.left()
                 reply = self._client.xreadgroup(
                     self.group,
                     self.consumer,

@@ -28,10 +28,10 @@ from tether._extras import import_extra
 from tether.exceptions import (
     StreamBackpressureError,
     StreamBrokerError,
-    StreamError,
     StreamTimeoutError,
 )
 from tether.stream.protocols import SubscriberIterator
+from tether.stream.shims._base import Shim
 
 __all__ = ['ZMQPublisher', 'ZMQSubscriber', 'ZeroMQPublisher', 'ZeroMQSubscriber']
 
@@ -40,7 +40,7 @@ def _zmq() -> Any:
     return import_extra('zmq', 'the ZeroMQ stream shims need pyzmq', 'zmq')
 
 
-class ZMQPublisher:
+class ZMQPublisher(Shim):
     """Publishes messages on a bound ``XPUB`` socket.
 
     Args:
@@ -68,7 +68,6 @@ class ZMQPublisher:
             raise StreamBrokerError(f'cannot bind the ZeroMQ publisher to {address}: {e}') from e
         self.address: str = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._subscriptions: dict[bytes, int] = {}
-        self._closed = False
 
     def __repr__(self) -> str:
         return f'ZMQPublisher({self.address!r})'
@@ -107,8 +106,7 @@ class ZMQPublisher:
 
     def send_message(self, topic: str, message: bytes) -> None:
         """Send the topic and message frames to the subscribers of ``topic``."""
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
+        self._check_open()
         self._drain_subscriptions()
         try:
             self._socket.send_multipart([topic.encode(), message], copy=len(message) < 65536)
@@ -120,14 +118,12 @@ class ZMQPublisher:
         except self._zmq.ZMQError as e:
             raise StreamBrokerError(f'ZeroMQ send on {self.address} failed: {e}') from e
 
-    def close(self) -> None:
-        """Close the socket (queued messages get ``LINGER`` = 1 s to leave)."""
-        if not self._closed:
-            self._closed = True
-            self._socket.close()
+    def _release(self) -> None:
+        # Queued messages get ``LINGER`` = 1 s to leave.
+        self._socket.close()
 
 
-class ZMQSubscriber(SubscriberIterator):
+class ZMQSubscriber(Shim, SubscriberIterator):
     """Receives the messages of one topic from one or more ZeroMQ publishers.
 
     Args:
@@ -162,7 +158,6 @@ class ZMQSubscriber(SubscriberIterator):
         self._poller.register(self._socket, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         self._connected = 0
-        self._closed = False
 
     def __repr__(self) -> str:
         return f'ZMQSubscriber({self.addresses!r}, {self.topic!r})'
@@ -185,8 +180,7 @@ class ZMQSubscriber(SubscriberIterator):
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the topic."""
-        if self._closed:
-            raise StreamError(f'{self!r} is closed')
+        self._check_open()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else deadline - time.monotonic()
@@ -200,13 +194,10 @@ class ZMQSubscriber(SubscriberIterator):
             elif self._monitor in ready:  # messages already received come first
                 self._monitor_event()
 
-    def close(self) -> None:
-        """Close the sockets."""
-        if not self._closed:
-            self._closed = True
-            self._socket.disable_monitor()
-            self._monitor.close(0)
-            self._socket.close(0)
+    def _release(self) -> None:
+        self._socket.disable_monitor()
+        self._monitor.close(0)
+        self._socket.close(0)
 
 
 class ZeroMQPublisher(ZMQPublisher):
