@@ -16,6 +16,7 @@ agent id, a caller or a value.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import mmap
 import os
@@ -237,11 +238,11 @@ def _mailbox_depth(spec: Any) -> dict[tuple[str, ...], float] | float:
     return float(int(waiting))
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class _Actions:
     """Per-action calls, errors and latency, read from the block when scraped."""
 
-    def __init__(self, block: StatsBlock) -> None:
-        self._block = block
+    block: StatsBlock
 
     def describe(self) -> list[Any]:
         return []
@@ -258,7 +259,7 @@ class _Actions:
         latency = HistogramMetricFamily(
             'tether_agent_action_seconds', 'Seconds an action ran, by action', labels=['action']
         )
-        for name, n, failed, seconds, counts in self._block.per_action():
+        for name, n, failed, seconds, counts in self.block.per_action():
             calls.add_metric([name], n)
             errors.add_metric([name], failed)
             total, buckets = 0.0, []
