@@ -405,11 +405,10 @@ async def client_handshake(
             await conn.send(HELLO, hello_header(nonce, client))
             await conn.send(AUTH, answer_challenge(await conn.recv(), key, nonce, peer))
             conn.info = check_welcome(await conn.recv(), peer)
-    except TimeoutError as e:
+    except BaseException as e:
         conn.abort()
-        raise WireConnectionError(f'handshake with {peer} timed out') from e
-    except BaseException:
-        conn.abort()
+        if isinstance(e, TimeoutError):
+            raise WireConnectionError(f'handshake with {peer} timed out') from e
         raise
     protocol.expect(PROTOCOL_VERSION)
     protocol.limits = limits or Limits()

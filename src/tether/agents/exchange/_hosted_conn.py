@@ -75,11 +75,10 @@ class Connection:
                     f'the hosted exchange at {url} refused the connection: '
                     f'{self.proto.handshake_exc}'
                 ) from self.proto.handshake_exc
-        except OSError as e:
+        except BaseException as e:
             sock.close()
-            raise WireConnectionError(f'hosted exchange {url}: {e}') from e
-        except BaseException:
-            sock.close()
+            if isinstance(e, OSError):
+                raise WireConnectionError(f'hosted exchange {url}: {e}') from e
             raise
         sock.settimeout(None)
         self._pending = b''

@@ -111,30 +111,23 @@ class _Gate:
                 self.deliver(item)
 
 
+def _redis_listeners(name: str) -> Any:
+    """A property that is the attribute ``name`` of the listener's Redis listener."""
+    return property(
+        lambda self: getattr(self.redis_listener, name),
+        lambda self, value: setattr(self.redis_listener, name, value),
+    )
+
+
+@dataclasses.dataclass(eq=False, repr=False)
 class _HybridListener(Listener):
-    def __init__(
-        self, transport: HybridTransport, mailbox_id: str, redis_listener: Any, gate: _Gate
-    ) -> None:
-        self.transport = transport
-        self.mailbox_id = mailbox_id
-        self.redis_listener = redis_listener
-        self.gate = gate
+    transport: HybridTransport
+    mailbox_id: str
+    redis_listener: Any
+    gate: _Gate
 
-    @property
-    def on_lost(self) -> Any:
-        return self.redis_listener.on_lost
-
-    @on_lost.setter
-    def on_lost(self, callback: Any) -> None:
-        self.redis_listener.on_lost = callback
-
-    @property
-    def on_check(self) -> Any:
-        return self.redis_listener.on_check
-
-    @on_check.setter
-    def on_check(self, callback: Any) -> None:
-        self.redis_listener.on_check = callback
+    on_lost = _redis_listeners('on_lost')
+    on_check = _redis_listeners('on_check')
 
     def close(self) -> None:
         self.transport.unserve(self.mailbox_id)

@@ -13,6 +13,7 @@ environment (a ``token=`` given here serves this process only).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -70,12 +71,12 @@ class _Slot:
         self.body: memoryview = memoryview(b'')
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class _HttpListener(Listener):
-    def __init__(self, transport: _HttpTransport, mailbox_id: str, deliver: Deliver) -> None:
-        self.transport = transport
-        self.mailbox_id = mailbox_id
-        self.deliver = deliver
-        self.closed = False
+    transport: _HttpTransport
+    mailbox_id: str
+    deliver: Deliver
+    closed: bool = dataclasses.field(default=False, init=False)
 
     def close(self) -> None:
         if self.closed:
