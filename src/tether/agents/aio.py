@@ -45,7 +45,6 @@ import logging
 import warnings
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tether.agents.behavior import Behavior
@@ -444,12 +443,7 @@ class LaunchBatch:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         if exc_type is None:
             await self.submit()
         self.closed = True
