@@ -22,6 +22,7 @@ is serialized twice.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -63,18 +64,25 @@ T = TypeVar('T')
 _NONPROXIABLE = (type(None), bool, type(NotImplemented), type(Ellipsis))
 
 
-class ProxyAlways:
+class _Constant:
+    """A policy giving the same answer for every object."""
+
+    answer: bool
+
+    def __call__(self, obj: Any) -> bool:
+        return self.answer
+
+
+class ProxyAlways(_Constant):
     """Policy: proxy every object (except ``None``, bools, ``...`` and proxies)."""
 
-    def __call__(self, obj: Any) -> bool:
-        return True
+    answer = True
 
 
-class ProxyNever:
+class ProxyNever(_Constant):
     """Policy: proxy nothing."""
 
-    def __call__(self, obj: Any) -> bool:
-        return False
+    answer = False
 
 
 class ProxyType:
@@ -186,24 +194,19 @@ def _walk(obj: Any, nested: bool, visit: Callable[[Any], Any]) -> Any:
     return visit(obj)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class _TaskWrapper:
     """Runs the task; proxies its result by policy in the worker (picklable)."""
 
-    def __init__(
-        self,
-        function: Callable[..., Any],
-        store_config: StoreConfig,
-        should_proxy: Policy,
-        ownership: bool,
-        nested: bool,
-    ) -> None:
-        self.function = function
-        self.store_config = store_config
-        self.should_proxy = should_proxy
-        self.ownership = ownership
-        self.nested = nested
-        self.__name__ = getattr(function, '__name__', 'task')
-        self.__qualname__ = getattr(function, '__qualname__', self.__name__)
+    function: Callable[..., Any]
+    store_config: StoreConfig
+    should_proxy: Policy
+    ownership: bool
+    nested: bool
+
+    def __post_init__(self) -> None:
+        self.__name__ = getattr(self.function, '__name__', 'task')
+        self.__qualname__ = getattr(self.function, '__qualname__', self.__name__)
 
     def __repr__(self) -> str:
         return f'StoreExecutorTask({self.function!r})'
