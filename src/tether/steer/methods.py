@@ -63,25 +63,32 @@ class ColmenaMethod:
         return self.function(*args, **kwargs)
 
 
-class PythonMethod(ColmenaMethod):
-    """A Python function as a task method, named ``name`` (default: its ``__name__``)."""
+class _FunctionMethod(ColmenaMethod):
+    """A task method that wraps a function, named ``name`` (default: its ``__name__``)."""
 
     def __init__(self, function: Callable[..., Any], name: str | None = None) -> None:
         if not callable(function):
-            raise ConfigError(f'PythonMethod needs a callable, not {function!r}')
+            raise ConfigError(f'{type(self).__name__} needs a callable, not {function!r}')
         self._function = function
         self.name = name or function.__name__
-        # A function that declares ``_resources`` gets the task's (as in Colmena).
-        self.wants_resources = _declares(function, '_resources')
 
     def __repr__(self) -> str:
-        return f'PythonMethod({self._function!r}, name={self.name!r})'
+        return f'{type(self).__name__}({self._function!r}, name={self.name!r})'
+
+
+class PythonMethod(_FunctionMethod):
+    """A Python function as a task method, named ``name`` (default: its ``__name__``)."""
+
+    def __init__(self, function: Callable[..., Any], name: str | None = None) -> None:
+        super().__init__(function, name)
+        # A function that declares ``_resources`` gets the task's (as in Colmena).
+        self.wants_resources = _declares(function, '_resources')
 
     def function(self, *args: Any, **kwargs: Any) -> Any:
         return self._function(*args, **kwargs)
 
 
-class PythonGeneratorMethod(ColmenaMethod):
+class PythonGeneratorMethod(_FunctionMethod):
     """A generator function as a task method.
 
     Without ``streaming_queue`` the task's value is the list of what it yielded (with
@@ -100,15 +107,9 @@ class PythonGeneratorMethod(ColmenaMethod):
         store_return_value: bool = False,
         streaming_queue: Any = None,
     ) -> None:
-        if not callable(function):
-            raise ConfigError(f'PythonGeneratorMethod needs a callable, not {function!r}')
-        self._function = function
-        self.name = name or function.__name__
+        super().__init__(function, name)
         self.store_return_value = store_return_value
         self.streaming_queue = streaming_queue
-
-    def __repr__(self) -> str:
-        return f'PythonGeneratorMethod({self._function!r}, name={self.name!r})'
 
     def _stream(self, item: Any, result: Result, start: float) -> None:
         partial = copy.deepcopy(result)
