@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import uuid as _uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,25 @@ def _home(home: str | None) -> Path | None:
     return Path(home) if home else None
 
 
-def _fail(e: Exception) -> click.ClickException:
-    return click.ClickException(str(e))
+@contextlib.contextmanager
+def _failing() -> Iterator[None]:
+    """Tether's errors raised inside, as click's (their message, exit status 1)."""
+    from tether.exceptions import TetherError
+
+    try:
+        yield
+    except TetherError as e:
+        raise click.ClickException(str(e)) from e
+
+
+def _on_endpoint(command: str) -> Callable[[Callable[..., None]], click.Command]:
+    """``tether endpoint COMMAND NAME [--home ...]`` (further options below it follow)."""
+
+    def decorate(f: Callable[..., None]) -> click.Command:
+        f = click.option('--home', default=None, help=_HOME_HELP)(f)
+        return endpoint.command(command)(click.argument('name')(f))
+
+    return decorate
 
 
 @click.group(context_settings={'help_option_names': ['-h', '--help']})
@@ -132,10 +151,9 @@ def _configure(  # noqa: PLR0917
 ) -> None:
     """Configure a new endpoint NAME (a UUID, a client token and a peer identity)."""
     from tether._serve.site import SiteConfig
-    from tether.exceptions import TetherError
 
     token = Path(relay_token_file).read_text() if relay_token_file else None
-    try:
+    with _failing():
         config = SiteConfig.create(
             name,
             _home(home),
@@ -161,8 +179,6 @@ def _configure(  # noqa: PLR0917
             storage={'memory': memory, 'persist': persist},
             metrics=metrics.model_dump(),
         )
-    except TetherError as e:
-        raise _fail(e) from e
     folder = config.folder(_home(home))
     if as_json:
         click.echo(json.dumps({'name': name, 'uuid': config.uuid, 'folder': str(folder)}))
@@ -179,15 +195,12 @@ def _configure(  # noqa: PLR0917
 def _start(name: str, foreground: bool, home: str | None) -> None:
     """Start endpoint NAME (daemonized, with a PID file and a log in its folder)."""
     from tether.endpoint._daemon import run_foreground, start_endpoint
-    from tether.exceptions import TetherError
 
-    try:
+    with _failing():
         if foreground:
             run_foreground(name, home)
             return
         state = start_endpoint(name, _home(home))
-    except TetherError as e:
-        raise _fail(e) from e
     click.echo(
         f'endpoint {state["name"]} <{state["uuid"]}> started (pid {state["pid"]}, clients on '
         f'{state["host"]}:{state["port"]})'
@@ -203,18 +216,13 @@ def _start(name: str, foreground: bool, home: str | None) -> None:
         )
 
 
-@endpoint.command('stop')
-@click.argument('name')
-@click.option('--home', default=None, help=_HOME_HELP)
+@_on_endpoint('stop')
 def _stop(name: str, home: str | None) -> None:
     """Stop endpoint NAME (its objects are lost unless it persists them)."""
     from tether.endpoint._daemon import stop_endpoint
-    from tether.exceptions import TetherError
 
-    try:
+    with _failing():
         gone = stop_endpoint(name, _home(home))
-    except TetherError as e:
-        raise _fail(e) from e
     if not gone:
         raise click.ClickException(f'endpoint {name} did not stop')
     click.echo(f'endpoint {name} stopped')
@@ -259,18 +267,13 @@ def _list(home: str | None, as_json: bool) -> None:
             click.echo(f'    peer {peer["name"]:<16} {peer["path"]:<8} alive={peer["alive"]}')
 
 
-@endpoint.command('remove')
-@click.argument('name')
-@click.option('--home', default=None, help=_HOME_HELP)
+@_on_endpoint('remove')
 def _remove(name: str, home: str | None) -> None:
     """Remove endpoint NAME's configuration, identity and objects (stop it first)."""
     from tether._serve.site import find_config, read_state, remove_folder
-    from tether.exceptions import TetherError
 
-    try:
+    with _failing():
         config = find_config(name, _home(home))
-    except TetherError as e:
-        raise _fail(e) from e
     folder = config.folder(_home(home))
     if read_state(folder) is not None:
         raise click.ClickException(f'endpoint {name} is running: stop it first')
@@ -278,9 +281,7 @@ def _remove(name: str, home: str | None) -> None:
     click.echo(f'removed endpoint {name} ({folder})')
 
 
-@endpoint.command('check-nat')
-@click.argument('name')
-@click.option('--home', default=None, help=_HOME_HELP)
+@_on_endpoint('check-nat')
 @click.option('--json', 'as_json', is_flag=True, help='Print JSON.')
 def _check_nat(name: str, home: str | None, as_json: bool) -> None:
     """Report the NAT type the relay sees for running endpoint NAME.
@@ -290,12 +291,9 @@ def _check_nat(name: str, home: str | None, as_json: bool) -> None:
     relayed); blocked: no UDP reaches the relay.
     """
     from tether.endpoint._daemon import endpoint_status
-    from tether.exceptions import TetherError
 
-    try:
+    with _failing():
         info = endpoint_status(name, _home(home), check_nat=True)
-    except TetherError as e:
-        raise _fail(e) from e
     if as_json:
         click.echo(json.dumps(info))
         return
@@ -313,7 +311,6 @@ def _test(name: str, remote: str, size: str, home: str | None, as_json: bool) ->
     from tether._serve.sizes import parse_size
     from tether.connectors.endpoint import EndpointConnector, EndpointKey
     from tether.endpoint._daemon import endpoint_status
-    from tether.exceptions import TetherError
 
     try:
         nbytes = parse_size(size)
@@ -322,7 +319,7 @@ def _test(name: str, remote: str, size: str, home: str | None, as_json: bool) ->
     data = os.urandom(nbytes)
     conn = EndpointConnector([name], home=home)
     key = EndpointKey(_uuid.uuid4().hex, remote)
-    try:
+    with _failing(), contextlib.closing(conn):
         t0 = time.perf_counter()
         conn.set(key, data)
         t1 = time.perf_counter()
@@ -330,10 +327,6 @@ def _test(name: str, remote: str, size: str, home: str | None, as_json: bool) ->
         t2 = time.perf_counter()
         conn.evict(key)
         peers = endpoint_status(name, _home(home))['peers']
-    except TetherError as e:
-        raise _fail(e) from e
-    finally:
-        conn.close()
     ok = got is not None and bytes(got) == data
     path = next((p['path'] for p in peers if remote in (p['name'], p['uuid'])), None)
     result: dict[str, Any] = {
