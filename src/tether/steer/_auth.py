@@ -43,10 +43,11 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tether import _keyfile, _keys
-from tether._keys import ReplayWindow, Sequencer, SigningKey
+from tether._keys import MIN_KEY_BYTES, ReplayWindow, Sequencer, SigningKey
+from tether._keys import Spec as SecretSpec  # what ``secret=`` accepts
 from tether.exceptions import SteerAuthenticationError, SteerReplayError
 
 __all__ = [
@@ -62,10 +63,6 @@ __all__ = [
 
 ENV_KEY = 'TETHER_STEER_KEY'
 ENV_KEY_FILE = 'TETHER_STEER_KEY_FILE'
-MIN_KEY_BYTES = _keys.MIN_KEY_BYTES
-
-SecretSpec = bytes | str | Literal[False] | None
-"""What ``secret=`` accepts: the key, ``None`` (from the environment) or ``False`` (none)."""
 
 SIGNED = b'TSQ2'
 _TAG = 32
