@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from tether._wire import _auth
+from tether._wire._cleanup import closed_on_error
 from tether._wire._frame import (
     AUTH,
     CHALLENGE,
@@ -399,17 +400,12 @@ async def client_handshake(
     conn = Connection(transport, protocol)  # type: ignore[arg-type]
     peer = conn.peer
     key = _auth.as_secret(secret)
-    try:
+    with closed_on_error(conn.abort, TimeoutError, lambda _: f'handshake with {peer} timed out'):
         async with asyncio.timeout(timeout):
             nonce = _auth.new_nonce()
             await conn.send(HELLO, hello_header(nonce, client))
             await conn.send(AUTH, answer_challenge(await conn.recv(), key, nonce, peer))
             conn.info = check_welcome(await conn.recv(), peer)
-    except BaseException as e:
-        conn.abort()
-        if isinstance(e, TimeoutError):
-            raise WireConnectionError(f'handshake with {peer} timed out') from e
-        raise
     protocol.expect(PROTOCOL_VERSION)
     protocol.limits = limits or Limits()
     return conn

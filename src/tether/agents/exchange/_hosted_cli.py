@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import click
 
@@ -63,28 +64,9 @@ def serve_command(  # noqa: PLR0917 - click passes options by position
 @click.option('--burst', type=int, default=None)
 @click.option('--max-queued-bytes', type=int, default=None)
 @click.option('--max-connections', type=int, default=None)
-def add_user_command(  # noqa: PLR0917 - click passes options by position
-    name: str,
-    users_file: str,
-    max_mailboxes: int | None,
-    max_message_bytes: int | None,
-    messages_per_second: float | None,
-    burst: int | None,
-    max_queued_bytes: int | None,
-    max_connections: int | None,
-) -> None:
+def add_user_command(name: str, users_file: str, **limits: Any) -> None:
     """Add a user (or give one a new token): prints the token, once (the file keeps its
     SHA-256 only)."""
     from tether.agents.exchange.hosted import add_user
 
-    token = add_user(
-        users_file,
-        name,
-        max_mailboxes=max_mailboxes,
-        max_message_bytes=max_message_bytes,
-        messages_per_second=messages_per_second,
-        burst=burst,
-        max_queued_bytes=max_queued_bytes,
-        max_connections=max_connections,
-    )
-    click.echo(token)
+    click.echo(add_user(users_file, name, **limits))  # limits: the options after --users

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from tether._wire._cleanup import closed_on_error
 from tether.exceptions import AuthenticationError, WireConnectionError
 
 __all__ = ['Connection']
@@ -49,7 +50,7 @@ class Connection:
         for name, value in headers.items():
             request.headers[name] = value
         self.proto.send_request(request)
-        try:
+        with closed_on_error(sock.close, OSError, lambda e: f'hosted exchange {url}: {e}'):
             self._flush()
             response: Response | None = None
             self._early: list[Any] = []  # frames that came with the handshake's answer
@@ -75,11 +76,6 @@ class Connection:
                     f'the hosted exchange at {url} refused the connection: '
                     f'{self.proto.handshake_exc}'
                 ) from self.proto.handshake_exc
-        except BaseException as e:
-            sock.close()
-            if isinstance(e, OSError):
-                raise WireConnectionError(f'hosted exchange {url}: {e}') from e
-            raise
         sock.settimeout(None)
         self._pending = b''
         self.closed = False
