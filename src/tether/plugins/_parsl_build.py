@@ -161,9 +161,9 @@ def htex_config(
     encrypted: bool = True,
     retries: int = 0,
     retry_handler: Callable[[Exception, Any], float] | None = None,
-    strategy: str = 'htex_auto_scale',
-    strategy_period: float = 5.0,
-    max_idletime: float = 120.0,
+    strategy: str | None = 'htex_auto_scale',
+    strategy_period: float | None = 5.0,
+    max_idletime: float | None = 120.0,
     run_dir: str | None = None,
     run_dir_prefix: str = 'tether-parsl-',
     initialize_logging: bool = False,
@@ -174,9 +174,10 @@ def htex_config(
     The interchange runs this interpreter; ``address`` is where the workers reach it
     (``None``: Parsl tries every address of this host). ``strategy`` scales blocks out
     while tasks wait and in after ``max_idletime`` idle seconds (``htex_auto_scale`` only
-    ends blocks with no task). ``run_dir`` defaults to a new temporary directory, which
-    the caller removes; ``htex`` adds any other HighThroughputExecutor option
-    (``heartbeat_period``, ``cores_per_worker`` ...).
+    ends blocks with no task); ``None`` for any of the three keeps Parsl's default.
+    ``run_dir`` defaults to a new temporary directory, which the caller removes; ``htex``
+    adds any other HighThroughputExecutor option (``heartbeat_period``,
+    ``cores_per_worker`` ...).
     """
     from parsl.executors import HighThroughputExecutor
 
@@ -196,16 +197,19 @@ def htex_config(
             )
     except TypeError as e:
         raise ConfigError(f'HighThroughputExecutor refused its options: {e}') from e
+    scaling = {
+        'strategy': strategy,
+        'strategy_period': strategy_period,
+        'max_idletime': max_idletime,
+    }
     return config_of(
         executor,
         run_dir,
         run_dir_prefix,
         retries=retries,
         retry_handler=retry_handler,
-        strategy=strategy,
-        strategy_period=strategy_period,
-        max_idletime=max_idletime,
         initialize_logging=initialize_logging,
+        **{name: value for name, value in scaling.items() if value is not None},
     )
 
 

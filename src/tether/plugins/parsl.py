@@ -50,7 +50,6 @@ from tether.plugins._boxes import unbox_into
 from tether.plugins._parsl_build import (
     LAUNCHERS,
     PROVIDERS,
-    config_of,
     htex_config,
     interchange_command,
     make_launcher,
@@ -130,39 +129,33 @@ def local_config(
     which the caller removes. ``strategy=None`` keeps Parsl's default (scaling in an idle
     block after ``max_idletime`` seconds, down to ``min_blocks``); ``retry_handler`` is
     Parsl's (the cost of each failure against ``retries``); ``htex`` adds any other
-    HighThroughputExecutor options (``heartbeat_period`` ...). For other providers:
-    :func:`htex_config`.
+    HighThroughputExecutor options (``heartbeat_period`` ...; options it does not take
+    raise :class:`~tether.exceptions.ConfigError`). For other providers: :func:`htex_config`,
+    which this calls with a local provider.
     """
-    from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
 
-    executor = HighThroughputExecutor(
-        label=label,
-        address='127.0.0.1',
-        max_workers_per_node=workers,
-        provider=LocalProvider(  # type: ignore[no-untyped-call]
-            init_blocks=1,
-            min_blocks=min_blocks,
-            max_blocks=1,
-            worker_init=worker_init(),
-        ),
-        encrypted=encrypted,
-        interchange_launch_cmd=interchange_command(),
-        **htex,
+    provider = LocalProvider(  # type: ignore[no-untyped-call]
+        init_blocks=1,
+        min_blocks=min_blocks,
+        max_blocks=1,
+        worker_init=worker_init(),
     )
-    options: dict[str, Any] = {}
-    if strategy is not None:
-        options['strategy'] = strategy
-    if max_idletime is not None:
-        options['max_idletime'] = max_idletime
-    return config_of(
-        executor,
-        run_dir,
-        run_dir_prefix,
+    return htex_config(
+        provider,
+        label=label,
+        workers_per_node=workers,
+        address='127.0.0.1',
+        encrypted=encrypted,
         retries=retries,
         retry_handler=retry_handler,
+        strategy=strategy,
+        strategy_period=None,
+        max_idletime=max_idletime,
+        run_dir=run_dir,
+        run_dir_prefix=run_dir_prefix,
         initialize_logging=initialize_logging,
-        **options,
+        **htex,
     )
 
 
