@@ -122,20 +122,17 @@ def header_fields(
 ) -> tuple[str, str, str, int, float] | None:
     """The fields of a signed message's header, checked; ``None`` if one is malformed.
 
-    They are ``names`` (three strings: who sent it, where to, what), then ``seq`` (its
+    They are the three string fields ``names`` (the sender, channel and kind, in the
+    caller's order and spelling), then ``seq`` (its
     :class:`Sequencer` number, an int >= 0) and ``time`` (when it was sent, finite).
     """
-    first, second, third, seq, sent = (header.get(f) for f in (*names, 'seq', 'time'))
-    if (
-        not isinstance(first, str)
-        or not isinstance(second, str)
-        or not isinstance(third, str)
-        or not isinstance(seq, int)
-        or isinstance(seq, bool)
-        or seq < 0
-        or not isinstance(sent, int | float)
-        or not math.isfinite(sent)
-    ):
+    fields: list[Any] = [header.get(f) for f in (*names, 'seq', 'time')]
+    first, second, third, seq, sent = fields
+    if not all(isinstance(name, str) for name in (first, second, third)):
+        return None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        return None
+    if not isinstance(sent, int | float) or not math.isfinite(sent):
         return None
     return first, second, third, seq, sent
 
