@@ -77,6 +77,19 @@ def _gauge_text(scrape: Scrape, metric: str, label: str) -> str:
     return '-' if value is None else f'{value:,.0f}'
 
 
+def _calls(scrape: Scrape, metric: str, label: str) -> list[list[Any]]:
+    """A row per ``label`` value: it, its calls, errors and mean ms, from the counters
+    ``{metric}s_total`` and ``{metric}_errors_total`` and the histogram ``{metric}_seconds``.
+    """
+    calls = scrape.by(f'{metric}s_total', label)
+    errors = scrape.by(f'{metric}_errors_total', label)
+    seconds = mean_latency(scrape, f'{metric}_seconds', label)
+    return [
+        [k, n, errors.get(k, 0), round(seconds[k] * 1e3, 3) if k in seconds else '']
+        for k, n in sorted(calls.items())
+    ]
+
+
 def servers_table(state: State) -> str:
     rows: list[list[Any]] = []
     for target in state.config.metrics:
@@ -139,23 +152,11 @@ async def server_page(state: State, request: Request) -> HTMLResponse:
     facts += [
         [caption, _gauge_text(latest, m, label)] for m, label, caption in GAUGES.get(kind, [])
     ]
-    ops = latest.by('tether_requests_total', 'op')
-    errors = latest.by('tether_request_errors_total', 'op')
-    latency = mean_latency(latest)
-    op_rows = [
-        [op, count, errors.get(op, 0), round(latency[op] * 1e3, 3) if op in latency else '']
-        for op, count in sorted(ops.items())
-    ]
+    op_rows = _calls(latest, 'tether_request', 'op')
     body = table(['', ''], facts, 'server') + '<h2>Operations</h2>'
     body += table(['operation', 'requests', 'errors', 'mean ms'], op_rows, 'ops', 'none yet')
     if kind == 'agent-daemon':
-        calls = latest.by('tether_agent_actions_total', 'action')
-        failed = latest.by('tether_agent_action_errors_total', 'action')
-        action_ms = mean_latency(latest, 'tether_agent_action_seconds', 'action')
-        rows = [
-            [a, n, failed.get(a, 0), round(action_ms[a] * 1e3, 3) if a in action_ms else '']
-            for a, n in sorted(calls.items())
-        ]
+        rows = _calls(latest, 'tether_agent_action', 'action')
         body += '<h2>Actions</h2>'
         body += table(['action', 'calls', 'errors', 'mean ms'], rows, 'actions', 'none yet')
     body += '<div class="charts">'
