@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -22,6 +23,7 @@ __all__ = ['PollingStoreFactory', 'StoreFactory']
 T = TypeVar('T')
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True)
 class StoreFactory(Generic[T]):
     """Fetches one object from a store; carries what any process needs to do so.
 
@@ -40,44 +42,32 @@ class StoreFactory(Generic[T]):
         deserializer: Deserializer to use instead of the store's.
     """
 
-    __slots__ = (
-        '_store',
-        'deserializer',
-        'evict',
-        'key',
-        'store_config',
-        'target_differs',
-        'trace',
-    )
+    key: Any
+    store_config: StoreConfig
+    _: dataclasses.KW_ONLY
+    evict: bool = False
+    deserializer: Deserializer | None = None
+    store: dataclasses.InitVar[Store[Any] | None] = None
+    target_differs: bool = dataclasses.field(default=False, init=False)
+    """True when a proxy's local target is the object given, not what this factory
+    resolves to (a custom deserializer): its class must not travel as the target's."""
+    trace: dict[str, str] | None = dataclasses.field(default=None, init=False)
+    """With tracing on: the W3C traceparent of the span that made the proxy (an id), so
+    that its resolution, wherever it happens, joins that trace."""
+    _store: weakref.ref[Store[Any]] | None = dataclasses.field(default=None, init=False)
 
     def __class_getitem__(cls, params: Any) -> Any:
         # ProxyStore's factories take two type parameters, StoreFactory[ConnectorT, T]:
         # at run time the connector's type is accepted and dropped (type checkers see one).
         if isinstance(params, tuple) and len(params) == 2:
             params = params[1]
-        parent: Any = super()
+        # super() with arguments: the dataclass (slots) is a new class, not this body's.
+        parent: Any = super(StoreFactory, cls)
         return parent.__class_getitem__(params)
 
-    def __init__(
-        self,
-        key: Any,
-        store_config: StoreConfig,
-        *,
-        evict: bool = False,
-        deserializer: Deserializer | None = None,
-        store: Store[Any] | None = None,
-    ) -> None:
-        self.key = key
-        self.store_config = store_config
-        self.evict = evict
-        self.deserializer = deserializer
-        # True when a proxy's local target is the object given, not what this factory
-        # resolves to (a custom deserializer): its class must not travel as the target's.
-        self.target_differs = False
-        # With tracing on: the W3C traceparent of the span that made the proxy (an id),
-        # so that its resolution, wherever it happens, joins that trace.
-        self.trace: dict[str, str] | None = None
-        self._store: weakref.ref[Store[Any]] | None = None if store is None else weakref.ref(store)
+    def __post_init__(self, store: Store[Any] | None) -> None:
+        if store is not None:
+            self._store = weakref.ref(store)
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(store={self.store_config.name!r}, key={self.key!r})'
@@ -93,13 +83,18 @@ class StoreFactory(Generic[T]):
             return _rebuild_with, (type(self), base, settings)
         return _rebuild_with, (type(self), base, settings, self.trace)
 
-    def get_store(self) -> Store[Any]:
-        """Return the store this factory reads from (building it if needed)."""
+    def _origin(self) -> Store[Any] | None:
+        """The store that made this factory, in this process, if it is alive and open."""
         if self._store is not None:
             store = self._store()
             if store is not None and not store.closed:
                 return store
-        return get_or_create_store(self.store_config)
+        return None
+
+    def get_store(self) -> Store[Any]:
+        """Return the store this factory reads from (building it if needed)."""
+        store = self._origin()
+        return get_or_create_store(self.store_config) if store is None else store
 
     def origin_closed(self) -> bool:
         """Whether the store that made this factory, in this process, has been closed."""
@@ -113,11 +108,8 @@ class StoreFactory(Generic[T]):
 
         Unlike :meth:`get_store` it never builds a store: ``None`` when there is none yet.
         """
-        if self._store is not None:
-            store = self._store()
-            if store is not None and not store.closed:
-                return store
-        return lookup_store(self.store_config)
+        store = self._origin()
+        return lookup_store(self.store_config) if store is None else store
 
     def __call__(self) -> T:
         if _tracing.on:
