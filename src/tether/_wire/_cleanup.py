@@ -13,12 +13,12 @@ __all__ = ['closed_on_error']
 @contextlib.contextmanager
 def closed_on_error(
     close: Callable[[], object],
-    error: type[BaseException] | tuple[type[BaseException], ...],
-    describe: Callable[[BaseException], str],
+    error: type[BaseException] | tuple[type[BaseException], ...] = (),
+    describe: Callable[[BaseException], str] = str,
 ) -> Iterator[None]:
     """Run the block; if anything escapes it, call ``close`` first, and raise an ``error``
     as a :class:`~tether.exceptions.WireConnectionError` saying ``describe(error)``
-    (anything else propagates as it is)."""
+    (anything else, and everything when no ``error`` is given, propagates as it is)."""
     try:
         yield
     except BaseException as e:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tether._wire import _auth
+from tether._wire._cleanup import closed_on_error
 from tether._wire._frame import (
     AUTH,
     ERROR,
@@ -383,11 +384,8 @@ class SyncClient(IdlePool[SyncConnection]):
     def _new(self) -> SyncConnection:
         conn = SyncConnection(self.host, self.port, **self._kwargs)
         if self._on_connect is not None:
-            try:
+            with closed_on_error(conn.close):
                 self._on_connect(conn)
-            except BaseException:
-                conn.close()
-                raise
         return conn
 
     def _give(self, conn: SyncConnection) -> None:
@@ -401,11 +399,8 @@ class SyncClient(IdlePool[SyncConnection]):
     def connection(self) -> Iterator[SyncConnection]:
         """Borrow a connection (closed instead of returned if the block raises)."""
         conn, _ = self._take()
-        try:
+        with closed_on_error(conn.close):
             yield conn
-        except BaseException:
-            conn.close()
-            raise
         self._give(conn)
 
     def request(

@@ -29,7 +29,6 @@ import contextlib
 import contextvars
 import dataclasses
 import uuid
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from tether.agents.exceptions import ExchangeNotPicklableError
@@ -205,12 +204,7 @@ class _InExchangeContext:
         self._context_token = exchange_context.set(self._context_value())
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._leave_context()
         await self.close()
 
