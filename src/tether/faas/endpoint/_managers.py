@@ -23,6 +23,7 @@ back to the endpoint; blocks are asked for while tasks wait and end once idle
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import math
 import random
@@ -30,11 +31,9 @@ import threading
 import time
 from typing import Any
 
-from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint._pool import ProcessPoolEngine
 from tether.faas.endpoint.engine import (
     EngineBase,
-    OnHandoff,
     OnResult,
     Task,
     cancelled_error,
@@ -75,6 +74,7 @@ class _Manager:
         self.warm.update(self.pool.stats()['warm'])
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class ManagersEngine(EngineBase):
     """``config.managers`` managers of ``config.max_workers`` workers each, routed by
     ``config.routing`` (see the module docstring).
@@ -85,22 +85,16 @@ class ManagersEngine(EngineBase):
         seed: Seed of the random choices (random routing, ties).
     """
 
-    def __init__(
-        self,
-        config: ComputeEndpointConfig,
-        on_handoff: OnHandoff,
-        on_result: OnResult,
-        env: dict[str, str] | None = None,
-        *,
-        lookahead: int = 256,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(config, on_handoff, on_result, env)
+    lookahead: int = dataclasses.field(default=256, kw_only=True)
+    seed: int | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        config = self.config
         self._lock = threading.Lock()
         self._queue: collections.deque[Task] = collections.deque()
         self._skips: dict[str, int] = {}
-        self._lookahead = lookahead
-        self._random = random.Random(seed)
+        self._random = random.Random(self.seed)
         self._where: dict[str, _Manager] = {}
         self._managers: list[_Manager] = []
         self._blocks: Any = None
@@ -280,7 +274,7 @@ class ManagersEngine(EngineBase):
         if self._skips.get(head.task_id, 0) < _MAX_SKIPS:
             # The oldest waiting task whose function a manager with room has warm.
             for i, task in enumerate(self._queue):
-                if i >= self._lookahead:
+                if i >= self.lookahead:
                     break
                 warm = [m for m in free if task.function_id in m.warm]
                 if warm:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -27,12 +28,9 @@ import threading
 import time
 from typing import Any
 
-from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint._worker import TaskMessage, run_parsl_task
 from tether.faas.endpoint.engine import (
     EngineBase,
-    OnHandoff,
-    OnResult,
     Task,
     cancelled_error,
     ended_header,
@@ -84,6 +82,7 @@ def _is_lost(error: BaseException) -> bool:
     return any(name in type(error).__name__ for name in _LOST)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class ParslEngine(EngineBase):
     """Tasks through ``parsl.concurrent.ParslPoolExecutor`` over HTEX.
 
@@ -95,16 +94,10 @@ class ParslEngine(EngineBase):
         parsl_config: A ``parsl.config.Config`` to use instead.
     """
 
-    def __init__(
-        self,
-        config: ComputeEndpointConfig,
-        on_handoff: OnHandoff,
-        on_result: OnResult,
-        env: dict[str, str] | None = None,
-        parsl_config: Any = None,
-    ) -> None:
-        super().__init__(config, on_handoff, on_result, env)
-        self._parsl_config = parsl_config
+    parsl_config: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self._pool: Any = None
         self._dfk: Any = None
         self._pending = 0
@@ -210,7 +203,7 @@ class ParslEngine(EngineBase):
 
         os.environ.update(self.env)
         os.environ['TETHER_FAAS_SYS_PATH'] = json.dumps(sys.path)
-        self._dfk = start_kernel(self._parsl_config or self._default_config())
+        self._dfk = start_kernel(self.parsl_config or self._default_config())
         self._pool = ParslPoolExecutor(dfk=self._dfk)
 
     def submit_app(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:

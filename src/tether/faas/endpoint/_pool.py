@@ -37,12 +37,9 @@ import time
 from typing import Any
 
 from tether.exceptions import ConfigError
-from tether.faas._config import ComputeEndpointConfig
 from tether.faas.endpoint._environments import argv_of, worker_sys_path
 from tether.faas.endpoint.engine import (
     EngineBase,
-    OnHandoff,
-    OnResult,
     Task,
     cancelled_error,
     ended_header,
@@ -121,14 +118,8 @@ class _Worker:
 class ProcessPoolEngine(EngineBase):
     """Worker processes on this host (see the module docstring)."""
 
-    def __init__(
-        self,
-        config: ComputeEndpointConfig,
-        on_handoff: OnHandoff,
-        on_result: OnResult,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(config, on_handoff, on_result, env)
+    def __post_init__(self) -> None:
+        super().__post_init__()
         # Waiting tasks by environment ('': the default one, always first).
         self._queues: dict[str, collections.deque[Task]] = {'': collections.deque()}
         self._lock = threading.Lock()

@@ -126,22 +126,25 @@ class Engine(Protocol):
         ...
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class EngineBase:
     """What every engine keeps from its factory's arguments (a convenience for writing
     one: subclass it, call ``super().__init__``, implement the methods of
-    :class:`Engine`)."""
+    :class:`Engine`).
 
-    def __init__(
-        self,
-        config: ComputeEndpointConfig,
-        on_handoff: OnHandoff,
-        on_result: OnResult,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.config = config
-        self.on_handoff = on_handoff
-        self.on_result = on_result
-        self.env = dict(env or {})
+    A dataclass: a subclass may instead be a dataclass too, its own options as fields
+    after these four, its setup in ``__post_init__`` (calling ``super().__post_init__()``),
+    as tether's engines are.
+    """
+
+    config: ComputeEndpointConfig
+    on_handoff: OnHandoff
+    on_result: OnResult
+    # Environment variables the workers must see (a copy of the one given; None: none).
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env = dict(self.env or {})
 
 
 EngineFactory = Callable[['ComputeEndpointConfig', OnHandoff, OnResult, dict[str, str]], Engine]
