@@ -20,17 +20,13 @@ from typing import Any
 
 from tether.exceptions import (
     ConfigError,
-    FaasAuthenticationError,
-    FaasBadRequestError,
     FaasConnectionError,
     FaasError,
-    FaasNotFoundError,
-    FaasPayloadTooLargeError,
     FaasRateLimitError,
-    FunctionNotAllowedError,
     TaskPending,
 )
 from tether.faas._config import read_dev_file
+from tether.faas._errors import STATUS
 
 __all__ = [
     'error_from',
@@ -42,22 +38,16 @@ __all__ = [
     'ws_url',
 ]
 
+# The client's side of the service's table of errors (tether.faas._errors.STATUS): the
+# exception of each error code, and the code that an answer without one (a proxy's) means
+# by its 4xx status (not 409: a pending task says so in its body).
 _BY_CODE: dict[str, type[FaasError]] = {
-    'unauthorized': FaasAuthenticationError,
-    'not-found': FaasNotFoundError,
-    'payload-too-large': FaasPayloadTooLargeError,
-    'function-not-allowed': FunctionNotAllowedError,
-    'unavailable': FaasConnectionError,
-    'bad-request': FaasBadRequestError,
-    'too-many-requests': FaasRateLimitError,
+    code: cls for cls, _, code in STATUS if issubclass(cls, FaasError)
 }
 _BY_STATUS = {
-    400: 'bad-request',
-    401: 'unauthorized',
-    403: 'function-not-allowed',
-    404: 'not-found',
-    413: 'payload-too-large',
-    429: 'too-many-requests',
+    status: code
+    for cls, status, code in STATUS
+    if issubclass(cls, FaasError) and status < 500 and cls is not TaskPending
 }
 
 
