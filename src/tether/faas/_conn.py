@@ -21,6 +21,7 @@ data received, a response complete); no per-byte work is added.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 import h11
@@ -32,23 +33,17 @@ __all__ = ['ConnectionGate', 'protocols']
 logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(eq=False)
 class ConnectionGate:
     """Open connections, and the limits every connection of one server follows."""
 
-    def __init__(
-        self,
-        max_connections: int,
-        header_timeout: float,
-        idle_timeout: float,
-        keep_alive_timeout: float,
-    ) -> None:
-        self.max_connections = max_connections
-        self.header_timeout = header_timeout
-        self.idle_timeout = idle_timeout
-        self.keep_alive_timeout = keep_alive_timeout
-        self.open = 0
-        self.refused = 0
-        self.timed_out = 0
+    max_connections: int
+    header_timeout: float
+    idle_timeout: float
+    keep_alive_timeout: float
+    open: int = dataclasses.field(default=0, init=False)
+    refused: int = dataclasses.field(default=0, init=False)
+    timed_out: int = dataclasses.field(default=0, init=False)
 
 
 class HttpProtocol(H11Protocol):

@@ -53,6 +53,18 @@ function cell(row, text, cls) {
   if (cls) { td.className = cls; }
   row.appendChild(td);
 }
+function fill(table, items, mark, cells) {
+  // The rows of a table: one an item, its data attributes mark(item), its cells
+  // cells(item) (each [text, class]).
+  const tbody = document.querySelector("#" + table + " tbody");
+  tbody.replaceChildren();
+  for (const item of items) {
+    const row = document.createElement("tr");
+    Object.assign(row.dataset, mark(item));
+    for (const [text, cls] of cells(item)) { cell(row, text, cls); }
+    tbody.appendChild(row);
+  }
+}
 async function get(path) {
   const token = sessionStorage.getItem("tether-faas-token") || "";
   const r = await fetch(path, {headers: {"Authorization": "Bearer " + token}});
@@ -67,34 +79,16 @@ async function refresh() {
     const me = await get("/v1/whoami");
     document.getElementById("user").textContent = "user: " + me.name;
     const eps = (await get("/v1/endpoints")).endpoints;
-    const tbody = document.querySelector("#endpoints tbody");
-    tbody.replaceChildren();
-    for (const e of eps) {
-      const row = document.createElement("tr");
-      row.dataset.endpointId = e.endpoint_id;
-      cell(row, e.name);
-      cell(row, e.endpoint_id);
-      cell(row, e.online ? "online" : "offline", e.online ? "online" : "offline");
-      cell(row, e.info.engine);
-      cell(row, e.info.workers);
-      cell(row, e.info.idle);
-      cell(row, e.queued);
-      cell(row, e.running);
-      tbody.appendChild(row);
-    }
+    const online = (e) => (e.online ? "online" : "offline");
+    fill("endpoints", eps, (e) => ({endpointId: e.endpoint_id}), (e) => [
+      [e.name], [e.endpoint_id], [online(e), online(e)],
+      [e.info.engine], [e.info.workers], [e.info.idle], [e.queued], [e.running],
+    ]);
     const tasks = (await get("/v1/tasks?limit=50")).tasks;
-    const tb = document.querySelector("#tasks tbody");
-    tb.replaceChildren();
-    for (const t of tasks) {
-      const row = document.createElement("tr");
-      row.dataset.taskId = t.task_id;
-      cell(row, t.task_id);
-      cell(row, t.function_name || t.function_id);
-      cell(row, t.endpoint_id);
-      cell(row, t.status, "status");
-      cell(row, new Date(t.created * 1000).toISOString());
-      tb.appendChild(row);
-    }
+    fill("tasks", tasks, (t) => ({taskId: t.task_id}), (t) => [
+      [t.task_id], [t.function_name || t.function_id], [t.endpoint_id],
+      [t.status, "status"], [new Date(t.created * 1000).toISOString()],
+    ]);
     err.textContent = "";
   } catch (e) {
     err.textContent = "error: " + e.message;
