@@ -188,7 +188,7 @@ class Connection:
         """
         sizes, buffers = flatten(payloads)
         if sum(sizes) <= _SMALL:
-            self.write(mtype, header, payloads, request_id=request_id, flags=flags)
+            self._write_flat(mtype, header, sizes, buffers, request_id=request_id, flags=flags)
         else:
             head = encode_head(mtype, header, sizes, request_id, flags)
             if self.transport.is_closing():
