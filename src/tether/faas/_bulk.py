@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from tether.faas._drivers import Driver
 
-__all__ = ['Coalescer', 'Result', 'mark_running', 'store_results']
+__all__ = ['Coalescer', 'Result', 'acknowledge', 'mark_running', 'store_results']
 
 T = TypeVar('T')
 R = TypeVar('R')
@@ -118,12 +118,12 @@ async def store_results(db: Driver, results: Sequence[Result], now: float) -> di
         eids, ids, statuses, headers, payloads = (list(c) for c in zip(*rows, strict=True))
         found = await db.fetch(
             'WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],'
-            ' $5::bytea[]) AS r(i, e, s, h, p)), l AS (SELECT t.task_id FROM faas_tasks AS t'
-            ' JOIN r ON t.task_id = r.i AND t.endpoint_id = r.e WHERE t.status IN'
-            " ('waiting-for-ep', 'running') ORDER BY t.task_id FOR UPDATE OF t)"
-            ' UPDATE faas_tasks AS t SET status = r.s, result_header = r.h,'
-            ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE r.p END,'
-            ' finished = $6, payload = NULL FROM l JOIN r ON r.i = l.task_id'
+            ' $5::bytea[]) AS r(i, e, s, h, p)), l AS (SELECT t.task_id, r.s, r.h, r.p'
+            ' FROM faas_tasks AS t JOIN r ON t.task_id = r.i AND t.endpoint_id = r.e WHERE'
+            " t.status IN ('waiting-for-ep', 'running') ORDER BY t.task_id FOR UPDATE OF t)"
+            ' UPDATE faas_tasks AS t SET status = l.s, result_header = l.h,'
+            ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE l.p END,'
+            ' finished = $6, payload = NULL FROM l'
             " WHERE t.task_id = l.task_id AND t.status IN ('waiting-for-ep', 'running')"
             ' RETURNING t.task_id, t.task_group_id',
             ids,
@@ -142,3 +142,40 @@ async def store_results(db: Driver, results: Sequence[Result], now: float) -> di
             [(s, h, r, now, t, e) for e, t, s, h, r in rows],
         )
     return {r['task_id']: r['task_group_id'] for r in found}
+
+
+async def acknowledge(
+    db: Driver, user_id: str, task_ids: Sequence[str], statuses: Sequence[str] = ()
+) -> None:
+    """Results of the user's ``task_ids`` taken by the client: marked acknowledged and
+    dropped (only tasks in one of ``statuses``, if any are given).
+
+    On PostgreSQL the rows are found by their primary key alone and the user is checked
+    on the rows found: given ``user_id = $1`` next to the ids, a plan may scan the
+    ``(user_id, created)`` index whole (every task of the user, at each statement, so
+    that the cost grows with the tasks stored; it did, with 100,000 tasks in flight)."""
+    if not task_ids:
+        return
+    ids = sorted(set(task_ids))
+    n = len(statuses)
+    if db.dialect == 'postgresql':
+        status = f' AND t.status IN ({", ".join(f"${i}" for i in range(3, 3 + n))})'
+        await db.execute(
+            'WITH c AS MATERIALIZED (SELECT task_id, user_id FROM faas_tasks'
+            ' WHERE task_id = ANY($2::text[])), l AS (SELECT t.task_id FROM faas_tasks AS t'
+            f' JOIN c ON t.task_id = c.task_id WHERE c.user_id = $1{status if n else ""}'
+            ' ORDER BY t.task_id FOR UPDATE OF t) UPDATE faas_tasks AS t'
+            ' SET acknowledged = 1, result = NULL FROM l WHERE t.task_id = l.task_id',
+            user_id,
+            ids,
+            *statuses,
+        )
+        return
+    status = f' AND status IN ({", ".join(f"${i}" for i in range(3, 3 + n))})'
+    await db.execute(
+        'UPDATE faas_tasks SET acknowledged = 1, result = NULL WHERE user_id = $1'
+        f' AND task_id {db.in_list(2)}{status if n else ""}',
+        user_id,
+        ids,
+        *statuses,
+    )

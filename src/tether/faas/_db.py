@@ -475,18 +475,7 @@ class Repository:
         acknowledged is not kept."""
         if not task_ids:
             return
-        finished = '' if delivered else ' AND status IN ($3, $4, $5)'
-        where = f'user_id = $1 AND task_id {self.db.in_list(2)}{finished}'
-        update = 'UPDATE faas_tasks SET acknowledged = 1, result = NULL'
-        if self.db.dialect == 'postgresql':  # rows locked in task id order (see _bulk)
-            update = (
-                f'WITH l AS (SELECT task_id AS locked FROM faas_tasks WHERE {where}'
-                f' ORDER BY task_id FOR UPDATE) {update} FROM l WHERE task_id = l.locked AND'
-            )
-        else:
-            update += ' WHERE'
-        args = () if delivered else FINISHED
-        await self.db.execute(f'{update} {where}', user_id, sorted(task_ids), *args)
+        await _bulk.acknowledge(self.db, user_id, task_ids, () if delivered else FINISHED)
 
     async def acknowledged_ids(self, user_id: str, task_ids: Sequence[str]) -> set[str]:
         """Those of the user's ``task_ids`` whose result was acknowledged."""
