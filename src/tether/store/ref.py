@@ -281,8 +281,8 @@ class OwnedProxy(BaseRefProxy[T]):
             if state.refs or state.mut:
                 raise OwnershipError(
                     f'cannot move {describe(self)} to another process while it is borrowed '
-                    f'({state.refs} shared, {int(state.mut)} mutable borrows); wait for the '
-                    'borrowing tasks, or pass borrow(proxy) / clone(proxy) instead',
+                    f'{_borrows(state)}; wait for the borrowing tasks, or pass '
+                    'borrow(proxy) / clone(proxy) instead',
                 )
             first_move = not state.moved
             state.moved = True
@@ -301,9 +301,9 @@ class OwnedProxy(BaseRefProxy[T]):
             state.dropped = True
             owner_gone(get_factory(self))
             raise OwnershipError(
-                f'{describe(self)} went out of scope while borrowed ({state.refs} shared, '
-                f'{int(state.mut)} mutable borrows); the object is kept so the borrows stay '
-                'valid: keep the owner alive until the borrowing tasks finish',
+                f'{describe(self)} went out of scope while borrowed {_borrows(state)}; the '
+                'object is kept so the borrows stay valid: keep the owner alive until the '
+                'borrowing tasks finish',
             )
         state.dropped = True
         if owner_gone(get_factory(self)):
@@ -383,14 +383,23 @@ def _copy_ref(ref: RefProxy[Any]) -> RefProxy[Any]:
     return borrow(owner, populate_target=is_resolved(ref))
 
 
-def _check_mutable(proxy: OwnedProxy[Any]) -> None:
-    state: OwnerState = _get_state(proxy)
-    check_state(proxy, state, 'mutate')
+def _borrows(state: OwnerState) -> str:
+    """How an owner is borrowed, for the errors."""
+    return f'({state.refs} shared, {int(state.mut)} mutable borrows)'
+
+
+def _check_unborrowed(proxy: OwnedProxy[Any], state: OwnerState, what: str) -> None:
+    """Raise ``MutableBorrowError`` if the owner ``proxy`` may not ``what``: it is
+    moved, dropped or borrowed."""
+    check_state(proxy, state, what)
     if state.refs or state.mut:
         raise MutableBorrowError(
-            f'cannot mutate {describe(proxy)} while it is borrowed ({state.refs} shared, '
-            f'{int(state.mut)} mutable borrows)',
+            f'cannot {what} {describe(proxy)} while it is borrowed {_borrows(state)}',
         )
+
+
+def _check_mutable(proxy: OwnedProxy[Any]) -> None:
+    _check_unborrowed(proxy, _get_state(proxy), 'mutate')
 
 
 def _owner_state(proxy: Any, fn: str) -> OwnerState:
@@ -458,7 +467,7 @@ def mut_borrow(proxy: OwnedProxy[T], *, populate_target: bool = True) -> RefMutP
         if state.refs or state.mut:
             raise MutableBorrowError(
                 f'cannot mutably borrow {describe(proxy)}: it is already borrowed '
-                f'({state.refs} shared, {int(state.mut)} mutable borrows)',
+                f'{_borrows(state)}',
             )
         state.mut = True
     return _new_ref(RefMutProxy, proxy, state, populate_target)
@@ -558,12 +567,7 @@ def drop(proxy: OwnedProxy[Any]) -> None:
     """
     state = _owner_state(proxy, 'drop')
     with state.lock:
-        check_state(proxy, state, 'drop')
-        if state.refs or state.mut:
-            raise MutableBorrowError(
-                f'cannot drop {describe(proxy)} while it is borrowed ({state.refs} shared, '
-                f'{int(state.mut)} mutable borrows)',
-            )
+        _check_unborrowed(proxy, state, 'drop')
         state.dropped = True
     if state.pid == os.getpid() and owner_gone(get_factory(proxy)):
         evict_target(proxy)
