@@ -16,6 +16,7 @@ socket its parent opened (it opens its own on first use).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import socket
@@ -24,10 +25,13 @@ import struct
 import termios
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.connectors._redis_io import Packer, ReplyReader
 from tether.serialize import BytesLike
+
+if TYPE_CHECKING:
+    from tether.connectors.redis import RedisConnectorConfig
 
 __all__ = ['RawConnection', 'RawPool', 'os_timeouts', 'send_all']
 
@@ -125,6 +129,7 @@ def send_all(sock: socket.socket, buffers: Sequence[BytesLike], redis: Any) -> N
         raise redis.ConnectionError(f'error sending a request: {e}') from e
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class RawPool:
     """Connections of tether's own to one Redis server (see the module's documentation).
 
@@ -132,38 +137,23 @@ class RawPool:
         redis: The ``redis`` module (its exceptions are raised).
         host: The server's host.
         port: The server's port.
-        db: The database selected on each connection.
-        username: User for ``AUTH``, if any.
+        settings: The connector's settings: the database selected on each connection
+            (``db``), the user for ``AUTH`` (``username``), TLS or not (``ssl``: the
+            system's default trust store and host check), the seconds one read or write
+            may block (``socket_timeout``) and connecting may take (``connect_timeout``).
         password: Password for ``AUTH``, if any.
-        ssl: Connect with TLS (the system's default trust store and host check).
-        socket_timeout: Seconds one read or write may block.
-        connect_timeout: Seconds connecting may take.
         max_idle: Idle connections kept for reuse (more are closed when released).
     """
 
-    def __init__(
-        self,
-        redis: Any,
-        host: str,
-        port: int,
-        *,
-        db: int = 0,
-        username: str | None = None,
-        password: str | None = None,
-        ssl: bool = False,
-        socket_timeout: float | None = None,
-        connect_timeout: float | None = None,
-        max_idle: int = 64,
-    ) -> None:
-        self.redis = redis
-        self.host = host
-        self.port = port
-        self._db = db
-        self._auth = (username, password)
-        self._ssl = _ssl.create_default_context() if ssl else None
-        self._socket_timeout = socket_timeout
-        self._connect_timeout = connect_timeout
-        self._max_idle = max_idle
+    redis: Any
+    host: str
+    port: int
+    settings: RedisConnectorConfig
+    password: str | None
+    max_idle: int = dataclasses.field(default=64, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self._ssl = _ssl.create_default_context() if self.settings.ssl else None
         self._idle: list[RawConnection] = []
         self._lock = threading.Lock()
         self._forks = _forks
@@ -201,7 +191,7 @@ class RawPool:
             conn.close()
             return
         with self._lock:
-            if self._forks == _forks and len(self._idle) < self._max_idle:
+            if self._forks == _forks and len(self._idle) < self.max_idle:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -210,14 +200,14 @@ class RawPool:
         """Close the idle connections (those in use are closed when released)."""
         with self._lock:
             idle, self._idle = self._idle, []
-            self._max_idle = 0
+            self.max_idle = 0
         for conn in idle:
             conn.close()
 
     def _connect(self) -> RawConnection:
-        redis = self.redis
+        redis, settings = self.redis, self.settings
         try:
-            sock = socket.create_connection((self.host, self.port), self._connect_timeout)
+            sock = socket.create_connection((self.host, self.port), settings.connect_timeout)
         except TimeoutError as e:
             raise redis.TimeoutError(f'timed out connecting to {self.host}:{self.port}') from e
         except OSError as e:
@@ -227,10 +217,10 @@ class RawPool:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
-                sock.settimeout(self._socket_timeout)
+                sock.settimeout(settings.socket_timeout)
                 sock = self._ssl.wrap_socket(sock, server_hostname=self.host)
             else:
-                os_timeouts(sock, self._socket_timeout)
+                os_timeouts(sock, settings.socket_timeout)
             conn = RawConnection(sock, self.redis)
             self._handshake(conn)
         except BaseException:
@@ -239,15 +229,15 @@ class RawPool:
         return conn
 
     def _handshake(self, conn: RawConnection) -> None:
-        username, password = self._auth
+        username, password, db = self.settings.username, self.password, self.settings.db
         packer = Packer()
         replies = 0
         if password is not None:
             args = (username, password) if username else (password,)
             packer.command(b'AUTH', *args)
             replies += 1
-        if self._db:
-            packer.command(b'SELECT', b'%d' % self._db)
+        if db:
+            packer.command(b'SELECT', b'%d' % db)
             replies += 1
         if not replies:
             return

@@ -143,6 +143,11 @@ class ConnectorBase(Generic[KeyT]):
         ]
 
 
+def _capability(connector: Any, protocol: type, method: str) -> Callable[..., Any] | None:
+    """``connector``'s ``method`` if it implements ``protocol``, else ``None``."""
+    return getattr(connector, method) if isinstance(connector, protocol) else None
+
+
 class _Adapted(ConnectorBase[Any]):
     """A protocol-only connector seen through :class:`ConnectorBase` (see :func:`adapt`)."""
 
@@ -161,24 +166,14 @@ class _Adapted(ConnectorBase[Any]):
 
         self._c = connector
         # Resolved once: the capability each store-facing method uses, or None.
-        self._parts = connector.put_parts if isinstance(connector, p.VectoredConnector) else None
-        self._parts_batch = (
-            connector.put_parts_batch if isinstance(connector, p.VectoredBatchConnector) else None
-        )
-        self._background = (
-            connector.put_parts_background
-            if isinstance(connector, p.BackgroundWriteConnector)
-            else None
+        self._parts = _capability(connector, p.VectoredConnector, 'put_parts')
+        self._parts_batch = _capability(connector, p.VectoredBatchConnector, 'put_parts_batch')
+        self._background = _capability(
+            connector, p.BackgroundWriteConnector, 'put_parts_background'
         )
         self._lent = isinstance(connector, p.LendingConnector)
-        self._decoded = (
-            connector.get_decoded if isinstance(connector, p.DecodingConnector) else None
-        )
-        self._decoded_batch = (
-            connector.get_decoded_batch
-            if isinstance(connector, p.DecodingBatchConnector)
-            else None
-        )
+        self._decoded = _capability(connector, p.DecodingConnector, 'get_decoded')
+        self._decoded_batch = _capability(connector, p.DecodingBatchConnector, 'get_decoded_batch')
 
     def __repr__(self) -> str:
         return f'adapt({self._c!r})'

@@ -90,6 +90,15 @@ class ConfiguredConnector:
         """Return the configuration of this connector (never a secret)."""
         return self.settings.dump()
 
+    def _settle(self) -> None:
+        """Set ``settings`` from this connector's attributes named after the model's fields
+        (the values it resolved), its secret fields left at their defaults."""
+        model = self.config_model
+        secrets = model.secret_fields()
+        self.settings = model(
+            **{name: getattr(self, name) for name in model.model_fields if name not in secrets},
+        )
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         """Rebuild a connector from :meth:`config` (validated by ``config_model``).

@@ -156,13 +156,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
         self.own_channels = own_channels
         self.unix_socket = unix_socket
         # No secret: each process reads its own site's token.
-        self.settings = EndpointConnectorConfig(
-            endpoints=list(self.endpoints),
-            home=home,
-            timeout=timeout,
-            own_channels=own_channels,
-            unix_socket=unix_socket,
-        )
+        self._settle()
         self._local: tuple[SiteConfig, SyncClient] | None = None
         self._own: dict[str, SyncClient] = {}
         """Per owning endpoint: connections with a channel of their own to it."""

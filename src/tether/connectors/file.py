@@ -63,11 +63,7 @@ class FileConnector(KeyedWrites[FileKey]):
         self.store_dir = os.path.abspath(os.fspath(store_dir))
         self.clear = clear
         self.buffering = buffering
-        self.settings = FileConnectorConfig(
-            store_dir=self.store_dir,
-            clear=clear,
-            buffering=buffering,
-        )
+        self._settle()
         try:
             os.makedirs(self.store_dir, exist_ok=True)
         except OSError as e:

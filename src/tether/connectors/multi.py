@@ -63,6 +63,10 @@ _connector_of = operator.attrgetter('connector_name')  # of a MultiKey
 logger = logging.getLogger(__name__)
 
 
+# ProxyStore's names of Policy's fields that it names otherwise.
+_PROXYSTORE_NAMES = {'min_size_bytes': 'min_size', 'max_size_bytes': 'max_size'}
+
+
 class Policy(pydantic.BaseModel):
     """When a connector of a :class:`MultiConnector` may be used.
 
@@ -93,7 +97,7 @@ class Policy(pydantic.BaseModel):
         """Accept ProxyStore's field names ``min_size_bytes`` and ``max_size_bytes``."""
         if isinstance(data, dict) and ('min_size_bytes' in data or 'max_size_bytes' in data):
             data = dict(data)
-            for old, new in (('min_size_bytes', 'min_size'), ('max_size_bytes', 'max_size')):
+            for old, new in _PROXYSTORE_NAMES.items():
                 if old in data:
                     if new in data:
                         raise ValueError(f'give {new} or {old}, not both')
@@ -117,14 +121,8 @@ class Policy(pydantic.BaseModel):
 
     def as_dict(self) -> dict[str, Any]:
         """The policy with ProxyStore's field names (its ``PolicyDict``)."""
-        return {
-            'priority': self.priority,
-            'host_pattern': self.host_pattern,
-            'min_size_bytes': self.min_size,
-            'max_size_bytes': self.max_size,
-            'subset_tags': list(self.subset_tags),
-            'superset_tags': list(self.superset_tags),
-        }
+        ours = {new: old for old, new in _PROXYSTORE_NAMES.items()}
+        return {ours.get(name, name): value for name, value in self.model_dump().items()}
 
     def valid_on_host(self, hostname: str | None = None) -> bool:
         """Return whether the connector applies on ``hostname`` (default: this host)."""

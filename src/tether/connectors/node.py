@@ -194,22 +194,7 @@ class NodeConnector(ConfiguredConnector, ClosingContext):
         self.tls_key = tls_key
         self._ssl: ssl.SSLContext | None = None
         self._secret = _resolve_node_secret(self.name, secret, secret_file)
-        self.settings = NodeConnectorConfig(
-            name=self.name,
-            address=address,
-            bind=bind,
-            port=port,
-            memory=memory,
-            spill_dir=spill_dir,
-            idle_timeout=idle_timeout,
-            secret_file=secret_file,
-            run_dir=run_dir,
-            timeout=timeout,
-            tls=self.tls,
-            tls_ca=tls_ca,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-        )
+        self._settle()
         self._local: tuple[str, int] | None = None
         self._clients: dict[tuple[str, int], SyncClient] = {}
         self._lock = threading.Lock()

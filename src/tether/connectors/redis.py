@@ -209,42 +209,17 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             pool = redis.ConnectionPool(host=hostname, port=port, db=db, **kwargs)
             self._client = make_client(connection_pool=pool)
 
-        password = self._password  # (the closure must not hold self: no cycle)
+        self._settle()
+        # (the closure must not hold self: no cycle)
+        settings, password = self.settings, self._password
 
         def raw_pool(host: str, port: int) -> RawPool:
-            return RawPool(
-                redis,
-                host,
-                port,
-                db=db,
-                username=username,
-                password=password,
-                ssl=ssl,
-                socket_timeout=socket_timeout,
-                connect_timeout=connect_timeout,
-            )
+            return RawPool(redis, host, port, settings, password)
 
         self._router = Router(self._client, cluster, raw_pool, hostname, port)
         self._raw = Requester(redis, self._router, retries, f'Redis at {hostname}:{port}')
         self._closed = False
         self._lock = threading.Lock()
-        self.settings = RedisConnectorConfig(
-            hostname=hostname,
-            port=port,
-            db=db,
-            username=username,
-            password_env=password_env,
-            password_file=password_file,
-            ssl=ssl,
-            prefix=prefix,
-            socket_timeout=socket_timeout,
-            connect_timeout=connect_timeout,
-            retries=retries,
-            max_connections=max_connections,
-            chunk_size=chunk_size,
-            clear=clear,
-            cluster=cluster,
-        )
 
     def __repr__(self) -> str:
         cluster = ', cluster=True' if self.cluster else ''
@@ -320,6 +295,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             self._client.delete(*batch)
 
     config_model = RedisConnectorConfig
+    settings: RedisConnectorConfig
 
     def _key(self) -> RedisKey:
         if self.cluster:

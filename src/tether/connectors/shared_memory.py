@@ -133,13 +133,7 @@ class SharedMemoryConnector(KeyedWrites[SharedMemoryKey]):
         self._pending: dict[str, Future[None]] = {}
         self._pending_pid = os.getpid()
         self._failed: list[tuple[str, BaseException]] = []
-        self.settings = SharedMemoryConnectorConfig(
-            namespace=namespace,
-            clear=clear,
-            pool_bytes=pool_bytes,
-            background_writes=background_writes,
-            wait_timeout=wait_timeout,
-        )
+        self._settle()
 
     def __repr__(self) -> str:
         return f'SharedMemoryConnector(namespace={self.namespace!r})'

@@ -49,37 +49,6 @@ _POLL = 1.0
 logger = logging.getLogger(__name__)
 
 
-def _client(
-    hostname: str,
-    port: int,
-    *,
-    db: int,
-    password: str | None,
-    socket_timeout: float,
-    connect_timeout: float,
-    retries: int,
-    cluster: bool,
-) -> Any:
-    from tether.connectors.redis_client import import_redis, make_client
-
-    redis = import_redis('the Redis stream shims')
-    from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
-
-    return make_client(
-        hostname,
-        port,
-        cluster=cluster,
-        db=db,
-        password=password,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=connect_timeout,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=0,
-    )
-
-
 @contextmanager
 def _translate(what: str) -> Iterator[None]:
     import redis
@@ -112,20 +81,28 @@ class _Base(Shim):
         retries: int = 2,
         cluster: bool = False,
     ) -> None:
+        from tether.connectors.redis_client import import_redis, make_client
+
+        redis = import_redis('the Redis stream shims')
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
         self.hostname = hostname
         self.port = port
         self.db = db
         self.socket_timeout = socket_timeout
         self.cluster = cluster
-        self._client = _client(
+        self._client = make_client(
             hostname,
             port,
+            cluster=cluster,
             db=db,
             password=password,
             socket_timeout=socket_timeout,
-            connect_timeout=connect_timeout,
-            retries=retries,
-            cluster=cluster,
+            socket_connect_timeout=connect_timeout,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            health_check_interval=0,
         )
 
 
