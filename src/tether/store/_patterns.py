@@ -9,8 +9,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.exceptions import NonProxiableTypeError
-from tether.proxy import Proxy, ProxyLocker
+from tether.proxy import (
+    Proxy,
+    ProxyLocker,
+    ProxyMetadata,
+    metadata_of,
+    set_metadata,
+    set_target,
+)
 from tether.serialize import BytesLike, Deserializer, Serializer
+from tether.store.factory import StoreFactory
 from tether.store.future import Future, FutureFactory
 from tether.store.lifetimes import Lifetime
 from tether.store.ref import OwnedProxy
@@ -34,6 +42,8 @@ class StorePatterns:
 
     # What the methods below use of the store (defined by Store).
     name: str
+    deserializer: Deserializer | None
+    populate_target: bool
     capabilities: Capabilities
     _io: ConnectorBase[Any]
 
@@ -49,17 +59,45 @@ class StorePatterns:
 
         def _record(self, op: str, key: Any, start: int, nbytes: int = 0) -> None: ...
 
-        def _make_proxy(
-            self,
-            obj: Any,
-            key: Any,
-            evict: bool,
-            deserializer: Deserializer | None,
-            populate_target: bool | None,
-            *,
-            proxy_type: type[Proxy[Any]] = Proxy,
-            hash_target: bool = True,
-        ) -> Proxy[Any]: ...
+    def _factory(
+        self, key: Any, evict: bool, deserializer: Deserializer | None
+    ) -> StoreFactory[Any]:
+        """The factory of a proxy of ``key`` in this store."""
+        return StoreFactory(
+            key,
+            self.config(),
+            evict=evict,
+            deserializer=deserializer,
+            store=cast('Store[Any]', self),
+        )
+
+    def _make_proxy(
+        self,
+        obj: Any,
+        key: Any,
+        evict: bool,
+        deserializer: Deserializer | None,
+        populate_target: bool | None,
+        *,
+        proxy_type: type[Proxy[Any]] = Proxy,
+        hash_target: bool = True,
+    ) -> Proxy[Any]:
+        factory = self._factory(key, evict, deserializer)
+        proxy = proxy_type(factory)
+        populate = self.populate_target if populate_target is None else populate_target
+        if deserializer is not None or self.deserializer is not None:
+            # A custom deserializer may return anything: the target's class, hash and
+            # value are not known until it runs, so the proxy takes none from ``obj``.
+            # Populated, as in ProxyStore, the proxy's target here is ``obj`` itself, but
+            # a pickled copy claims nothing from it (it resolves through the deserializer).
+            if populate:
+                factory.target_differs = True
+                set_target(proxy, obj)
+            return proxy
+        set_metadata(proxy, metadata_of(obj) if hash_target else ProxyMetadata(type(obj)))
+        if populate:
+            set_target(proxy, obj)
+        return proxy
 
     def future(
         self,

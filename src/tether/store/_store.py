@@ -20,14 +20,7 @@ from tether.exceptions import (
     SerializerOutputError,
     StoreError,
 )
-from tether.proxy import (
-    Proxy,
-    ProxyMetadata,
-    get_factory,
-    metadata_of,
-    set_metadata,
-    set_target,
-)
+from tether.proxy import Proxy, get_factory
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
@@ -413,40 +406,6 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
 
     # Proxies ---------------------------------------------------------------------------
 
-    def _make_proxy(
-        self,
-        obj: Any,
-        key: Any,
-        evict: bool,
-        deserializer: Deserializer | None,
-        populate_target: bool | None,
-        *,
-        proxy_type: type[Proxy[Any]] = Proxy,
-        hash_target: bool = True,
-    ) -> Proxy[Any]:
-        factory: StoreFactory[Any] = StoreFactory(
-            key,
-            self.config(),
-            evict=evict,
-            deserializer=deserializer,
-            store=self,
-        )
-        proxy = proxy_type(factory)
-        populate = self.populate_target if populate_target is None else populate_target
-        if deserializer is not None or self.deserializer is not None:
-            # A custom deserializer may return anything: the target's class, hash and
-            # value are not known until it runs, so the proxy takes none from ``obj``.
-            # Populated, as in ProxyStore, the proxy's target here is ``obj`` itself, but
-            # a pickled copy claims nothing from it (it resolves through the deserializer).
-            if populate:
-                factory.target_differs = True
-                set_target(proxy, obj)
-            return proxy
-        set_metadata(proxy, metadata_of(obj) if hash_target else ProxyMetadata(type(obj)))
-        if populate:
-            set_target(proxy, obj)
-        return proxy
-
     def proxy(
         self,
         obj: T,
@@ -564,14 +523,7 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
         _check_evict_lifetime(evict, lifetime)
         if lifetime is not None:
             lifetime.add_key(key, store=self)
-        factory: StoreFactory[Any] = StoreFactory(
-            key,
-            self.config(),
-            evict=evict,
-            deserializer=deserializer,
-            store=self,
-        )
-        return Proxy(factory, target_class=target_class)
+        return Proxy(self._factory(key, evict, deserializer), target_class=target_class)
 
     def _check_open(self) -> None:
         if self.closed:
