@@ -52,6 +52,7 @@ from tether.exceptions import (
     UnknownMailboxError,
 )
 from tether.testing._agent_behaviors import BrokenSetup, Echo, Other, Slow, SubEcho
+from tether.testing._shared import ClassShared, class_fixture
 from tether.testing._waiting import wait_until
 
 __all__ = ['ExchangeConformance', 'LauncherConformance', 'raw_request']
@@ -71,24 +72,16 @@ def raw_request(exchange: Any, agent_id: str, header_update: dict[str, Any]) -> 
     return future
 
 
-class _SharedLauncher:
-    """The launcher a suite class shares between its tests (starting one may start a pool
-    of workers). A test gets it while every test that used it passed and none closed it.
-    """
+class _SharedLauncher(ClassShared[Launcher]):
+    """The launcher a suite class shares between its tests (:class:`ClassShared`; starting
+    one may start a pool of workers). A test that closes it has the next make another."""
 
     def __init__(self, timeout: float) -> None:
-        self.launcher: Launcher | None = None
+        super().__init__()
         self.timeout = timeout
 
-    def take(self, make: Any) -> Launcher:
-        if self.launcher is None:
-            self.launcher = make()
-        return self.launcher
-
-    def close(self) -> None:
-        launcher, self.launcher = self.launcher, None
-        if launcher is not None:
-            launcher.close(self.timeout)
+    def _end(self, current: Launcher) -> None:
+        current.close(self.timeout)
 
 
 class ExchangeConformance:
@@ -287,13 +280,11 @@ class LauncherConformance:
     #: Seconds to wait for each agent to start, answer or stop.
     timeout: float = 60.0
 
-    @pytest.fixture(scope='class')
-    @classmethod
-    def shared_launcher(cls) -> Iterator[_SharedLauncher]:
-        """The launcher the class's tests share (closed after the class's last test)."""
-        shared = _SharedLauncher(cls.timeout)
-        yield shared
-        shared.close()
+    shared_launcher = class_fixture(
+        'shared_launcher',
+        lambda cls: _SharedLauncher(cls.timeout),
+        "The launcher the class's tests share (closed after the class's last test).",
+    )
 
     @pytest.fixture
     def launcher(
@@ -304,10 +295,8 @@ class LauncherConformance:
     ) -> Iterator[Launcher]:
         """The class's launcher without restarts (made if there is none, or after a failed
         test); a test may close it, the next then makes another."""
-        failed = request.session.testsfailed
-        yield shared_launcher.take(lambda: make_launcher(RestartPolicy()))
-        if request.session.testsfailed != failed:
-            shared_launcher.close()
+        with shared_launcher.lent(request):
+            yield shared_launcher.take(lambda: make_launcher(RestartPolicy()))
 
     def _launch(self, launcher: Launcher, exchange: Any, behavior: Any) -> str:
         agent_id: str = exchange.register_agent(type(behavior))
@@ -365,7 +354,7 @@ class LauncherConformance:
             handle = exchange.get_handle(agent_id)
             handle.ping(timeout=self.timeout)
         finally:
-            shared_launcher.close()  # the class's next test makes another
+            shared_launcher.stop()  # the class's next test makes another
         if launcher.detached:
             assert agent_id in launcher.running()  # it outlives its launcher
             handle.shutdown().result(self.timeout)

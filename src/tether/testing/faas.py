@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pathlib
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,6 +32,7 @@ import pytest
 from tether.faas import ComputeEndpointConfig
 from tether.faas.endpoint.engine import Engine, EngineFactory, make_task, task_value
 from tether.testing import _faas_tasks
+from tether.testing._shared import ClassShared, class_fixture
 from tether.testing._waiting import wait_until
 
 __all__ = ['Collector', 'EngineConformance']
@@ -59,37 +60,30 @@ class Collector:
         return out
 
 
-class _SharedEngine:
-    """The engine a suite class shares between its tests (one start per class).
+class _SharedEngine(ClassShared[Engine]):
+    """The engine a suite class shares between its tests (:class:`ClassShared`).
 
-    Its two callbacks go to the collector of the test now running (``to``). A test gets
-    it only while every test that used it passed; otherwise it is stopped and a new one
-    started, so a test's outcome never depends on another's.
+    Its two callbacks go to the collector of the test now running (``to``).
     """
 
     def __init__(self) -> None:
-        self.engine: Engine | None = None
+        super().__init__()
         self.to: Collector | None = None
 
-    def _on_handoff(self, ids: list[str]) -> None:
+    def on_handoff(self, ids: list[str]) -> None:
         if self.to is not None:
             self.to.on_handoff(ids)
 
-    def _on_result(self, header: dict[str, Any], payload: bytes) -> None:
+    def on_result(self, header: dict[str, Any], payload: bytes) -> None:
         if self.to is not None:
             self.to.on_result(header, payload)
 
-    def take(self, make: Callable[[Any, Any], Engine]) -> Engine:
-        if self.engine is None:
-            engine = make(self._on_handoff, self._on_result)
-            engine.start()
-            self.engine = engine
-        return self.engine
+    def _start(self, made: Engine) -> Engine:
+        made.start()
+        return made
 
-    def stop(self) -> None:
-        engine, self.engine = self.engine, None
-        if engine is not None:
-            engine.stop()
+    def _end(self, current: Engine) -> None:
+        current.stop()
 
 
 class EngineConformance:
@@ -107,13 +101,11 @@ class EngineConformance:
     def collector(self) -> Collector:
         return Collector()
 
-    @pytest.fixture(scope='class')
-    @classmethod
-    def shared_engine(cls) -> Iterator[_SharedEngine]:
-        """The engine the class's tests share (stopped after the class's last test)."""
-        shared = _SharedEngine()
-        yield shared
-        shared.stop()
+    shared_engine = class_fixture(
+        'shared_engine',
+        lambda cls: _SharedEngine(),
+        "The engine the class's tests share (stopped after the class's last test).",
+    )
 
     @pytest.fixture
     def engine(
@@ -133,15 +125,16 @@ class EngineConformance:
             max_retries=0,
             worker_prefetch=0,
         )
-        failed = request.session.testsfailed
-        made = shared_engine.take(lambda h, r: engine_factory(config, h, r, {}))
-        shared_engine.to = collector
-        try:
-            yield made
-        finally:
-            shared_engine.to = None
-            if request.session.testsfailed != failed:
-                shared_engine.stop()
+        shared = shared_engine
+        with shared.lent(request):
+            made = shared.take(
+                lambda: engine_factory(config, shared.on_handoff, shared.on_result, {})
+            )
+            shared.to = collector
+            try:
+                yield made
+            finally:
+                shared.to = None
 
     def test_is_an_engine(self, engine: Engine) -> None:
         assert isinstance(engine, Engine)

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from tether.steer.task_server.base import BaseTaskServer
+from tether.testing._shared import ClassShared, class_fixture
 
 __all__ = ['METHODS', 'TaskServerConformance', 'serving']
 
@@ -76,28 +77,23 @@ def serving(server: Any) -> Iterator[Any]:
             server.join(10)
 
 
-class _Shared:
-    """The task server a suite class shares between its tests (one start per class).
-
-    A test gets it only if it is alive and every test that used it passed (a failed test
-    may have left results unread); otherwise it is stopped and a new one started.
-    """
+class _Shared(ClassShared[Any]):
+    """The task server a suite class shares between its tests (:class:`ClassShared`),
+    served while it is alive."""
 
     def __init__(self) -> None:
-        self.server: Any = None
-        self._stack: contextlib.ExitStack | None = None
+        super().__init__()
+        self._stack = contextlib.ExitStack()
 
-    def take(self, make: Callable[[], Any]) -> Any:
-        if self.server is None or not self.server.is_alive():
-            self.stop()
-            self._stack = contextlib.ExitStack()
-            self.server = self._stack.enter_context(serving(make()))
-        return self.server
+    def _start(self, made: Any) -> Any:
+        self._stack = contextlib.ExitStack()
+        return self._stack.enter_context(serving(made))
 
-    def stop(self) -> None:
-        stack, self._stack, self.server = self._stack, None, None
-        if stack is not None:
-            stack.close()
+    def _end(self, current: Any) -> None:
+        self._stack.close()
+
+    def _usable(self, current: Any) -> bool:
+        return bool(current.is_alive())
 
 
 class TaskServerConformance:
@@ -116,13 +112,11 @@ class TaskServerConformance:
 
         return PipeQueues()
 
-    @pytest.fixture(scope='class')
-    @classmethod
-    def shared_task_server(cls) -> Iterator[_Shared]:
-        """The server the class's tests share (stopped after the class's last test)."""
-        shared = _Shared()
-        yield shared
-        shared.stop()
+    shared_task_server = class_fixture(
+        'shared_task_server',
+        lambda cls: _Shared(),
+        "The server the class's tests share (stopped after the class's last test).",
+    )
 
     @pytest.fixture
     def served(
@@ -134,10 +128,8 @@ class TaskServerConformance:
     ) -> Iterator[Any]:
         """The class's started task server over :data:`METHODS` (its queues are
         ``served.queues``), started over ``queues`` if there is none."""
-        failed = request.session.testsfailed
-        yield shared_task_server.take(lambda: make_task_server(queues, METHODS))
-        if request.session.testsfailed != failed:
-            shared_task_server.stop()
+        with shared_task_server.lent(request):
+            yield shared_task_server.take(lambda: make_task_server(queues, METHODS))
 
     def test_is_a_task_server(self, make_task_server: Callable[..., Any], queues: Any) -> None:
         server = make_task_server(queues, METHODS)
