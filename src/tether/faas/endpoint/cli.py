@@ -101,6 +101,20 @@ def _configured(name: str) -> pathlib.Path:
     return folder
 
 
+def _local_state(
+    name: str, config: ComputeEndpointConfig, pid: int | None, **more: Any
+) -> dict[str, Any]:
+    """What ``list`` and ``status`` say of endpoint ``name`` on this machine (``more``
+    after its id); ``pid``: its agent's, if running."""
+    return {
+        'name': name,
+        'endpoint_id': config.endpoint_id,
+        **more,
+        'running': pid is not None,
+        'pid': pid,
+    }
+
+
 def _load(name: str) -> tuple[ComputeEndpointConfig, str]:
     folder = _configured(name)
     config = ComputeEndpointConfig.from_toml(folder / 'config.toml')
@@ -324,15 +338,7 @@ def _list(as_json: bool) -> None:
         except ConfigError:
             continue
         pid = _pid(folder.name)
-        rows.append(
-            {
-                'name': folder.name,
-                'endpoint_id': config.endpoint_id,
-                'service_url': config.service_url,
-                'running': pid is not None,
-                'pid': pid,
-            }
-        )
+        rows.append(_local_state(folder.name, config, pid, service_url=config.service_url))
     if as_json:
         click.echo(json.dumps(rows))
         return
@@ -377,13 +383,7 @@ def _status(name: str, as_json: bool) -> None:
             f'deleted?); configure it again under a new name'
         ) from e
     remote = response.json()
-    data = {
-        'name': name,
-        'endpoint_id': config.endpoint_id,
-        'running': pid is not None,
-        'pid': pid,
-        **remote,
-    }
+    data = {**_local_state(name, config, pid), **remote}
     if as_json:
         click.echo(json.dumps(data))
         return
