@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tether.store._store import Store
     from tether.store.config import StoreConfig
 
-__all__ = ['NONPROXIABLE', 'StorePatterns', 'proxy_batch_skipping']
+__all__ = ['NONPROXIABLE', 'StorePatterns']
 
 T = TypeVar('T')
 
@@ -241,15 +241,3 @@ class StorePatterns:
                 **kwargs,
             ),
         )
-
-
-def proxy_batch_skipping(store: Store[Any], objs: Sequence[Any], **kwargs: Any) -> list[Any]:
-    """``proxy_batch`` with ``skip_nonproxiable``: proxies in place of proxiable objects,
-    the others (:data:`NONPROXIABLE`) as they are."""
-    positions = [i for i, o in enumerate(objs) if not isinstance(o, NONPROXIABLE)]
-    out: list[Any] = list(objs)
-    if positions:
-        proxies = store.proxy_batch([objs[i] for i in positions], **kwargs)
-        for i, proxy in zip(positions, proxies, strict=True):
-            out[i] = proxy
-    return out

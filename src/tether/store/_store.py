@@ -24,7 +24,7 @@ from tether.proxy import Proxy, get_factory
 from tether.serialize import BytesLike, Deserializer, Serializer, serialize_parts
 from tether.serialize import deserialize as default_deserialize
 from tether.store._cache import LRUCache
-from tether.store._patterns import NONPROXIABLE, StorePatterns, proxy_batch_skipping
+from tether.store._patterns import NONPROXIABLE, StorePatterns
 from tether.store._registry import (
     register_store,
     registered_store,
@@ -477,31 +477,29 @@ class Store(StorePatterns, ClosingContext, Generic[ConnectorT]):
             InvalidArgumentError: for ``evict=True`` together with a ``lifetime``.
         """
         _check_evict_lifetime(evict, lifetime)
-        if skip_nonproxiable and any(isinstance(o, _NONPROXIABLE) for o in objs):
-            return proxy_batch_skipping(
-                self,
-                objs,
-                evict=evict,
-                lifetime=lifetime,
-                serializer=serializer,
-                deserializer=deserializer,
-                populate_target=populate_target,
-                **kwargs,
-            )
-        for obj in objs:
-            if isinstance(obj, _NONPROXIABLE):
-                raise NonProxiableTypeError(f'{obj!r} cannot be proxied')
+        todo = objs
+        if any(isinstance(o, _NONPROXIABLE) for o in objs):
+            if not skip_nonproxiable:
+                bad = next(o for o in objs if isinstance(o, _NONPROXIABLE))
+                raise NonProxiableTypeError(f'{bad!r} cannot be proxied')
+            todo = [o for o in objs if not isinstance(o, _NONPROXIABLE)]
+            if not todo:
+                return cast(list[Proxy[T]], list(objs))
         start = time.perf_counter_ns()
-        keys = self.put_batch(objs, serializer=serializer, **kwargs)
+        keys = self.put_batch(todo, serializer=serializer, **kwargs)
         proxies = [
             self._make_proxy(o, k, evict, deserializer, populate_target)
-            for o, k in zip(objs, keys, strict=True)
+            for o, k in zip(todo, keys, strict=True)
         ]
         if lifetime is not None:
             lifetime.add_key(*keys, store=self)
         span = self._record('store.proxy_batch', tuple(keys), start)
         if span is not None:
             _join_trace(span, proxies)
+        if todo is not objs:  # the others (skip_nonproxiable) come back as they are, in place
+            made = iter(proxies)
+            mixed: list[Any] = [o if isinstance(o, _NONPROXIABLE) else next(made) for o in objs]
+            return mixed
         return proxies
 
     def proxy_from_key(
