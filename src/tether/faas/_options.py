@@ -4,7 +4,7 @@ endpoint configuration, and the functions registered through it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tether.faas._functions_env import check_environment_name
 from tether.faas._serde import ComputeSerializer
@@ -103,26 +103,31 @@ class ExecutorOptions:
         return found if found is not None else self.register(fn)
 
 
+class _DictOption:
+    """An attribute of :class:`ComputeOptions` that is the :class:`ExecutorOptions`
+    attribute of the same name: a dict with string keys, or None (checked when set)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _DictOption: ...
+    @overload
+    def __get__(self, obj: ComputeOptions, owner: type) -> dict[str, Any] | None: ...
+    def __get__(self, obj: ComputeOptions | None, owner: type) -> Any:
+        return self if obj is None else getattr(obj._options, self.name)
+
+    def __set__(self, obj: ComputeOptions, value: dict[str, Any] | None) -> None:
+        setattr(obj._options, self.name, check_dict(value, self.name))
+
+
 class ComputeOptions:
     """The option properties of :class:`~tether.faas.Executor` (Globus Compute's)."""
 
     _options: ExecutorOptions
 
-    @property
-    def resource_specification(self) -> dict[str, Any] | None:
-        return self._options.resource_specification
-
-    @resource_specification.setter
-    def resource_specification(self, value: dict[str, Any] | None) -> None:
-        self._options.resource_specification = check_dict(value, 'resource_specification')
-
-    @property
-    def user_endpoint_config(self) -> dict[str, Any] | None:
-        return self._options.user_endpoint_config
-
-    @user_endpoint_config.setter
-    def user_endpoint_config(self, value: dict[str, Any] | None) -> None:
-        self._options.user_endpoint_config = check_dict(value, 'user_endpoint_config')
+    resource_specification = _DictOption()
+    user_endpoint_config = _DictOption()
 
     @property
     def environment(self) -> str | None:

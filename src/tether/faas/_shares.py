@@ -27,17 +27,20 @@ class Shares:
     def __init__(self, db: Driver) -> None:
         self.db = db
 
-    async def _user_ids(self, names: Sequence[str]) -> dict[str, str]:
-        if not names:
-            return {}
-        rows = await self.db.fetch(
-            f'SELECT user_id, name FROM faas_users WHERE name {self.db.in_list(1)}',
-            list(names),
-        )
-        found = {str(r['name']): str(r['user_id']) for r in rows}
+    async def _named(self, what: str, names: Sequence[str], column: str) -> dict[str, str]:
+        """``{name: column}`` of the users or groups (``what``) named ``names``; a bad
+        request naming the first that does not exist."""
+        found: dict[str, str] = {}
+        if names:
+            rows = await self.db.fetch(
+                f'SELECT name, {column} AS value FROM faas_{what}s'
+                f' WHERE name {self.db.in_list(1)}',
+                list(names),
+            )
+            found = {str(r['name']): str(r['value']) for r in rows}
         missing = sorted(set(names) - set(found))
         if missing:
-            raise FaasBadRequestError(f'no user named {missing[0]!r}')
+            raise FaasBadRequestError(f'no {what} named {missing[0]!r}')
         return found
 
     async def set_group(self, owner: str, name: str, members: Sequence[str]) -> list[str]:
@@ -46,7 +49,7 @@ class Shares:
         rows = await self.db.fetch('SELECT owner FROM faas_groups WHERE name = $1', name)
         if rows and str(rows[0]['owner']) != owner:
             raise FaasBadRequestError(f'the group {name!r} belongs to another user')
-        ids = await self._user_ids(sorted(set(members)))
+        ids = await self._named('user', sorted(set(members)), 'user_id')
         if not rows:
             await self.db.execute(
                 'INSERT INTO faas_groups (name, owner, created) VALUES ($1, $2, $3)'
@@ -70,15 +73,8 @@ class Shares:
         self, kind: str, object_id: str, users: Sequence[str], groups: Sequence[str]
     ) -> None:
         """Replace who ``object_id`` (of ``kind``) is shared with (names checked)."""
-        ids = await self._user_ids(sorted(set(users)))
-        wanted = sorted(set(groups))
-        if wanted:
-            rows = await self.db.fetch(
-                f'SELECT name FROM faas_groups WHERE name {self.db.in_list(1)}', wanted
-            )
-            missing = sorted(set(wanted) - {str(r['name']) for r in rows})
-            if missing:
-                raise FaasBadRequestError(f'no group named {missing[0]!r}')
+        ids = await self._named('user', sorted(set(users)), 'user_id')
+        wanted = sorted(await self._named('group', sorted(set(groups)), 'name'))
         principals = [f'user:{u}' for u in ids.values()] + [f'group:{g}' for g in wanted]
         await self.db.execute(
             'DELETE FROM faas_shares WHERE kind = $1 AND object_id = $2', kind, object_id
