@@ -54,7 +54,7 @@ from tether.connectors._redis_route import Router
 from tether.connectors._util import glob_escape, total_size
 from tether.connectors.base import ConnectorBase, Decode
 from tether.connectors.config import ConfiguredConnector, ConnectorConfigModel, secret_field
-from tether.connectors.redis_client import import_redis, make_client
+from tether.connectors.redis_client import import_redis, make_client, retry_options
 from tether.exceptions import ConfigError, ConnectorClosedError
 from tether.serialize import BytesLike, deserialize
 
@@ -165,9 +165,6 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
                 'the connector puts its own hash tag after the prefix',
             )
         redis = import_redis('RedisConnector')
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
-
         self.hostname = hostname
         self.port = port
         self.db = db
@@ -194,9 +191,7 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             'password': self._password,
             'socket_timeout': socket_timeout,
             'socket_connect_timeout': connect_timeout,
-            'retry': Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
-            'retry_on_error': [redis.ConnectionError, redis.TimeoutError],
-            'health_check_interval': 0,
+            **retry_options(redis, retries),
         }
         if max_connections is not None:
             kwargs['max_connections'] = max_connections

@@ -13,12 +13,28 @@ from typing import Any
 
 from tether._extras import import_extra
 
-__all__ = ['import_redis', 'make_client']
+__all__ = ['import_redis', 'make_client', 'retry_options']
 
 
 def import_redis(user: str) -> Any:
     """The ``redis`` module, or an :class:`ImportError` saying what needs it."""
     return import_extra('redis', f'{user} needs redis-py', 'redis')
+
+
+def retry_options(redis: Any, retries: int) -> dict[str, Any]:
+    """redis-py's connection options for ``retries`` attempts after a connection error or
+    timeout (backing off from 50 ms to 1 s), without health checks.
+
+    ``redis`` is the module (:func:`import_redis`).
+    """
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    return {
+        'retry': Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
+        'retry_on_error': [redis.ConnectionError, redis.TimeoutError],
+        'health_check_interval': 0,
+    }
 
 
 def make_client(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -40,6 +41,18 @@ class Shim:
         if not self._closed:
             self._closed = True
             self._release()
+
+
+class OneTopic:
+    """A subscriber of one ``topic``, which :meth:`accepts_topic` compares by ``_matches``
+    (equality, or the broker's wildcard rule where ``topic`` is a pattern)."""
+
+    topic: str
+    _matches: Callable[[str, str], bool] = staticmethod(operator.eq)
+
+    def accepts_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is the one this subscriber reads (or one its pattern matches)."""
+        return self._matches(self.topic, topic)
 
 
 class Deadline:

@@ -35,7 +35,7 @@ from tether.exceptions import (
     StreamTimeoutError,
 )
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, Shim, close_on_loop
+from tether.stream.shims._base import Deadline, OneTopic, Shim, close_on_loop
 
 __all__ = ['AMQPPublisher', 'AMQPSubscriber']
 
@@ -163,7 +163,7 @@ class AMQPPublisher(_Base):
         self._queues.pop(topic, None)
 
 
-class AMQPSubscriber(_Base, SubscriberIterator):
+class AMQPSubscriber(_Base, OneTopic, SubscriberIterator):
     """Consumes the durable queue of one topic with manual acknowledgements.
 
     Args:
@@ -206,10 +206,6 @@ class AMQPSubscriber(_Base, SubscriberIterator):
         if self._unacked is not None:
             self._run(self._unacked.ack(), f'acknowledging on {self.topic!r}')
             self._unacked = None
-
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` is the one this subscriber reads."""
-        return topic == self.topic
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""

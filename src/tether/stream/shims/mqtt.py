@@ -31,11 +31,22 @@ from typing import Any
 from tether._extras import import_extra
 from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, Shim
+from tether.stream.shims._base import Deadline, OneTopic, Shim
 
 __all__ = ['MQTTPublisher', 'MQTTSubscriber', 'mqtt_topic_matches']
 
 _POLL = 0.5
+
+
+def mqtt_topic_matches(pattern: str, topic: str) -> bool:
+    """Whether the MQTT topic filter ``pattern`` (``+`` one level, ``#`` the rest) matches."""
+    want, have = pattern.split('/'), topic.split('/')
+    for i, level in enumerate(want):
+        if level == '#':
+            return True
+        if i >= len(have) or (level != '+' and level != have[i]):
+            return False
+    return len(want) == len(have)
 
 
 class _Base(Shim):
@@ -153,7 +164,7 @@ class MQTTPublisher(_Base):
             info.wait_for_publish(0.2)
 
 
-class MQTTSubscriber(_Base, SubscriberIterator):
+class MQTTSubscriber(_Base, OneTopic, SubscriberIterator):
     """Receives the messages of one MQTT topic.
 
     Args:
@@ -165,6 +176,8 @@ class MQTTSubscriber(_Base, SubscriberIterator):
         buffer: Messages buffered in this process before the client stops reading.
         kwargs: Options of :class:`MQTTPublisher`.
     """
+
+    _matches = staticmethod(mqtt_topic_matches)
 
     def __init__(
         self,
@@ -224,10 +237,6 @@ class MQTTSubscriber(_Base, SubscriberIterator):
         while out and time.monotonic() < deadline and self._lost is None:
             time.sleep(0.0005)
 
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` matches this subscriber's topic filter (``+`` and ``#``)."""
-        return mqtt_topic_matches(self.topic, topic)
-
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._ack()
@@ -276,14 +285,3 @@ class MQTTSubscriber(_Base, SubscriberIterator):
                 f'cannot reach the MQTT broker at {self.hostname}:{self.port} to drop a '
                 f'session: {e}',
             ) from e
-
-
-def mqtt_topic_matches(pattern: str, topic: str) -> bool:
-    """Whether the MQTT topic filter ``pattern`` (``+`` one level, ``#`` the rest) matches."""
-    want, have = pattern.split('/'), topic.split('/')
-    for i, level in enumerate(want):
-        if level == '#':
-            return True
-        if i >= len(have) or (level != '+' and level != have[i]):
-            return False
-    return len(want) == len(have)

@@ -30,7 +30,7 @@ from tether._extras import import_extra
 from tether._serve.loop import LoopThread
 from tether.exceptions import StreamBrokerError, StreamError, StreamTimeoutError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, Shim, close_on_loop
+from tether.stream.shims._base import Deadline, OneTopic, Shim, close_on_loop
 
 __all__ = [
     'JetStreamPublisher',
@@ -47,6 +47,17 @@ _POLL = 0.5
 def stream_name(topic: str) -> str:
     """Return the JetStream stream name used for ``topic``."""
     return 'tether_' + re.sub(r'[^A-Za-z0-9_-]', '_', topic)
+
+
+def nats_subject_matches(pattern: str, subject: str) -> bool:
+    """Whether the NATS subject ``pattern`` (``*`` one token, ``>`` the rest) matches."""
+    want, have = pattern.split('.'), subject.split('.')
+    for i, token in enumerate(want):
+        if token == '>':
+            return len(have) > i
+        if i >= len(have) or (token != '*' and token != have[i]):
+            return False
+    return len(want) == len(have)
 
 
 class _Client:
@@ -165,6 +176,10 @@ class _Base(Shim):
             reconnect_time_wait=reconnect_time_wait,
         )
 
+
+class _Subscriber(_Base, OneTopic, SubscriberIterator):
+    _matches = staticmethod(nats_subject_matches)
+
     def _start(self, subscribe: Any, topic: str) -> Any:
         """Run a subscriber's ``subscribe`` coroutine; on failure, close the connection."""
         try:
@@ -198,7 +213,7 @@ class NatsPublisher(_Base):
         _publish(self._client, _send(), topic)
 
 
-class NatsSubscriber(_Base, SubscriberIterator):
+class NatsSubscriber(_Subscriber):
     """Receives the messages of one NATS subject.
 
     Args:
@@ -228,10 +243,6 @@ class NatsSubscriber(_Base, SubscriberIterator):
             return sub
 
         self._sub = self._start(_subscribe(), topic)
-
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` matches this subscriber's subject (``*`` and ``>``)."""
-        return nats_subject_matches(self.topic, topic)
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the subject."""
@@ -309,7 +320,7 @@ async def _add_stream(js: Any, topic: str, max_msgs: int) -> None:
         await js.add_stream(name=stream_name(topic), subjects=[topic], max_msgs=max_msgs)
 
 
-class JetStreamSubscriber(_Base, SubscriberIterator):
+class JetStreamSubscriber(_Subscriber):
     """Reads a JetStream stream through a durable pull consumer.
 
     Args:
@@ -353,10 +364,6 @@ class JetStreamSubscriber(_Base, SubscriberIterator):
             self._client.run(self._unacked.ack(), f'acknowledging on {self.topic!r}')
             self._unacked = None
 
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` matches this subscriber's subject (``*`` and ``>``)."""
-        return nats_subject_matches(self.topic, topic)
-
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""
         self._check_open()
@@ -383,14 +390,3 @@ class JetStreamSubscriber(_Base, SubscriberIterator):
                 self._ack()
         finally:
             super().close()
-
-
-def nats_subject_matches(pattern: str, subject: str) -> bool:
-    """Whether the NATS subject ``pattern`` (``*`` one token, ``>`` the rest) matches."""
-    want, have = pattern.split('.'), subject.split('.')
-    for i, token in enumerate(want):
-        if token == '>':
-            return len(have) > i
-        if i >= len(have) or (token != '*' and token != have[i]):
-            return False
-    return len(want) == len(have)

@@ -35,7 +35,7 @@ from typing import Any
 
 from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, Shim
+from tether.stream.shims._base import Deadline, OneTopic, Shim
 
 __all__ = [
     'RedisPublisher',
@@ -81,12 +81,9 @@ class _Base(Shim):
         retries: int = 2,
         cluster: bool = False,
     ) -> None:
-        from tether.connectors.redis_client import import_redis, make_client
+        from tether.connectors.redis_client import import_redis, make_client, retry_options
 
         redis = import_redis('the Redis stream shims')
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
-
         self.hostname = hostname
         self.port = port
         self.db = db
@@ -100,9 +97,7 @@ class _Base(Shim):
             password=password,
             socket_timeout=socket_timeout,
             socket_connect_timeout=connect_timeout,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries),
-            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-            health_check_interval=0,
+            **retry_options(redis, retries),
         )
 
 
@@ -229,7 +224,7 @@ class RedisQueuePublisher(_Base):
             )
 
 
-class RedisQueueSubscriber(_Base, SubscriberIterator):
+class RedisQueueSubscriber(_Base, OneTopic, SubscriberIterator):
     """Reads a Redis stream through a consumer group, acknowledging what it handed out.
 
     On start, the consumer first re-reads the messages it was given but never
@@ -284,10 +279,6 @@ class RedisQueueSubscriber(_Base, SubscriberIterator):
         if self._unacked is not None:
             self._client.xack(self.key, self.group, self._unacked)
             self._unacked = None
-
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` is the one this subscriber reads."""
-        return topic == self.topic
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Acknowledge the previous message and return the next one."""

@@ -31,7 +31,7 @@ from tether.exceptions import (
     StreamTimeoutError,
 )
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Shim
+from tether.stream.shims._base import OneTopic, Shim
 
 __all__ = ['ZMQPublisher', 'ZMQSubscriber', 'ZeroMQPublisher', 'ZeroMQSubscriber']
 
@@ -123,7 +123,7 @@ class ZMQPublisher(Shim):
         self._socket.close()
 
 
-class ZMQSubscriber(Shim, SubscriberIterator):
+class ZMQSubscriber(Shim, OneTopic, SubscriberIterator):
     """Receives the messages of one topic from one or more ZeroMQ publishers.
 
     Args:
@@ -173,10 +173,6 @@ class ZMQSubscriber(Shim, SubscriberIterator):
                 f'the ZeroMQ publisher of topic {self.topic!r} at '
                 f'{event["endpoint"].decode()} disconnected',
             )
-
-    def accepts_topic(self, topic: str) -> bool:
-        """Whether ``topic`` is the one this subscriber reads."""
-        return topic == self.topic
 
     def next_message(self, timeout: float | None = None) -> bytes:
         """Return the next message of the topic."""
