@@ -167,6 +167,7 @@ def _rebuild_with(
     return factory
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True, kw_only=True)
 class PollingStoreFactory(StoreFactory[T]):
     """A store factory that waits for its key to appear, polling the store.
 
@@ -188,36 +189,18 @@ class PollingStoreFactory(StoreFactory[T]):
         ProxyResolveMissingKeyError: (on resolve) when the timeout passes first.
     """
 
-    __slots__ = (
-        'polling_backoff_factor',
-        'polling_interval',
-        'polling_interval_limit',
-        'polling_timeout',
-    )
+    polling_interval: float = 1
+    polling_backoff_factor: float = 1
+    polling_interval_limit: float | None = None
+    polling_timeout: float | None = None
 
-    def __init__(
-        self,
-        key: Any,
-        store_config: StoreConfig,
-        *,
-        deserializer: Deserializer | None = None,
-        evict: bool = False,
-        polling_interval: float = 1,
-        polling_backoff_factor: float = 1,
-        polling_interval_limit: float | None = None,
-        polling_timeout: float | None = None,
-        store: Store[Any] | None = None,
-    ) -> None:
-        if polling_interval <= 0 or polling_backoff_factor < 1:
+    def __post_init__(self, store: Store[Any] | None) -> None:
+        if self.polling_interval <= 0 or self.polling_backoff_factor < 1:
             raise InvalidArgumentError(
                 'polling_interval must be > 0 and polling_backoff_factor >= 1, got '
-                f'{polling_interval} and {polling_backoff_factor}',
+                f'{self.polling_interval} and {self.polling_backoff_factor}',
             )
-        super().__init__(key, store_config, evict=evict, deserializer=deserializer, store=store)
-        self.polling_interval = polling_interval
-        self.polling_backoff_factor = polling_backoff_factor
-        self.polling_interval_limit = polling_interval_limit
-        self.polling_timeout = polling_timeout
+        StoreFactory.__post_init__(self, store)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduce_with(
