@@ -235,8 +235,10 @@ class ProcessPoolEngine(EngineBase):
                 with contextlib.suppress(BlockingIOError, OSError):
                     os.read(self._wake_r, 65536)
             try:
-                self._collect(ready)
+                # Cancels first: a result that arrives with a cancel asked before it (a task
+                # that finished as it was cancelled) is then dropped, not reported a success.
                 self._cancel_now()
+                self._collect(ready)
                 self._expire()
                 self._dispatch()
                 self._scale()
