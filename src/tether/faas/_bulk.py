@@ -117,14 +117,18 @@ async def store_results(db: Driver, results: Sequence[Result], now: float) -> di
     if db.dialect == 'postgresql':
         eids, ids, statuses, headers, payloads = (list(c) for c in zip(*rows, strict=True))
         found = await db.fetch(
-            'WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],'
-            ' $5::bytea[]) AS r(i, e, s, h, p)), l AS (SELECT t.task_id, r.s, r.h, r.p'
-            ' FROM faas_tasks AS t JOIN r ON t.task_id = r.i AND t.endpoint_id = r.e WHERE'
-            " t.status IN ('waiting-for-ep', 'running') ORDER BY t.task_id FOR UPDATE OF t)"
+            # Each row looked up by its primary key alone (LATERAL ... LIMIT 1: no plan
+            # joins the batch to a scan of the table or of every waiting task) and
+            # locked there, in task id order (the order of the rows); the update then
+            # changes only rows this statement holds.
+            'WITH r AS MATERIALIZED (SELECT * FROM unnest($1::text[], $2::text[],'
+            ' $3::text[], $4::text[], $5::bytea[]) AS r(i, e, s, h, p)),'
+            ' l AS (SELECT f.task_id, r.s, r.h, r.p FROM r CROSS JOIN LATERAL'
+            ' (SELECT task_id FROM faas_tasks WHERE task_id = r.i AND endpoint_id = r.e'
+            " AND status IN ('waiting-for-ep', 'running') LIMIT 1 FOR UPDATE) AS f)"
             ' UPDATE faas_tasks AS t SET status = l.s, result_header = l.h,'
             ' result = CASE WHEN t.acknowledged = 1 THEN NULL ELSE l.p END,'
-            ' finished = $6, payload = NULL FROM l'
-            " WHERE t.task_id = l.task_id AND t.status IN ('waiting-for-ep', 'running')"
+            ' finished = $6, payload = NULL FROM l WHERE t.task_id = l.task_id'
             ' RETURNING t.task_id, t.task_group_id',
             ids,
             eids,
@@ -150,20 +154,22 @@ async def acknowledge(
     """Results of the user's ``task_ids`` taken by the client: marked acknowledged and
     dropped (only tasks in one of ``statuses``, if any are given).
 
-    On PostgreSQL the rows are found by their primary key alone and the user is checked
-    on the rows found: given ``user_id = $1`` next to the ids, a plan may scan the
-    ``(user_id, created)`` index whole (every task of the user, at each statement, so
-    that the cost grows with the tasks stored; it did, with 100,000 tasks in flight)."""
+    On PostgreSQL the rows are found by joining the ids to the primary key, and the user
+    and status are checked on the rows found. Written as ``user_id = $1 AND task_id =
+    ANY($2)``, a plan may scan the ``(user_id, created)`` index whole (every task of the
+    user at each statement), or test every row it reads against the whole id list (a
+    list of 20,000 ids against 100,000 rows: a minute); either grew with the tasks
+    stored, and took most of the database's CPU with 100,000 tasks in flight."""
     if not task_ids:
         return
     ids = sorted(set(task_ids))
-    n = len(statuses)
+    marks = ', '.join(f'${i}' for i in range(3, 3 + len(statuses)))
     if db.dialect == 'postgresql':
-        status = f' AND t.status IN ({", ".join(f"${i}" for i in range(3, 3 + n))})'
         await db.execute(
-            'WITH c AS MATERIALIZED (SELECT task_id, user_id FROM faas_tasks'
-            ' WHERE task_id = ANY($2::text[])), l AS (SELECT t.task_id FROM faas_tasks AS t'
-            f' JOIN c ON t.task_id = c.task_id WHERE c.user_id = $1{status if n else ""}'
+            'WITH c AS MATERIALIZED (SELECT t.task_id, t.user_id, t.status'
+            ' FROM unnest($2::text[]) AS r(i) JOIN faas_tasks AS t ON t.task_id = r.i),'
+            ' l AS (SELECT t.task_id FROM c JOIN faas_tasks AS t ON t.task_id = c.task_id'
+            f' WHERE c.user_id = $1{f" AND c.status IN ({marks})" if statuses else ""}'
             ' ORDER BY t.task_id FOR UPDATE OF t) UPDATE faas_tasks AS t'
             ' SET acknowledged = 1, result = NULL FROM l WHERE t.task_id = l.task_id',
             user_id,
@@ -171,10 +177,9 @@ async def acknowledge(
             *statuses,
         )
         return
-    status = f' AND status IN ({", ".join(f"${i}" for i in range(3, 3 + n))})'
     await db.execute(
         'UPDATE faas_tasks SET acknowledged = 1, result = NULL WHERE user_id = $1'
-        f' AND task_id {db.in_list(2)}{status if n else ""}',
+        f' AND task_id {db.in_list(2)}{f" AND status IN ({marks})" if statuses else ""}',
         user_id,
         ids,
         *statuses,
