@@ -15,9 +15,10 @@ Message types are plain integers; applications number theirs from
 * :class:`SyncClient` is a thread-safe pool of blocking :class:`SyncConnection`;
 * :class:`MemoryBudget` counts each frame's claimed payload bytes against a server's
   budget before allocating them;
-* :data:`PREFIX`, :func:`unpack_prefix`, :func:`check_sizes`, :func:`decode_header`,
-  :func:`encode_head` and :func:`flatten` read and write frames held in bytes (a frame
-  kept in Redis, in a journal), for the formats that embed one.
+* :func:`decode_frame` reads a whole frame held in bytes (a WebSocket message, a frame
+  kept in Redis); :data:`PREFIX`, :func:`unpack_prefix`, :func:`check_sizes`,
+  :func:`decode_header`, :func:`encode_head` and :func:`flatten` read and write the parts
+  of one, for the formats that embed a frame.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from tether._wire._frame import (
     Limits,
     Payload,
     check_sizes,
+    decode_frame,
     decode_header,
     encode_head,
     encode_one,
@@ -90,6 +92,7 @@ __all__ = [
     'client_handshake',
     'client_protocol',
     'connect',
+    'decode_frame',
     'decode_header',
     'encode_head',
     'encode_one',

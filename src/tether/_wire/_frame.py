@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from json import encoder as _json_encoder
 from typing import Any
 
-from tether.exceptions import FrameTooLargeError, ProtocolError
+from tether.exceptions import FrameTooLargeError, ProtocolError, ProtocolVersionError
 
 __all__ = [
     'AUTH',
@@ -28,6 +28,7 @@ __all__ = [
     'Payload',
     'WELCOME',
     'check_sizes',
+    'decode_frame',
     'decode_header',
     'encode_head',
     'encode_one',
@@ -273,3 +274,52 @@ def decode_header(raw: Any) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise ProtocolError(f'frame header must be a JSON object, got {type(header).__name__}')
     return header
+
+
+def decode_frame(data: Any, limits: Limits) -> tuple[int, int, int, dict[str, Any], list[Any]]:
+    """Decode one whole frame held in memory: ``(flags, type, request_id, header, payloads)``.
+
+    ``data`` is any buffer holding exactly one frame (a WebSocket message, an HTTP body, a
+    value kept in Redis); the payloads are zero-copy views of it.
+
+    Raises:
+        ProtocolError: if the bytes are not exactly one well-formed frame (too short, wrong
+            magic, a header that is not a JSON object or nests too deeply, a length that
+            does not match the framing).
+        ProtocolVersionError: if the frame is of another protocol version (checked before
+            its sizes and header are read).
+        FrameTooLargeError: if it exceeds ``limits``.
+    """
+    view = memoryview(data)
+    if view.format != 'B':
+        view = view.cast('B')
+    size = view.nbytes
+    if size < PREFIX.size:
+        raise ProtocolError(f'message of {size} bytes is shorter than a frame prefix')
+    version, flags, mtype, rid, hlen, count = unpack_prefix(view, limits)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolVersionError(
+            f'message speaks wire protocol {version}, this side speaks {PROTOCOL_VERSION}',
+        )
+    start = PREFIX.size + 8 * count
+    pos = start + hlen
+    if pos > size:
+        raise ProtocolError(
+            f'message of {size} bytes is shorter than its framing ({pos} bytes)',
+        )
+    sizes = check_sizes(view, count, limits, PREFIX.size)
+    try:
+        header = decode_header(view[start:pos])
+    except RecursionError as e:  # JSON nested deeper than the parser can go
+        raise ProtocolError('frame header nests too deeply') from e
+    total = sum(sizes)
+    if pos + total != size:
+        raise ProtocolError(
+            f'message of {size} bytes does not match its frame '
+            f'({pos} bytes of framing and {total} of payloads)',
+        )
+    payloads = []
+    for n in sizes:
+        payloads.append(view[pos : pos + n])
+        pos += n
+    return flags, mtype, rid, header, payloads

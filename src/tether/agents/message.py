@@ -27,22 +27,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from tether._wire import (
-    FIRST_APP_TYPE,
-    PREFIX,
-    PROTOCOL_VERSION,
-    Limits,
-    check_sizes,
-    decode_header,
-    encode_head,
-    flatten,
-    unpack_prefix,
-)
+from tether._wire import FIRST_APP_TYPE, Limits, decode_frame, encode_head, flatten
 from tether.agents._codec import Codec
 from tether.exceptions import (
     ActionError,
     MessageRejectedError,
-    ProtocolError,
     TetherError,
 )
 
@@ -298,30 +287,14 @@ class Envelope(NamedTuple):
             MessageRejectedError: if it is not an agent envelope of this wire version.
         """
         try:
-            view = memoryview(data)
-            if view.nbytes < PREFIX.size:
-                raise ProtocolError(f'envelope of {view.nbytes} bytes is shorter than a prefix')
-            version, _flags, mtype, _rid, hlen, count = unpack_prefix(
-                bytes(view[: PREFIX.size]), _LIMITS
-            )
-            pos = PREFIX.size
-            sizes = check_sizes(bytes(view[pos : pos + 8 * count]), count, _LIMITS)
-            pos += 8 * count
-            header = decode_header(bytes(view[pos : pos + hlen]))
-            pos += hlen
-            if pos + sum(sizes) != view.nbytes:
-                raise ProtocolError('envelope length does not match its payload sizes')
+            _flags, mtype, _rid, header, payloads = decode_frame(data, _LIMITS)
         except (TetherError, ValueError) as e:
             raise MessageRejectedError(f'message is not a valid envelope: {e}') from e
-        if version != PROTOCOL_VERSION or mtype != AGENT_MESSAGE:
+        if mtype != AGENT_MESSAGE:
             raise MessageRejectedError(
-                f'message is a wire frame of version {version} and type {mtype}; agent '
-                f'messages are version {PROTOCOL_VERSION}, type {AGENT_MESSAGE}',
+                f'message is a wire frame of type {mtype}; agent messages are type '
+                f'{AGENT_MESSAGE}',
             )
-        payloads: list[Any] = []
-        for n in sizes:
-            payloads.append(view[pos : pos + n])
-            pos += n
         return cls(header, payloads)
 
 

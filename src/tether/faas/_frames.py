@@ -17,19 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from tether._wire import (
-    PREFIX,
-    PROTOCOL_VERSION,
-    Frame,
-    Limits,
-    check_sizes,
-    decode_header,
-    encode_head,
-    flatten,
-    unpack_prefix,
-)
+from tether._wire import PREFIX, Frame, Limits, decode_frame, encode_head, flatten
 from tether._wire._fields import field, optional
-from tether.exceptions import ProtocolError, ProtocolVersionError
+from tether.exceptions import ProtocolError
 
 __all__ = [
     'ACK',
@@ -151,33 +141,8 @@ def decode(data: bytes | bytearray | memoryview, limits: Limits | None = None) -
         ProtocolVersionError: if the frame carries another protocol version.
         FrameTooLargeError: if it exceeds ``limits``.
     """
-    limits = limits or Limits()
-    view = memoryview(data).cast('B')
-    if view.nbytes < PREFIX.size:
-        raise ProtocolError(f'message of {view.nbytes} bytes is shorter than a frame prefix')
-    version, flags, mtype, rid, hlen, count = unpack_prefix(bytes(view[: PREFIX.size]), limits)
-    if version != PROTOCOL_VERSION:
-        raise ProtocolVersionError(
-            f'message speaks wire protocol {version}, this side speaks {PROTOCOL_VERSION}',
-        )
-    pos = PREFIX.size
-    sizes = check_sizes(bytes(view[pos : pos + 8 * count]), count, limits)
-    pos += 8 * count
-    try:
-        header = decode_header(bytes(view[pos : pos + hlen]))
-    except RecursionError as e:  # JSON nested deeper than the parser can go
-        raise ProtocolError('frame header nests too deeply') from e
-    pos += hlen
-    if pos + sum(sizes) != view.nbytes:
-        raise ProtocolError(
-            f'message of {view.nbytes} bytes does not match its frame '
-            f'({pos} bytes of framing and {sum(sizes)} of payloads)',
-        )
-    payloads = []
-    for size in sizes:
-        payloads.append(view[pos : pos + size])
-        pos += size
-    return Frame(mtype, header, payloads, rid, flags, version)
+    flags, mtype, rid, header, payloads = decode_frame(data, limits or Limits())
+    return Frame(mtype, header, payloads, rid, flags)
 
 
 class TaskMessage(NamedTuple):
