@@ -126,13 +126,18 @@ def header_fields(
     caller's order and spelling), then ``seq`` (its
     :class:`Sequencer` number, an int >= 0) and ``time`` (when it was sent, finite).
     """
-    fields: list[Any] = [header.get(f) for f in (*names, 'seq', 'time')]
-    first, second, third, seq, sent = fields
-    if not all(isinstance(name, str) for name in (first, second, third)):
-        return None
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        return None
-    if not isinstance(sent, int | float) or not math.isfinite(sent):
+    first, second, third = (header.get(name) for name in names)
+    seq, sent = header.get('seq'), header.get('time')
+    if (
+        not isinstance(first, str)
+        or not isinstance(second, str)
+        or not isinstance(third, str)
+        or not isinstance(seq, int)
+        or isinstance(seq, bool)
+        or seq < 0
+        or not isinstance(sent, int | float)
+        or not math.isfinite(sent)
+    ):
         return None
     return first, second, third, seq, sent
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 import re
 import threading
 import time
@@ -242,20 +241,10 @@ class Verifier:
         """
         if not isinstance(auth, dict):
             raise EventAuthenticationError('a signed stream message has no "auth" object')
-        producer, namespace, topic, seq, sent = (
-            auth.get(f) for f in ('producer', 'ns', 'topic', 'seq', 'time')
-        )
-        if (
-            not isinstance(producer, str)
-            or not isinstance(namespace, str)
-            or not isinstance(topic, str)
-            or not isinstance(seq, int)
-            or isinstance(seq, bool)
-            or seq < 0
-            or not isinstance(sent, int | float)
-            or not math.isfinite(sent)
-        ):
+        fields = _keys.header_fields(auth, ('producer', 'ns', 'topic'))
+        if fields is None:
             raise EventAuthenticationError(f'malformed "auth" object in a stream message: {auth}')
+        producer, namespace, topic, seq, sent = fields
         if topics - {topic}:
             raise EventAuthenticationError(
                 f'a message signed for topic {topic!r} carries events of {sorted(topics)}',
