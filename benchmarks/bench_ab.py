@@ -30,7 +30,8 @@ Usage::
     .venv/bin/python benchmarks/bench_ab.py --name shm_kit --before acd791d^ \\
         --only store_shm,agents_shm [--rounds 10] [--ops 1.0] [--no-control]
 
-Prints a table and writes ``benchmarks/results/ab_<name>.json``.
+Prints a table and writes ``benchmarks/results/ab_<name>.json``. ``--pool run1,run2
+--name both`` pools the paired ratios of earlier runs (same revisions) into one table.
 """
 
 from __future__ import annotations
@@ -264,33 +265,76 @@ def _quartiles(xs: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
+def summarize(ab: list[float], aa: list[float] | None) -> dict[str, Any]:
+    """Median and IQR of the paired ratios; the A/A control's; the verdict.
+
+    ``SLOWER``: more than 3% slower beyond the A/A spread (how far from 1 the control's
+    median and middle half reach); ``check``: more than 3% slower, within that spread.
+    """
+    row: dict[str, Any] = {'ratio': statistics.median(ab), 'ratio_iqr': _quartiles(ab)}
+    spread = 0.0
+    if aa:
+        lo, hi = _quartiles(aa)
+        row['aa_ratio'] = statistics.median(aa)
+        row['aa_iqr'] = (lo, hi)
+        spread = max(abs(lo - 1), abs(hi - 1), abs(row['aa_ratio'] - 1))
+        row['aa_spread'] = spread
+    excess = row['ratio'] - 1 - SLOWER
+    row['verdict'] = 'SLOWER' if excess > spread else 'check' if excess > 0 else 'ok'
+    return row
+
+
 def analyse(samples: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
-    """Per case: medians per side, paired ratios B/A (and C/B), their median and IQR."""
+    """Per case: every side's figures and medians, paired ratios B/A (and C/B)."""
     out: dict[str, Any] = {}
     for case in samples['A'][0]:
         a = [r[case] for r in samples['A']]
         b = [r[case] for r in samples['B']]
         ab = [y / x for x, y in zip(a, b, strict=True)]
-        row: dict[str, Any] = {
-            'before_median': statistics.median(a),
-            'after_median': statistics.median(b),
-            'ratio': statistics.median(ab),
-            'ratio_iqr': _quartiles(ab),
-            'ratios': ab,
-        }
+        aa = None
         if samples.get('C'):
             c = [r[case] for r in samples['C']]
             aa = [y / x for x, y in zip(b, c, strict=True)]
-            lo, hi = _quartiles(aa)
-            row['aa_ratio'] = statistics.median(aa)
-            row['aa_iqr'] = (lo, hi)
-            row['aa_ratios'] = aa
-            # The A/A spread: how far from 1 the control's middle half reaches.
-            row['aa_spread'] = max(abs(lo - 1), abs(hi - 1), abs(row['aa_ratio'] - 1))
-        spread = row.get('aa_spread', 0.0)
-        row['verdict'] = 'SLOWER' if row['ratio'] - 1 > SLOWER + spread else 'ok'
-        out[case] = row
+        out[case] = {
+            'before_median': statistics.median(a),
+            'after_median': statistics.median(b),
+            **summarize(ab, aa),
+            'before': a,
+            'after': b,
+            'ratios': ab,
+            'aa_ratios': aa,
+        }
     return out
+
+
+def pool(names: list[str]) -> dict[str, Any]:
+    """The runs ``results/ab_<name>.json`` (same revisions) as one: ratios pooled."""
+    from _common import RESULTS
+
+    runs = []
+    for name in names:
+        with open(os.path.join(RESULTS, f'ab_{name}.json')) as f:
+            runs.append(json.load(f))
+    benches: dict[str, Any] = {}
+    for bench, cases in runs[0]['benchmarks'].items():
+        benches[bench] = {}
+        for case in cases:
+            rows = [run['benchmarks'][bench][case] for run in runs if bench in run['benchmarks']]
+            aa = [x for r in rows for x in r.get('aa_ratios') or []]
+            benches[bench][case] = {
+                'before_median': statistics.median(r['before_median'] for r in rows),
+                'after_median': statistics.median(r['after_median'] for r in rows),
+                **summarize([x for r in rows for x in r['ratios']], aa or None),
+            }
+    first = runs[0]
+    return {
+        'pooled': names,
+        'before': first['before'],
+        'after': first['after'],
+        'rounds': sum(run['rounds'] for run in runs),
+        'loads': [[run['load_start'], run['load_end']] for run in runs],
+        'benchmarks': benches,
+    }
 
 
 def _parse() -> argparse.Namespace:
@@ -302,6 +346,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument('--ops', type=float, default=1.0, help='scale of operations per child')
     p.add_argument('--no-control', action='store_true', help='skip the A/A control side C')
     p.add_argument('--name', default='hotpaths', help='results/ab_<name>.json')
+    p.add_argument('--pool', help='comma-separated run names to pool (no run)')
     p.add_argument('--child', help=argparse.SUPPRESS)
     p.add_argument('--child-ops', type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args()
@@ -398,6 +443,12 @@ def main() -> None:
     args = _parse()
     if args.child:
         child_main(args.child, args.child_ops)
+    elif args.pool:
+        from _common import write_json
+
+        results = pool(args.pool.split(','))
+        results['markdown'] = report(results)
+        write_json(f'ab_{args.name}', results)
     else:
         driver(args)
 
