@@ -4,8 +4,8 @@ Every ```python block of a page runs, in order, in one fresh interpreter (later 
 a page may use what earlier ones defined), as a script in a temporary directory. A block
 preceded by the line ``<!-- no-run -->`` is skipped; use that sparingly. Examples that
 need Redis use the shared server at 127.0.0.1:6379 (CI starts it). The pages' scripts run
-ahead of their tests, a few at once (see ``example_runs``), so examples must not depend on
-each other: each uses names and key prefixes of its own.
+ahead of their tests, a few at once, the longest first (see ``example_runs``), so examples
+must not depend on each other: each uses names and key prefixes of its own.
 """
 
 from __future__ import annotations
@@ -74,6 +74,19 @@ PARALLEL = 3
 # Examples that run alone: a Ray node gives its raylet 30 s (fixed in Ray) to register,
 # which a machine busy with other examples can miss.
 ALONE = ('import ray',)
+# The pages whose examples take longest (5 to 15 s each on a quiet 2-core machine, the
+# others 1 to 3 s), longest first. The runs start with those that run alone, then these,
+# then the others in the tests' order: started in the tests' order, the long runs came
+# late (parsl, ray, testing) and the last of them ran with the other slots idle.
+LONG_FIRST = (
+    'docs/testing.md',
+    'docs/patterns/parsl.md',
+    'docs/connectors/redis.md',
+    'docs/patterns/futures.md',
+    'docs/endpoints.md',
+    'docs/faas.md',
+    'docs/patterns/dask.md',
+)
 
 Run = concurrent.futures.Future[subprocess.CompletedProcess[str]]
 
@@ -115,6 +128,27 @@ def _run_into(run: Run, script: str, release: Callable[[], None]) -> None:
         release()
 
 
+def start_order(pages: list[pathlib.Path]) -> list[pathlib.Path]:
+    """The pages in the order their runs start: those that run ALONE, then LONG_FIRST
+    (longest first), then the others in the order given."""
+
+    def rank(page: pathlib.Path) -> tuple[int, int]:
+        if any(a in script_of(page) for a in ALONE):
+            return (0, 0)
+        name = str(page.relative_to(ROOT))
+        if name in LONG_FIRST:
+            return (1, LONG_FIRST.index(name))
+        return (2, 0)
+
+    return sorted(pages, key=rank)  # stable: the others keep the order given
+
+
+def test_start_order() -> None:
+    pages = [ROOT / 'README.md', ROOT / 'docs' / 'wire.md', ROOT / 'docs' / 'testing.md']
+    ray = ROOT / 'docs' / 'patterns' / 'ray.md'
+    assert start_order([*pages, ray]) == [ray, pages[2], pages[0], pages[1]]
+
+
 def _start_in_order(scripts: list[tuple[Run, str]]) -> None:
     """Start the runs in order, PARALLEL at a time (one that must run ALONE waits for the
     runs before it, and the runs after it wait for it)."""
@@ -134,7 +168,7 @@ def _start_in_order(scripts: list[tuple[Run, str]]) -> None:
 
 @pytest.fixture(scope='module')
 def example_runs(request: pytest.FixtureRequest) -> Iterator[dict[pathlib.Path, Run]]:
-    """The runs of the selected pages' examples, started ahead in the tests' order: each
+    """The runs of the selected pages' examples, started ahead (in ``start_order``): each
     test waits for its own page's run."""
     pages = [
         page
@@ -146,7 +180,7 @@ def example_runs(request: pytest.FixtureRequest) -> Iterator[dict[pathlib.Path, 
     ]
     runs: dict[pathlib.Path, Run] = {}
     scripts = []
-    for page in pages:
+    for page in start_order(pages):
         if script := script_of(page):
             runs[page] = concurrent.futures.Future()
             scripts.append((runs[page], script))
