@@ -78,7 +78,9 @@ def test_a_hung_thread_is_reported_not_waited_for() -> None:
             release.wait(30)
 
     try:
-        report = hammer(work, threads=3, calls=4, timeout=5, check=False)
+        # The other threads' 4 calls take microseconds: 2 s is ample, and the test
+        # waits that long (not 5 s).
+        report = hammer(work, threads=3, calls=4, timeout=2, check=False)
     finally:
         release.set()
     assert report.hung == [1]
