@@ -126,8 +126,9 @@ def header_fields(
     caller's order and spelling), then ``seq`` (its
     :class:`Sequencer` number, an int >= 0) and ``time`` (when it was sent, finite).
     """
-    first, second, third = (header.get(name) for name in names)
-    seq, sent = header.get('seq'), header.get('time')
+    get = header.get
+    first, second, third = get(names[0]), get(names[1]), get(names[2])
+    seq, sent = get('seq'), get('time')
     if (
         not isinstance(first, str)
         or not isinstance(second, str)
