@@ -41,9 +41,18 @@ class Replica:
 
 
 def start_replica(
-    folder: pathlib.Path, database: str, broker: str, prefix: str, settings: str = ''
+    folder: pathlib.Path,
+    database: str,
+    broker: str,
+    prefix: str,
+    settings: str = '',
+    *,
+    stale_s: float | None = None,
 ) -> Replica:
-    """A replica; ``settings``: more lines of its ``[service]`` table."""
+    """A replica; ``settings``: more lines of its ``[service]`` table. ``stale_s``: the
+    seconds after which it takes a silent replica for dead (its endpoints shown offline;
+    ``tether.faas._liveness.STALE_S``, 20), with a heartbeat ten times as often (for the
+    tests that wait for it: a killed replica's endpoints show offline that much sooner)."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / 'service.toml'
     config.write_text(
@@ -52,12 +61,19 @@ def start_replica(
     )
     log = folder / 'service.log'
     env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+    launch = 'from tether.cli import main; main()'
+    if stale_s is not None:
+        launch = (
+            'import tether.faas._liveness as live, tether.faas._replicas as replicas; '
+            f'live.STALE_S = {stale_s!r}; replicas.BEAT_S = live.BEAT_S = {stale_s / 10!r}; '
+            + launch
+        )
     with open(log, 'w') as err:
         proc = subprocess.Popen(
             [
                 sys.executable,
                 '-c',
-                'from tether.cli import main; main()',
+                launch,
                 'faas',
                 'serve',
                 '--config',
@@ -81,12 +97,18 @@ def start_replica(
 
 @contextlib.contextmanager
 def replica_pair(
-    folder: pathlib.Path, database: str, broker: str, prefix: str, settings: str = ''
+    folder: pathlib.Path,
+    database: str,
+    broker: str,
+    prefix: str,
+    settings: str = '',
+    *,
+    stale_s: float | None = None,
 ) -> Iterator[tuple[Replica, Replica]]:
     """Two replicas of one service (stopped at the end)."""
-    a = start_replica(folder / 'a', database, broker, prefix, settings)
+    a = start_replica(folder / 'a', database, broker, prefix, settings, stale_s=stale_s)
     try:
-        b = start_replica(folder / 'b', database, broker, prefix, settings)
+        b = start_replica(folder / 'b', database, broker, prefix, settings, stale_s=stale_s)
         try:
             yield a, b
         finally:
