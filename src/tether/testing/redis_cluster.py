@@ -124,6 +124,10 @@ class RedisClusterServers(StartStopContext):
                         f'nodes-{i}.conf',
                         '--cluster-node-timeout',
                         str(self._node_timeout),
+                        # A master waits this long (5 s by default) for more replicas
+                        # before it sends one its first copy: here each has one, at once.
+                        '--repl-diskless-sync-delay',
+                        '0',
                     ],
                     directory=f'{self._dir}/{i}',
                 )
