@@ -69,8 +69,19 @@ class Site:
         assert proc.returncode == 0, err
         return json.loads(out.strip().splitlines()[-1])
 
-    def configure(self, name: str, relay: str | None, user: str = 'alice', **settings: Any) -> str:
-        """Configure an endpoint (in this process: the CLI has its own test)."""
+    def configure(
+        self,
+        name: str,
+        relay: str | None,
+        user: str = 'alice',
+        *,
+        relay_settings: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> str:
+        """Configure an endpoint (in this process: the CLI has its own test).
+
+        ``relay_settings``: more of its ``relay`` settings than the address and CA.
+        """
         from tether.endpoint import SiteConfig
 
         token = None
@@ -79,7 +90,7 @@ class Site:
             settings['relay'] = {
                 'address': relay,
                 'ca_file': str(self.home.parent / 'relay.pem'),
-                **settings.get('relay', {}),
+                **(relay_settings or {}),
             }
         return SiteConfig.create(name, self.home, relay_token=token, **settings).uuid
 

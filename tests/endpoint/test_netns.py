@@ -31,6 +31,10 @@ pytestmark = pytest.mark.netns
 
 PEER_PORT = 7500
 ENDPOINTS = ['ep-a', 'ep-b', 'ep-c', 'bob-b']
+# The endpoints try to register again every 0.5 s while the relay is down (default: a
+# wait doubling up to 5 s), so that test_relay_killed_after_peering does not wait out
+# the long waits once the relay is back.
+RETRY = {'retry_max': 0.5}
 
 _OPS = """
     import hashlib, json, os, pickle, sys
@@ -91,10 +95,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             home.mkdir(parents=True)
             (home.parent / 'relay.pem').write_text((root / 'relay' / 'relay.pem').read_text())
             sites[s] = Site(home, topo.site[s])
-        sites['a'].configure('ep-a', relay.address)
+        sites['a'].configure('ep-a', relay.address, relay_settings=RETRY)
         sites['b'].configure(
             'ep-b',
             relay.address,
+            relay_settings=RETRY,
             peering={
                 'port': PEER_PORT,
                 'advertise': [f'{topo.public["b"]}:{PEER_PORT}'],
@@ -102,9 +107,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             },
             storage={'persist': True},
         )
-        sites['b'].configure('eb-nat', relay.address)
-        sites['c'].configure('ep-c', relay.address)
-        sites['b'].configure('bob-b', relay.address, 'bob')
+        sites['b'].configure('eb-nat', relay.address, relay_settings=RETRY)
+        sites['c'].configure('ep-c', relay.address, relay_settings=RETRY)
+        sites['b'].configure('bob-b', relay.address, 'bob', relay_settings=RETRY)
         starts = (('a', 'ep-a'), ('b', 'ep-b'), ('c', 'ep-c'), ('b', 'bob-b'), ('b', 'eb-nat'))
         with ThreadPoolExecutor(5) as pool:
             list(pool.map(lambda sn: sites[sn[0]].start(sn[1]), starts))

@@ -56,7 +56,9 @@ def test_an_unreachable_relay_is_reported_and_shown_until_it_is_back(
     # The relay this endpoint is configured with is not running yet.
     relay_config = write_relay_config(tmp_path / 'late-relay', '127.0.0.1', port)
     shutil.copy(relay_config.parent / 'relay.pem', site.home.parent / 'relay.pem')
-    site.configure('stranded', f'127.0.0.1:{port}')
+    # It tries again every 0.5 s (default: a wait doubling up to 5 s), so it registers
+    # soon after the relay comes up below.
+    site.configure('stranded', f'127.0.0.1:{port}', relay_settings={'retry_max': 0.5})
     started = site.tether('endpoint', 'start', 'stranded')
     # It serves its local clients, so it starts; but it says its relay is out of reach.
     assert 'started' in started.stdout

@@ -85,6 +85,9 @@ class RelaySettings(BaseModel):
         server_hostname: Name checked against the relay's certificate (default: the
             host of ``address``).
         insecure: Talk to the relay without TLS (tests on loopback only).
+        retry_max: Longest wait, in seconds, between two attempts to register while the
+            relay cannot be reached (``5.0``): the wait starts at 0.5 s (at most this)
+            and doubles after each failed attempt up to this.
     """
 
     model_config = ConfigDict(extra='forbid')
@@ -93,6 +96,7 @@ class RelaySettings(BaseModel):
     ca_file: str | None = None
     server_hostname: str | None = None
     insecure: bool = False
+    retry_max: float = Field(default=5.0, gt=0, le=3600)
 
     @field_validator('address')
     @classmethod

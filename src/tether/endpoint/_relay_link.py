@@ -39,6 +39,9 @@ class RelayLink:
         on_change: Called when the endpoint registers, loses its registration, or fails
             to register for another reason than before (see :attr:`connected` and
             :attr:`last_error`).
+        retry_max: Longest wait, in seconds, between two attempts to register while the
+            relay cannot be reached (the wait starts at 0.5 s, or this if smaller, and
+            doubles after each failed attempt).
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class RelayLink:
         on_offer: OfferHandler,
         on_tunnel: TunnelHandler,
         on_change: Callable[[], None] = lambda: None,
+        retry_max: float = 5.0,
     ) -> None:
         self.address = address
         self._register = register
@@ -60,6 +64,7 @@ class RelayLink:
         self._on_offer = on_offer
         self._on_tunnel = on_tunnel
         self._on_change = on_change
+        self._retry_max = retry_max
         self._conn: Connection | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Frame]] = {}
@@ -163,12 +168,13 @@ class RelayLink:
         logger.info('registered with relay %s:%d as user %s', *self.address, info.user)
 
     async def _keep(self) -> None:
-        delay = 0.5
+        first = min(0.5, self._retry_max)
+        delay = first
         while True:
             conn = self._conn
             if conn is not None and not conn.transport.is_closing():
                 await asyncio.sleep(0.5)
-                delay = 0.5
+                delay = first
                 continue
             self._connected.clear()
             try:
@@ -177,7 +183,7 @@ class RelayLink:
                 self._failed(str(e))
                 logger.info('relay %s:%d: %s (retrying in %.1f s)', *self.address, e, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, self._retry_max)
 
     async def _read(self, conn: Connection) -> None:
         try:

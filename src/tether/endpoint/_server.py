@@ -140,6 +140,7 @@ class Endpoint(Lifecycle):
                 on_offer=self.peers.on_offer,
                 on_tunnel=self.peers.on_tunnel,
                 on_change=self._relay_changed,
+                retry_max=config.relay.retry_max,
             )
         self.started = time.time()
         self.requests = 0
