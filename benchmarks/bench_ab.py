@@ -59,14 +59,11 @@ SLOWER = 0.03  # issue 26: no figure slower by more than 3%
 
 
 def _per_op(fn: Callable[[], Any], ops: int, warmup: int) -> float:
+    from bench_agents import median_time
+
     for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(ops):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return median_time(fn, ops)
 
 
 def _store_roundtrip(connector: str, ops: int) -> dict[str, float]:
@@ -137,11 +134,8 @@ def bench_node(ops: int) -> dict[str, float]:
 
 
 def _agents_roundtrip(kind: str, sizes: list[int], ops: int) -> dict[str, float]:
-    from _agents_common import Echo
-    from bench_agents import _cleanup, _median_calls
-    from tether.agents import Manager
+    from bench_agents import echo_roundtrips
     from tether.agents.exchange import HybridExchange, RedisExchange
-    from tether.agents.launcher import ProcessLauncher
 
     prefix = f'ab-agents-{uuid.uuid4().hex[:8]}:'
     exchange: Any
@@ -151,24 +145,10 @@ def _agents_roundtrip(kind: str, sizes: list[int], ops: int) -> dict[str, float]
         exchange = HybridExchange(prefix=prefix)
     else:
         exchange = RedisExchange(prefix=prefix)
-    out = {}
-    try:
-        with Manager(exchange, ProcessLauncher()) as manager:
-            handle = manager.launch(Echo())
-            handle.ping(timeout=120)
-            for size in sizes:
-                data = b'x' * size
-
-                def call(data: bytes = data) -> None:
-                    bytes(handle.echo(data).result(120))
-
-                n = ops if size < MB else max(ops // 4, 10)
-                label = f'{size // MB}MB' if size >= MB else f'{size // KB}KB'
-                out[label] = _median_calls(call, n)
-    finally:
-        exchange.close()
-        _cleanup(prefix)
-    return out
+    got = echo_roundtrips(
+        exchange, prefix, sizes, lambda size: ops if size < MB else max(ops // 4, 10)
+    )
+    return {(f'{s // MB}MB' if s >= MB else f'{s // KB}KB'): t for s, t in got.items()}
 
 
 def bench_agents_shm(ops: int) -> dict[str, float]:

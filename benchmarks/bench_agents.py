@@ -55,6 +55,11 @@ def _median_calls(fn: Callable[[], Any], n: int) -> float:
     while calls < 2 or time.perf_counter() - start < WARMUP:
         fn()
         calls += 1
+    return median_time(fn, n)
+
+
+def median_time(fn: Callable[[], Any], n: int) -> float:
+    """The median of ``n`` timed calls of ``fn`` (seconds)."""
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -90,28 +95,36 @@ def _tether_exchange(kind: str, prefix: str) -> Any:
     return RedisExchange(prefix=prefix)
 
 
-def tether_roundtrip(kind: str, repeats: dict[int, int]) -> dict[str, float]:
+def echo_roundtrips(
+    exchange: Any, prefix: str, sizes: list[int], repeats_of: Callable[[int], int]
+) -> dict[int, float]:
+    """Median round trip of an echo action per argument size, through ``exchange`` (one
+    agent in its own process); closes the exchange and removes ``prefix``'s keys."""
     from tether.agents import Manager
     from tether.agents.launcher import ProcessLauncher
 
-    prefix = f'bench-agents-{uuid.uuid4().hex[:8]}:'
-    exchange = _tether_exchange(kind, prefix)
     out = {}
     try:
         with Manager(exchange, ProcessLauncher()) as manager:
             handle = manager.launch(Echo())
             handle.ping(timeout=120)
-            for size in SIZES:
+            for size in sizes:
                 data = b'x' * size
 
                 def call(data: bytes = data) -> None:
                     bytes(handle.echo(data).result(120))
 
-                out[str(size)] = _median_calls(call, repeats[size])
+                out[size] = _median_calls(call, repeats_of(size))
     finally:
         exchange.close()
         _cleanup(prefix)
     return out
+
+
+def tether_roundtrip(kind: str, repeats: dict[int, int]) -> dict[str, float]:
+    prefix = f'bench-agents-{uuid.uuid4().hex[:8]}:'
+    got = echo_roundtrips(_tether_exchange(kind, prefix), prefix, SIZES, repeats.__getitem__)
+    return {str(size): t for size, t in got.items()}
 
 
 def tether_throughput(kind: str, agents: list[int], actions: int) -> dict[str, float]:

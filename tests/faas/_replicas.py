@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -97,18 +98,13 @@ def start_replica(
 
 @contextlib.contextmanager
 def replica_pair(
-    folder: pathlib.Path,
-    database: str,
-    broker: str,
-    prefix: str,
-    settings: str = '',
-    *,
-    stale_s: float | None = None,
+    folder: pathlib.Path, *args: Any, **kwargs: Any
 ) -> Iterator[tuple[Replica, Replica]]:
-    """Two replicas of one service (stopped at the end)."""
-    a = start_replica(folder / 'a', database, broker, prefix, settings, stale_s=stale_s)
+    """Two replicas of one service (stopped at the end), in ``folder``'s ``a`` and ``b``;
+    the other arguments are :func:`start_replica`'s after its folder."""
+    a = start_replica(folder / 'a', *args, **kwargs)
     try:
-        b = start_replica(folder / 'b', database, broker, prefix, settings, stale_s=stale_s)
+        b = start_replica(folder / 'b', *args, **kwargs)
         try:
             yield a, b
         finally:
