@@ -76,6 +76,12 @@ _PUBLISH = (
     b"redis.call('DEL', KEYS[1]) "
     b"return redis.error_reply('ERR a chunk of the value was refused: nothing stored')"
 )
+# The first chunk and the temporary key's expiry in one step: a writer killed between a
+# plain RPUSH and its EXPIRE would leave a key that never expires.
+_PUSH_EXPIRING = (
+    b"local n = redis.call('RPUSH', KEYS[1], ARGV[1]) "
+    b"redis.call('EXPIRE', KEYS[1], ARGV[2]) return n"
+)
 _READY_TTL = 24 * 3600
 
 
@@ -428,19 +434,28 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             # script once every chunk is there, so that readers see all or nothing. The
             # temporary key is deleted first: a retry after a dropped connection starts
             # over.
-            # The temporary key of a writer that dies midway expires.
+            # The temporary key of a writer that dies midway expires: it is made with its
+            # expiry, by a script that pushes the first chunk (the chunk is held once, as
+            # by RPUSH).
             count = -(-size // self.chunk_size)
             temp = name + _WRITING
             packer.command(b'DEL', temp)
             for i, chunk in enumerate(split(views, count)):
-                packer.array(3)
-                packer.arg(b'RPUSH')
-                packer.arg(temp)
-                packer.bulk(chunk)
                 if i == 0:
-                    packer.command(b'EXPIRE', temp, b'%d' % _READY_TTL)
+                    packer.array(6)
+                    packer.arg(b'EVAL')
+                    packer.arg(_PUSH_EXPIRING)
+                    packer.arg(b'1')
+                    packer.arg(temp)
+                    packer.bulk(chunk)
+                    packer.arg(b'%d' % _READY_TTL)
+                else:
+                    packer.array(3)
+                    packer.arg(b'RPUSH')
+                    packer.arg(temp)
+                    packer.bulk(chunk)
             packer.command(b'EVAL', _PUBLISH, b'2', temp, name, b'%d' % count)
-            replies = count + 3  # DEL, each RPUSH, EXPIRE, the script
+            replies = count + 2  # DEL, each push, the script
 
         def read(reader: ReplyReader) -> None:
             # Every reply is read before an error is raised: the connection stays in step.
