@@ -435,8 +435,8 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             # temporary key is deleted first: a retry after a dropped connection starts
             # over.
             # The temporary key of a writer that dies midway expires: it is made with its
-            # expiry, by a script that pushes the first chunk (the chunk is held once, as
-            # by RPUSH).
+            # expiry, by a script that pushes the first chunk (the script's argument is
+            # one more copy of that chunk in the server, at most chunk_size, briefly).
             count = -(-size // self.chunk_size)
             temp = name + _WRITING
             packer.command(b'DEL', temp)
