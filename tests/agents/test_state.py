@@ -43,3 +43,13 @@ def test_corrupt_state_is_a_clear_error(tmp_path: pathlib.Path) -> None:
     path.write_bytes(b'not a state file')
     with pytest.raises(AgentStateError, match='delete the file'):
         State(path)
+
+
+def test_truncated_state_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / 'd.state'
+    state = State(path)
+    state['data'] = b'x' * 1000
+    state.checkpoint()
+    path.write_bytes(path.read_bytes()[:-10])  # a checkpoint cut short (a full disk ...)
+    with pytest.raises(AgentStateError, match='does not match its frame'):
+        State(path)

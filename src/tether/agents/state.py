@@ -120,7 +120,7 @@ class State(MutableMapping[str, Any]):
 
     def restore(self) -> None:
         """Load the last checkpoint (an empty state when there is none)."""
-        from tether._wire import PREFIX, Limits, check_sizes, decode_header, unpack_prefix
+        from tether._wire import Limits, decode_frame
 
         with self._lock:
             try:
@@ -134,17 +134,7 @@ class State(MutableMapping[str, Any]):
                 if not raw.startswith(_MAGIC):
                     raise ValueError('not a tether agent state file')
                 view = memoryview(raw)[len(_MAGIC) :]
-                limits = Limits(max_header=1 << 30)
-                _v, _f, _t, _r, hlen, count = unpack_prefix(bytes(view[: PREFIX.size]), limits)
-                pos = PREFIX.size
-                sizes = check_sizes(bytes(view[pos : pos + 8 * count]), count, limits)
-                pos += 8 * count
-                header = decode_header(bytes(view[pos : pos + hlen]))
-                pos += hlen
-                payloads = []
-                for n in sizes:
-                    payloads.append(view[pos : pos + n])
-                    pos += n
+                _f, _t, _r, header, payloads = decode_frame(view, Limits(max_header=1 << 30))
                 data = self._codec.decode(header['state'], payloads)
                 if not isinstance(data, dict):
                     raise ValueError('state is not a mapping')
