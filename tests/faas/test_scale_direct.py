@@ -11,6 +11,7 @@ PostgreSQL and RabbitMQ, with a raw endpoint that speaks the frames itself:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -107,31 +108,40 @@ def _direct(st: ServiceThread, ids: list[str]) -> dict[str, int]:
     return {r['task_id']: r['direct'] for r in rows}
 
 
-def test_a_result_stands_for_its_hand_off(prod_service: ServiceThread) -> None:
-    user, token = new_user(prod_service)
-    eid, ep_token = new_endpoint(prod_service, user)
-    endpoint = RawEndpoint(prod_service.url, ep_token)
+@contextlib.contextmanager
+def _twenty_submitted(
+    st: ServiceThread,
+) -> Iterator[tuple[Client, RawEndpoint, str, list[str]]]:
+    """A new user's client, a raw endpoint connected to ``st`` and 20 no-op tasks
+    submitted to it: ``(client, endpoint, endpoint_id, task_ids)``."""
+    user, token = new_user(st)
+    eid, ep_token = new_endpoint(st, user)
+    endpoint = RawEndpoint(st.url, ep_token)
     try:
-        with Client(prod_service.url, token) as client:
+        with Client(st.url, token) as client:
             fid = client.register_function(noop)
-            ids = _submit(client, fid, eid, 20)
-            # Handed to the session directly: this replica holds the endpoint's session.
-            assert set(_direct(prod_service, ids).values()) == {1}
-            got = endpoint.tasks(20)
-            assert sorted(got) == sorted(ids)
-            endpoint.answer(got)  # no ACK first
-            assert wait_for(lambda: _all_done(client, ids), 60, 'the results stored')
-            assert [client.get_result(t) for t in ids] == [None] * 20
-            assert prod_service.service is not None
-            session = dict.get(prod_service.service.sessions, eid)
-            assert session is not None
-            # Nothing left waiting for a hand-off, nothing held of the broker's.
-            assert wait_for(lambda: not session._forwarded and not session._direct, 30)
-            assert len(session.tracker) == 0
-            queue = prod_service.service.task_queue(eid)
-            assert prod_service.call(prod_service.service.broker.stats(queue))[0] == 0
+            yield client, endpoint, eid, _submit(client, fid, eid, 20)
     finally:
         endpoint.close()
+
+
+def test_a_result_stands_for_its_hand_off(prod_service: ServiceThread) -> None:
+    with _twenty_submitted(prod_service) as (client, endpoint, eid, ids):
+        # Handed to the session directly: this replica holds the endpoint's session.
+        assert set(_direct(prod_service, ids).values()) == {1}
+        got = endpoint.tasks(20)
+        assert sorted(got) == sorted(ids)
+        endpoint.answer(got)  # no ACK first
+        assert wait_for(lambda: _all_done(client, ids), 60, 'the results stored')
+        assert [client.get_result(t) for t in ids] == [None] * 20
+        assert prod_service.service is not None
+        session = dict.get(prod_service.service.sessions, eid)
+        assert session is not None
+        # Nothing left waiting for a hand-off, nothing held of the broker's.
+        assert wait_for(lambda: not session._forwarded and not session._direct, 30)
+        assert len(session.tracker) == 0
+        queue = prod_service.service.task_queue(eid)
+        assert prod_service.call(prod_service.service.broker.stats(queue))[0] == 0
 
 
 def test_a_session_that_ends_queues_what_it_was_handed(prod_service: ServiceThread) -> None:
@@ -162,20 +172,12 @@ def test_a_backlog_over_its_byte_bound_goes_through_the_broker(
 ) -> None:
     # A lower bound than the default 64 MiB, so that a small batch is over it.
     monkeypatch.setattr(_session, 'DIRECT_BYTES', 16)
-    user, token = new_user(prod_service)
-    eid, ep_token = new_endpoint(prod_service, user)
-    endpoint = RawEndpoint(prod_service.url, ep_token)
-    try:
-        with Client(prod_service.url, token) as client:
-            fid = client.register_function(noop)
-            ids = _submit(client, fid, eid, 20)
-            # Not held by the replica: queued in the broker, each sent once.
-            assert set(_direct(prod_service, ids).values()) == {0}
-            seen = endpoint.serve(20)
-            assert sorted(seen) == sorted(ids)
-            assert wait_for(lambda: _all_done(client, ids), 60, 'the results stored')
-    finally:
-        endpoint.close()
+    with _twenty_submitted(prod_service) as (client, endpoint, _eid, ids):
+        # Not held by the replica: queued in the broker, each sent once.
+        assert set(_direct(prod_service, ids).values()) == {0}
+        seen = endpoint.serve(20)
+        assert sorted(seen) == sorted(ids)
+        assert wait_for(lambda: _all_done(client, ids), 60, 'the results stored')
 
 
 @pytest.fixture
