@@ -217,3 +217,17 @@ def test_a_killed_replica_s_hand_offs_are_recovered(
         assert set(_direct(prod_service, ids).values()) == {0}
     finally:
         second.close()
+
+
+def test_a_backlog_counts_its_payload_bytes_as_tasks_come_and_go() -> None:
+    backlog = _session._Backlog()
+    backlog.extend([({'task_id': 'a'}, b'xx'), ({'task_id': 'b'}, memoryview(b'yyy'))])
+    backlog.extend([({'task_id': 'c'}, b'z' * 10)])
+    assert backlog.nbytes == 15
+    assert backlog.popleft()[0]['task_id'] == 'a'
+    assert backlog.nbytes == 13
+    backlog.drop({'c', 'unknown'})
+    assert [h['task_id'] for h, _ in backlog] == ['b']
+    assert backlog.nbytes == 3
+    backlog.drop({'unknown'})
+    assert backlog.nbytes == 3

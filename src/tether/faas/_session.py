@@ -7,6 +7,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tether.exceptions import ProtocolError
@@ -35,6 +36,33 @@ beyond, a submission goes through the broker (whose queue holds the excess, as i
 before the direct hand-off), so a user cannot make a replica hold more per endpoint."""
 
 
+class _Backlog(collections.deque[Entry]):
+    """Tasks waiting to be sent to the endpoint, their payload bytes counted as they come
+    and go (``nbytes``), so that bounding them costs no walk over the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nbytes = 0
+
+    def extend(self, entries: Iterable[Entry]) -> None:
+        entries = list(entries)
+        super().extend(entries)
+        self.nbytes += sum(len(p) for _, p in entries)
+
+    def popleft(self) -> Entry:
+        entry = super().popleft()
+        self.nbytes -= len(entry[1])
+        return entry
+
+    def drop(self, ids: set[str]) -> None:
+        """Forget the tasks of ``ids`` (cancelled before they were sent)."""
+        kept = [e for e in self if str(e[0]['task_id']) not in ids]
+        if len(kept) < len(self):
+            self.clear()
+            self.nbytes = 0
+            self.extend(kept)
+
+
 class EndpointSession:
     def __init__(
         self,
@@ -57,7 +85,7 @@ class EndpointSession:
         self.consumer: Consumer | None = None
         self.batcher = Batcher(self._take, self._fail)
         self._stopped = asyncio.Event()
-        self._backlog: collections.deque[Entry] = collections.deque()
+        self._backlog = _Backlog()
         self._forwarded: set[str] = set()  # sent to the endpoint, not yet with a worker
         self._groups: dict[str, str] = {}  # task group of each task sent, until its result
         self._pumper: asyncio.Task[None] | None = None
@@ -199,10 +227,7 @@ class EndpointSession:
         for t in ids:
             self._groups.pop(t, None)
             self._direct.pop(t, None)
-        if self._backlog:
-            kept = [e for e in self._backlog if str(e[0]['task_id']) not in ids]
-            if len(kept) < len(self._backlog):
-                self._backlog = collections.deque(kept)
+        self._backlog.drop(ids)
         # Their broker messages may leave the queue once the rest of them is done.
         await self._ack(self.tracker.done([t for t in ids if t not in self._forwarded]))
         # The endpoint drops those it has not started and stops those running; ids it
@@ -217,7 +242,7 @@ class EndpointSession:
         limit = max(1024, 4 * self.service.config.endpoint_prefetch)
         if not self._ready or self._stopped.is_set() or len(self._backlog) + n > limit:
             return False
-        return sum(len(p) for _, p in self._backlog) + nbytes <= DIRECT_BYTES
+        return self._backlog.nbytes + nbytes <= DIRECT_BYTES
 
     def hand(self, entries: list[Entry]) -> bool:
         """Tasks submitted through this replica, recorded in the database as handed here
