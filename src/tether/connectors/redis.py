@@ -69,18 +69,20 @@ _WRITING = ':writing'
 # Renames the chunks pushed onto KEYS[1] to KEYS[2] (without the temporary key's expiry)
 # if all ARGV[1] of them are there; else deletes them (the server refused one: its error
 # reply says why).
+# A chunked value is pushed onto '<key>:writing', which _BEGIN makes (a fresh list of one
+# empty marker, with its expiry, in one step: a writer that dies midway leaves a key that
+# expires) and _PUBLISH renames to the key once every chunk is there (the marker dropped).
+_BEGIN = (
+    b"redis.call('DEL', KEYS[1]) redis.call('RPUSH', KEYS[1], '') "
+    b"return redis.call('EXPIRE', KEYS[1], ARGV[1])"
+)
 _PUBLISH = (
-    b"if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1]) then "
+    b"if redis.call('LLEN', KEYS[1]) == tonumber(ARGV[1]) + 1 then "
+    b"redis.call('LPOP', KEYS[1]) "
     b"redis.call('RENAME', KEYS[1], KEYS[2]) "
     b"return redis.call('PERSIST', KEYS[2]) end "
     b"redis.call('DEL', KEYS[1]) "
     b"return redis.error_reply('ERR a chunk of the value was refused: nothing stored')"
-)
-# The first chunk and the temporary key's expiry in one step: a writer killed between a
-# plain RPUSH and its EXPIRE would leave a key that never expires.
-_PUSH_EXPIRING = (
-    b"local n = redis.call('RPUSH', KEYS[1], ARGV[1]) "
-    b"redis.call('EXPIRE', KEYS[1], ARGV[2]) return n"
 )
 _READY_TTL = 24 * 3600
 
@@ -434,28 +436,18 @@ class RedisConnector(ConfiguredConnector, ClosingContext, ConnectorBase[RedisKey
             # script once every chunk is there, so that readers see all or nothing. The
             # temporary key is deleted first: a retry after a dropped connection starts
             # over.
-            # The temporary key of a writer that dies midway expires: it is made with its
-            # expiry, by a script that pushes the first chunk (the script's argument is
-            # one more copy of that chunk in the server, at most chunk_size, briefly).
+            # The temporary key is made with its expiry before any chunk (_BEGIN), so the
+            # one of a writer that dies midway expires.
             count = -(-size // self.chunk_size)
             temp = name + _WRITING
-            packer.command(b'DEL', temp)
-            for i, chunk in enumerate(split(views, count)):
-                if i == 0:
-                    packer.array(6)
-                    packer.arg(b'EVAL')
-                    packer.arg(_PUSH_EXPIRING)
-                    packer.arg(b'1')
-                    packer.arg(temp)
-                    packer.bulk(chunk)
-                    packer.arg(b'%d' % _READY_TTL)
-                else:
-                    packer.array(3)
-                    packer.arg(b'RPUSH')
-                    packer.arg(temp)
-                    packer.bulk(chunk)
+            packer.command(b'EVAL', _BEGIN, b'1', temp, b'%d' % _READY_TTL)
+            for chunk in split(views, count):
+                packer.array(3)
+                packer.arg(b'RPUSH')
+                packer.arg(temp)
+                packer.bulk(chunk)
             packer.command(b'EVAL', _PUBLISH, b'2', temp, name, b'%d' % count)
-            replies = count + 2  # DEL, each push, the script
+            replies = count + 2  # the two scripts, each RPUSH
 
         def read(reader: ReplyReader) -> None:
             # Every reply is read before an error is raised: the connection stays in step.
