@@ -18,7 +18,7 @@ from typing import Any
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas import _bulk
-from tether.faas._drivers import Driver
+from tether.faas._drivers import Driver, first_row
 from tether.faas._liveness import mark_offline
 from tether.faas._schema import COLUMNS, SCHEMA
 from tether.faas._shares import Shares
@@ -159,13 +159,13 @@ class Repository:
         return function_id
 
     async def get_function(self, function_id: str, user_id: str) -> dict[str, Any] | None:
-        rows = await self.db.fetch(
+        return await first_row(
+            self.db,
             'SELECT function_id, name, serializer, body FROM faas_functions'
             ' WHERE function_id = $1 AND user_id = $2',
             function_id,
             user_id,
         )
-        return rows[0] if rows else None
 
     async def delete_function(self, function_id: str, user_id: str) -> bool:
         """Delete the user's function; False if the user has no such function."""
@@ -420,13 +420,13 @@ class Repository:
         )
 
     async def result(self, user_id: str, task_id: str) -> dict[str, Any] | None:
-        rows = await self.db.fetch(
+        return await first_row(
+            self.db,
             'SELECT status, result, result_header, acknowledged FROM faas_tasks'
             ' WHERE user_id = $1 AND task_id = $2',
             user_id,
             task_id,
         )
-        return rows[0] if rows else None
 
     async def waiting_ids(self, task_ids: Sequence[str]) -> set[str]:
         """Those of ``task_ids`` still waiting for their endpoint (neither handed to a

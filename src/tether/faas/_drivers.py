@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from tether.exceptions import ConfigError
 
-__all__ = ['Driver', 'PostgresDriver', 'SqliteDriver', 'open_driver']
+__all__ = ['Driver', 'PostgresDriver', 'SqliteDriver', 'first_row', 'open_driver']
 
 _PLACEHOLDER = re.compile(r'\$(\d+)')
 _RETRIED_STATES = frozenset({'40P01', '40001'})  # deadlock detected, serialization failure
@@ -75,6 +75,12 @@ class Driver(Protocol):
 
     async def close(self) -> None:
         """Release the connections."""
+
+
+async def first_row(db: Driver, sql: str, *args: Any) -> dict[str, Any] | None:
+    """The first row of a query, or None if it returns none."""
+    rows = await db.fetch(sql, *args)
+    return rows[0] if rows else None
 
 
 class PostgresDriver:

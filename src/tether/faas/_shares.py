@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.exceptions import FaasBadRequestError, FaasNotFoundError
-from tether.faas._drivers import Driver
+from tether.faas._drivers import Driver, first_row
 
 __all__ = ['KINDS', 'Shares', 'check_share_body', 'not_found']
 
@@ -154,12 +154,12 @@ class Shares:
         )
         if not sent:
             return None
-        rows = await self.db.fetch(
+        return await first_row(
+            self.db,
             'SELECT function_id, name, serializer, body FROM faas_functions'
             ' WHERE function_id = $1',
             function_id,
         )
-        return rows[0] if rows else None
 
     async def forget(self, kind: str, object_id: str) -> None:
         """The object was deleted: its shares go with it."""
