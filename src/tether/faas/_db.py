@@ -170,14 +170,7 @@ class Repository:
     async def delete_function(self, function_id: str, user_id: str) -> bool:
         """Delete the user's function; False if the user has no such function."""
         self._owned.discard((function_id, user_id))
-        n = await self.db.execute(
-            'DELETE FROM faas_functions WHERE function_id = $1 AND user_id = $2',
-            function_id,
-            user_id,
-        )
-        if n > 0:
-            await self.shares.forget('function', function_id)
-        return n > 0
+        return await self._delete_owned('function', function_id, user_id)
 
     async def owned_functions(self, ids: Sequence[str], user_id: str) -> set[str]:
         """The functions among ``ids`` that ``user_id`` owns or that are shared with the
@@ -301,13 +294,16 @@ class Repository:
     async def delete_endpoint(self, endpoint_id: str, user_id: str) -> bool:
         self._endpoint_info.pop(endpoint_id, None)
         self._info_version += 1
+        return await self._delete_owned('endpoint', endpoint_id, user_id)
+
+    async def _delete_owned(self, kind: str, object_id: str, user_id: str) -> bool:
+        """Delete the user's ``kind`` (``'function'`` or ``'endpoint'``) and its shares;
+        False if the user has no such object."""
         n = await self.db.execute(
-            'DELETE FROM faas_endpoints WHERE endpoint_id = $1 AND user_id = $2',
-            endpoint_id,
-            user_id,
+            f'DELETE FROM faas_{kind}s WHERE {kind}_id = $1 AND user_id = $2', object_id, user_id
         )
         if n > 0:
-            await self.shares.forget('endpoint', endpoint_id)
+            await self.shares.forget(kind, object_id)
         return n > 0
 
     # Task groups and tasks -------------------------------------------------------------
@@ -372,13 +368,15 @@ class Repository:
 
     async def forget_waiting(self, task_ids: Sequence[str]) -> None:
         """Delete tasks just inserted that could not be queued (still waiting)."""
-        if not task_ids:
-            return
-        await self.db.execute(
-            "DELETE FROM faas_tasks WHERE status = 'waiting-for-ep'"
-            f' AND task_id {self.db.in_list(1)}',
-            list(task_ids),
+        await self._on_tasks(
+            "DELETE FROM faas_tasks WHERE status = 'waiting-for-ep' AND", task_ids
         )
+
+    async def _on_tasks(self, sql: str, task_ids: Sequence[str]) -> None:
+        """Run ``sql``, which ends in ``WHERE`` or ``AND``, on the rows of ``task_ids`` (one
+        statement; none if there are no ids)."""
+        if task_ids:
+            await self.db.execute(f'{sql} task_id {self.db.in_list(1)}', list(task_ids))
 
     async def task_owners(self, task_ids: Sequence[str]) -> dict[str, str]:
         if not task_ids:
@@ -431,10 +429,15 @@ class Repository:
     async def waiting_ids(self, task_ids: Sequence[str]) -> set[str]:
         """Those of ``task_ids`` still waiting for their endpoint (neither handed to a
         worker nor finished)."""
+        return await self._ids_in_status(task_ids, 'waiting-for-ep')
+
+    async def _ids_in_status(self, task_ids: Sequence[str], status: str) -> set[str]:
+        """Those of ``task_ids`` whose status is ``status`` (a constant of the schema,
+        written into the statement as before, so its plan is the same)."""
         if not task_ids:
             return set()
         rows = await self.db.fetch(
-            "SELECT task_id FROM faas_tasks WHERE status = 'waiting-for-ep'"
+            f"SELECT task_id FROM faas_tasks WHERE status = '{status}'"
             f' AND task_id {self.db.in_list(1)}',
             list(task_ids),
         )
@@ -508,14 +511,7 @@ class Repository:
 
     async def cancelled_ids(self, task_ids: Sequence[str]) -> set[str]:
         """Those of ``task_ids`` that were cancelled."""
-        if not task_ids:
-            return set()
-        rows = await self.db.fetch(
-            "SELECT task_id FROM faas_tasks WHERE status = 'cancelled'"
-            f' AND task_id {self.db.in_list(1)}',
-            list(task_ids),
-        )
-        return {r['task_id'] for r in rows}
+        return await self._ids_in_status(task_ids, 'cancelled')
 
     async def cancelled_unhanded(self, endpoint_id: str, limit: int) -> list[str]:
         """The most recent tasks of ``endpoint_id`` cancelled before a worker had them
@@ -561,20 +557,12 @@ class Repository:
     async def undirect(self, task_ids: Sequence[str]) -> None:
         """Tasks handed directly, now queued in the broker (no longer recovered from
         here when their endpoint reconnects)."""
-        if not task_ids:
-            return
-        await self.db.execute(
-            f'UPDATE faas_tasks SET direct = 0 WHERE task_id {self.db.in_list(1)}',
-            list(task_ids),
-        )
+        await self._on_tasks('UPDATE faas_tasks SET direct = 0 WHERE', task_ids)
 
     async def requeue(self, task_ids: Sequence[str]) -> None:
-        if not task_ids:
-            return
-        await self.db.execute(
-            "UPDATE faas_tasks SET status = 'waiting-for-ep' WHERE status = 'running'"
-            f' AND task_id {self.db.in_list(1)}',
-            list(task_ids),
+        await self._on_tasks(
+            "UPDATE faas_tasks SET status = 'waiting-for-ep' WHERE status = 'running' AND",
+            task_ids,
         )
 
     async def delete_user_data(self, user_id: str) -> None:
