@@ -9,7 +9,6 @@ PyBullet is imported only in the tasks (``pip install "tether[bench-apps]"``).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import pathlib
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.apps._common import HoldsNothing
+from tether.bench.apps._common import HoldsNothing, write_csv
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -120,14 +119,11 @@ class PhysicsApp(HoldsNothing):
         for i, future in enumerate(futures):
             for j, ball in enumerate(future.result()):
                 rows.append({'simulation': i, 'ball': j, **ball})
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / 'physics.csv', 'w', newline='', encoding='utf-8') as f:
-            writer = csv.DictWriter(
-                f,
-                fieldnames=['simulation', 'ball', 'x', 'y', 'z', 'speed', 'distance'],
-            )
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(
+            run_dir / 'physics.csv',
+            ['simulation', 'ball', 'x', 'y', 'z', 'speed', 'distance'],
+            rows,
+        )
         moving = sum(1 for r in rows if r['speed'] > 0.05)
         logger.info('physics: %d balls simulated, %d still moving', len(rows), moving)
 

@@ -24,7 +24,7 @@ import numpy as np
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.apps._common import HoldsNothing, at_least_four
+from tether.bench.apps._common import HoldsNothing, at_least_four, write_csv
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -83,13 +83,7 @@ def generate_ligands(path: str | pathlib.Path, *, count: int = 64, seed: int = 0
     from tether.bench.apps.moldesign._tasks import search_space
 
     smiles = search_space(max_heavy_atoms=20, size=count, seed=seed)
-    out = pathlib.Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, 'w', newline='', encoding='utf-8') as f:
-        writer = csv.writer(f)
-        writer.writerow(['SMILES'])
-        writer.writerows([s] for s in smiles)
-    return out
+    return write_csv(pathlib.Path(path), ['SMILES'], ({'SMILES': s} for s in smiles))
 
 
 def read_smiles(path: str | pathlib.Path) -> list[str]:
@@ -218,11 +212,10 @@ class DockingApp(HoldsNothing):
             chosen = set(order[: self.batch_size])
             batch = [remaining[i] for i in sorted(chosen)]
             remaining = [s for i, s in enumerate(remaining) if i not in chosen]
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / 'docking.csv', 'w', newline='', encoding='utf-8') as f:
-            writer = csv.writer(f)
-            writer.writerow(['smiles', 'score', 'iteration'])
-            writer.writerows(rows)
+        header = ('smiles', 'score', 'iteration')
+        write_csv(
+            run_dir / 'docking.csv', header, (dict(zip(header, r, strict=True)) for r in rows)
+        )
         best = min((r for r in rows if not math.isnan(r[1])), key=lambda r: r[1], default=None)
         logger.info('docking: %d ligands docked; best %s', len(rows), best)
 

@@ -12,7 +12,6 @@ three-layer perceptron with ReLU activations (PyTorch, CPU). Per-round accuracy 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import pathlib
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.apps._common import HoldsNothing
+from tether.bench.apps._common import HoldsNothing, write_csv
 from tether.bench.registry import register
 from tether.exceptions import ConfigError
 
@@ -88,11 +87,7 @@ class FedLearnApp(HoldsNothing):
                 {'round': round_, 'clients': len(trained), 'accuracy': accuracy, 'loss': loss}
             )
             logger.info('fedlearn round %d: accuracy %.3f, loss %.3f', round_, accuracy, loss)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / 'fedlearn.csv', 'w', newline='', encoding='utf-8') as f:
-            writer = csv.DictWriter(f, fieldnames=['round', 'clients', 'accuracy', 'loss'])
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(run_dir / 'fedlearn.csv', ['round', 'clients', 'accuracy', 'loss'], rows)
 
 
 @register('app')

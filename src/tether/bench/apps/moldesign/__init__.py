@@ -17,7 +17,6 @@ itself, which does not ship in any package.)
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import math
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tether.bench.apps import AppConfig
-from tether.bench.apps._common import HoldsNothing, at_least_four
+from tether.bench.apps._common import HoldsNothing, at_least_four, write_csv
 from tether.bench.registry import register
 
 if TYPE_CHECKING:
@@ -102,11 +101,7 @@ class MolDesignApp(HoldsNothing):
             scored.sort(reverse=True)
             count = min(self.batch_size, self.search_count - len(results))
             simulate([s for _, s in scored[:count]], round_)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / 'moldesign.csv', 'w', newline='', encoding='utf-8') as f:
-            writer = csv.DictWriter(f, fieldnames=['round', 'smiles', 'ip'])
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(run_dir / 'moldesign.csv', ['round', 'smiles', 'ip'], rows)
         best = max(
             (r for r in rows if not math.isnan(r['ip'])), key=lambda r: r['ip'], default=None
         )
