@@ -1,4 +1,5 @@
-"""What the broker shims share: the closed state, the repr, the read deadline, the close."""
+"""What the broker shims share: the closed state, the repr, the broker's host and port, the
+read deadline, the close."""
 
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ class Shim:
         if not self._closed:
             self._closed = True
             self._release()
+
+
+class AtHost(Shim):
+    """A shim of a broker at one ``hostname`` and ``port``: its ``repr`` lists them, and its
+    errors name the broker by :attr:`_at`."""
+
+    _shown = ('hostname', 'port')
+
+    def __init__(self, hostname: str, port: int) -> None:
+        self.hostname = hostname
+        self.port = port
+
+    @property
+    def _at(self) -> str:
+        """``hostname:port``."""
+        return f'{self.hostname}:{self.port}'
 
 
 class OneTopic:

@@ -31,7 +31,7 @@ from typing import Any
 from tether._extras import import_extra
 from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, OneTopic, Shim
+from tether.stream.shims._base import AtHost, Deadline, OneTopic
 
 __all__ = ['MQTTPublisher', 'MQTTSubscriber', 'mqtt_topic_matches']
 
@@ -49,9 +49,7 @@ def mqtt_topic_matches(pattern: str, topic: str) -> bool:
     return len(want) == len(have)
 
 
-class _Base(Shim):
-    _shown = ('hostname', 'port')
-
+class _Base(AtHost):
     def __init__(
         self,
         hostname: str = '127.0.0.1',
@@ -65,8 +63,7 @@ class _Base(Shim):
     ) -> None:
         mqtt = import_extra('paho.mqtt.client', 'the MQTT stream shims need paho-mqtt', 'mqtt')
         self._mqtt = mqtt
-        self.hostname = hostname
-        self.port = port
+        super().__init__(hostname, port)
         self.qos = qos
         self.timeout = timeout
         self._connected = threading.Event()
@@ -88,13 +85,13 @@ class _Base(Shim):
             self._client.connect(hostname, port, keepalive=keepalive)
         except OSError as e:
             raise StreamBrokerError(
-                f'cannot connect to the MQTT broker at {hostname}:{port}: {e}; is it up?',
+                f'cannot connect to the MQTT broker at {self._at}: {e}; is it up?',
             ) from e
         self._client.loop_start()
         if not self._connected.wait(timeout):
             self._client.loop_stop()
             raise StreamBrokerError(
-                f'the MQTT broker at {hostname}:{port} did not accept the connection within '
+                f'the MQTT broker at {self._at} did not accept the connection within '
                 f'{timeout} s ({self._lost or "no answer"})',
             )
 
@@ -121,7 +118,7 @@ class _Base(Shim):
         self._check_open()
         if self._lost is not None:
             raise StreamBrokerError(
-                f'MQTT broker at {self.hostname}:{self.port} {self._lost} while {what}; is it up?',
+                f'MQTT broker at {self._at} {self._lost} while {what}; is it up?',
             )
 
     def _release(self) -> None:
@@ -150,7 +147,7 @@ class MQTTPublisher(_Base):
         info = self._client.publish(topic, message, qos=self.qos)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise StreamBrokerError(
-                f'MQTT broker at {self.hostname}:{self.port} refused a message on '
+                f'MQTT broker at {self._at} refused a message on '
                 f'{topic!r}: {mqtt.error_string(info.rc)}',
             )
         deadline = time.monotonic() + self.timeout
@@ -158,7 +155,7 @@ class MQTTPublisher(_Base):
             self._check(f'publishing to {topic!r}')
             if time.monotonic() > deadline:
                 raise StreamBrokerError(
-                    f'MQTT broker at {self.hostname}:{self.port} did not acknowledge a '
+                    f'MQTT broker at {self._at} did not acknowledge a '
                     f'message on {topic!r} within {self.timeout} s',
                 )
             info.wait_for_publish(0.2)
@@ -206,7 +203,7 @@ class MQTTSubscriber(_Base, OneTopic, SubscriberIterator):
         if rc != self._mqtt.MQTT_ERR_SUCCESS or not self._subscribed.wait(self.timeout):
             self.close()
             raise StreamBrokerError(
-                f'the MQTT broker at {hostname}:{port} did not confirm the subscription to '
+                f'the MQTT broker at {self._at} did not confirm the subscription to '
                 f'{topic!r} within {self.timeout} s',
             )
 
@@ -282,6 +279,5 @@ class MQTTSubscriber(_Base, OneTopic, SubscriberIterator):
             client.disconnect()
         except OSError as e:
             raise StreamBrokerError(
-                f'cannot reach the MQTT broker at {self.hostname}:{self.port} to drop a '
-                f'session: {e}',
+                f'cannot reach the MQTT broker at {self._at} to drop a session: {e}',
             ) from e

@@ -35,7 +35,7 @@ from typing import Any
 
 from tether.exceptions import StreamBrokerError
 from tether.stream.protocols import SubscriberIterator
-from tether.stream.shims._base import Deadline, OneTopic, Shim
+from tether.stream.shims._base import AtHost, Deadline, OneTopic
 
 __all__ = [
     'RedisPublisher',
@@ -66,9 +66,7 @@ def _namespace(prefix: str, db: int) -> str:
     return prefix if db == 0 else f'{prefix} (db {db})'
 
 
-class _Base(Shim):
-    _shown = ('hostname', 'port')
-
+class _Base(AtHost):
     def __init__(
         self,
         hostname: str,
@@ -84,8 +82,7 @@ class _Base(Shim):
         from tether.connectors.redis_client import import_redis, make_client, retry_options
 
         redis = import_redis('the Redis stream shims')
-        self.hostname = hostname
-        self.port = port
+        super().__init__(hostname, port)
         self.db = db
         self.socket_timeout = socket_timeout
         self.cluster = cluster
@@ -119,7 +116,7 @@ class RedisPublisher(_Base):
     def send_message(self, topic: str, message: bytes) -> None:
         """``PUBLISH`` the message on channel ``topic``."""
         self._check_open()
-        with _translate(f'publishing to topic {topic!r} at {self.hostname}:{self.port}'):
+        with _translate(f'publishing to topic {topic!r} at {self._at}'):
             self._client.publish(topic, message)
 
 
@@ -147,14 +144,14 @@ class RedisSubscriber(_Base, SubscriberIterator):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         self._pubsub = self._client.pubsub()
         deadline = time.monotonic() + self.socket_timeout
-        with _translate(f'subscribing to {self.topics} at {hostname}:{port}'):
+        with _translate(f'subscribing to {self.topics} at {self._at}'):
             self._pubsub.subscribe(*self.topics)
             confirmed = 0
             while confirmed < len(self.topics):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StreamBrokerError(
-                        f'Redis at {hostname}:{port} did not confirm the subscription to '
+                        f'Redis at {self._at} did not confirm the subscription to '
                         f'{self.topics} within {self.socket_timeout} s',
                     )
                 msg = self._pubsub.get_message(timeout=min(left, _POLL))
@@ -169,7 +166,7 @@ class RedisSubscriber(_Base, SubscriberIterator):
         """Return the next message of the subscribed channels."""
         self._check_open()
         deadline = Deadline(timeout, _POLL, f'topics {self.topics}')
-        with _translate(f'reading topics {self.topics} at {self.hostname}:{self.port}'):
+        with _translate(f'reading topics {self.topics} at {self._at}'):
             while True:
                 msg = self._pubsub.get_message(timeout=deadline.left())
                 if msg is not None and msg['type'] in ('message', 'pmessage'):
@@ -215,7 +212,7 @@ class RedisQueuePublisher(_Base):
     def send_message(self, topic: str, message: bytes) -> None:
         """``XADD`` the message to the stream of ``topic``."""
         self._check_open()
-        with _translate(f'appending to topic {topic!r} at {self.hostname}:{self.port}'):
+        with _translate(f'appending to topic {topic!r} at {self._at}'):
             self._client.xadd(
                 self.prefix + topic,
                 {'m': message},
@@ -284,7 +281,7 @@ class RedisQueueSubscriber(_Base, OneTopic, SubscriberIterator):
         """Acknowledge the previous message and return the next one."""
         self._check_open()
         deadline = Deadline(timeout, _POLL, f'topic {self.topic!r}')
-        with _translate(f'reading topic {self.topic!r} at {self.hostname}:{self.port}'):
+        with _translate(f'reading topic {self.topic!r} at {self._at}'):
             self._ack()
             while True:
                 if self._recovering:
