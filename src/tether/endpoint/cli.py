@@ -9,7 +9,7 @@ import time
 import uuid as _uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +17,8 @@ from tether._serve.metrics import MetricsOptions
 from tether._serve.metrics import click_options as _metrics_options
 
 __all__ = ['endpoint']
+
+_F = TypeVar('_F', bound=Callable[..., Any])
 
 _HOME_HELP = 'Configuration root (default: $TETHER_HOME, else the XDG data directory).'
 
@@ -46,6 +48,19 @@ def _on_endpoint(command: str) -> Callable[[Callable[..., None]], click.Command]
     return decorate
 
 
+def _listener(address: str, port: str, default: str, what: str) -> Callable[[_F], _F]:
+    """The options ``address`` (default ``default``) and ``port`` (default 0: a free one)
+    of the listener ``what`` (``'Client'``, ``'Peer'``)."""
+
+    def decorate(f: _F) -> _F:
+        help_port = f'{what} listener port (0: free).'
+        f = click.option(port, default=0, show_default=True, help=help_port)(f)
+        help_address = f'{what} listener address.'
+        return click.option(address, default=default, show_default=True, help=help_address)(f)
+
+    return decorate
+
+
 @click.group(context_settings={'help_option_names': ['-h', '--help']})
 def endpoint() -> None:
     """Object stores at each site you work on, peered across firewalls and NATs.
@@ -68,8 +83,7 @@ def endpoint() -> None:
 
 @endpoint.command('configure')
 @click.argument('name')
-@click.option('--host', default='127.0.0.1', show_default=True, help='Client listener address.')
-@click.option('--port', default=0, show_default=True, help='Client listener port (0: free).')
+@_listener('--host', '--port', '127.0.0.1', 'Client')
 @click.option('--relay', 'relay_address', default=None, help='Relay address host:port.')
 @click.option('--relay-ca', default=None, help='PEM the relay certificate must chain to.')
 @click.option('--relay-hostname', default=None, help='Name checked against the relay cert.')
@@ -81,8 +95,7 @@ def endpoint() -> None:
     'or set $TETHER_RELAY_TOKEN when starting).',
 )
 @click.option('--relay-insecure', is_flag=True, help='No TLS to the relay (loopback tests).')
-@click.option('--peer-bind', default='0.0.0.0', show_default=True, help='Peer listener address.')
-@click.option('--peer-port', default=0, show_default=True, help='Peer listener port (0: free).')
+@_listener('--peer-bind', '--peer-port', '0.0.0.0', 'Peer')
 @click.option(
     '--advertise',
     multiple=True,
