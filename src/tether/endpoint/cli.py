@@ -61,6 +61,16 @@ def _listener(address: str, port: str, default: str, what: str) -> Callable[[_F]
     return decorate
 
 
+def _split_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[str]:
+    return [p.strip() for p in value.split(',') if p.strip()]
+
+
+def _preferences(flag: str, default: str, help: str) -> Callable[[_F], _F]:
+    """An option of comma-separated choices in order of preference (the command gets
+    them as a list)."""
+    return click.option(flag, default=default, show_default=True, callback=_split_list, help=help)
+
+
 @click.group(context_settings={'help_option_names': ['-h', '--help']})
 def endpoint() -> None:
     """Object stores at each site you work on, peered across firewalls and NATs.
@@ -102,17 +112,15 @@ def endpoint() -> None:
     help='host:port other endpoints can dial directly (repeat; e.g. a NAT port forward '
     'to --peer-port). Without it this endpoint is not dialled directly.',
 )
-@click.option(
+@_preferences(
     '--paths',
-    default='direct,punched,relayed',
-    show_default=True,
-    help='Paths this endpoint may use to open peerings, in order of preference.',
+    'direct,punched,relayed',
+    'Paths this endpoint may use to open peerings, in order of preference.',
 )
-@click.option(
+@_preferences(
     '--punch',
-    default='tcp,udp',
-    show_default=True,
-    help='How to punch through cone NATs: tcp (simultaneous open, then TLS), udp (then QUIC).',
+    'tcp,udp',
+    'How to punch through cone NATs: tcp (simultaneous open, then TLS), udp (then QUIC).',
 )
 @click.option(
     '--warm-up',
@@ -151,8 +159,8 @@ def _configure(  # noqa: PLR0917
     peer_bind: str,
     peer_port: int,
     advertise: tuple[str, ...],
-    paths: str,
-    punch: str,
+    paths: list[str],
+    punch: list[str],
     warm_up: str,
     own_channels: int,
     keepalive: float,
@@ -183,8 +191,8 @@ def _configure(  # noqa: PLR0917
                 'bind': peer_bind,
                 'port': peer_port,
                 'advertise': list(advertise),
-                'paths': [p.strip() for p in paths.split(',') if p.strip()],
-                'punch': [p.strip() for p in punch.split(',') if p.strip()],
+                'paths': paths,
+                'punch': punch,
                 'warm_up': warm_up,
                 'own_channels': own_channels,
                 'keepalive': keepalive,
