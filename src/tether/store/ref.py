@@ -121,6 +121,11 @@ class BaseRefProxy(Proxy[T]):
             target=target,
             cache_defaults=cache_defaults,
         )
+        type(self)._born(self, factory)
+
+    @staticmethod
+    def _born(proxy: Any, factory: StoreFactory[Any]) -> None:
+        """Set up a new proxy's ownership state (an owner's; a borrow sets its own)."""
 
     def __getattribute__(self, name: str) -> Any:
         if name not in LOCAL_NAMES:
@@ -244,21 +249,9 @@ class OwnedProxy(BaseRefProxy[T]):
 
     __slots__ = ()
 
-    def __init__(
-        self,
-        factory: StoreFactory[T],
-        *,
-        target_class: type | None = None,
-        target: Any = MISSING,
-        cache_defaults: bool = False,
-    ):
-        super().__init__(
-            factory,
-            target_class=target_class,
-            target=target,
-            cache_defaults=cache_defaults,
-        )
-        _set_state(self, OwnerState())
+    @staticmethod
+    def _born(proxy: Any, factory: StoreFactory[Any]) -> None:
+        _set_state(proxy, OwnerState())
         owner_born(factory)
 
     def __copy__(self) -> OwnedProxy[T]:
