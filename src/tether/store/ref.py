@@ -132,6 +132,11 @@ class BaseRefProxy(Proxy[T]):
             _check_valid(self, f'access {name!r} on')
         return Proxy.__getattribute__(self, name)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Proxy[T]:
+        # Nothing to copy deeply: the object stays in the store, so a deep copy is a copy
+        # (another counted borrow; refused for an owner).
+        return type(self).__copy__(self)
+
     # Writes to the target: each kind checks first (_check_write) whether it may write
     # now (an owner while not borrowed, a mutable borrow while valid, a shared one never).
 
@@ -257,9 +262,6 @@ class OwnedProxy(BaseRefProxy[T]):
     def __copy__(self) -> OwnedProxy[T]:
         refuse_copy(self)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> OwnedProxy[T]:
-        refuse_copy(self)
-
     @staticmethod
     def _check_write(proxy: Any) -> None:
         _check_mutable(proxy)
@@ -335,9 +337,6 @@ class RefProxy(BaseRefProxy[T]):
         return Proxy.__reduce__(self)
 
     def __copy__(self) -> RefProxy[T]:
-        return _copy_ref(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> RefProxy[T]:
         return _copy_ref(self)
 
     def __del__(self) -> None:
