@@ -78,6 +78,12 @@ class ServiceConfig(pydantic.BaseModel):
         http_idle_timeout_s: A request body that pauses this long is dropped.
         metrics: The ``[service.metrics]`` table: where Prometheus metrics are served
             (default: nowhere; see ``docs/observability.md``).
+        gc_young_threshold: In a ``tether faas serve`` process, the allocations between
+            two collections of Python's youngest garbage-collector generation (Python's
+            default is 700; 0 leaves the interpreter's setting alone). With tens of
+            thousands of tasks in flight, every young collection walks the survivors
+            again; at 20,000 the service spends about a third less CPU per task
+            (``docs/faas.md``, "Sizing: endpoints per replica").
     """
 
     model_config = pydantic.ConfigDict(extra='forbid')
@@ -104,6 +110,7 @@ class ServiceConfig(pydantic.BaseModel):
     http_header_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     http_idle_timeout_s: float = pydantic.Field(default=30.0, gt=0)
     metrics: MetricsOptions = pydantic.Field(default_factory=MetricsOptions)
+    gc_young_threshold: int = pydantic.Field(default=20_000, ge=0)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> ServiceConfig:

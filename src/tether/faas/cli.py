@@ -37,8 +37,11 @@ def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None
 
     While it runs, Client() and Executor() of this user on this machine use it.
     """
+    from tether.faas._config import ServiceConfig
     from tether.faas._dev import run_dev
+    from tether.faas._server import tune_gc
 
+    tune_gc(ServiceConfig().gc_young_threshold)
     logging.basicConfig(level=logging.WARNING)
 
     def announce(info: dict[str, Any]) -> None:
@@ -61,8 +64,10 @@ def _serve(config_path: str, as_json: bool) -> None:
     """Run the service of a service.toml (PostgreSQL and RabbitMQ) until interrupted."""
     from tether.faas._config import ServiceConfig
     from tether.faas._server import serve as serve_service
+    from tether.faas._server import tune_gc
 
     config = ServiceConfig.from_toml(config_path)
+    tune_gc(config.gc_young_threshold)
     logging.basicConfig(level=logging.INFO, format='%(asctime)s %(name)s %(message)s')
 
     def ready(url: str, _service: Any) -> None:
