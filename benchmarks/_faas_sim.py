@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -183,6 +184,11 @@ class Fleet:
             self._procs.append(ctx.Process(target=_fleet_main, args=(*args, workers)))
             self._ready.append(ready)
 
+    @property
+    def pids(self) -> list[int]:
+        """The fleet's process ids (once entered)."""
+        return [p.pid for p in self._procs if p.pid is not None]
+
     def __enter__(self) -> Fleet:
         for proc in self._procs:
             proc.start()
@@ -210,10 +216,45 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+_CPU_CGROUP = '/sys/fs/cgroup/cpu'
+
+
 @contextlib.contextmanager
-def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, Any]]:
+def cpu_capped(pid: int, cores: float, name: str) -> Iterator[str]:
+    """Hold process ``pid`` (all its threads) to ``cores`` CPUs with a cgroup (v1 ``cpu``
+    controller: a CFS quota of ``cores`` periods per period), standing in for a host of
+    that size of its own; the cgroup is removed afterwards. Needs root and the v1 cpu
+    hierarchy at ``/sys/fs/cgroup/cpu`` (a clear error if not)."""
+    path = os.path.join(_CPU_CGROUP, name)
+    try:
+        os.mkdir(path)
+    except OSError as e:
+        raise RuntimeError(f'cannot make the cgroup {path} for --replica-cores: {e}') from e
+    try:
+        with open(os.path.join(path, 'cpu.cfs_period_us')) as f:
+            period = int(f.read())
+        with open(os.path.join(path, 'cpu.cfs_quota_us'), 'w') as f:
+            f.write(str(int(cores * period)))
+        with open(os.path.join(path, 'cgroup.procs'), 'w') as f:
+            f.write(str(pid))
+        yield path
+    finally:
+        with (
+            contextlib.suppress(OSError),
+            open(os.path.join(_CPU_CGROUP, 'cgroup.procs'), 'w') as f,
+        ):
+            f.write(str(pid))  # back to the root group if it still runs
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+@contextlib.contextmanager
+def service_stack(
+    replicas: int = 1, prefetch: int = 256, replica_cores: float | None = None
+) -> Iterator[dict[str, Any]]:
     """``replicas`` service processes of one service (PostgreSQL, RabbitMQ); yields
-    ``{'urls', 'pids', 'token'}`` (a user's token)."""
+    ``{'urls', 'pids', 'token'}`` (a user's token). With ``replica_cores``, each replica
+    is held to that many CPUs (:func:`cpu_capped`), as if each ran on a host of its own."""
     settings = (
         f'endpoint_prefetch = {prefetch}\n'
         # one user owns every simulated endpoint: lift the per-user WebSocket limit
@@ -221,12 +262,16 @@ def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, 
     )
     with service_home('sim', 'sim', settings) as run:
         procs: list[subprocess.Popen[str]] = []
+        caps = contextlib.ExitStack()
         try:
             urls = []
             for r in range(replicas):
                 proc, url = start_serve(run, f'serve{r}.log')
                 procs.append(proc)
                 urls.append(url)
+                if replica_cores is not None:
+                    name = f'tether-bench-{os.getpid()}-{r}'
+                    caps.enter_context(cpu_capped(proc.pid, replica_cores, name))
             yield {
                 'urls': urls,
                 'pids': [p.pid for p in procs],
@@ -237,3 +282,4 @@ def service_stack(replicas: int = 1, prefetch: int = 256) -> Iterator[dict[str, 
             with contextlib.suppress(Exception):
                 asyncio.run(_delete_queues(run['db_url'], run['prefix']))
             stop_serves(procs)
+            caps.close()

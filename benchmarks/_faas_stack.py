@@ -155,8 +155,9 @@ def stop_serves(procs: list[subprocess.Popen[str]]) -> None:
 
 
 @contextlib.contextmanager
-def prod_stack(max_workers: int = 2) -> Iterator[dict[str, Any]]:
+def prod_stack(max_workers: int = 2, more_settings: str = '') -> Iterator[dict[str, Any]]:
     settings = f'max_payload_bytes = {120 * 2**20}\nmax_request_bytes = {512 * 2**20}\n'
+    settings += more_settings
     with service_home('bench', 'bench', settings) as run:
         env, token = run['env'], run['token']
         serve = None

@@ -171,6 +171,19 @@ def bench_faas_dev(ops: int) -> dict[str, float]:
         return {'noop': float(faas_latency(stack, max(ops // 2, 20))['median'])}
 
 
+def bench_faas_prod(ops: int) -> dict[str, float]:
+    """The single-endpoint no-op on PostgreSQL + RabbitMQ: the median round trip of
+    sequential tasks, and the time per task of a batch submitted at once (1 / tasks/s)."""
+    from _faas_stack import prod_stack
+    from bench_faas import faas_latency, faas_throughput
+
+    with prod_stack() as stack:
+        return {
+            'noop_rtt': float(faas_latency(stack, max(ops // 2, 20))['median']),
+            'noop_batched_per_task': 1.0 / faas_throughput(stack, max(ops * 25, 500)),
+        }
+
+
 BENCHES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     # name: (function, operations timed per subprocess at --ops 1.0)
     'store_shm': (bench_store_shm, 400),
@@ -180,6 +193,7 @@ BENCHES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     'agents_hybrid': (bench_agents_hybrid, 400),
     'agents_redis': (bench_agents_redis, 400),
     'faas_dev': (bench_faas_dev, 200),
+    'faas_prod': (bench_faas_prod, 200),
 }
 
 

@@ -50,6 +50,10 @@ def _client_main(  # noqa: PLR0917
             ex.endpoint_id = endpoints[i % len(endpoints)]
             ex.submit_to_registered_function(fid).result(timeout=300)
         go.wait()
+        import resource
+
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_at_go = use.ru_utime + use.ru_stime
         submitted: list[float] = []
         rtt: list[float] = []
         start = time.time()
@@ -68,13 +72,59 @@ def _client_main(  # noqa: PLR0917
         for f in futures:
             f.result(timeout=1800)
         end = time.time()
-    out.put({'start': start, 'end': end, 'rtt': rtt})
+        use = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = use.ru_utime + use.ru_stime - cpu_at_go
+    out.put({'start': start, 'end': end, 'rtt': rtt, 'cpu_s': cpu})
 
 
-def run_tasks(
-    stack: dict[str, Any], fid: str, endpoint_ids: list[str], n: int, clients: int = 2
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by the live processes ``pids``."""
+    tick = os.sysconf('SC_CLK_TCK')
+    total = 0
+    for pid in pids:
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def _pids_named(name: str) -> list[int]:
+    pids = []
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/comm') as f:
+                    if f.read().strip() == name:
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _components(stack: dict[str, Any], fleet: Any) -> dict[str, list[int]]:
+    return {
+        'service': list(stack['pids']),
+        'postgres': _pids_named('postgres'),
+        'rabbitmq': _pids_named('beam.smp'),
+        'endpoints': fleet.pids if fleet is not None else [],
+    }
+
+
+def run_tasks(  # noqa: PLR0917
+    stack: dict[str, Any],
+    fid: str,
+    endpoint_ids: list[str],
+    n: int,
+    clients: int = 2,
+    fleet: Any = None,
 ) -> dict[str, Any]:
-    """``n`` no-op tasks from ``clients`` processes at once; tasks/s and round trips."""
+    """``n`` no-op tasks from ``clients`` processes at once; tasks/s, round trips, the
+    CPU seconds per 1,000 tasks of each part (service, PostgreSQL, RabbitMQ, simulated
+    endpoints, clients) from the go signal to the clients' reports (the clients' own
+    from the go signal to their last result), and the cores they kept busy."""
     ctx = multiprocessing.get_context('spawn')
     go, out = ctx.Event(), ctx.Queue()
     urls = stack['urls']
@@ -86,8 +136,14 @@ def run_tasks(
     for p in procs:
         p.start()
     time.sleep(0.5)
+    parts_pids = _components(stack, fleet)
+    cpu_before = {k: _cpu_s(v) for k, v in parts_pids.items()}
+    window = time.monotonic()
     go.set()
     parts = [out.get(timeout=3600) for _ in procs]
+    cpu = {k: _cpu_s(v) - cpu_before[k] for k, v in parts_pids.items()}
+    window = time.monotonic() - window
+    cpu['clients'] = sum(p['cpu_s'] for p in parts)
     for p in procs:
         p.join(60)
     rtt = sorted(x for part in parts for x in part['rtt'])
@@ -97,6 +153,8 @@ def run_tasks(
         'tasks_per_s': len(rtt) / elapsed,
         'p50_ms': 1e3 * statistics.median(rtt),
         'p99_ms': 1e3 * rtt[int(0.99 * (len(rtt) - 1))],
+        'cpu_s_per_1000': {k: round(1e3 * v / len(rtt), 3) for k, v in cpu.items()},
+        'cpu_busy': round(sum(cpu.values()) / window, 2),
     }
 
 
@@ -116,11 +174,13 @@ def settle_rss(stack: dict[str, Any]) -> int:
     return last
 
 
-def scale_rows(replicas: int, counts: list[int], n: int) -> list[dict[str, Any]]:
+def scale_rows(
+    replicas: int, counts: list[int], n: int, replica_cores: float | None = None
+) -> list[dict[str, Any]]:
     from tether.faas import Client
 
     rows = []
-    with service_stack(replicas) as stack:
+    with service_stack(replicas, replica_cores=replica_cores) as stack:
         with Client(stack['urls'][0], stack['token']) as client:
             fid = client.register_function(noop)
             eps = [client.register_endpoint(f'sim{i}') for i in range(max(counts))]
@@ -133,11 +193,12 @@ def scale_rows(replicas: int, counts: list[int], n: int) -> list[dict[str, Any]]
                 memory[count] = (before, settle_rss(stack))
         for count in counts:
             ids = [e for e, _ in eps[:count]]
-            with Fleet(stack['urls'], [t for _, t in eps[:count]], processes=2):
-                row = run_tasks(stack, fid, ids, n)
+            with Fleet(stack['urls'], [t for _, t in eps[:count]], processes=2) as fleet:
+                row = run_tasks(stack, fid, ids, n, fleet=fleet)
             before, connected = memory[count]
             row.update(
                 replicas=replicas,
+                replica_cores=replica_cores,
                 endpoints=count,
                 kb_per_endpoint=(connected - before) / count,
                 rss_before_kb=before,
@@ -165,14 +226,20 @@ def scaling_rows(quick: bool) -> list[dict[str, Any]]:
             for m in managers:
                 tokens = [t for _, t in eps[:m]]
                 ids = [e for e, _ in eps[:m]]
-                with Fleet(stack['urls'], tokens, processes=2, kind=kind, duration=duration):
+                fleet = Fleet(stack['urls'], tokens, processes=2, kind=kind, duration=duration)
+                with fleet:
                     for mode, n in (('strong', strong_n), ('weak', 10 * workers * m)):
-                        r = run_tasks(stack, fid, ids, n)
+                        r = run_tasks(stack, fid, ids, n, fleet=fleet)
                         r.update(kind=kind, mode=mode, managers=m, workers=m * workers)
                         r['completion_s'] = r['tasks'] / r['tasks_per_s']
                         print(r, file=sys.stderr)
                         rows.append(r)
     return rows
+
+
+def _cores(row: dict[str, Any]) -> str:
+    cap = row.get('replica_cores')
+    return 'any' if cap is None else f'{cap:g}'
 
 
 def main() -> None:
@@ -184,24 +251,56 @@ def main() -> None:
     parser.add_argument('--endpoints', default='10,100,1000')
     parser.add_argument('--replicas', default='1,2')
     parser.add_argument('--no-scaling', action='store_true', help='skip strong/weak scaling')
+    parser.add_argument(
+        '--replica-cores',
+        default='',
+        help='comma-separated CPU caps per replica to run besides uncapped ("" none): '
+        'each replica held to that many cores by a cgroup, as on a host of its own',
+    )
     args = parser.parse_args()
     n = args.tasks or (10_000 if args.quick else 100_000)
     counts = [int(x) for x in args.endpoints.split(',')]
     load_before = os.getloadavg()
     results: dict[str, Any] = {'tasks': n, 'rows': []}
-    for r in (int(x) for x in args.replicas.split(',') if x):
-        results['rows'].extend(scale_rows(r, counts, n))
+    caps: list[float | None] = [None, *(float(x) for x in args.replica_cores.split(',') if x)]
+    for cap in caps:
+        for r in (int(x) for x in args.replicas.split(',') if x):
+            results['rows'].extend(scale_rows(r, counts, n, cap))
     md = print_table(
         f'Simulated endpoints: {n:,} no-op tasks in flight (PostgreSQL + RabbitMQ)',
-        ['replicas', 'endpoints', 'tasks/s', 'p50 ms', 'p99 ms', 'KB per idle endpoint'],
+        [
+            'replicas',
+            'cores each',
+            'endpoints',
+            'tasks/s',
+            'p50 ms',
+            'p99 ms',
+            'KB per idle endpoint',
+        ],
         [
             [
                 str(row['replicas']),
+                _cores(row),
                 f'{row["endpoints"]:,}',
                 f'{row["tasks_per_s"]:,.0f}',
                 f'{row["p50_ms"]:,.0f}',
                 f'{row["p99_ms"]:,.0f}',
                 f'{row["kb_per_endpoint"]:,.0f}',
+            ]
+            for row in results['rows']
+        ],
+    )
+    parts = ['service', 'postgres', 'rabbitmq', 'endpoints', 'clients']
+    md += '\n\n' + print_table(
+        'CPU ms per task of each part, from the go signal to the last result',
+        ['replicas', 'cores each', 'endpoints', *parts, 'cores busy'],
+        [
+            [
+                str(row['replicas']),
+                _cores(row),
+                f'{row["endpoints"]:,}',
+                *(f'{row["cpu_s_per_1000"][p]:.3f}' for p in parts),
+                f'{row["cpu_busy"]:.2f}',
             ]
             for row in results['rows']
         ],
