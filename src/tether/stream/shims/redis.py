@@ -81,7 +81,7 @@ class _Base(AtHost):
     ) -> None:
         from tether.connectors.redis_client import import_redis, make_client, retry_options
 
-        redis = import_redis('the Redis stream shims')
+        redis = import_redis('a Redis stream shim')
         super().__init__(hostname, port)
         self.db = db
         self.socket_timeout = socket_timeout
