@@ -19,7 +19,7 @@ import pytest
 from tether.connectors.local import LocalConnector
 from tether.exceptions import OwnershipError
 from tether.store import Store, get_key
-from tether.store.ref import borrow, clone, drop, into_owned, mut_borrow
+from tether.store.ref import RefProxy, borrow, clone, drop, into_owned, mut_borrow
 
 
 @pytest.fixture
@@ -54,10 +54,21 @@ def test_clone_is_the_explicit_copy(store: Store[Any]) -> None:
     assert owner == [1, 2]
 
 
-def test_copy_of_a_borrow_is_a_counted_borrow(store: Store[Any]) -> None:
+def _deep(proxy: Any) -> Any:
+    """A deep copy of ``proxy`` made as part of a container's (the usual way one happens)."""
+    return copy.deepcopy({'x': [proxy]})['x'][0]
+
+
+COPIERS = pytest.mark.parametrize('copier', [copy.copy, _deep], ids=['copy', 'deepcopy'])
+
+
+@COPIERS
+def test_copy_of_a_borrow_is_a_counted_borrow(store: Store[Any], copier: Any) -> None:
     owner = store.owned_proxy([1, 2])
     ref = borrow(owner)
-    ref2 = copy.copy(ref)
+    ref2 = copier(ref)
+    assert type(ref2) is RefProxy
+    assert get_key(ref2) == get_key(owner)
     del ref
     gc.collect()
     # ref2 still borrows: the owner cannot be dropped yet.
@@ -70,11 +81,12 @@ def test_copy_of_a_borrow_is_a_counted_borrow(store: Store[Any]) -> None:
     assert not store.exists(get_key(owner))
 
 
-def test_copy_of_a_mutable_borrow_raises(store: Store[Any]) -> None:
+@COPIERS
+def test_copy_of_a_mutable_borrow_raises(store: Store[Any], copier: Any) -> None:
     owner = store.owned_proxy([1])
     mut = mut_borrow(owner)
     with pytest.raises(OwnershipError, match='one mutable borrow'):
-        copy.copy(mut)
+        copier(mut)
 
 
 def test_two_owners_of_one_object_evict_when_the_last_ends(store: Store[Any]) -> None:
