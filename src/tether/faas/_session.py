@@ -7,7 +7,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tether.exceptions import ProtocolError
@@ -36,31 +36,39 @@ beyond, a submission goes through the broker (whose queue holds the excess, as i
 before the direct hand-off), so a user cannot make a replica hold more per endpoint."""
 
 
-class _Backlog(collections.deque[Entry]):
+class _Backlog:
     """Tasks waiting to be sent to the endpoint, their payload bytes counted as they come
-    and go (``nbytes``), so that bounding them costs no walk over the queue."""
+    and go (``nbytes``), so that bounding them costs no walk over the queue. Only these
+    methods change it (a deque subclass would let any other deque method skip the count)."""
+
+    __slots__ = ('_entries', 'nbytes')
 
     def __init__(self) -> None:
-        super().__init__()
+        self._entries: collections.deque[Entry] = collections.deque()
         self.nbytes = 0
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._entries)
+
     def extend(self, entries: Iterable[Entry]) -> None:
-        entries = list(entries)
-        super().extend(entries)
-        self.nbytes += sum(len(p) for _, p in entries)
+        for entry in entries:
+            self._entries.append(entry)
+            self.nbytes += len(entry[1])
 
     def popleft(self) -> Entry:
-        entry = super().popleft()
+        entry = self._entries.popleft()
         self.nbytes -= len(entry[1])
         return entry
 
     def drop(self, ids: set[str]) -> None:
         """Forget the tasks of ``ids`` (cancelled before they were sent)."""
-        kept = [e for e in self if str(e[0]['task_id']) not in ids]
-        if len(kept) < len(self):
-            self.clear()
-            self.nbytes = 0
-            self.extend(kept)
+        kept = [e for e in self._entries if str(e[0]['task_id']) not in ids]
+        if len(kept) < len(self._entries):
+            self._entries = collections.deque(kept)
+            self.nbytes = sum(len(p) for _, p in kept)
 
 
 class EndpointSession:
