@@ -33,7 +33,49 @@ def test_tune_gc_raises_the_young_threshold_and_freezes_startup_objects() -> Non
 
 
 def test_zero_leaves_the_collector_alone() -> None:
-    assert _probe(0) == '700 False'
+    untouched = subprocess.run(
+        [
+            sys.executable,
+            '-c',
+            'import gc; print(gc.get_threshold()[0], gc.get_freeze_count() > 0)',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    assert _probe(0) == untouched
+
+
+# ``tether faas serve`` with the service itself replaced by a stand-in that reports the
+# collector's settings: what the command set up before it would have started serving.
+_SERVE = (
+    'import gc, sys; import tether.faas._server as server\n'
+    'async def report(config, stop, ready=None, on_metrics=None):\n'
+    '    print(gc.get_threshold()[0], gc.get_freeze_count() > 0)\n'
+    'server.serve = report\n'
+    'from tether.cli import main\n'
+    "sys.argv = ['tether', 'faas', 'serve', '--config', sys.argv[1]]\n"
+    'main()\n'
+)
+
+
+@pytest.mark.parametrize(('setting', 'expected'), [('', '20000 True'), ('1234', '1234 True')])
+def test_tether_faas_serve_tunes_its_collector(
+    tmp_path: pathlib.Path, setting: str, expected: str
+) -> None:
+    config = tmp_path / 'service.toml'
+    extra = f'gc_young_threshold = {setting}\n' if setting else ''
+    config.write_text(f'[service]\nport = 0\n{extra}')
+    out = subprocess.run(
+        [sys.executable, '-c', _SERVE, str(config)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == expected
 
 
 def test_default_and_validation() -> None:
