@@ -250,16 +250,20 @@ def cpu_capped(pid: int, cores: float, name: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def service_stack(
-    replicas: int = 1, prefetch: int = 256, replica_cores: float | None = None
+    replicas: int = 1,
+    prefetch: int = 256,
+    replica_cores: float | None = None,
+    more_settings: str = '',
 ) -> Iterator[dict[str, Any]]:
     """``replicas`` service processes of one service (PostgreSQL, RabbitMQ); yields
     ``{'urls', 'pids', 'token'}`` (a user's token). With ``replica_cores``, each replica
-    is held to that many CPUs (:func:`cpu_capped`), as if each ran on a host of its own."""
+    is held to that many CPUs (:func:`cpu_capped`), as if each ran on a host of its own;
+    ``more_settings``: more lines of the ``[service]`` table."""
     settings = (
         f'endpoint_prefetch = {prefetch}\n'
         # one user owns every simulated endpoint: lift the per-user WebSocket limit
         'max_websockets_per_user = 5000\nmax_connections = 5000\n'
-    )
+    ) + more_settings
     with service_home('sim', 'sim', settings) as run:
         procs: list[subprocess.Popen[str]] = []
         caps = contextlib.ExitStack()

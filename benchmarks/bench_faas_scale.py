@@ -175,12 +175,18 @@ def settle_rss(stack: dict[str, Any]) -> int:
 
 
 def scale_rows(
-    replicas: int, counts: list[int], n: int, replica_cores: float | None = None
+    replicas: int,
+    counts: list[int],
+    n: int,
+    replica_cores: float | None = None,
+    more_settings: str = '',
 ) -> list[dict[str, Any]]:
     from tether.faas import Client
 
     rows = []
-    with service_stack(replicas, replica_cores=replica_cores) as stack:
+    with service_stack(
+        replicas, replica_cores=replica_cores, more_settings=more_settings
+    ) as stack:
         with Client(stack['urls'][0], stack['token']) as client:
             fid = client.register_function(noop)
             eps = [client.register_endpoint(f'sim{i}') for i in range(max(counts))]
@@ -257,7 +263,18 @@ def main() -> None:
         help='comma-separated CPU caps per replica to run besides uncapped ("" none): '
         'each replica held to that many cores by a cgroup, as on a host of its own',
     )
+    parser.add_argument(
+        '--gc-young-threshold',
+        type=int,
+        default=None,
+        help="the service's gc_young_threshold (default: the service's own default)",
+    )
     args = parser.parse_args()
+    more = (
+        f'gc_young_threshold = {args.gc_young_threshold}\n'
+        if args.gc_young_threshold is not None
+        else ''
+    )
     n = args.tasks or (10_000 if args.quick else 100_000)
     counts = [int(x) for x in args.endpoints.split(',')]
     load_before = os.getloadavg()
@@ -265,7 +282,7 @@ def main() -> None:
     caps: list[float | None] = [None, *(float(x) for x in args.replica_cores.split(',') if x)]
     for cap in caps:
         for r in (int(x) for x in args.replicas.split(',') if x):
-            results['rows'].extend(scale_rows(r, counts, n, cap))
+            results['rows'].extend(scale_rows(r, counts, n, cap, more))
     md = print_table(
         f'Simulated endpoints: {n:,} no-op tasks in flight (PostgreSQL + RabbitMQ)',
         [
