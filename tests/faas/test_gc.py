@@ -11,53 +11,43 @@ import pytest
 from tether.exceptions import ConfigError
 from tether.faas._config import ServiceConfig
 
+_REPORT = 'print(gc.get_threshold()[0], gc.get_freeze_count() > 0)'
 _PROBE = (
     'import gc, sys; from tether.faas._server import tune_gc; '
-    'tune_gc(int(sys.argv[1])); print(gc.get_threshold()[0], gc.get_freeze_count() > 0)'
+    f'tune_gc(int(sys.argv[1])); {_REPORT}'
 )
-
-
-def _probe(threshold: int) -> str:
-    out = subprocess.run(
-        [sys.executable, '-c', _PROBE, str(threshold)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return out.stdout.strip()
-
-
-def test_tune_gc_raises_the_young_threshold_and_freezes_startup_objects() -> None:
-    assert _probe(20_000) == '20000 True'
-
-
-def test_zero_leaves_the_collector_alone() -> None:
-    untouched = subprocess.run(
-        [
-            sys.executable,
-            '-c',
-            'import gc; print(gc.get_threshold()[0], gc.get_freeze_count() > 0)',
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    assert _probe(0) == untouched
-
-
 # ``tether faas serve`` with the service itself replaced by a stand-in that reports the
 # collector's settings: what the command set up before it would have started serving.
 _SERVE = (
     'import gc, sys; import tether.faas._server as server\n'
     'async def report(config, stop, ready=None, on_metrics=None):\n'
-    '    print(gc.get_threshold()[0], gc.get_freeze_count() > 0)\n'
+    f'    {_REPORT}\n'
     'server.serve = report\n'
     'from tether.cli import main\n'
     "sys.argv = ['tether', 'faas', 'serve', '--config', sys.argv[1]]\n"
     'main()\n'
 )
+
+
+def _python(code: str, *args: str) -> str:
+    """The last line ``code`` prints in a fresh interpreter (which must succeed)."""
+    out = subprocess.run(
+        [sys.executable, '-c', code, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_tune_gc_raises_the_young_threshold_and_freezes_startup_objects() -> None:
+    assert _python(_PROBE, '20000') == '20000 True'
+
+
+def test_zero_leaves_the_collector_alone() -> None:
+    assert _python(_PROBE, '0') == _python(f'import gc; {_REPORT}')
 
 
 @pytest.mark.parametrize(('setting', 'expected'), [('', '20000 True'), ('1234', '1234 True')])
@@ -67,15 +57,7 @@ def test_tether_faas_serve_tunes_its_collector(
     config = tmp_path / 'service.toml'
     extra = f'gc_young_threshold = {setting}\n' if setting else ''
     config.write_text(f'[service]\nport = 0\n{extra}')
-    out = subprocess.run(
-        [sys.executable, '-c', _SERVE, str(config)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == expected
+    assert _python(_SERVE, str(config)) == expected
 
 
 def test_default_and_validation() -> None:
