@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether._once import create_once
 from tether.exceptions import AgentError
 
 if TYPE_CHECKING:
@@ -105,13 +106,7 @@ class ActionContext:
     @property
     def cancel_event(self) -> threading.Event:
         """Set when the caller cancels the request (or times out waiting)."""
-        event = self._cancel_event
-        if event is None:
-            with _event_lock:
-                if self._cancel_event is None:
-                    self._cancel_event = threading.Event()
-                event = self._cancel_event
-        return event
+        return create_once(self, '_cancel_event', _event_lock, threading.Event)
 
     @property
     def cancelled(self) -> bool:

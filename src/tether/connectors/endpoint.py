@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tether._once import create_once
 from tether._serve import codes as proto
 from tether._serve.messages import ObjectReply, ObjectRequest, decode_reply, encode
 from tether._serve.site import SiteConfig, list_configs, read_state
@@ -216,13 +217,7 @@ class EndpointConnector(ConfiguredConnector, ClosingContext):
     def _endpoint(self) -> tuple[SiteConfig, SyncClient]:
         if self._closed:
             raise ConnectorClosedError(f'{self!r} is closed')
-        local = self._local
-        if local is None:
-            with self._lock:
-                if self._local is None:
-                    self._local = self._find_local()
-                local = self._local
-        return local
+        return create_once(self, '_local', self._lock, self._find_local)
 
     @property
     def local_uuid(self) -> str:
