@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import click
 
+from tether._cli_options import config_option
+
 __all__ = ['dashboard']
 
 
 @click.command('dashboard')
-@click.option(
-    '--config',
-    'config_file',
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='TOML file ([dashboard] table) of what to watch.',
-)
+@config_option('config_file', 'TOML file ([dashboard] table) of what to watch.')
 @click.option('--host', default=None, help='Address to bind (default 127.0.0.1).')
 @click.option('--port', type=int, default=None, help='Port (default 8765; 0: any free one).')
 @click.option('--faas-url', default=None, help='A function service to read.')

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from tether._cli_options import config_option
 from tether.faas.endpoint.cli import endpoint, one_line_errors
 
 __all__ = ['faas']
@@ -57,7 +58,7 @@ def _dev(as_json: bool, port: int, max_workers: int | None, engine: str) -> None
 
 
 @faas.command('serve')
-@click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
+@config_option('config_path', required=True)
 @click.option('--json', 'as_json', is_flag=True, help='Print one JSON line once ready.')
 @one_line_errors
 def _serve(config_path: str, as_json: bool) -> None:
@@ -87,7 +88,7 @@ def _serve(config_path: str, as_json: bool) -> None:
 
 
 @faas.command('add-user')
-@click.option('--config', 'config_path', required=True, type=click.Path(dir_okay=False))
+@config_option('config_path', required=True)
 @click.argument('name')
 @click.option('--rotate', is_flag=True, help='Give an existing user a new token.')
 @one_line_errors

@@ -9,16 +9,15 @@ import sys
 
 import click
 
+from tether._cli_options import config_option
+
 __all__ = ['relay']
 
 
 @click.command(context_settings={'help_option_names': ['-h', '--help']})
-@click.option(
-    '--config',
+@config_option(
     'config_path',
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='The relay.toml to serve with (ports, TLS certificate and key, users, limits).',
+    'The relay.toml to serve with (ports, TLS certificate and key, users, limits).',
 )
 @click.option(
     '--new-user',
