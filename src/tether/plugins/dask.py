@@ -19,20 +19,17 @@ evicted when the task's future completes; result objects when the client closes.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from distributed import Client as _DaskClient
 
-from tether.store import get_or_create_store
-from tether.store.executor import ProxySize, decide
+from tether.store.executor import ProxySize, TaskWrapper, decide
 from tether.store.lifetimes import ContextLifetime
 
 if TYPE_CHECKING:
     from tether.store import Store
-    from tether.store.config import StoreConfig
 
 __all__ = ['Client']
 
@@ -54,36 +51,11 @@ _DASK_OPTIONS = frozenset(
 )
 
 
-@dataclasses.dataclass(eq=False, repr=False)
-class _ProxyResult:
-    """Runs the task in the worker; stores a large result under the client's key."""
-
-    function: Callable[..., Any]
-    store_config: StoreConfig
-    threshold: int
-    key: Any
-
-    def __post_init__(self) -> None:
-        self.__name__ = getattr(self.function, '__name__', 'task')
+class _DaskTask(TaskWrapper):
+    """The store executor's task wrapper, with a Dask token of its own per submission."""
 
     def __dask_tokenize__(self) -> tuple[str, int, str]:
-        return (self.__name__, id(self), repr(self.key))
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = self.function(*args, **kwargs)
-        proxy, parts = decide(ProxySize(self.threshold), result)
-        if not proxy:
-            return result
-        store = get_or_create_store(self.store_config)
-        if self.key is None:
-            if parts is not None and store.serializer is None:
-                return store.proxy_serialized(result, parts)
-            return store.proxy(result)
-        data = b''.join(parts) if parts is not None else store.serialize(result)
-        store.capabilities.require_deferrable('set results', f'store {store.name!r}').set(
-            self.key, data
-        )
-        return store.proxy_from_key(self.key, target_class=type(result))
+        return (self.__name__, id(self), repr(self.result_key))
 
 
 class Client(_DaskClient):
@@ -138,7 +110,9 @@ class Client(_DaskClient):
             result_key = None if deferrable is None else deferrable.new_key()
             if result_key is not None and self._ps_results is not None:
                 self._ps_results.add_key(result_key, store=store)
-            wrapped = _ProxyResult(func, store.config(), self._ps_threshold, result_key)
+            wrapped = _DaskTask(
+                func, store.config(), self._ps_policy, ownership=False, result_key=result_key
+            )
             future = super().submit(wrapped, *new_args, **options, **new_kwargs)
         except BaseException:
             lifetime.close()

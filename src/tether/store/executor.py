@@ -17,6 +17,10 @@ Policies: :class:`ProxyAlways`, :class:`ProxyNever`, :class:`ProxyType` and
 :class:`ProxySize`, or any ``Callable[[object], bool]``. :class:`ProxySize` measures an
 object by serializing it and, when it is large enough, stores those same bytes: nothing
 is serialized twice.
+
+Results are proxied where the task runs, by :class:`TaskWrapper`, which the executor
+submits in place of each function; integrations that submit to an engine themselves
+(:class:`tether.plugins.dask.Client`) use it too.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ __all__ = [
     'ProxySize',
     'ProxyType',
     'StoreExecutor',
+    'TaskWrapper',
     'decide',
 ]
 
@@ -195,16 +200,40 @@ def _walk(obj: Any, nested: bool, visit: Callable[[Any], Any]) -> Any:
 
 
 @dataclasses.dataclass(eq=False, repr=False)
-class _TaskWrapper:
-    """Runs the task; proxies its result by policy in the worker (picklable)."""
+class TaskWrapper:
+    """A task that proxies its result by policy where it runs (picklable).
+
+    What :class:`StoreExecutor` submits in place of each function; an integration that
+    submits to an engine itself (:class:`tether.plugins.dask.Client`) submits it too. Called
+    with the task's arguments, it runs ``function``, reopens the store of ``store_config``
+    (:func:`~tether.store.get_or_create_store`, once per process) and returns the result,
+    proxied if ``should_proxy`` selects it (see :func:`decide`). A result the store cannot
+    serialize is returned as it is.
+
+    Args:
+        function: The task.
+        store_config: The configuration of the store results go to.
+        should_proxy: The policy.
+        ownership: Return an :class:`~tether.store.ref.OwnedProxy` (evicted when the
+            caller drops it); borrows of arguments inside the result become owned copies.
+            Else a plain proxy, evicted by whoever keeps the result's key.
+        nested: Apply the policy to the items of a list, tuple or dict result.
+        result_key: Store a proxied result under this key, made beforehand by the store's
+            connector (``store.capabilities.deferrable.new_key()``: the caller can then
+            evict it without waiting for the result); needs ``ownership`` and ``nested``
+            off (one key holds one object).
+    """
 
     function: Callable[..., Any]
     store_config: StoreConfig
     should_proxy: Policy
-    ownership: bool
-    nested: bool
+    ownership: bool = True
+    nested: bool = False
+    result_key: Any = None
 
     def __post_init__(self) -> None:
+        if self.result_key is not None and (self.ownership or self.nested):
+            raise ValueError('result_key needs ownership=False and nested=False')
         self.__name__ = getattr(self.function, '__name__', 'task')
         self.__qualname__ = getattr(self.function, '__qualname__', self.__name__)
 
@@ -213,9 +242,10 @@ class _TaskWrapper:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.function(*args, **kwargs)
-        store = get_or_create_store(self.store_config)
+        # Opened when needed only: a task whose result stays small never opens the store.
+        store = get_or_create_store(self.store_config) if self.ownership else None
         populate: bool | None = None
-        if self.ownership:
+        if store is not None:
             # A borrow of an argument in the result would outlive its object (evicted
             # when the task completes): hand back an owned copy instead.
             owned = _own_borrows(result, store)
@@ -226,10 +256,15 @@ class _TaskWrapper:
                 result, populate = owned, False
 
         def visit(obj: Any) -> Any:
+            nonlocal store
             proxy, parts = decide(self.should_proxy, obj)
             if not proxy:
                 return obj
+            if store is None:
+                store = get_or_create_store(self.store_config)
             try:
+                if self.result_key is not None:
+                    return _proxy_under_key(store, obj, parts, self.result_key)
                 return _make_proxy(
                     store, obj, parts, owned=self.ownership, populate_target=populate
                 )
@@ -237,6 +272,13 @@ class _TaskWrapper:
                 return obj  # not proxiable: returned as it is, as for arguments
 
         return _walk(result, self.nested, visit)
+
+
+def _proxy_under_key(store: Store[Any], obj: Any, parts: list[BytesLike] | None, key: Any) -> Any:
+    data = b''.join(parts) if parts is not None else store.serialize(obj)
+    deferrable = store.capabilities.require_deferrable('set results', f'store {store.name!r}')
+    deferrable.set(key, data)
+    return store.proxy_from_key(key, target_class=type(obj))
 
 
 def _own_borrows(obj: Any, store: Store[Any], depth: int = 0) -> Any:
@@ -377,7 +419,7 @@ class StoreExecutor(concurrent.futures.Executor):
             new_kwargs = {k: _walk(v, self.proxy_nested, visit) for k, v in kwargs.items()}
             fn: Callable[..., Any] = function
             if self.proxy_results:
-                fn = _TaskWrapper(
+                fn = TaskWrapper(
                     function,
                     self.store.config(),
                     self.should_proxy,
