@@ -11,7 +11,9 @@ sockets and pidfds at once:
 * **cancellation and time limits**: a cancelled task not yet with a worker is dropped, a
   prefetched one is skipped by its worker, and a running one, or one past its
   ``timeout``, is stopped by killing its worker, which a new one replaces (the worker's
-  other tasks, not started, go back to the queue);
+  other tasks, not started, go back to the queue); a limit counts from when the task
+  starts on its worker: a new worker's first message says it is up, and no limit runs
+  before it (an interpreter or container slow to start spends none of it);
 * **elasticity**: workers are started while tasks wait and fewer than ``max_workers``
   run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``;
 * **environments**: a task whose function asks for another Python environment
@@ -96,6 +98,8 @@ class _Worker:
         # In the order the worker runs them: the first is running (since ``started``).
         self.inflight: dict[str, Task] = {}
         self.started = time.monotonic()
+        # Until the worker's first message (it is up): no time limit counts before it.
+        self.ready = False
         # Prefetched tasks cancelled (already reported): the worker skips them.
         self.skipping: set[str] = set()
         self.warm: set[str] = set()
@@ -250,7 +254,12 @@ class ProcessPoolEngine(EngineBase):
             if w.conn in ready:
                 try:
                     while w.conn.poll():
-                        task_id, status, ser, data, error, start, end, out = w.conn.recv()
+                        message = w.conn.recv()
+                        if not w.ready:  # its first message: the worker is up
+                            w.ready = True
+                            w.started = time.monotonic()  # its first task starts now
+                            continue
+                        task_id, status, ser, data, error, start, end, out = message
                         task = w.inflight.pop(task_id, None)
                         w.started = time.monotonic()  # the next one starts now
                         if not w.inflight:
@@ -316,7 +325,7 @@ class ProcessPoolEngine(EngineBase):
         now = time.monotonic()
         for w in self._workers:
             head = next(iter(w.inflight.values()), None)
-            if head is not None and head.timeout is not None:
+            if head is not None and head.timeout is not None and w.ready:
                 wait = min(wait, max(0.0, w.started + head.timeout - now))
         return wait
 
@@ -359,7 +368,7 @@ class ProcessPoolEngine(EngineBase):
         now = time.monotonic()
         for w in list(self._workers):
             head = next(iter(w.inflight.values()), None)
-            if head is None or head.timeout is None or head.task_id in w.skipping:
+            if head is None or head.timeout is None or head.task_id in w.skipping or not w.ready:
                 continue
             if now - w.started >= head.timeout:
                 error = {

@@ -183,6 +183,10 @@ def worker_main(conn: Any, env: dict[str, str]) -> None:
                 return
 
     threading.Thread(target=read, name='tether-faas-worker-inbox', daemon=True).start()
+    try:
+        conn.send(None)  # up: the pool counts time limits from here, not from the spawn
+    except (EOFError, OSError):
+        return
     while True:
         message = inbox.get()
         if message is None:
