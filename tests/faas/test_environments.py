@@ -156,8 +156,12 @@ def test_interpreter_named_by_path_and_command_template(
         assert ex.submit(where_am_i).result(60) == (str(python), 'boxed')
         ex.environment = str(second_venv)  # a path: probed when first asked for
         assert ex.submit(uses_package).result(60)[1] == str(python)
-    reported = client.get_endpoint_metadata(eid)['environments']
-    assert str(second_venv) in reported
+    # Reported with the endpoint's next heartbeat (every 0.5 s here), not with the result.
+    wait_for(
+        lambda: str(second_venv) in client.get_endpoint_metadata(eid)['environments'],
+        60,
+        'the probed environment in the metadata',
+    )
 
 
 def test_unknown_environment_refused_at_submission_and_at_the_endpoint(
