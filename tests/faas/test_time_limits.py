@@ -14,24 +14,21 @@ from tests.faas.test_engine import Collector, engine_config, task
 from tether.faas.endpoint._pool import ProcessPoolEngine
 
 
-def test_a_worker_slow_to_start_does_not_spend_its_first_tasks_limit(
-    tmp_path: pathlib.Path,
-) -> None:
-    waiting, gate = tmp_path / 'waiting', tmp_path / 'gate'
-    # The 'gated' environment's interpreter starts only once the test opens the gate.
+def _gated(waiting: pathlib.Path, gate: pathlib.Path) -> dict[str, str]:
+    """An environment whose interpreter starts only once ``gate`` exists (it touches
+    ``waiting`` first)."""
     script = (
         f'touch {shlex.quote(str(waiting))}; '
         f'while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.01; done; exec "$0" "$@"'
     )
-    config = engine_config(
-        max_workers=2,
-        environments={
-            'gated': {
-                'command': f'sh -c {shlex.quote(script)} {{python}}',
-                'python': sys.executable,
-            }
-        },
-    )
+    return {'command': f'sh -c {shlex.quote(script)} {{python}}', 'python': sys.executable}
+
+
+def test_a_worker_slow_to_start_does_not_spend_its_first_tasks_limit(
+    tmp_path: pathlib.Path,
+) -> None:
+    waiting, gate = tmp_path / 'waiting', tmp_path / 'gate'
+    config = engine_config(max_workers=2, environments={'gated': _gated(waiting, gate)})
     c = Collector()
     engine = ProcessPoolEngine(config, c.handoff, c.result)
     engine.start()
@@ -52,4 +49,30 @@ def test_a_worker_slow_to_start_does_not_spend_its_first_tasks_limit(
     finally:
         gate.touch()
         never.touch()
+        engine.stop()
+
+
+def test_a_worker_that_never_starts_is_given_up_on(tmp_path: pathlib.Path) -> None:
+    waiting, gate = tmp_path / 'waiting', tmp_path / 'gate'  # the gate stays shut
+    config = engine_config(
+        max_workers=1,
+        max_retries=1,
+        worker_start_timeout_s=0.2,
+        environments={'gated': _gated(waiting, gate)},
+    )
+    c = Collector()
+    engine = ProcessPoolEngine(config, c.handoff, c.result)
+    engine.start()
+    try:
+        gated = dataclasses.replace(task(_tasks.square, 3), environment='gated')
+        engine.submit([gated])
+        header, _ = c.results.get(timeout=60)  # two workers tried, neither started
+        assert (header['task_id'], header['status']) == (gated.task_id, 'failed')
+        assert header['error']['type'] == 'WorkerLostError'
+        assert (
+            'did not start within 0.2 s (worker_start_timeout_s), 2 times'
+            in (header['error']['message'])
+        )
+        assert [r['reason'] for r in header['retries']] == ['worker did not start'] * 2
+    finally:
         engine.stop()

@@ -146,6 +146,10 @@ class ComputeEndpointConfig(pydantic.BaseModel):
             ``min_blocks``).
         max_retries: How often a task whose worker died is run again before it fails with
             :class:`~tether.exceptions.WorkerLostError`.
+        worker_start_timeout_s: How long a new worker process may take to start (its
+            interpreter, or the container of its environment) before it is killed and
+            its tasks are run again, up to ``max_retries`` times (5 minutes: room for a
+            container to load). Time limits (``task_timeout``) count only once it is up.
         worker_prefetch: Tasks queued at one worker beyond the one it runs.
         max_result_bytes: Largest serialized result a task may return (10 MiB, as the
             service's ``max_payload_bytes``); a larger one fails the task with advice to
@@ -194,6 +198,7 @@ class ComputeEndpointConfig(pydantic.BaseModel):
     max_workers: int = pydantic.Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     idle_timeout_s: float = pydantic.Field(default=120.0, gt=0)
     max_retries: int = pydantic.Field(default=2, ge=0)
+    worker_start_timeout_s: float = pydantic.Field(default=300.0, gt=0)
     worker_prefetch: int = pydantic.Field(default=1, ge=0)
     max_result_bytes: int = pydantic.Field(default=10 * 2**20, gt=0)
     max_output_bytes: int = pydantic.Field(default=64 * 1024, ge=0, le=128 * 1024)

@@ -13,7 +13,8 @@ sockets and pidfds at once:
   ``timeout``, is stopped by killing its worker, which a new one replaces (the worker's
   other tasks, not started, go back to the queue); a limit counts from when the task
   starts on its worker: a new worker's first message says it is up, and no limit runs
-  before it (an interpreter or container slow to start spends none of it);
+  before it (an interpreter or container slow to start spends none of it); a worker not
+  up within ``worker_start_timeout_s`` is killed and counts as lost (retries below);
 * **elasticity**: workers are started while tasks wait and fewer than ``max_workers``
   run; a worker idle for ``idle_timeout_s`` is stopped, down to ``min_workers``;
 * **environments**: a task whose function asks for another Python environment
@@ -98,8 +99,10 @@ class _Worker:
         # In the order the worker runs them: the first is running (since ``started``).
         self.inflight: dict[str, Task] = {}
         self.started = time.monotonic()
-        # Until the worker's first message (it is up): no time limit counts before it.
+        # Until the worker's first message (it is up): no time limit counts before it, and
+        # past worker_start_timeout_s since ``spawned`` it is given up on.
         self.ready = False
+        self.spawned = time.monotonic()
         # Prefetched tasks cancelled (already reported): the worker skips them.
         self.skipping: set[str] = set()
         self.warm: set[str] = set()
@@ -244,8 +247,8 @@ class ProcessPoolEngine(EngineBase):
                 self._cancel_now()
                 self._collect(ready)
                 self._expire()
-                self._dispatch()
                 self._scale()
+                self._dispatch()  # the tasks of workers just started go into their pipes now
             except Exception:
                 logger.exception('process pool manager error')
 
@@ -278,13 +281,16 @@ class ProcessPoolEngine(EngineBase):
             if w.dead or w.sentinel in ready or not w.alive():
                 self._lost(w)
 
-    def _lost(self, worker: _Worker) -> None:
+    def _lost(self, worker: _Worker, unstarted: float | None = None) -> None:
+        """Retry or fail the tasks of a worker that died (or, with ``unstarted``, was
+        killed for not starting within that many seconds)."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(1)
         exitcode = worker.process.returncode
         logger.warning(
-            'worker %s died (exit code %s) holding %d task(s)',
+            'worker %s %s (exit code %s) holding %d task(s)',
             worker.pid,
+            'died' if unstarted is None else f'did not start within {unstarted:g} s',
             exitcode,
             len(worker.inflight),
         )
@@ -297,14 +303,19 @@ class ProcessPoolEngine(EngineBase):
             if task.task_id in worker.skipping:
                 continue  # cancelled (reported then): not run again
             task.attempts += 1
-            task.retries.append(
-                {'reason': 'worker lost', 'exit_code': exitcode, 'at': time.time()}
-            )
+            reason = 'worker lost' if unstarted is None else 'worker did not start'
+            task.retries.append({'reason': reason, 'exit_code': exitcode, 'at': time.time()})
             if task.attempts > self.config.max_retries:
                 message = (
                     f'the worker running the task died {task.attempts} times (exit code '
                     f'{exitcode}); max_retries = {self.config.max_retries}'
                 )
+                if unstarted is not None:
+                    message = (
+                        f'the worker for the task did not start within {unstarted:g} s '
+                        f'(worker_start_timeout_s), {task.attempts} times; max_retries = '
+                        f'{self.config.max_retries}'
+                    )
                 error = {'type': 'WorkerLostError', 'message': message, 'traceback': ''}
                 now = time.time()
                 header = result_header(
@@ -320,12 +331,17 @@ class ProcessPoolEngine(EngineBase):
     # Cancellation and time limits ----------------------------------------------------
 
     def _next_tick(self) -> float:
-        """How long the manager may wait: until the nearest time limit, at most _TICK."""
+        """How long the manager may wait: until the nearest time limit or start deadline,
+        at most _TICK."""
         wait = _TICK
         now = time.monotonic()
         for w in self._workers:
+            if not w.ready:
+                start_by = w.spawned + self.config.worker_start_timeout_s
+                wait = min(wait, max(0.0, start_by - now))
+                continue
             head = next(iter(w.inflight.values()), None)
-            if head is not None and head.timeout is not None and w.ready:
+            if head is not None and head.timeout is not None:
                 wait = min(wait, max(0.0, w.started + head.timeout - now))
         return wait
 
@@ -367,8 +383,15 @@ class ProcessPoolEngine(EngineBase):
         """Stop the workers whose running task is past its time limit."""
         now = time.monotonic()
         for w in list(self._workers):
+            if not w.ready:
+                limit = self.config.worker_start_timeout_s
+                if now - w.spawned >= limit:  # a hung interpreter or container start
+                    with contextlib.suppress(OSError):
+                        w.process.kill()
+                    self._lost(w, unstarted=limit)
+                continue
             head = next(iter(w.inflight.values()), None)
-            if head is None or head.timeout is None or head.task_id in w.skipping or not w.ready:
+            if head is None or head.timeout is None or head.task_id in w.skipping:
                 continue
             if now - w.started >= head.timeout:
                 error = {
