@@ -23,7 +23,10 @@ Benchmarks (``--only``; cases in parentheses):
   ``threshold=256``, so that every value travels in the sender's shared-memory slots;
 * ``agents_hybrid``, ``agents_redis`` (1KB): echo round trip, default settings;
 * ``faas_dev`` (noop): ``bench_faas.faas_latency`` on the dev stack (SQLite, in-process
-  queues).
+  queues);
+* ``faas_prod`` (noop_rtt, noop_batched_per_task): the same on PostgreSQL + RabbitMQ;
+* ``faas_cold`` (first_task): an endpoint's process pool with no worker yet, from one
+  task's submission to its result.
 
 Usage::
 
@@ -184,6 +187,42 @@ def bench_faas_prod(ops: int) -> dict[str, float]:
         }
 
 
+def bench_faas_cold(ops: int) -> dict[str, float]:
+    """An endpoint's process pool with no worker yet: from one task's submission to its
+    result (a worker is started for it), a new pool each time."""
+    import queue
+
+    from tether.faas import EndpointConfig
+    from tether.faas._payload import pack_args, pack_function
+    from tether.faas.endpoint._pool import ProcessPoolEngine
+    from tether.faas.endpoint.engine import Task
+
+    config = EndpointConfig(
+        name='cold', endpoint_id='cold', service_url='http://127.0.0.1:1', max_workers=1
+    )
+    times = []
+    results: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+    for i in range(max(ops // 20, 5)):
+        engine = ProcessPoolEngine(config, lambda ids: None, lambda h, p: results.put(h))
+        engine.start()
+        task = Task(
+            task_id=str(i),
+            function_id='builtins.abs',
+            function_serializer='pickle',
+            function_body=pack_function(abs),
+            data_serializer='tether',
+            payload=pack_args((-i,), {}),
+        )
+        start = time.perf_counter()
+        engine.submit([task])
+        header = results.get(timeout=60)
+        times.append(time.perf_counter() - start)
+        engine.stop()
+        if header['status'] != 'success':
+            raise RuntimeError(f'cold task failed: {header}')
+    return {'first_task': statistics.median(times)}
+
+
 BENCHES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     # name: (function, operations timed per subprocess at --ops 1.0)
     'store_shm': (bench_store_shm, 400),
@@ -194,6 +233,7 @@ BENCHES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     'agents_redis': (bench_agents_redis, 400),
     'faas_dev': (bench_faas_dev, 200),
     'faas_prod': (bench_faas_prod, 200),
+    'faas_cold': (bench_faas_cold, 200),
 }
 
 

@@ -261,7 +261,8 @@ class ProcessPoolEngine(EngineBase):
                         if not w.ready:  # its first message: the worker is up
                             w.ready = True
                             w.started = time.monotonic()  # its first task starts now
-                            continue
+                            if message is None:  # (a result first: an older worker)
+                                continue
                         task_id, status, ser, data, error, start, end, out = message
                         task = w.inflight.pop(task_id, None)
                         w.started = time.monotonic()  # the next one starts now
