@@ -381,7 +381,8 @@ class ProcessPoolEngine(EngineBase):
                 self._stop_worker(w, 'cancelled', cancelled_error())
 
     def _expire(self) -> None:
-        """Stop the workers whose running task is past its time limit."""
+        """Stop the workers whose running task is past its time limit, and those not up
+        within ``worker_start_timeout_s``."""
         now = time.monotonic()
         for w in list(self._workers):
             if not w.ready:
