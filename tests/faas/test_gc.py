@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import pathlib
+import signal
 import subprocess
 import sys
+import uuid
 
 import pytest
 
+from tests.faas.conftest import AMQP
 from tether.exceptions import ConfigError
 from tether.faas._config import ServiceConfig
 
-_REPORT = 'print(gc.get_threshold()[0], gc.get_freeze_count() > 0)'
+_SETTINGS = 'gc.get_threshold()[0], gc.get_freeze_count() > 0'
+_REPORT = f'print({_SETTINGS})'
 _PROBE = (
     'import gc, sys; from tether.faas._server import tune_gc; '
     f'tune_gc(int(sys.argv[1])); {_REPORT}'
 )
-# ``tether faas serve`` with the service itself replaced by a stand-in that reports the
-# collector's settings: what the command set up before it would have started serving.
+# ``tether faas serve`` as it runs, with a thread beside it that, once told on stdin
+# (after the command's ready line), reports the collector's settings of the process.
 _SERVE = (
-    'import gc, sys; import tether.faas._server as server\n'
-    'async def report(config, stop, ready=None, on_metrics=None):\n'
-    f'    {_REPORT}\n'
-    'server.serve = report\n'
+    'import gc, sys, threading\n'
+    'def report():\n'
+    '    sys.stdin.readline()\n'
+    f'    print({_SETTINGS}, flush=True)\n'
+    'threading.Thread(target=report, daemon=True).start()\n'
     'from tether.cli import main\n'
-    "sys.argv = ['tether', 'faas', 'serve', '--config', sys.argv[1]]\n"
+    "sys.argv = ['tether', 'faas', 'serve', '--config', sys.argv[1], '--json']\n"
     'main()\n'
 )
 
@@ -52,12 +57,36 @@ def test_zero_leaves_the_collector_alone() -> None:
 
 @pytest.mark.parametrize(('setting', 'expected'), [('', '20000 True'), ('1234', '1234 True')])
 def test_tether_faas_serve_tunes_its_collector(
-    tmp_path: pathlib.Path, setting: str, expected: str
+    tmp_path: pathlib.Path, pg_url: str, queue_prefix: str, setting: str, expected: str
 ) -> None:
     config = tmp_path / 'service.toml'
     extra = f'gc_young_threshold = {setting}\n' if setting else ''
-    config.write_text(f'[service]\nport = 0\n{extra}')
-    assert _python(_SERVE, str(config)) == expected
+    config.write_text(
+        f'[service]\nport = 0\ndatabase = "{pg_url}"\nbroker = "{AMQP}"\n'
+        f'queue_prefix = "{queue_prefix}-gc-{uuid.uuid4().hex[:6]}"\n{extra}'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, '-c', _SERVE, str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        ready = proc.stdout.readline()  # the service listens (its JSON line)
+        assert ready.startswith('{'), proc.communicate(timeout=30)[1]
+        proc.stdin.write('report\n')
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == expected
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
 
 
 def test_default_and_validation() -> None:
