@@ -45,7 +45,6 @@ from __future__ import annotations
 import hmac
 import json
 import re
-import reprlib
 import threading
 import time
 from pathlib import Path
@@ -245,7 +244,7 @@ class Verifier:
         fields = _keys.header_fields(auth, ('producer', 'ns', 'topic'))
         if fields is None:
             raise EventAuthenticationError(
-                f'malformed "auth" object in a stream message: {_shown(auth)}',
+                f'malformed "auth" object in a stream message: {auth!r:.100}',
             )
         producer, namespace, topic, seq, sent = fields
         if topics - {topic}:
@@ -281,19 +280,6 @@ class Verifier:
                     f'{topic!r}, seq {seq} was already accepted (or is more than '
                     f'{self.window} behind the newest)',
                 )
-
-
-_SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
-_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist = 2, 8, 4
-_SHOWN.maxstring = _SHOWN.maxother = 40
-_SHOWN_CHARS = 100
-
-
-def _shown(value: Any) -> str:
-    """A short repr of an unverified value, for error messages only: nested levels, items
-    and strings are cut (so the work is bounded too), then the whole to ~100 characters."""
-    text = _SHOWN.repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + '...'
 
 
 def _claimed_kid(body: bytes) -> str:
