@@ -45,7 +45,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Self, overload
+from typing import Any, NamedTuple, Self
 
 import pydantic
 
@@ -67,22 +67,6 @@ logger = logging.getLogger(__name__)
 _PROXYSTORE_NAMES = {'min_size_bytes': 'min_size', 'max_size_bytes': 'max_size'}
 
 
-class _ProxyStoreName:
-    """A read-only attribute of a :class:`Policy` under ProxyStore's name of one of its
-    fields (the field is looked up in ``_PROXYSTORE_NAMES``)."""
-
-    def __set_name__(self, owner: type[Any], name: str) -> None:
-        self.field = _PROXYSTORE_NAMES[name]
-        self.__doc__ = f"ProxyStore's name for :attr:`{self.field}`."
-
-    @overload
-    def __get__(self, policy: None, owner: type[Any]) -> Self: ...
-    @overload
-    def __get__(self, policy: Policy, owner: type[Any]) -> int: ...
-    def __get__(self, policy: Policy | None, owner: type[Any]) -> Self | int:
-        return self if policy is None else int(getattr(policy, self.field))
-
-
 class Policy(pydantic.BaseModel):
     """When a connector of a :class:`MultiConnector` may be used.
 
@@ -98,9 +82,7 @@ class Policy(pydantic.BaseModel):
             ``superset_tags=[...]`` matches only if it carries every tag listed here.
     """
 
-    model_config = pydantic.ConfigDict(
-        frozen=True, extra='forbid', ignored_types=(_ProxyStoreName,)
-    )
+    model_config = pydantic.ConfigDict(frozen=True, extra='forbid')
 
     priority: int = 0
     host_pattern: list[str] | None = None
@@ -127,8 +109,15 @@ class Policy(pydantic.BaseModel):
     def _one_pattern(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
-    min_size_bytes = _ProxyStoreName()
-    max_size_bytes = _ProxyStoreName()
+    @property
+    def min_size_bytes(self) -> int:
+        """ProxyStore's name for :attr:`min_size`."""
+        return self.min_size
+
+    @property
+    def max_size_bytes(self) -> int:
+        """ProxyStore's name for :attr:`max_size`."""
+        return self.max_size
 
     def as_dict(self) -> dict[str, Any]:
         """The policy with ProxyStore's field names (its ``PolicyDict``)."""
