@@ -14,7 +14,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from tether._clock import SYSTEM_CLOCK, Clock
 from tether.faas import _bulk
@@ -296,7 +296,9 @@ class Repository:
         self._info_version += 1
         return await self._delete_owned('endpoint', endpoint_id, user_id)
 
-    async def _delete_owned(self, kind: str, object_id: str, user_id: str) -> bool:
+    async def _delete_owned(
+        self, kind: Literal['function', 'endpoint'], object_id: str, user_id: str
+    ) -> bool:
         """Delete the user's ``kind`` (``'function'`` or ``'endpoint'``) and its shares;
         False if the user has no such object."""
         n = await self.db.execute(
@@ -431,7 +433,9 @@ class Repository:
         worker nor finished)."""
         return await self._ids_in_status(task_ids, 'waiting-for-ep')
 
-    async def _ids_in_status(self, task_ids: Sequence[str], status: str) -> set[str]:
+    async def _ids_in_status(
+        self, task_ids: Sequence[str], status: Literal['waiting-for-ep', 'cancelled']
+    ) -> set[str]:
         """Those of ``task_ids`` whose status is ``status`` (a constant of the schema,
         written into the statement as before, so its plan is the same)."""
         if not task_ids:
