@@ -4,6 +4,7 @@
   cost of one call of a fast operation), :func:`summary`;
 * output: :func:`print_table` (rich, also returns the table as Markdown),
   :func:`write_json` (to ``benchmarks/results/<name>.json``), :func:`fmt_time`;
+* :func:`process_cpu_s`: a process's user and system CPU seconds so far (``/proc``);
 * :func:`parse_args` (``--quick``) and :func:`run_side`, which runs
   ``benchmarks/_harness.py`` for tether (this interpreter) or the peer (the peer venv's
   interpreter, built by ``benchmarks/peer_env.sh``) and returns its JSON.
@@ -163,6 +164,15 @@ def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
             samples = [x for run in runs for x in run['result'][key]['samples']]
             merged['result'][key] = {**extra, **summary(samples)}
     return merged
+
+
+def process_cpu_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds used so far by process ``pid`` (Linux ``/proc``; raises
+    ``OSError`` once the process is gone)."""
+    with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()  # after the command name, which may hold ')'
+    tick = os.sysconf('SC_CLK_TCK')
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

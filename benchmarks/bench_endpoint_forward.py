@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tests.endpoint.conftest import Relay, Site, write_relay_config
 
+from _common import process_cpu_s
 from tether._serve.sizes import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,15 +49,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _cpu(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of process ``pid``."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    tick = os.sysconf('SC_CLK_TCK')
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def _phase(op: Any, n: int, pids: dict[str, int]) -> dict[str, Any]:
-    before = {name: _cpu(pid) for name, pid in pids.items()}
+    before = {name: process_cpu_s(pid) for name, pid in pids.items()}
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -63,7 +58,7 @@ def _phase(op: Any, n: int, pids: dict[str, int]) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
     result: dict[str, Any] = {'median_us': round(statistics.median(times) * 1e6, 1)}
     for name, pid in pids.items():
-        user, system = _cpu(pid)
+        user, system = process_cpu_s(pid)
         result[f'{name}_user_us'] = round((user - before[name][0]) / n * 1e6, 1)
         result[f'{name}_sys_us'] = round((system - before[name][1]) / n * 1e6, 1)
     return result

@@ -22,6 +22,7 @@ simulator's process) tasks; strong: a fixed number of tasks over more managers; 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -32,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import print_table, write_json
+from _common import print_table, process_cpu_s, write_json
 from _faas_sim import Fleet, rss_kb, service_stack
 
 
@@ -79,16 +80,11 @@ def _client_main(  # noqa: PLR0917
 
 def _cpu_s(pids: list[int]) -> float:
     """CPU seconds (user + system) used so far by the live processes ``pids``."""
-    tick = os.sysconf('SC_CLK_TCK')
-    total = 0
+    total = 0.0
     for pid in pids:
-        try:
-            with open(f'/proc/{pid}/stat') as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+        with contextlib.suppress(OSError):  # gone: its CPU time is no longer counted
+            total += sum(process_cpu_s(pid))
+    return total
 
 
 def _pids_named(name: str) -> list[int]:
