@@ -18,7 +18,7 @@ import logging
 import math
 import pathlib
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pydantic
@@ -185,7 +185,7 @@ class DockingApp(HoldsNothing):
             remaining[self.initial_simulations :],
         )
         scores: dict[str, float] = {}
-        rows: list[tuple[str, float, int]] = []
+        rows: list[dict[str, Any]] = []
         for iteration in range(self.num_iterations + 1):
             futures = {
                 s: engine.submit(
@@ -201,7 +201,7 @@ class DockingApp(HoldsNothing):
             }
             for s, future in futures.items():
                 scores[s] = future.result()
-                rows.append((s, scores[s], iteration))
+                rows.append({'smiles': s, 'score': scores[s], 'iteration': iteration})
             logger.info('docking: round %d docked %d ligands', iteration, len(batch))
             if iteration == self.num_iterations or not remaining:
                 break
@@ -212,11 +212,9 @@ class DockingApp(HoldsNothing):
             chosen = set(order[: self.batch_size])
             batch = [remaining[i] for i in sorted(chosen)]
             remaining = [s for i, s in enumerate(remaining) if i not in chosen]
-        header = ('smiles', 'score', 'iteration')
-        write_csv(
-            run_dir / 'docking.csv', header, (dict(zip(header, r, strict=True)) for r in rows)
-        )
-        best = min((r for r in rows if not math.isnan(r[1])), key=lambda r: r[1], default=None)
+        write_csv(run_dir / 'docking.csv', ['smiles', 'score', 'iteration'], rows)
+        scored = (r for r in rows if not math.isnan(r['score']))
+        best = min(scored, key=lambda r: r['score'], default=None)
         logger.info('docking: %d ligands docked; best %s', len(rows), best)
 
 
